@@ -1,0 +1,18 @@
+"""The `fwdasv` command: one click group, one verb per subcommand."""
+
+from __future__ import annotations
+
+import click
+
+from fwdasv import __version__
+from fwdasv.clibase import Group
+from fwdasv.engine.cli import forward
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="fwdasv")
+def main() -> None:
+    """Track model forward latency across commits with asv (airspeed velocity)."""
+
+
+main.add_command(forward)

@@ -1,0 +1,162 @@
+"""`fwdasv forward` / `python -m fwdasv.engine`: the engine's command line.
+
+Flags follow `vllm bench forward` where they mean the same (`--case`,
+`--shapes`, `--iters`, `--samples`, `--seed`, `--output-json`), and the output
+is the same JSON, so one parser and one asv layer serve both.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from fwdasv.cases import GRAMMAR_HELP, load_cases, parse_case, suite_cases, unique_cases
+from fwdasv.clibase import CliError, Command
+from fwdasv.targets.base import DEFAULT_TARGET, parse_options
+
+
+def collect_cases(case: tuple[str, ...], shapes: str | None, suite: tuple[str, ...]):
+    cases = [parse_case(text) for text in case]
+    if shapes:
+        cases += load_cases(shapes)
+    for name in suite:
+        cases += suite_cases(name)
+    if not cases:
+        raise CliError("No cases: pass at least one --case, --shapes or --suite")
+    return unique_cases(cases)
+
+
+def _positive(name: str, value: int) -> None:
+    if value < 1:
+        raise CliError(f"{name} must be at least 1, got {value}")
+
+
+@click.command(
+    "forward",
+    cls=Command,
+    context_settings={"show_default": True, "help_option_names": ["-h", "--help"]},
+)
+@click.option(
+    "--target",
+    default=DEFAULT_TARGET,
+    help="Factory of the model to time, package.module:callable.",
+)
+@click.option(
+    "--target-option",
+    "target_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Keyword passed to the target factory (VALUE read as JSON), e.g. num_layers=4. Repeatable.",
+)
+@click.option(
+    "--case", "case", multiple=True, metavar="NAME=REQS", help=GRAMMAR_HELP + ". Repeatable."
+)
+@click.option(
+    "--shapes", type=click.Path(), help="JSON or YAML file of cases (vLLM's --shapes schema)."
+)
+@click.option(
+    "--suite", multiple=True, help="A named case suite of fwdasv.cases.SUITES. Repeatable."
+)
+@click.option("--iters", type=int, default=20, help="Replays per sample.")
+@click.option("--samples", type=int, default=5, help="Samples (blocks of --iters replays).")
+@click.option(
+    "--seed", type=int, default=0, help="Seed of the weights, tokens and cached prefixes."
+)
+@click.option(
+    "--dtype",
+    default="auto",
+    help="bfloat16, float16 or float32; auto: bfloat16 on CUDA, float32 on CPU.",
+)
+@click.option("--device", default="auto", help="cuda, cuda:N or cpu; auto: cuda when available.")
+@click.option(
+    "--timer",
+    type=click.Choice(["auto", "graph", "host"]),
+    default="auto",
+    help="graph: CUDA events inside a CUDA graph; host: perf_counter around eager forwards. auto: graph on CUDA.",
+)
+@click.option(
+    "--warmup-s", type=float, default=1.0, help="Seconds of replays before timing (steady clocks)."
+)
+@click.option(
+    "--pipeline-stages",
+    type=int,
+    default=1,
+    help="Split the target into N stages, one process each (torchrun).",
+)
+@click.option(
+    "--timeout-s",
+    type=float,
+    default=3600.0,
+    help="Pipeline runs: kill the torchrun group after this long.",
+)
+@click.option(
+    "--output-json",
+    type=click.Path(dir_okay=False),
+    help="Write results here (vLLM's --output-json schema).",
+)
+def forward(
+    target: str,
+    target_options: tuple[str, ...],
+    case: tuple[str, ...],
+    shapes: str | None,
+    suite: tuple[str, ...],
+    iters: int,
+    samples: int,
+    seed: int,
+    dtype: str,
+    device: str,
+    timer: str,
+    warmup_s: float,
+    pipeline_stages: int,
+    timeout_s: float,
+    output_json: str | None,
+) -> None:
+    """Time the forward of exact batches of a PyTorch model, like `vllm bench forward`.
+
+    Prints one line per case and writes the results JSON as each case finishes.
+    Exits 3 when some cases failed (their errors are in the JSON), 1 on bad input.
+    """
+    _positive("--iters", iters)
+    _positive("--samples", samples)
+    _positive("--pipeline-stages", pipeline_stages)
+    if warmup_s < 0:
+        raise CliError(f"--warmup-s must be >= 0, got {warmup_s}")
+    cases = collect_cases(case, shapes, suite)
+    options = parse_options(target_options)
+
+    # Import torch only once the arguments are known to be good.
+    from fwdasv.engine.capture import BenchOptions
+    from fwdasv.engine.runner import EngineConfig, resolve_device, resolve_dtype, resolve_timer
+    from fwdasv.targets.base import TargetSpec, torch_dtype
+
+    TargetSpec.parse(target, options).resolve()
+    try:
+        device = resolve_device(device)
+        timer = resolve_timer(timer, device)
+    except ValueError as error:
+        raise CliError(str(error)) from None
+    dtype = resolve_dtype(dtype, device)
+    torch_dtype(dtype)
+    config = EngineConfig(
+        target=target,
+        target_options=options,
+        device=device,
+        dtype=dtype,
+        options=BenchOptions(
+            iters=iters, samples=samples, seed=seed, warmup_s=warmup_s, timer=timer
+        ),
+    )
+    if pipeline_stages > 1 or ("RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1):
+        from fwdasv.engine.pipeline import pipeline_main
+
+        failed = pipeline_main(config, cases, pipeline_stages, output_json, timeout_s)
+    else:
+        from fwdasv.engine.runner import run_cases
+
+        outcome = run_cases(config, cases, output_json, echo=click.echo)
+        failed = [r.case for r in outcome if not r.ok]
+    if failed:
+        raise CliError(
+            f"{len(failed)} case(s) failed: {', '.join(failed)} (errors in the output)", exit_code=3
+        )

@@ -1,0 +1,117 @@
+"""Run a list of cases through the single-stage bench and write vLLM's JSON.
+
+The target is built once; each case is prepared, timed and written out as soon
+as it finishes (the whole file rewritten atomically), so a crash later loses
+nothing already measured. A case that fails (a shape the target refuses, CUDA
+out of memory) is recorded with its error and the next case still runs.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import platform
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from fwdasv import results
+from fwdasv.cases import BenchCase
+from fwdasv.engine.capture import BenchOptions, bench_forward
+from fwdasv.targets.base import TargetSpec
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    target: str
+    target_options: dict[str, Any]
+    device: str
+    dtype: str
+    options: BenchOptions
+
+    def describe(self) -> dict[str, Any]:
+        """What produced a result, stored in every rank dict under `engine`."""
+        info: dict[str, Any] = {
+            "target": self.target,
+            "target_options": self.target_options,
+            "device": self.device,
+            "dtype": self.dtype,
+            **asdict(self.options),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        }
+        if self.device.startswith("cuda"):
+            info["gpu"] = torch.cuda.get_device_name(torch.device(self.device))
+        return info
+
+
+def resolve_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is visible; use --device cpu")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    return dtype
+
+
+def resolve_timer(timer: str, device: str) -> str:
+    if timer == "auto":
+        return "graph" if device.startswith("cuda") else "host"
+    if timer == "graph" and not device.startswith("cuda"):
+        raise ValueError("--timer graph needs a CUDA device; use --timer host (or auto) on CPU")
+    return timer
+
+
+def describe_error(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def free_device_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+
+
+def run_cases(
+    config: EngineConfig,
+    cases: Sequence[BenchCase],
+    output_json: str | os.PathLike[str] | None,
+    echo: Callable[[str], None] = print,
+) -> list[results.CaseResult]:
+    """Bench every case; returns the parsed results (failed cases included)."""
+    device = torch.device(config.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    spec = TargetSpec.parse(config.target, config.target_options)
+    engine_info = config.describe()
+    entries: list[dict[str, Any]] = []
+    with torch.inference_mode():
+        target = spec.build(config.device, config.dtype)
+        for case in cases:
+            try:
+                prepared = target.prepare(case, config.options.seed)
+                rank = bench_forward(prepared, config.options, device)
+                rank["engine"] = engine_info
+                entry = results.case_entry(case.name, case.requests, [rank])
+            except Exception as error:  # recorded per case; the others still run
+                entry = results.error_entry(case.name, case.requests, describe_error(error))
+            finally:
+                prepared = None
+                free_device_memory(device)
+            entries.append(entry)
+            if output_json is not None:
+                results.dump(entries, output_json)
+            echo(results.parse_case_result(entry, case.name).line())
+            sys.stdout.flush()
+    return results.parse(entries, str(output_json or "<engine>"))

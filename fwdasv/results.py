@@ -1,0 +1,398 @@
+"""The forward-bench JSON: vLLM's `--output-json` schema, loaded, written, judged.
+
+fwdasv's engine writes the same schema, so one parser serves both backends.
+fwdasv adds two things vLLM does not write: a case that failed carries
+`"error"` (and no ranks), and each rank dict may carry the engine's settings.
+vLLM's bench never fails on bad validation values; `verdicts` is where fwdasv
+refuses to record a latency for a forward that computed garbage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwdasv.cases import BenchRequest, CaseError
+from fwdasv.errors import UserError
+from fwdasv.stats import UNSTABLE_SPREAD_PCT, Latency
+
+# Graph (or pipeline) output against the eager reference. fwdasv's engine and
+# vLLM's bench both give bitwise equality on a correct capture; a small
+# tolerance admits kernels that legitimately reorder reductions.
+DEFAULT_RELATIVE_RMS_TOLERANCE = 1e-3
+
+
+class ResultsError(UserError, ValueError):
+    """A forward-bench JSON file that is missing, truncated or malformed."""
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`_compare(actual, expected)`: float32 difference of the first output tensor."""
+
+    max_abs: float
+    relative_rms: float
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Comparison:
+        return cls(float(data["max_abs"]), float(data["relative_rms"]))
+
+    @property
+    def exact(self) -> bool:
+        return self.max_abs == 0.0
+
+    def to_json(self) -> dict[str, float]:
+        return {"max_abs": self.max_abs, "relative_rms": self.relative_rms}
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """One global rank's dict of a case."""
+
+    rank: int
+    num_tokens: int
+    latency: Latency
+    finite: bool
+    graph_vs_eager: Comparison | None
+    eager_repeat: Comparison | None = None
+    graph_deterministic: bool | None = None
+    state_reset_bytes: int | None = None
+    timing_scope: str | None = None
+    pp_rank: int | None = None
+    pipeline_vs_eager: dict[str, Comparison] = field(default_factory=dict)
+    intermediate_graph_vs_eager: dict[str, Comparison] = field(default_factory=dict)
+    clock_uncertainty_us: float | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def is_pipeline(self) -> bool:
+        return self.pp_rank is not None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One validation check of a case: ok, failed, or not applicable (ok=None)."""
+
+    check: str
+    ok: bool | None
+    detail: str
+
+    @property
+    def failed(self) -> bool:
+        return self.ok is False
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: str
+    requests: tuple[BenchRequest, ...]
+    median_us: float | None
+    ranks: tuple[RankResult, ...]
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def latency(self) -> Latency:
+        """Rank 0's latency: every replay is already the max over ranks."""
+        if not self.ranks:
+            raise ResultsError(f"case {self.case!r} has no ranks (error: {self.error})")
+        return self.ranks[0].latency
+
+    @property
+    def num_tokens(self) -> int:
+        return self.ranks[0].num_tokens if self.ranks else sum(r.query_len for r in self.requests)
+
+    @property
+    def pipeline(self) -> bool:
+        return any(r.is_pipeline for r in self.ranks)
+
+    @property
+    def clock_uncertainty_us(self) -> float | None:
+        values = [r.clock_uncertainty_us for r in self.ranks if r.clock_uncertainty_us is not None]
+        return max(values) if values else None
+
+    def worst_graph_vs_eager(self) -> Comparison | None:
+        values = [r.graph_vs_eager for r in self.ranks if r.graph_vs_eager is not None]
+        return max(values, key=lambda c: (c.relative_rms, c.max_abs)) if values else None
+
+    def verdicts(self, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE) -> list[Verdict]:
+        return verdicts(self, tolerance)
+
+    def failures(self, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE) -> list[Verdict]:
+        return [v for v in self.verdicts(tolerance) if v.failed]
+
+    def line(self) -> str:
+        """The one-line summary vLLM's bench prints per case."""
+        if self.error is not None:
+            return f"[forward] {self.case}: FAILED: {self.error}"
+        rank0 = self.ranks[0]
+        latency = rank0.latency
+        compare = rank0.graph_vs_eager
+        tail = (
+            f", graph vs eager rel rms {compare.relative_rms:.1e}"
+            if compare is not None
+            else f" ({latency.timer})"
+        )
+        return (
+            f"[forward] {self.case}: {len(self.requests)} reqs, {rank0.num_tokens} tokens, "
+            f"median {latency.median:.1f} us, sample spread {latency.sample_spread_pct:.2f}%" + tail
+        )
+
+
+def _require(data: dict[str, Any], key: str, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ResultsError(f"{where}: expected an object, got {type(data).__name__}")
+    if key not in data:
+        raise ResultsError(f"{where}: missing key {key!r}")
+    return data[key]
+
+
+def _comparisons(data: Any, where: str) -> dict[str, Comparison]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ResultsError(f"{where}: expected an object of comparisons")
+    return {
+        name: Comparison.from_json(_checked_comparison(value, f"{where}.{name}"))
+        for name, value in data.items()
+    }
+
+
+def _checked_comparison(data: Any, where: str) -> dict[str, Any]:
+    _require(data, "max_abs", where)
+    _require(data, "relative_rms", where)
+    return data
+
+
+def parse_rank(data: dict[str, Any], rank: int, where: str) -> RankResult:
+    latency_data = _require(data, "latency_us", where)
+    for key in ("timer", "median", "sample_spread_pct", "mean", "std", "min", "p90", "count"):
+        _require(latency_data, key, f"{where}.latency_us")
+    graph_vs_eager = data.get("graph_vs_eager")
+    eager_repeat = data.get("eager_repeat")
+    return RankResult(
+        rank=rank,
+        num_tokens=int(_require(data, "num_tokens", where)),
+        latency=Latency.from_json(latency_data),
+        finite=bool(_require(data, "finite", where)),
+        graph_vs_eager=None
+        if graph_vs_eager is None
+        else Comparison.from_json(_checked_comparison(graph_vs_eager, f"{where}.graph_vs_eager")),
+        eager_repeat=None
+        if eager_repeat is None
+        else Comparison.from_json(_checked_comparison(eager_repeat, f"{where}.eager_repeat")),
+        graph_deterministic=data.get("graph_deterministic"),
+        state_reset_bytes=data.get("state_reset_bytes"),
+        timing_scope=data.get("timing_scope"),
+        pp_rank=data.get("pp_rank"),
+        pipeline_vs_eager=_comparisons(data.get("pipeline_vs_eager"), f"{where}.pipeline_vs_eager"),
+        intermediate_graph_vs_eager=_comparisons(
+            data.get("intermediate_graph_vs_eager"), f"{where}.intermediate_graph_vs_eager"
+        ),
+        clock_uncertainty_us=data.get("clock_uncertainty_us"),
+        raw=data,
+    )
+
+
+def parse_case_result(data: dict[str, Any], where: str) -> CaseResult:
+    name = _require(data, "case", where)
+    where = f"{where} (case {name!r})"
+    raw_requests = _require(data, "requests", where)
+    try:
+        requests = tuple(BenchRequest(**r) for r in raw_requests)
+    except (TypeError, CaseError) as error:
+        raise ResultsError(f"{where}: bad request entry: {error}") from None
+    error = data.get("error")
+    if error is not None:
+        return CaseResult(name, requests, None, (), error=str(error))
+    ranks = _require(data, "ranks", where)
+    if not isinstance(ranks, list) or not ranks:
+        raise ResultsError(f"{where}: 'ranks' must be a non-empty list")
+    median = _require(data, "median_us", where)
+    return CaseResult(
+        case=name,
+        requests=requests,
+        median_us=float(median),
+        ranks=tuple(parse_rank(r, i, f"{where}.ranks[{i}]") for i, r in enumerate(ranks)),
+    )
+
+
+def parse(data: Any, source: str = "<results>") -> list[CaseResult]:
+    if not isinstance(data, list):
+        raise ResultsError(
+            f"{source}: expected a JSON array of cases (vLLM's --output-json), got {type(data).__name__}"
+        )
+    return [parse_case_result(entry, f"{source}[{i}]") for i, entry in enumerate(data)]
+
+
+def load(path: str | os.PathLike[str]) -> list[CaseResult]:
+    """Read a forward-bench JSON file (vLLM's or fwdasv's engine's)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ResultsError(
+            f"{path}: no results file (the bench exited before writing it; see its log)"
+        ) from None
+    if not text.strip():
+        raise ResultsError(f"{path}: the results file is empty (the bench was interrupted?)")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ResultsError(
+            f"{path}: not valid JSON ({error}); the file is truncated or corrupt"
+        ) from None
+    return parse(data, str(path))
+
+
+def by_case(results: Iterable[CaseResult]) -> dict[str, CaseResult]:
+    return {r.case: r for r in results}
+
+
+# --- writing ----------------------------------------------------------------------
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump(entries: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> None:
+    """Write case entries as vLLM does (`json.dump(results, f, indent=2)`), atomically."""
+    write_atomic(path, json.dumps(list(entries), indent=2, allow_nan=True) + "\n")
+
+
+def case_entry(
+    case_name: str, requests: Sequence[BenchRequest], ranks: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "case": case_name,
+        "requests": [r.to_json() for r in requests],
+        "median_us": ranks[0]["latency_us"]["median"],
+        "ranks": list(ranks),
+    }
+
+
+def error_entry(case_name: str, requests: Sequence[BenchRequest], error: str) -> dict[str, Any]:
+    return {
+        "case": case_name,
+        "requests": [r.to_json() for r in requests],
+        "median_us": None,
+        "error": error,
+        "ranks": [],
+    }
+
+
+# --- verdicts ---------------------------------------------------------------------
+
+
+def verdicts(
+    result: CaseResult, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE
+) -> list[Verdict]:
+    """The checks vLLM's bench leaves to its wrapper, on every rank.
+
+    finite output; graph (or pipeline) vs eager within `tolerance` relative
+    RMS; eager repeat and replays bitwise deterministic; sample spread at most
+    0.5% (over it the point is `unstable`, a warning rather than a failure).
+    """
+    if result.error is not None:
+        return [Verdict("ran", False, result.error)]
+    out: list[Verdict] = []
+    bad = [r.rank for r in result.ranks if not r.finite]
+    out.append(
+        Verdict("finite", not bad, f"non-finite output on ranks {bad}" if bad else "all finite")
+    )
+    out.append(
+        _within("graph_vs_eager", [(r.rank, r.graph_vs_eager) for r in result.ranks], tolerance)
+    )
+    out.append(_within("eager_repeat", [(r.rank, r.eager_repeat) for r in result.ranks], tolerance))
+    pipeline = [(r.rank, c) for r in result.ranks for c in r.pipeline_vs_eager.values()]
+    if result.pipeline:
+        out.append(_within("pipeline_vs_eager", pipeline, tolerance))
+    determinism = [r.graph_deterministic for r in result.ranks if r.graph_deterministic is not None]
+    if determinism:
+        bad = [r.rank for r in result.ranks if r.graph_deterministic is False]
+        out.append(
+            Verdict(
+                "deterministic",
+                not bad,
+                f"replays differ on ranks {bad}" if bad else "replays bitwise equal",
+            )
+        )
+    else:
+        out.append(Verdict("deterministic", None, "not checked by this timer"))
+    spread = result.latency.sample_spread_pct
+    stable = not (spread > UNSTABLE_SPREAD_PCT) and math.isfinite(spread)
+    out.append(
+        Verdict(
+            "stable",
+            stable,
+            f"sample spread {spread:.2f}% ({'<=' if stable else '>'} {UNSTABLE_SPREAD_PCT}%)",
+        )
+    )
+    return out
+
+
+# `stable` marks a point; the others refuse it.
+REFUSING_CHECKS = (
+    "ran",
+    "finite",
+    "graph_vs_eager",
+    "eager_repeat",
+    "pipeline_vs_eager",
+    "deterministic",
+)
+
+
+def refusals(
+    result: CaseResult, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE
+) -> list[Verdict]:
+    """Failed checks that mean the forward computed garbage: no latency is recorded."""
+    return [v for v in verdicts(result, tolerance) if v.failed and v.check in REFUSING_CHECKS]
+
+
+def _within(check: str, values: list[tuple[int, Comparison | None]], tolerance: float) -> Verdict:
+    present = [(rank, c) for rank, c in values if c is not None]
+    if not present:
+        return Verdict(check, None, "not measured")
+    bad = [
+        (rank, c)
+        for rank, c in present
+        if not (math.isfinite(c.relative_rms) and c.relative_rms <= tolerance)
+    ]
+    if bad:
+        rank, worst = max(
+            bad,
+            key=lambda rc: rc[1].relative_rms if math.isfinite(rc[1].relative_rms) else math.inf,
+        )
+        return Verdict(
+            check,
+            False,
+            f"rank {rank}: relative rms {worst.relative_rms:.3e} > {tolerance:.0e} (max abs {worst.max_abs:.3e})",
+        )
+    worst = max((c for _, c in present), key=lambda c: c.relative_rms)
+    return Verdict(
+        check,
+        True,
+        "bitwise equal" if worst.max_abs == 0 else f"relative rms {worst.relative_rms:.1e}",
+    )

@@ -1,0 +1,1 @@
+"""Targets fwdasv's engine can time (see `fwdasv.targets.base`)."""
