@@ -203,7 +203,7 @@ def _exact_mwu_p(u: float, m: int, n: int) -> float:
     dist = counts(m, n)
     total = sum(dist)
     k = min(u, m * n - u)
-    tail = sum(dist[: int(math.floor(k)) + 1])
+    tail = sum(dist[: math.floor(k) + 1])
     return min(1.0, 2 * tail / total)
 
 

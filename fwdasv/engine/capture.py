@@ -205,6 +205,5 @@ def _bench_graph(
                 graph.replay()
             synchronize(device)
         times = [replay_once() for _ in range(options.iters * options.samples)]
-        del graph
     result["latency_us"] = Latency.from_replays(times, options.samples, TIMER_GRAPH).to_json()
     return result

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
     from fwdasv.cases import BenchCase
 
-DEFAULT_TARGET = "fwdasv.targets.decoder:tiny"
-
 from fwdasv.errors import UserError
+
+DEFAULT_TARGET = "fwdasv.targets.decoder:tiny"
 
 
 class TargetError(UserError, ValueError):
