@@ -1,0 +1,1 @@
+"""asv suites of fwdasv (see fwdasv.asvsuite); asv needs this package marker."""

@@ -1,0 +1,82 @@
+"""Single-stage forward latency: vLLM models (vllm backend) and fwdasv's canary (torch backend).
+
+Each class is one configuration, its cases asv parameters; asv runs one bench
+process per class and commit. Shapes are exact at every commit (the vLLM
+backend pins `--kv-len-jitter 0` and `--seed`). On an offline GPU host set
+FWDASV_MODEL_DIR to a directory holding `qwen3-0.6b/` and `llama-3.1-8b/`
+(config.json is enough: weights are dummy) and FWDASV_VLLM_ENTRY=module when
+the vLLM install lacks the CLI's server dependencies.
+"""
+
+from fwdasv import asvsuite
+from fwdasv.cases import SUITES
+
+
+class Qwen3_0_6B(asvsuite.VllmSuite):
+    """vLLM's default model: decode batches 1/8/32/128 at 1k and 1/8/32 at 8k, prefills, a mixed batch."""
+
+    model = "Qwen/Qwen3-0.6B"
+    local_model = "qwen3-0.6b"
+    max_model_len = 8192
+    cases = (
+        *(c for c in SUITES["vllm-decode"] if c.split("=")[0] != "decode_bs128_8k"),
+        *SUITES["vllm-prefill"],
+        "mix_2k_bs32=2048,32*1@4096",
+    )
+    version = "1"
+
+
+class Qwen3_0_6B_Verify(asvsuite.VllmSuite):
+    """A speculative-verify step (Q = 1 + 3 draft tokens); the target only, no drafter timed."""
+
+    model = "Qwen/Qwen3-0.6B"
+    local_model = "qwen3-0.6b"
+    max_model_len = 8192
+    extra_args = (
+        "--speculative-config",
+        '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}',
+        "--exclude-drafter",
+    )
+    cases = ("verify_bs16_4k=16*4@4096:3",)
+    version = "1"
+
+
+class Llama31_8B(asvsuite.VllmSuite):
+    """Llama-3.1-8B: decode at 1k and 8k, a 2k prefill and a mixed batch."""
+
+    model = "meta-llama/Llama-3.1-8B"
+    local_model = "llama-3.1-8b"
+    max_model_len = 8192
+    cases = (
+        "decode_bs1_1k=1*1@1024",
+        "decode_bs32_1k=32*1@1024",
+        "decode_bs128_1k=128*1@1024",
+        "decode_bs32_8k=32*1@8192",
+        "prefill_2k=2048",
+        "mix_2k_bs32=2048,32*1@4096",
+    )
+    version = "1"
+
+
+class CanaryDecoder(asvsuite.TorchSuite):
+    """fwdasv's bundled tiny decoder: no code of the project under test.
+
+    A step here at some commit means the environment changed (torch, driver,
+    machine), not the project's code. Runs everywhere (host timer on CPU).
+    """
+
+    model = "fwdasv.targets.decoder:tiny"
+    iters = 10
+    samples = 10
+    warmup_s = 0.2
+    cases = ("decode_bs4=4*1@256", "prefill_64=64")
+    version = "1"
+
+
+class Llama3_8BLayersGraph(asvsuite.TorchSuite):
+    """fwdasv's decoder with Llama-3-8B-sized layers, CUDA graphs only (skipped without a GPU)."""
+
+    model = "fwdasv.targets.decoder:llama3_8b_layers"
+    timer = "graph"
+    cases = SUITES["h200"]
+    version = "1"

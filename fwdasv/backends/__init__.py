@@ -1,0 +1,172 @@
+"""Things that produce forward-bench JSON, behind one interface.
+
+A backend turns a `RunConfig` (what to time and how) into a launch of a bench
+process (or torchrun group) that writes vLLM's results JSON: `torch` runs
+fwdasv's own engine on a target from the project under test, `vllm` runs
+vLLM's `bench forward`. `run_bench` launches it through `fwdasv.launch` and
+then checks what the bench itself did not: that every case ran with exactly
+the requested shapes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fwdasv import results
+from fwdasv.cases import BenchCase
+from fwdasv.errors import UserError
+
+BACKENDS = ("torch", "vllm")
+
+
+class BackendUnavailable(UserError):
+    """This machine or environment cannot run the configuration (asv: skip, not fail)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One bench configuration: a model, a parallel layout, engine options and cases."""
+
+    backend: str
+    # torch: a target factory `package.module:callable`; vllm: a model name or local path.
+    model: str
+    cases: tuple[BenchCase, ...]
+    dtype: str = "auto"
+    pipeline_stages: int = 1
+    iters: int = 20
+    samples: int = 10
+    seed: int = 0
+    # torch only: seconds of replays before timing (vLLM's bench fixes ~1 s).
+    warmup_s: float = 1.0
+    # torch only: keyword options of the target factory.
+    model_options: Mapping[str, Any] = field(default_factory=dict)
+    # vllm only.
+    max_model_len: int | None = None
+    extra_args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    python: str = sys.executable
+    timeout_s: float = 3600.0
+    # torch only: "auto", "cpu", "cuda"; and the timer, "auto", "graph" (CUDA) or "host".
+    device: str = "auto"
+    timer: str = "auto"
+    # vllm only: "cli" (python -m vllm.entrypoints.cli.main bench forward) or
+    # "module" (fwdasv's in-process shim, for installs without vLLM's server deps).
+    entry: str = "cli"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise UserError(f"Unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        if not self.cases:
+            raise UserError("A bench configuration needs at least one case")
+        if self.iters < 1 or self.samples < 1 or self.pipeline_stages < 1:
+            raise UserError(
+                f"iters ({self.iters}), samples ({self.samples}) and pipeline_stages "
+                f"({self.pipeline_stages}) must all be >= 1"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "model": self.model,
+            "dtype": self.dtype,
+            "pipeline_stages": self.pipeline_stages,
+            "iters": self.iters,
+            "samples": self.samples,
+            "seed": self.seed,
+            "cases": [c.to_string() for c in self.cases],
+        }
+
+
+class Backend(Protocol):
+    def unavailable(self, config: RunConfig) -> str | None:
+        """Why this environment cannot run `config`, or None."""
+
+    def argv(self, config: RunConfig, output_json: Path) -> list[str]:
+        """What follows the interpreter (or torchrun) to run the bench."""
+
+
+def get_backend(name: str) -> Backend:
+    if name == "torch":
+        from fwdasv.backends import torch as backend
+    elif name == "vllm":
+        from fwdasv.backends import vllm as backend
+    else:
+        raise UserError(f"Unknown backend {name!r}; use one of {', '.join(BACKENDS)}")
+    return backend  # type: ignore[return-value]
+
+
+def visible_gpus() -> int:
+    """GPUs a child process would see, from NVML and CUDA_VISIBLE_DEVICES; no CUDA init."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            count = pynvml.nvmlDeviceGetCount()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return 0
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        entries = [v for v in visible.split(",") if v.strip() and v.strip() != "-1"]
+        count = min(count, len(entries))
+    return count
+
+
+@dataclass
+class RunOutcome:
+    config: RunConfig
+    results: list[results.CaseResult]
+    log_path: Path
+    # Problems the bench did not report itself, per case name.
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+
+def shape_problems(config: RunConfig, outcome: list[results.CaseResult]) -> dict[str, list[str]]:
+    """Cases missing from the output, or run with other shapes than requested."""
+    problems: dict[str, list[str]] = {}
+    by_name = results.by_case(outcome)
+    for case in config.cases:
+        got = by_name.get(case.name)
+        if got is None:
+            problems.setdefault(case.name, []).append("missing from the bench output")
+        elif got.requests != case.requests:
+            problems.setdefault(case.name, []).append(
+                "ran other shapes than requested (KV-length jitter?): "
+                f"asked {case.body()}, got {BenchCase(case.name, got.requests).body()}"
+            )
+    return problems
+
+
+def run_bench(
+    config: RunConfig,
+    workdir: str | os.PathLike[str],
+    echo: Callable[[str], None] | None = None,
+    tag: str = "bench",
+) -> RunOutcome:
+    """Launch the configured bench once; raises BackendUnavailable or LaunchError."""
+    from fwdasv.launch import LaunchSpec, launch
+
+    backend = get_backend(config.backend)
+    reason = backend.unavailable(config)
+    if reason is not None:
+        raise BackendUnavailable(reason)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    output_json = workdir / f"{tag}.json"
+    log_path = workdir / f"{tag}.log"
+    spec = LaunchSpec(
+        args=backend.argv(config, output_json),
+        python=config.python,
+        nproc_per_node=config.pipeline_stages,
+        env=dict(config.env),
+        timeout_s=config.timeout_s,
+    )
+    outcome = launch(spec, output_json, log_path, echo=echo)
+    return RunOutcome(config, outcome, log_path, shape_problems(config, outcome))
