@@ -7,6 +7,7 @@ import click
 from fwdasv import __version__
 from fwdasv.clibase import Group
 from fwdasv.engine.cli import forward
+from fwdasv.export import export_command
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,3 +17,4 @@ def main() -> None:
 
 
 main.add_command(forward)
+main.add_command(export_command)

@@ -1,0 +1,266 @@
+"""Writers over `fwdasv.history` records: CSV, JSON lines, Markdown; and `fwdasv export`.
+
+Records stream from the result files straight into the output, so a history of
+any length exports in constant memory. A file output is written to a temporary
+file beside it and renamed at the end: an interrupted export never leaves half
+a file where the last good one was.
+
+Non-finite numbers: asv's NaN ("skipped") is already None in the records, so
+CSV shows an empty cell and JSON lines `null`. Infinities are real values (a
+99% CI from one sample is unbounded): CSV writes `inf` / `-inf` (Python's
+`float()` and pandas read them back), JSON lines the `Infinity` / `-Infinity`
+tokens asv's own files use (Python's json reads them; strict parsers do not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from fwdasv.clibase import CliError, Command
+from fwdasv.history import History, Report, resolve_commits
+
+FORMATS = ("csv", "jsonl", "markdown")
+
+# An automatic progress bar only pays for itself on a long history.
+PROGRESS_MIN_FILES = 200
+
+# Markdown is for reading: the columns a person scans, not every field.
+MARKDOWN_FIELDS = (
+    "commit_hash",
+    "commit_date",
+    "machine",
+    "benchmark",
+    "case",
+    "status",
+    "median",
+    "ci_99_a",
+    "ci_99_b",
+    "sample_count",
+    "spread_pct",
+    "graph_vs_eager",
+)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def write_csv(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
+    """One row per record, `fields` in order; nested values (params, samples) as JSON."""
+    writer = csv.DictWriter(stream, fieldnames=list(fields), lineterminator="\n")
+    writer.writeheader()
+    count = 0
+    for record in records:
+        row = dict(record)
+        for key, value in row.items():
+            if isinstance(value, (dict, list)):
+                row[key] = _json(value)
+        writer.writerow(row)
+        count += 1
+    return count
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
+    """One JSON object per line, keys in `fields` order."""
+    count = 0
+    write = stream.write
+    for record in records:
+        write(_json({key: record[key] for key in fields}))
+        write("\n")
+        count += 1
+    return count
+
+
+def _markdown_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = _json(value) if isinstance(value, (dict, list)) else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def write_markdown(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
+    """A pipe table of the columns in MARKDOWN_FIELDS (hashes shortened to 8)."""
+    columns = [f for f in MARKDOWN_FIELDS if f in fields]
+    stream.write("| " + " | ".join(columns) + " |\n")
+    stream.write("|" + "|".join("---" for _ in columns) + "|\n")
+    count = 0
+    for record in records:
+        cells = []
+        for key in columns:
+            value = record[key]
+            if key == "commit_hash" and isinstance(value, str):
+                value = value[:8]
+            cells.append(_markdown_cell(value))
+        stream.write("| " + " | ".join(cells) + " |\n")
+        count += 1
+    return count
+
+
+WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], TextIO, Sequence[str]], int]] = {
+    "csv": write_csv,
+    "jsonl": write_jsonl,
+    "markdown": write_markdown,
+}
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A text stream to a temporary file beside `path`, renamed onto it on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        # mkstemp makes the file 0600; an export is an ordinary file for its readers.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def export(
+    history: History,
+    fmt: str,
+    output: str | os.PathLike[str] | None = None,
+    progress: bool | None = None,
+) -> Report:
+    """Write every record of `history` as `fmt` to `output` (None or "-": stdout).
+
+    progress None: a bar on stderr when writing a file, stderr is a terminal
+    and the history has at least PROGRESS_MIN_FILES result files.
+    """
+    writer = WRITERS[fmt]
+    files = history.files()
+    to_stdout = output is None or str(output) == "-"
+    if progress is None:
+        progress = not to_stdout and sys.stderr.isatty() and len(files) >= PROGRESS_MIN_FILES
+
+    with contextlib.ExitStack() as stack:
+        if progress:
+            bar = stack.enter_context(
+                click.progressbar(
+                    files, label="exporting result files", file=sys.stderr, show_pos=True
+                )
+            )
+            records = history.records(bar)
+        else:
+            records = history.records(files)
+        if to_stdout:
+            writer(records, sys.stdout, history.fields)
+        else:
+            with atomic_output(output) as stream:  # type: ignore[arg-type]
+                writer(records, stream, history.fields)
+    return history.report
+
+
+@click.command("export", cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="csv",
+    show_default=True,
+    help="csv: one row per record; jsonl: one JSON object per line; markdown: a table to read.",
+)
+@click.option(
+    "--output",
+    "-o",
+    default="-",
+    show_default=True,
+    help="File to write (atomically: temp file + rename), or - for stdout.",
+)
+@click.option(
+    "--machine",
+    "-m",
+    "machines",
+    multiple=True,
+    help="Only this machine (exact name, as in results/<machine>/); repeat for several.",
+)
+@click.option(
+    "--bench",
+    "-b",
+    multiple=True,
+    help="Regex searched in the benchmark name or 'name(params)', as `asv run -b`; "
+    "repeat to keep any match.",
+)
+@click.option(
+    "--commits",
+    "-c",
+    multiple=True,
+    help="Hash prefixes (comma-separated) or a git range A..B (resolved with "
+    "`git rev-list` in --repo); repeat to add more.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The benchmarked project's git clone, to resolve --commits A..B.",
+)
+@click.option(
+    "--samples/--no-samples",
+    default=False,
+    show_default=True,
+    help="Add a 'samples' column: the raw samples asv stored (--record-samples).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help=f"Progress bar on stderr [default: when writing a file from a terminal, "
+    f"{PROGRESS_MIN_FILES}+ result files].",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 when a result file could not be read (the others are still written).",
+)
+def export_command(
+    results_dir: Path,
+    fmt: str,
+    output: str,
+    machines: tuple[str, ...],
+    bench: tuple[str, ...],
+    commits: tuple[str, ...],
+    repo: Path | None,
+    samples: bool,
+    progress: bool | None,
+    strict: bool,
+) -> None:
+    """Export asv results (RESULTS_DIR: asv's results_dir) as flat records.
+
+    One record per commit, machine, environment, benchmark and case: median,
+    99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
+    check, timing metadata. Results whose benchmark version differs from
+    benchmarks.json are dropped, as `asv publish` drops them. An unreadable
+    result file is reported on stderr and skipped.
+    """
+    commit_filter = resolve_commits(commits, repo) if commits else None
+    history = History(
+        results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples
+    )
+    report = export(history, fmt, output, progress)
+    for line in report.lines():
+        click.echo(line, err=True)
+    if strict and report.problems:
+        count = len(report.problems)
+        raise CliError(
+            f"{count} result file{'s' if count != 1 else ''} could not be read (--strict); "
+            "the others were exported"
+        )

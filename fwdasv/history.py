@@ -1,0 +1,556 @@
+"""asv's results/ tree read back as flat records, one per (commit, machine, env, benchmark, case).
+
+asv keeps one JSON file per (machine, commit, environment), in its v2 format:
+each benchmark's row zips with `result_columns`, and a parameterized row holds
+one value per `itertools.product(*params)` combination. This module undoes
+that packing so a spreadsheet, pandas or a CI script can read the history
+without asv's internal (and unstable, asv#413) API. Files are read one at a
+time (a generator), so a history of 10,000 commits never sits in memory.
+
+asv's own rules are kept: a result whose benchmark `version` differs from
+`benchmarks.json` is stale and dropped, as `asv publish` drops it; a benchmark
+no longer in `benchmarks.json` is dropped too. Both are counted in `Report`.
+
+Validation fields come from the companion benchmarks of the suite: the value of
+`<suite>.track_spread_pct` and `<suite>.track_graph_vs_eager` for the same
+commit, machine, environment and case is joined onto every record of `<suite>`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import math
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwdasv.errors import UserError
+
+RESULTS_API_VERSION = 2  # asv.results.Results.api_version in asv 0.6.6
+
+# machine.json keys copied into every record (fwdasv's hardware module writes them).
+MACHINE_KEYS = ("gpu", "gpu_count", "gpu_uuids", "driver", "cuda", "clock_policy")
+
+# record field -> the companion benchmark method of the same suite that holds it.
+COMPANIONS = {"spread_pct": "track_spread_pct", "graph_vs_eager": "track_graph_vs_eager"}
+
+# The record's fields, in the order every writer uses. `samples` is last and optional.
+FIELDS = (
+    "commit_hash",
+    "commit_date",
+    "machine",
+    *MACHINE_KEYS,
+    "env_name",
+    "benchmark",
+    "suite",
+    "metric",
+    "case",
+    "params",
+    "unit",
+    "status",
+    "median",
+    "ci_99_a",
+    "ci_99_b",
+    "q_25",
+    "q_75",
+    "sample_count",
+    *COMPANIONS,
+    "started_at",
+    "duration_s",
+)
+SAMPLES_FIELD = "samples"
+
+GIT_TIMEOUT_S = 60
+
+
+class HistoryError(UserError):
+    """The results tree (or a filter on it) cannot be read at all."""
+
+
+class ResultFileError(Exception):
+    """One result file is unreadable; the export goes on without it (see `Report.problems`)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def line(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class Report:
+    """What one pass over the history read, dropped and could not read."""
+
+    files_read: int = 0
+    records: int = 0
+    dropped_version: int = 0
+    dropped_unknown: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        files = "file" if self.files_read == 1 else "files"
+        out = [f"{self.records} records from {self.files_read} result {files}"]
+        if self.dropped_version:
+            out.append(
+                f"dropped {self.dropped_version} results whose benchmark version differs "
+                "from benchmarks.json (stale: the benchmark's code changed since)"
+            )
+        if self.dropped_unknown:
+            out.append(
+                f"dropped {self.dropped_unknown} results of benchmarks missing from "
+                "benchmarks.json (removed or renamed)"
+            )
+        if self.problems:
+            count = len(self.problems)
+            out.append(f"{count} result file{'s' if count != 1 else ''} could not be read:")
+            out.extend(f"  {p.line()}" for p in self.problems)
+        return out
+
+
+@dataclass(frozen=True)
+class ResultFile:
+    """`results/<machine>/<sha8>-<env>.json`."""
+
+    path: Path
+    machine: str
+
+    @property
+    def sha8(self) -> str:
+        return self.path.name.split("-", 1)[0]
+
+
+def iso_utc(ms: float | None, timespec: str = "seconds") -> str | None:
+    """asv's JavaScript timestamps (ms since the epoch) as ISO 8601 UTC, `...Z`."""
+    if ms is None or not isinstance(ms, (int, float)) or not math.isfinite(ms):
+        return None
+    when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
+    return when.isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
+def param_label(value_repr: str) -> str:
+    """asv stores parameter values as Python reprs; show them as asv does (`'a'` -> `a`)."""
+    for pattern in (r"^'(.+)'$", r"^u'(.+)'$", r"^<class '(.+)'>$"):
+        match = re.match(pattern, value_repr)
+        if match and match.group(1).strip():
+            return match.group(1)
+    return value_repr
+
+
+def _finite_or_none(value: Any) -> Any:
+    """NaN means "skipped" to asv and has no place in CSV or JSON: None. Infinities stay."""
+    if isinstance(value, float) and value != value:
+        return None
+    return value
+
+
+# --- filters ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommitFilter:
+    """A set of commits: full hashes and/or hash prefixes (as `asv` file names use sha[:8])."""
+
+    prefixes: frozenset[str]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_full", frozenset(p for p in self.prefixes if len(p) == 40))
+        object.__setattr__(self, "_short", tuple(p for p in self.prefixes if len(p) < 40))
+
+    def matches(self, commit_hash: str) -> bool:
+        commit_hash = commit_hash.lower()
+        return commit_hash in self._full or any(commit_hash.startswith(p) for p in self._short)
+
+    def may_match_file(self, sha8: str) -> bool:
+        """Cheap pre-check on a file name, before the file is read."""
+        sha8 = sha8.lower()
+        return any(sha8.startswith(p[:8]) or p.startswith(sha8) for p in self.prefixes)
+
+
+_HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
+
+
+def resolve_commits(specs: Iterable[str], repo: str | os.PathLike[str] | None) -> CommitFilter:
+    """`A..B` (or `A...B`) ranges via `git rev-list` in `repo`; anything else is a hash prefix.
+
+    Several specs (or a comma-separated list) add up. A range takes every commit
+    git lists, merges' other parents included, unlike asv's `--first-parent`
+    runs: an export should not hide results asv did store.
+    """
+    prefixes: set[str] = set()
+    for spec in specs:
+        for part in (p.strip() for p in spec.split(",")):
+            if not part:
+                continue
+            if ".." in part:
+                prefixes.update(_rev_list(part, repo))
+            elif _HEX.match(part):
+                prefixes.add(part.lower())
+            else:
+                raise HistoryError(
+                    f"commit {part!r} is neither a hash prefix (4-40 hex digits) nor a git "
+                    "range A..B; give hashes, or a range with --repo pointing at the project's clone"
+                )
+    return CommitFilter(frozenset(prefixes))
+
+
+def _rev_list(range_spec: str, repo: str | os.PathLike[str] | None) -> list[str]:
+    if repo is None:
+        raise HistoryError(
+            f"the commit range {range_spec!r} needs the project's git clone to resolve it: "
+            "add --repo DIR (asv.conf.json's 'repo')"
+        )
+    repo = Path(repo)
+    if not repo.is_dir():
+        raise HistoryError(f"--repo {repo}: no such directory (give the project's git clone)")
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), "rev-list", range_spec, "--"],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+        )
+    except FileNotFoundError:
+        raise HistoryError("git is not installed; give commit hashes instead of a range") from None
+    except subprocess.TimeoutExpired:
+        raise HistoryError(
+            f"git rev-list {range_spec} in {repo} took over {GIT_TIMEOUT_S} s"
+        ) from None
+    if done.returncode != 0:
+        reason = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output"
+        raise HistoryError(
+            f"git rev-list {range_spec!r} failed in {repo}: {reason} "
+            "(check both ends exist there: git fetch, or fix the names)"
+        )
+    return [line.strip().lower() for line in done.stdout.splitlines() if line.strip()]
+
+
+# --- the tree -----------------------------------------------------------------------
+
+
+def _load_json(path: Path) -> Any:
+    # Python's json reads asv's NaN / Infinity / -Infinity tokens as floats.
+    with open(path, "rb") as f:
+        return json.loads(f.read())
+
+
+class History:
+    """An asv results directory, its benchmarks.json and machine files, with filters.
+
+    `files()` lists the result files the filters leave (cheap: names only);
+    `records(files)` reads them one at a time and yields flat record dicts with
+    the keys of `FIELDS` (plus `samples` when asked), tallying into `report`.
+    """
+
+    def __init__(
+        self,
+        results_dir: str | os.PathLike[str],
+        machines: Sequence[str] = (),
+        bench: Sequence[str] | str | None = None,
+        commits: CommitFilter | None = None,
+        samples: bool = False,
+    ):
+        self.results_dir = Path(results_dir)
+        if not self.results_dir.is_dir():
+            raise HistoryError(
+                f"{self.results_dir}: no such results directory (give asv's results_dir, "
+                "where `asv run` writes <machine>/machine.json and benchmarks.json)"
+            )
+        self.benchmarks = self._load_benchmarks()
+        self.known_machines = sorted(
+            entry.name
+            for entry in os.scandir(self.results_dir)
+            if entry.is_dir() and not entry.name.startswith(".")
+        )
+        unknown = [m for m in machines if m not in self.known_machines]
+        if unknown:
+            known = ", ".join(self.known_machines) or "none"
+            raise HistoryError(
+                f"unknown machine {', '.join(map(repr, unknown))} in {self.results_dir} "
+                f"(known: {known})"
+            )
+        self.machines = list(dict.fromkeys(machines)) or self.known_machines
+        patterns = [bench] if isinstance(bench, str) else list(bench or ())
+        try:
+            self.bench = [re.compile(p) for p in patterns]
+        except re.error as error:
+            raise HistoryError(f"--bench: bad regular expression: {error}") from None
+        self.commits = commits
+        self.samples = samples
+        self.report = Report()
+        self.machine_info: dict[str, dict[str, Any]] = {}
+        # (benchmark, params) -> per combination (case label, params dict, kept by --bench)
+        self._combos: dict[tuple[str, Any], list[tuple[str, dict[str, str], bool]]] = {}
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return (*FIELDS, SAMPLES_FIELD) if self.samples else FIELDS
+
+    def _load_benchmarks(self) -> dict[str, dict[str, Any]]:
+        path = self.results_dir / "benchmarks.json"
+        try:
+            data = _load_json(path)
+        except FileNotFoundError:
+            raise HistoryError(
+                f"{path}: missing (asv writes it when it discovers the suite: "
+                "`asv run --bench just-discover`)"
+            ) from None
+        except (OSError, ValueError) as error:
+            raise HistoryError(
+                f"{path}: not readable JSON ({error}); regenerate it with "
+                "`asv run --bench just-discover`"
+            ) from None
+        if not isinstance(data, dict):
+            raise HistoryError(f"{path}: expected an object of benchmarks")
+        return {k: v for k, v in data.items() if k != "version" and isinstance(v, dict)}
+
+    def _machine(self, machine: str) -> dict[str, Any]:
+        info = self.machine_info.get(machine)
+        if info is None:
+            path = self.results_dir / machine / "machine.json"
+            try:
+                info = _load_json(path)
+                if not isinstance(info, dict):
+                    raise ValueError("not an object")
+            except FileNotFoundError:
+                info = {}
+            except (OSError, ValueError) as error:
+                # Every result file repeats the machine keys in its params: go on without.
+                self.report.problems.append(Problem(str(path), f"unreadable ({error})"))
+                info = {}
+            self.machine_info[machine] = info
+        return info
+
+    def files(self) -> list[ResultFile]:
+        """The result files to read, machine by machine, in file-name order."""
+        out: list[ResultFile] = []
+        for machine in self.machines:
+            folder = self.results_dir / machine
+            names = sorted(
+                entry.name
+                for entry in os.scandir(folder)
+                if entry.name.endswith(".json")
+                and entry.name != "machine.json"
+                and not entry.name.startswith(".")
+            )
+            for name in names:
+                file = ResultFile(folder / name, machine)
+                if self.commits is None or self.commits.may_match_file(file.sha8):
+                    out.append(file)
+        return out
+
+    def records(self, files: Iterable[ResultFile] | None = None) -> Iterator[dict[str, Any]]:
+        """Flat records, one file read at a time; a bad file becomes a `Problem`."""
+        for file in self.files() if files is None else files:
+            try:
+                records = self.file_records(file)
+            except ResultFileError as error:
+                self.report.problems.append(Problem(str(file.path), str(error)))
+                continue
+            if records is None:
+                continue
+            self.report.files_read += 1
+            self.report.records += len(records)
+            yield from records
+
+    def _selected(self, name: str, params: list[list[str]]) -> list[tuple[str, dict, bool]]:
+        key = (name, tuple(tuple(p) for p in params))
+        combos = self._combos.get(key)
+        if combos is None:
+            names = self.benchmarks.get(name, {}).get("param_names") or []
+            if len(names) != len(params):
+                names = [f"param{i + 1}" for i in range(len(params))]
+            combos = []
+            for combo in itertools.product(*params) if params else [()]:
+                labels = [param_label(v) for v in combo]
+                full = f"{name}({', '.join(combo)})" if combo else name
+                kept = not self.bench or any(p.search(name) or p.search(full) for p in self.bench)
+                combos.append((", ".join(labels), dict(zip(names, labels, strict=True)), kept))
+            self._combos[key] = combos
+        return combos
+
+    def file_records(self, file: ResultFile) -> list[dict[str, Any]] | None:
+        """All records of one result file (None: its commit is filtered out).
+
+        Raises ResultFileError when the file is not asv's v2 results JSON.
+        """
+        try:
+            data = _load_json(file.path)
+        except (OSError, ValueError) as error:
+            raise ResultFileError(f"not readable JSON ({error}); truncated or corrupt") from None
+        if not isinstance(data, dict):
+            raise ResultFileError("not an asv results file (expected a JSON object)")
+        version = data.get("version")
+        if version != RESULTS_API_VERSION:
+            raise ResultFileError(
+                f"results format version {version!r}, expected {RESULTS_API_VERSION} "
+                "(asv 0.6; run `asv update` for older files)"
+            )
+        try:
+            commit_hash = data["commit_hash"]
+            columns = data["result_columns"]
+            results = data["results"]
+        except KeyError as error:
+            raise ResultFileError(f"missing key {error}") from None
+        if not isinstance(results, dict) or not isinstance(columns, list):
+            raise ResultFileError("'results' must be an object and 'result_columns' a list")
+        if not isinstance(commit_hash, str):
+            raise ResultFileError(f"'commit_hash' is {commit_hash!r}, expected a string")
+        if self.commits is not None and not self.commits.matches(commit_hash):
+            return None
+
+        run_params = data.get("params") if isinstance(data.get("params"), dict) else {}
+        machine_info = self._machine(file.machine)
+        common: dict[str, Any] = {
+            "commit_hash": commit_hash,
+            "commit_date": iso_utc(data.get("date")),
+            "machine": run_params.get("machine", file.machine),
+        }
+        # The file's params are the machine file as it was at run time; machine.json
+        # is only the latest copy.
+        for key in MACHINE_KEYS:
+            common[key] = run_params.get(key, machine_info.get(key))
+        common["env_name"] = data.get("env_name")
+
+        column = {name: i for i, name in enumerate(columns)}
+        try:
+            rows = {name: _Row(row, column, name) for name, row in results.items()}
+        except (TypeError, ValueError) as error:
+            raise ResultFileError(str(error)) from None
+
+        companions: dict[tuple[str, str], dict[tuple[str, ...], Any]] = {}
+        for name, row in rows.items():
+            suite, _, metric = name.rpartition(".")
+            for record_field, method in COMPANIONS.items():
+                if metric == method and self._current(name, row):
+                    companions[(suite, record_field)] = dict(
+                        zip(
+                            row.combos(),
+                            (_finite_or_none(v) for v in row.values("result")),
+                            strict=True,
+                        )
+                    )
+
+        records: list[dict[str, Any]] = []
+        for name, row in rows.items():
+            selected = self._selected(name, row.params)
+            if name not in self.benchmarks or not self._current(name, row):
+                dropped = sum(1 for _, _, kept in selected if kept)
+                if name not in self.benchmarks:
+                    self.report.dropped_unknown += dropped
+                else:
+                    self.report.dropped_version += dropped
+                continue
+            suite, _, metric = name.rpartition(".")
+            unit = self.benchmarks[name].get("unit")
+            started_at = iso_utc(row.get("started_at"), "milliseconds")
+            duration = _finite_or_none(row.get("duration"))
+            result = row.values("result")
+            ci_a = row.values("stats_ci_99_a")
+            ci_b = row.values("stats_ci_99_b")
+            q_25 = row.values("stats_q_25")
+            q_75 = row.values("stats_q_75")
+            repeat = row.values("stats_repeat")
+            samples = row.values("samples")
+            suite_companions = [
+                (record_field, companions.get((suite, record_field))) for record_field in COMPANIONS
+            ]
+            combos = row.combos()
+            for j, (case, params, kept) in enumerate(selected):
+                if not kept:
+                    continue
+                value = result[j]
+                sample_list = samples[j]
+                count = repeat[j]
+                if count is None and isinstance(sample_list, list):
+                    count = len(sample_list)
+                record = dict(common)
+                record["benchmark"] = name
+                record["suite"] = suite
+                record["metric"] = metric
+                record["case"] = case
+                record["params"] = dict(params)
+                record["unit"] = unit
+                if value is None:
+                    record["status"] = "failed"
+                elif isinstance(value, float) and value != value:
+                    record["status"] = "skipped"
+                else:
+                    record["status"] = "ok"
+                record["median"] = _finite_or_none(value)
+                record["ci_99_a"] = _finite_or_none(ci_a[j])
+                record["ci_99_b"] = _finite_or_none(ci_b[j])
+                record["q_25"] = _finite_or_none(q_25[j])
+                record["q_75"] = _finite_or_none(q_75[j])
+                record["sample_count"] = count
+                for record_field, values in suite_companions:
+                    record[record_field] = None if values is None else values.get(combos[j])
+                record["started_at"] = started_at
+                record["duration_s"] = duration
+                if self.samples:
+                    record[SAMPLES_FIELD] = (
+                        [_finite_or_none(s) for s in sample_list]
+                        if isinstance(sample_list, list)
+                        else None
+                    )
+                records.append(record)
+        return records
+
+    def _current(self, name: str, row: _Row) -> bool:
+        """asv's rule (Results.get_result_keys): a stored version must match benchmarks.json."""
+        bench = self.benchmarks.get(name)
+        if bench is None:
+            return False
+        version = row.get("version")
+        return version is None or version == bench.get("version")
+
+
+class _Row:
+    """One benchmark's row of a results file, zipped with `result_columns`."""
+
+    __slots__ = ("_column", "_combos", "_row", "name", "params", "size")
+
+    def __init__(self, row: Any, column: dict[str, int], name: str):
+        if not isinstance(row, list):
+            raise ValueError(f"benchmark {name!r}: row is {type(row).__name__}, expected a list")
+        self._row = row
+        self._column = column
+        self.name = name
+        params = self.get("params") or []
+        if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
+            raise ValueError(f"benchmark {name!r}: 'params' is not a list of lists")
+        self.params: list[list[str]] = params
+        self.size = math.prod(len(p) for p in params) if params else 1
+        self._combos: list[tuple[str, ...]] | None = None
+
+    def get(self, key: str) -> Any:
+        i = self._column.get(key)
+        # asv drops trailing nulls from a row.
+        return self._row[i] if i is not None and i < len(self._row) else None
+
+    def values(self, key: str) -> list[Any]:
+        """The column's per-combination list, None-filled where asv stored null."""
+        value = self.get(key)
+        if value is None:
+            return [None] * self.size
+        if not isinstance(value, list):
+            value = [value]
+        if len(value) != self.size:
+            raise ResultFileError(
+                f"benchmark {self.name!r}: {key!r} has {len(value)} values for "
+                f"{self.size} parameter combinations"
+            )
+        return value
+
+    def combos(self) -> list[tuple[str, ...]]:
+        if self._combos is None:
+            self._combos = list(itertools.product(*self.params)) if self.params else [()]
+        return self._combos
