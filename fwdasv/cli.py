@@ -8,6 +8,7 @@ from fwdasv import __version__
 from fwdasv.clibase import Group
 from fwdasv.engine.cli import forward
 from fwdasv.export import export_command
+from fwdasv.hwcli import hw
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -17,4 +18,5 @@ def main() -> None:
 
 
 main.add_command(forward)
+main.add_command(hw)
 main.add_command(export_command)

@@ -1,0 +1,251 @@
+"""`fwdasv hw`: GPU pre-flight checks, clock lock/unlock and asv's machine file.
+
+The commands only parse options and print; fwdasv.hardware does the work. Exit
+statuses: 0 ok, 1 a user error, 2 bad usage, 3 a required pre-flight check
+failed, 4 no NVIDIA driver or GPU, 5 root needed (or NVML refused the change).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fwdasv import hardware
+from fwdasv.clibase import CliError, Group
+
+
+class HwGroup(Group):
+    """Turns a hardware error into its one-line message and its own exit status."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except hardware.HardwareError as error:
+            raise CliError(str(error), error.exit_code) from error
+
+
+_STATE_DEFAULT = f"${hardware.STATE_FILE_ENV} or {hardware.DEFAULT_STATE_FILE}"
+
+
+def _gpus_option(command: Any) -> Any:
+    return click.option(
+        "--gpus",
+        default="all",
+        show_default=True,
+        help="GPUs to use: NVML indices as nvidia-smi numbers them, or UUIDs, comma-separated "
+        "(e.g. 0,1), or 'all'.",
+    )(command)
+
+
+def _state_file_option(command: Any) -> Any:
+    return click.option(
+        "--state-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        show_default=_STATE_DEFAULT,
+        help="Where setup saves the GPUs' previous state and reset reads it.",
+    )(command)
+
+
+def _clock_policy_option(choices: tuple[str, ...], default: str, help: str) -> Any:
+    return click.option(
+        "--clock-policy",
+        type=click.Choice(choices),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
+
+@click.group(cls=HwGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def hw() -> None:
+    """GPU hygiene: pre-flight checks, clock lock/unlock, asv's machine file.
+
+    Exit statuses: 0 ok, 1 error, 2 usage, 3 a required check failed,
+    4 no NVIDIA driver/GPU, 5 root needed.
+    """
+
+
+@hw.command()
+@_gpus_option
+@_clock_policy_option(
+    hardware.CLOCK_POLICIES,
+    "any",
+    "What the clocks must be: 'locked' (by fwdasv hw setup in this boot), 'default' "
+    "(not locked, default applications clocks) or 'any' (only reported).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="Output: a table for people, or JSON (inventory and checks) to record with results.",
+)
+@click.option(
+    "--allow-pid",
+    type=int,
+    multiple=True,
+    help="A compute process allowed on the GPUs (e.g. the benchmark itself); repeatable. "
+    "[default: none]",
+)
+@_state_file_option
+def check(
+    gpus: str, clock_policy: str, fmt: str, allow_pid: tuple[int, ...], state_file: Path | None
+) -> None:
+    """Read-only pre-flight checks; exit 3 when a required one fails."""
+    report = hardware.preflight_snapshot(
+        hardware.parse_gpu_selection(gpus), clock_policy, allow_pid, state_file
+    )
+    if fmt == "json":
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(_table(report))
+    if not report["ok"]:
+        raise click.exceptions.Exit(hardware.EXIT_CHECKS_FAILED)
+
+
+def _table(report: dict[str, Any]) -> str:
+    inventory = report["inventory"]
+    lines = [
+        f"driver {inventory['driver_version'] or '?'}, CUDA {inventory['cuda_driver_version'] or '?'}"
+    ]
+    for gpu in inventory["gpus"]:
+        events = gpu["clock_event_reasons"]
+        lines.append(
+            f"GPU {gpu['index']}  {gpu['name'] or '?'}  {gpu['uuid'] or '?'}  "
+            f"SM {_v(gpu['sm_clock_mhz'])}/{_v(gpu['sm_clock_max_mhz'])} MHz  "
+            f"mem {_v(gpu['memory_clock_mhz'])}/{_v(gpu['memory_clock_max_mhz'])} MHz  "
+            f"{_v(gpu['memory_used_mib'])}/{_v(gpu['memory_total_mib'])} MiB  "
+            f"{_v(gpu['temperature_c'])} C  "
+            f"{_v(gpu['power_draw_w'])}/{_v(gpu['power_limit_w'])} W  "
+            f"events {','.join(events) if events is not None else '?'}"
+        )
+    checks = report["checks"]
+    width = max([len(c["name"]) for c in checks] + [5])
+    lines.append("")
+    lines.append(f"{'check':<{width}}  gpu  status  detail")
+    for c in checks:
+        lines.append(f"{c['name']:<{width}}  {c['gpu']:>3}  {c['status']:<6}  {c['detail']}")
+    failed = [c for c in checks if c["status"] == "FAIL"]
+    warned = [c for c in checks if c["status"] == "warn"]
+    verdict = "FAILED" if failed else "ok"
+    lines.append(
+        f"pre-flight {verdict}: {len(failed)} required check(s) failed, {len(warned)} warning(s)"
+    )
+    return "\n".join(lines)
+
+
+def _v(value: Any) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+@hw.command()
+@_gpus_option
+@click.option(
+    "--lock-clocks",
+    metavar="MHz|base|default",
+    default=None,
+    help="Lock the SM clocks: a frequency in MHz, 'base' (the clock the GPU sustains at TDP, "
+    "as nvidia-smi -lgc tdp) or 'default' (the default applications clock). "
+    "[default: not locked]",
+)
+@click.option(
+    "--lock-memory-clocks",
+    metavar="MHz|max",
+    default=None,
+    help="Lock the memory clocks too: a frequency in MHz or 'max'. [default: not locked]",
+)
+@click.option(
+    "--persistence/--no-persistence",
+    default=False,
+    show_default=True,
+    help="Turn persistence mode on (reset turns it back off if it was off); "
+    "--no-persistence leaves it as it is.",
+)
+@_state_file_option
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print every change and make none: no NVML setter is called, no file is written.",
+)
+def setup(
+    gpus: str,
+    lock_clocks: str | None,
+    lock_memory_clocks: str | None,
+    persistence: bool,
+    state_file: Path | None,
+    dry_run: bool,
+) -> None:
+    """Save the GPUs' state, then lock clocks / enable persistence (root; undo with reset)."""
+    hardware.setup(
+        gpus=hardware.parse_gpu_selection(gpus),
+        lock_clocks=lock_clocks,
+        lock_memory_clocks=lock_memory_clocks,
+        persistence=persistence,
+        state_file=state_file,
+        dry_run=dry_run,
+        echo=click.echo,
+    )
+
+
+@hw.command()
+@_state_file_option
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print every change and make none: no NVML setter is called, the state file stays.",
+)
+def reset(state_file: Path | None, dry_run: bool) -> None:
+    """Restore exactly the state setup saved, then delete the state file (root)."""
+    hardware.reset(state_file, dry_run=dry_run, echo=click.echo)
+
+
+@hw.command()
+@click.option(
+    "--name",
+    default=None,
+    help="asv machine name. [default: <host>-<count>x<model>-<digest of the GPU UUIDs>]",
+)
+@click.option(
+    "--machine-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    show_default=hardware.DEFAULT_MACHINE_FILE,
+    help="asv's machine file to merge the entry into (other machines are kept).",
+)
+@_clock_policy_option(
+    ("auto", *hardware.CLOCK_POLICIES),
+    "auto",
+    "Clock policy recorded with the results; 'auto' is 'locked-<how>' when fwdasv hw setup "
+    "locked every selected GPU in this boot, else 'default'.",
+)
+@_gpus_option
+@_state_file_option
+def machine(
+    name: str | None,
+    machine_file: Path | None,
+    clock_policy: str,
+    gpus: str,
+    state_file: Path | None,
+) -> None:
+    """Write this machine (GPU model, UUIDs, driver, CUDA, clock policy) into asv's machine file."""
+    entry, path = hardware.machine(
+        gpus=hardware.parse_gpu_selection(gpus),
+        name=name,
+        machine_file=machine_file,
+        clock_policy=clock_policy,
+        state_file=state_file,
+    )
+    click.echo(json.dumps(entry, indent=4, sort_keys=True))
+    click.echo(
+        f"wrote machine '{entry['machine']}' to {path} (asv run --machine {entry['machine']})",
+        err=True,
+    )
