@@ -3,8 +3,9 @@
 The grammar and the shapes-file schema are vLLM 0.33's (`vllm bench forward
 --case/--shapes`), so a case string means the same batch to fwdasv's engine and
 to vLLM's bench. fwdasv is stricter where vLLM is silently wrong: a case with no
-requests (`x=0*4`), an empty name, and shapes-file fields of the wrong type are
-errors here.
+requests (`x=0*4`), an empty name, a name with `=` (a shapes file's only; its
+`NAME=REQS` string would not read back), and shapes-file fields of the wrong
+type are errors here.
 """
 
 from __future__ import annotations
@@ -161,6 +162,11 @@ def parse_case(text: str) -> BenchCase:
 def _checked_case(name: str, requests: Sequence[BenchRequest], source: str) -> BenchCase:
     if not name.strip():
         raise CaseError(f"Case {source} has an empty name; write NAME=REQS, e.g. decode=32*1@8192")
+    if "=" in name:
+        # Only a shapes file can get here: its NAME=REQS string would not read back.
+        raise CaseError(
+            f"Case {source} has '=' in its name, which the NAME=REQS form cannot hold; rename it"
+        )
     if not requests:
         raise CaseError(
             f"Case {source} has no requests (a count of 0?); every case needs at least one request"
