@@ -3,11 +3,14 @@
 One `Latency` value holds a run's replay times and every statistic derived from
 them, computed the way vLLM's forward bench computes them, so a number means
 the same thing whichever backend produced it. The significance test is asv's
-(Mann-Whitney U, two-sided), so fwdasv's compare agrees with `asv compare`.
+(Mann-Whitney U, two-sided, asv's tie handling and p-values), so fwdasv's
+compare agrees with `asv compare`.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -137,74 +140,62 @@ def median(values: Sequence[float]) -> float:
 SIGNIFICANCE = 0.002  # asv's threshold for `is_different`
 
 
-def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
-    """Two-sided Mann-Whitney U test; returns (U of x, p-value).
+def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> tuple[int, float]:
+    """Two-sided Mann-Whitney U test exactly as asv's `_stats.mann_whitney_u`; (U, p).
 
-    Exact distribution (by the recursion on counts) for small samples without
-    ties, normal approximation with tie correction otherwise: the approach of
-    asv's `_stats.mann_whitney_u` (Mann & Whitney 1947).
+    U counts the pairs with x > y. Ties are broken conservatively: of all ways
+    to break them, the one least significant is used (U moves towards m*n/2).
+    The p-value is exact (the distribution of U by the recursion
+    r(m, n, u) = r(m, n-1, u) + r(m-1, n, u-n), Mann & Whitney 1947) when
+    neither sample has more than 20 values, else the normal approximation
+    without continuity or tie correction, as asv does. Matching asv matters:
+    `fwdasv compare` must call a step different exactly when `asv compare` does.
     """
-    x = [float(v) for v in x]
-    y = [float(v) for v in y]
-    m, n = len(x), len(y)
+    xs = [float(v) for v in x]
+    ys = sorted(float(v) for v in y)
+    m, n = len(xs), len(ys)
     if not m or not n:
         raise ValueError("Mann-Whitney U needs two non-empty samples")
-    pooled = sorted([(v, 0) for v in x] + [(v, 1) for v in y])
-    ranks = [0.0] * len(pooled)
-    tie_term = 0.0
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        rank = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[k] = rank
-        t = j - i + 1
-        tie_term += t**3 - t
-        i = j + 1
-    rank_sum_x = sum(r for r, (_, who) in zip(ranks, pooled, strict=True) if who == 0)
-    u = rank_sum_x - m * (m + 1) / 2
-    if tie_term == 0 and m <= 20 and n <= 20:
-        p = _exact_mwu_p(u, m, n)
+    u = ties = 0
+    for value in xs:
+        below = bisect.bisect_left(ys, value)
+        u += below
+        ties += bisect.bisect_right(ys, value) - below
+    half = m * n // 2
+    if u <= half <= u + ties:
+        ties = half - u
+    ux_low = min(u, m * n - u)
+    ux_high = min(u + ties, m * n - (u + ties))
+    if ux_low >= ux_high:
+        ux = ux_low
     else:
-        mu = m * n / 2
-        total = m + n
-        var = m * n / 12 * ((total + 1) - tie_term / (total * (total - 1)))
-        if var <= 0:
-            return u, 1.0
-        z = (abs(u - mu) - 0.5) / math.sqrt(var)
-        p = math.erfc(max(z, 0.0) / math.sqrt(2))
-    return u, min(1.0, p)
+        u += ties
+        ux = ux_high
+    if max(m, n) <= 20:
+        counts = _mwu_counts(m, n)
+        total = math.comb(m + n, m)
+        lower = sum(counts[: ux + 1])
+        upper = total - sum(counts[: max(half, m * n - ux - 1) + 1])
+        p = (lower + upper) / total
+    else:
+        z = (ux - m * n / 2) / math.sqrt(m * n * (m + n + 1) / 12)
+        p = math.erfc(-z / math.sqrt(2))
+    return u, p
 
 
-def _exact_mwu_p(u: float, m: int, n: int) -> float:
-    # counts[k] = number of arrangements with U == k, by the standard recursion
-    # f(m, n, k) = f(m-1, n, k-n) + f(m, n-1, k).
-    table: dict[tuple[int, int], list[int]] = {}
-
-    def counts(a: int, b: int) -> list[int]:
-        if a == 0 or b == 0:
-            return [1]
-        key = (a, b)
-        if key not in table:
-            left = counts(a - 1, b)
-            right = counts(a, b - 1)
-            size = a * b + 1
-            out = [0] * size
-            for k in range(size):
-                if 0 <= k - b < len(left):
-                    out[k] += left[k - b]
-                if k < len(right):
-                    out[k] += right[k]
-            table[key] = out
-        return table[key]
-
-    dist = counts(m, n)
-    total = sum(dist)
-    k = min(u, m * n - u)
-    tail = sum(dist[: math.floor(k) + 1])
-    return min(1.0, 2 * tail / total)
+@functools.lru_cache(maxsize=512)
+def _mwu_counts(m: int, n: int) -> tuple[int, ...]:
+    """counts[u]: orderings of m x-values and n y-values with U == u (exact integers)."""
+    if m == 0 or n == 0:
+        return (1,)
+    left = _mwu_counts(m - 1, n)  # the largest value is an x: it beats all n y-values
+    right = _mwu_counts(m, n - 1)  # the largest value is a y
+    out = [0] * (m * n + 1)
+    for k, count in enumerate(left):
+        out[k + n] += count
+    for k, count in enumerate(right):
+        out[k] += count
+    return tuple(out)
 
 
 def min_samples_for_significance(alpha: float = SIGNIFICANCE) -> int:
@@ -218,8 +209,16 @@ def min_samples_for_significance(alpha: float = SIGNIFICANCE) -> int:
 def is_different(
     x: Sequence[float], y: Sequence[float], alpha: float = SIGNIFICANCE
 ) -> bool | None:
-    """True / False when the samples decide it; None when too few to test."""
-    m, n = len(x), len(y)
+    """True / False when the samples decide it; None when too few to test.
+
+    As asv's `_stats.is_different` with samples: NaNs are dropped, then the
+    Mann-Whitney p-value is compared with `alpha`. Where even the most extreme
+    ordering (p = 2 / C(m+n, m)) cannot reach `alpha`, asv falls back to
+    comparing confidence intervals; fwdasv says None instead.
+    """
+    xs = [v for v in x if not math.isnan(v)]
+    ys = [v for v in y if not math.isnan(v)]
+    m, n = len(xs), len(ys)
     if not m or not n or 2 / math.comb(m + n, min(m, n)) >= alpha:
         return None
-    return mann_whitney_u(x, y)[1] < alpha
+    return mann_whitney_u(xs, ys)[1] < alpha
