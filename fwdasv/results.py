@@ -156,49 +156,97 @@ def _require(data: dict[str, Any], key: str, where: str) -> Any:
     return data[key]
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number(data: dict[str, Any], key: str, where: str) -> float:
+    value = _require(data, key, where)
+    if not _is_number(value):
+        raise ResultsError(f"{where}: {key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def _integer(data: dict[str, Any], key: str, where: str) -> int:
+    value = _require(data, key, where)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ResultsError(f"{where}: {key!r} must be an integer, got {value!r}")
+    return value
+
+
+def _optional(data: dict[str, Any], key: str, where: str, check, expected: str) -> Any:
+    value = data.get(key)
+    if value is not None and not check(value):
+        raise ResultsError(f"{where}: {key!r} must be {expected} or null, got {value!r}")
+    return value
+
+
+def _comparison(data: Any, where: str) -> Comparison:
+    return Comparison(_number(data, "max_abs", where), _number(data, "relative_rms", where))
+
+
 def _comparisons(data: Any, where: str) -> dict[str, Comparison]:
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ResultsError(f"{where}: expected an object of comparisons")
-    return {
-        name: Comparison.from_json(_checked_comparison(value, f"{where}.{name}"))
-        for name, value in data.items()
+    return {name: _comparison(value, f"{where}.{name}") for name, value in data.items()}
+
+
+def _latency(data: Any, where: str) -> Latency:
+    timer = _require(data, "timer", where)
+    if not isinstance(timer, str):
+        raise ResultsError(f"{where}: 'timer' must be a string, got {timer!r}")
+    values = {
+        key: _number(data, key, where)
+        for key in ("median", "sample_spread_pct", "mean", "std", "min", "p90")
     }
-
-
-def _checked_comparison(data: Any, where: str) -> dict[str, Any]:
-    _require(data, "max_abs", where)
-    _require(data, "relative_rms", where)
-    return data
+    samples = data.get("samples_us", [])
+    if not isinstance(samples, list) or not all(_is_number(t) for t in samples):
+        raise ResultsError(f"{where}: 'samples_us' must be a list of numbers")
+    return Latency(
+        timer=timer,
+        count=_integer(data, "count", where),
+        samples_us=tuple(float(t) for t in samples),
+        **values,
+    )
 
 
 def parse_rank(data: dict[str, Any], rank: int, where: str) -> RankResult:
-    latency_data = _require(data, "latency_us", where)
-    for key in ("timer", "median", "sample_spread_pct", "mean", "std", "min", "p90", "count"):
-        _require(latency_data, key, f"{where}.latency_us")
+    latency = _latency(_require(data, "latency_us", where), f"{where}.latency_us")
+    finite = _require(data, "finite", where)
+    if not isinstance(finite, bool):
+        raise ResultsError(f"{where}: 'finite' must be true or false, got {finite!r}")
     graph_vs_eager = data.get("graph_vs_eager")
     eager_repeat = data.get("eager_repeat")
     return RankResult(
         rank=rank,
-        num_tokens=int(_require(data, "num_tokens", where)),
-        latency=Latency.from_json(latency_data),
-        finite=bool(_require(data, "finite", where)),
+        num_tokens=_integer(data, "num_tokens", where),
+        latency=latency,
+        finite=finite,
         graph_vs_eager=None
         if graph_vs_eager is None
-        else Comparison.from_json(_checked_comparison(graph_vs_eager, f"{where}.graph_vs_eager")),
+        else _comparison(graph_vs_eager, f"{where}.graph_vs_eager"),
         eager_repeat=None
         if eager_repeat is None
-        else Comparison.from_json(_checked_comparison(eager_repeat, f"{where}.eager_repeat")),
-        graph_deterministic=data.get("graph_deterministic"),
+        else _comparison(eager_repeat, f"{where}.eager_repeat"),
+        graph_deterministic=_optional(
+            data, "graph_deterministic", where, lambda v: isinstance(v, bool), "true/false"
+        ),
         state_reset_bytes=data.get("state_reset_bytes"),
         timing_scope=data.get("timing_scope"),
-        pp_rank=data.get("pp_rank"),
+        pp_rank=_optional(
+            data,
+            "pp_rank",
+            where,
+            lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "an integer",
+        ),
         pipeline_vs_eager=_comparisons(data.get("pipeline_vs_eager"), f"{where}.pipeline_vs_eager"),
         intermediate_graph_vs_eager=_comparisons(
             data.get("intermediate_graph_vs_eager"), f"{where}.intermediate_graph_vs_eager"
         ),
-        clock_uncertainty_us=data.get("clock_uncertainty_us"),
+        clock_uncertainty_us=_optional(data, "clock_uncertainty_us", where, _is_number, "a number"),
         raw=data,
     )
 
@@ -217,11 +265,10 @@ def parse_case_result(data: dict[str, Any], where: str) -> CaseResult:
     ranks = _require(data, "ranks", where)
     if not isinstance(ranks, list) or not ranks:
         raise ResultsError(f"{where}: 'ranks' must be a non-empty list")
-    median = _require(data, "median_us", where)
     return CaseResult(
         case=name,
         requests=requests,
-        median_us=float(median),
+        median_us=_number(data, "median_us", where),
         ranks=tuple(parse_rank(r, i, f"{where}.ranks[{i}]") for i, r in enumerate(ranks)),
     )
 
