@@ -152,6 +152,11 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
+def _clean(values: list[Any]) -> list[Any]:
+    """`_finite_or_none` over a list (NaN is the only value unequal to itself)."""
+    return [v if v == v else None for v in values]
+
+
 # --- filters ------------------------------------------------------------------------
 
 
@@ -454,15 +459,15 @@ class History:
             started_at = iso_utc(row.get("started_at"), "milliseconds")
             duration = _finite_or_none(row.get("duration"))
             result = row.values("result")
-            ci_a = row.values("stats_ci_99_a")
-            ci_b = row.values("stats_ci_99_b")
-            q_25 = row.values("stats_q_25")
-            q_75 = row.values("stats_q_75")
+            median = _clean(result)
+            ci_a = _clean(row.values("stats_ci_99_a"))
+            ci_b = _clean(row.values("stats_ci_99_b"))
+            q_25 = _clean(row.values("stats_q_25"))
+            q_75 = _clean(row.values("stats_q_75"))
             repeat = row.values("stats_repeat")
             samples = row.values("samples")
-            suite_companions = [
-                (record_field, companions.get((suite, record_field))) for record_field in COMPANIONS
-            ]
+            spread = companions.get((suite, "spread_pct")) or {}
+            graph_vs_eager = companions.get((suite, "graph_vs_eager")) or {}
             combos = row.combos()
             for j, (case, params, kept) in enumerate(selected):
                 if not kept:
@@ -472,34 +477,33 @@ class History:
                 count = repeat[j]
                 if count is None and isinstance(sample_list, list):
                     count = len(sample_list)
-                record = dict(common)
-                record["benchmark"] = name
-                record["suite"] = suite
-                record["metric"] = metric
-                record["case"] = case
-                record["params"] = dict(params)
-                record["unit"] = unit
-                if value is None:
-                    record["status"] = "failed"
-                elif isinstance(value, float) and value != value:
-                    record["status"] = "skipped"
-                else:
-                    record["status"] = "ok"
-                record["median"] = _finite_or_none(value)
-                record["ci_99_a"] = _finite_or_none(ci_a[j])
-                record["ci_99_b"] = _finite_or_none(ci_b[j])
-                record["q_25"] = _finite_or_none(q_25[j])
-                record["q_75"] = _finite_or_none(q_75[j])
-                record["sample_count"] = count
-                for record_field, values in suite_companions:
-                    record[record_field] = None if values is None else values.get(combos[j])
-                record["started_at"] = started_at
-                record["duration_s"] = duration
+                combo = combos[j]
+                # One dict display: the record's keys in FIELDS order, built in one step.
+                record = {
+                    **common,
+                    "benchmark": name,
+                    "suite": suite,
+                    "metric": metric,
+                    "case": case,
+                    "params": dict(params),
+                    "unit": unit,
+                    "status": "failed"
+                    if value is None
+                    else ("ok" if median[j] is not None else "skipped"),
+                    "median": median[j],
+                    "ci_99_a": ci_a[j],
+                    "ci_99_b": ci_b[j],
+                    "q_25": q_25[j],
+                    "q_75": q_75[j],
+                    "sample_count": count,
+                    "spread_pct": spread.get(combo),
+                    "graph_vs_eager": graph_vs_eager.get(combo),
+                    "started_at": started_at,
+                    "duration_s": duration,
+                }
                 if self.samples:
                     record[SAMPLES_FIELD] = (
-                        [_finite_or_none(s) for s in sample_list]
-                        if isinstance(sample_list, list)
-                        else None
+                        _clean(sample_list) if isinstance(sample_list, list) else None
                     )
                 records.append(record)
         return records
