@@ -1,0 +1,498 @@
+"""The one place a bench subprocess is started: one process or a torchrun group.
+
+fwdasv never runs a forward bench in its own process: the bench owns the GPU,
+may need several ranks and may hang in NCCL or crash. `launch` starts it from
+an argv list (never a shell) with a clean environment, copies its output to a
+log file and, line by line, to `echo` (asv kills a benchmark that stays silent
+too long), and kills the whole process tree when the timeout passes. The bench
+writes its results JSON (vLLM's `--output-json` schema); `launch` returns it
+parsed, and a missing or partial file is a failure even after exit status 0.
+
+    spec = LaunchSpec(["-m", "fwdasv.engine", "--case", "d=8*1@1024",
+                       "--output-json", str(out)], nproc_per_node=2, timeout_s=600)
+    results = launch(spec, out, log, echo=print, cases=["d"])
+
+torchrun starts each worker in a session of its own, so killing torchrun's
+process group does not reach the ranks: on timeout `launch` also kills the
+groups of every descendant it finds (read from /proc on Linux).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from fwdasv import results
+from fwdasv.errors import UserError
+
+# Set by torchrun (or a parent torchrun) for its workers; inherited by a bench
+# started from inside one, they would make it join the wrong group.
+STRIPPED_ENV = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "ROLE_RANK",
+    "ROLE_NAME",
+    "ROLE_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
+# TORCHELASTIC_* is set by torchrun for its workers; PET_* sets torchrun's own
+# options (`--nnodes` ...), which must come from the spec alone.
+STRIPPED_ENV_PREFIXES = ("TORCHELASTIC_", "PET_")
+# Kept even though they are set in the parent: on H200 boxes NVLink multicast
+# (NVLS) must stay off, and these are how an operator says so.
+PASSED_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
+
+TAIL_LINES = 40
+
+
+class LaunchError(UserError, RuntimeError):
+    """A bench subprocess that timed out, failed, or wrote no (or partial) results.
+
+    `returncode` is None after a timeout (or before a start); `log_path`
+    holds the whole output, `tail` its last lines; `pid` is the child's pid,
+    which is also its process group id.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        returncode: int | None = None,
+        log_path: Path | None = None,
+        tail: str = "",
+        pid: int | None = None,
+        timed_out: bool = False,
+    ):
+        super().__init__(message)
+        self.returncode = returncode
+        self.log_path = log_path
+        self.tail = tail
+        self.pid = pid
+        self.timed_out = timed_out
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """What to run: `python ARGS`, or `python -m torch.distributed.run ... ARGS`.
+
+    `args` is what follows the interpreter (`["-m", "fwdasv.engine", ...]` or
+    `["script.py", ...]`). One process when `nproc_per_node == nnodes == 1`;
+    otherwise torchrun, `--standalone` (a free port on this host) for one node
+    without an endpoint, torchrun's c10d rendezvous (`--nnodes`, `--node-rank`,
+    `--rdzv-endpoint`, `--rdzv-id`) for several hosts, where every host runs
+    the same spec but its own `node_rank`. `env` is added to the inherited
+    environment after torchrun's variables are stripped from it.
+    """
+
+    args: Sequence[str]
+    python: str = sys.executable
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_id: str = "fwdasv"
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 3600.0
+    # Between SIGTERM and SIGKILL on timeout.
+    kill_grace_s: float = 5.0
+    cwd: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.args, str):
+            raise TypeError("LaunchSpec.args is an argv list, not a command string")
+        if self.nproc_per_node < 1 or self.nnodes < 1:
+            raise ValueError(
+                f"nproc_per_node ({self.nproc_per_node}) and nnodes ({self.nnodes}) must be >= 1"
+            )
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(f"node_rank {self.node_rank} is not in [0, {self.nnodes})")
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise LaunchError(
+                f"{self.nnodes} nodes need a rendezvous endpoint (host:port of one of them); "
+                "set rdzv_endpoint"
+            )
+        if self.timeout_s <= 0 or self.kill_grace_s < 0:
+            raise ValueError(
+                f"timeout_s ({self.timeout_s}) must be > 0 and kill_grace_s "
+                f"({self.kill_grace_s}) >= 0"
+            )
+
+    @property
+    def distributed(self) -> bool:
+        return self.nproc_per_node > 1 or self.nnodes > 1
+
+    def argv(self) -> list[str]:
+        if not self.distributed:
+            return [self.python, *self.args]
+        torchrun = [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            str(self.nproc_per_node),
+        ]
+        if self.nnodes == 1 and not self.rdzv_endpoint:
+            torchrun.append("--standalone")
+        else:
+            torchrun += [
+                "--nnodes",
+                str(self.nnodes),
+                "--node-rank",
+                str(self.node_rank),
+                "--rdzv-backend",
+                "c10d",
+                "--rdzv-endpoint",
+                str(self.rdzv_endpoint),
+                "--rdzv-id",
+                self.rdzv_id,
+            ]
+        return [*torchrun, *self.args]
+
+    def environ(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The child's environment: `base` (default os.environ) cleaned, plus `env`."""
+        base = os.environ if base is None else base
+        env = {
+            name: value
+            for name, value in base.items()
+            if name not in STRIPPED_ENV and not name.startswith(STRIPPED_ENV_PREFIXES)
+        }
+        for name in PASSED_ENV:
+            if name in base:
+                env[name] = base[name]
+        # Progress must reach `echo` as it happens, not when a buffer fills.
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.env)
+        return env
+
+    def describe(self) -> str:
+        return " ".join(self.argv())
+
+
+def launch(
+    spec: LaunchSpec,
+    output_json: str | os.PathLike[str],
+    log_path: str | os.PathLike[str],
+    echo: Callable[[str], None] | None = None,
+    *,
+    cases: Sequence[str] | None = None,
+) -> list[results.CaseResult]:
+    """Run `spec`, which writes `output_json`; return its parsed results.
+
+    A stale `output_json` is removed first, so an old result is never read as
+    new. `cases`, when given, are the case names the results must hold. A
+    non-zero exit is a failure unless the results hold every case (fwdasv's
+    engine exits 3 when some cases failed and recorded their errors); a
+    missing, unreadable or partial results file is always one.
+    """
+    output_json = Path(output_json)
+    log_path = Path(log_path)
+    with contextlib.suppress(FileNotFoundError):
+        output_json.unlink()
+    completed = run_process(spec, log_path, echo)
+    try:
+        parsed = results.load(output_json)
+        missing = [name for name in cases or () if name not in results.by_case(parsed)]
+        problem = f"its results miss case(s) {missing}" if missing else None
+    except results.ResultsError as error:
+        parsed, problem = [], str(error)
+    # After a non-zero exit only a complete, known case list is trusted.
+    if problem is None and (completed.returncode == 0 or cases is not None):
+        return parsed
+    reason = f"exited with status {completed.returncode}"
+    raise completed.error(f"{reason}; {problem}" if problem else reason)
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A child that exited by itself (`run_process` raises on timeout)."""
+
+    spec: LaunchSpec
+    returncode: int
+    pid: int
+    log_path: Path
+    lines: tuple[str, ...]  # the last TAIL_LINES lines
+    rank_error: str | None
+
+    def error(self, reason: str) -> LaunchError:
+        return _error(
+            self.spec, reason, self.returncode, self.log_path, self.lines, self.pid, self.rank_error
+        )
+
+
+def run_process(
+    spec: LaunchSpec,
+    log_path: str | os.PathLike[str],
+    echo: Callable[[str], None] | None = None,
+) -> Completed:
+    """Start `spec`, stream its output to `log_path` and `echo`, wait for it.
+
+    Returns how it exited; raises LaunchError when it cannot start or runs past
+    `spec.timeout_s`, after killing every process it started.
+    """
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    argv = spec.argv()
+    log = open(log_path, "wb")  # noqa: SIM115 (the reader thread closes it)
+    log.write(f"$ {spec.describe()}\n".encode())
+    log.flush()
+    try:
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=spec.environ(),
+            cwd=spec.cwd,
+            start_new_session=True,
+        )
+    except OSError as error:
+        log.close()
+        raise LaunchError(f"cannot start {argv[0]!r}: {error}", log_path=log_path) from None
+    reader = _Reader(child, log, echo)
+    reader.start()
+    tree = ProcessTree(child.pid)
+    deadline = time.monotonic() + spec.timeout_s
+    try:
+        while True:
+            try:
+                returncode = child.wait(timeout=min(1.0, max(deadline - time.monotonic(), 0)))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    raise
+                tree.refresh()
+    except subprocess.TimeoutExpired:
+        kill_tree(child, tree, spec.kill_grace_s)
+        reader.join(timeout=5.0)
+        raise _error(
+            spec,
+            f"timed out after {spec.timeout_s:g} s and was killed (process group "
+            f"{child.pid} and every descendant)",
+            None,
+            log_path,
+            reader.tail,
+            child.pid,
+            reader.rank_error,
+            timed_out=True,
+        ) from None
+    except BaseException:
+        # Interrupted (Ctrl-C, asv's own kill): never leave ranks behind.
+        kill_tree(child, tree, spec.kill_grace_s)
+        raise
+    # Whatever outlived the child (a rank torchrun failed to stop) is ended
+    # too, and then nothing holds the pipe open.
+    if tree.alive():
+        kill_tree(child, tree, spec.kill_grace_s)
+    reader.join(timeout=10.0)
+    return Completed(spec, returncode, child.pid, log_path, reader.tail, reader.rank_error)
+
+
+class _Reader(threading.Thread):
+    """Copies the child's output to the log and to `echo`, keeping the tail."""
+
+    def __init__(
+        self,
+        child: subprocess.Popen[bytes],
+        log: BinaryIO,
+        echo: Callable[[str], None] | None,
+    ):
+        super().__init__(name=f"fwdasv-launch-{child.pid}", daemon=True)
+        self.child = child
+        self.log = log
+        self.echo = echo
+        self.recent: deque[str] = deque(maxlen=TAIL_LINES)
+        self.errors = _ErrorScanner()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        stdout = self.child.stdout
+        assert stdout is not None
+        with self.log, stdout:
+            for raw in iter(stdout.readline, b""):
+                self.log.write(raw)
+                self.log.flush()
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                with self.lock:
+                    self.recent.append(line)
+                    self.errors.feed(line)
+                if self.echo is not None:
+                    # A failing echo (a closed terminal) must not stop the log.
+                    with contextlib.suppress(Exception):
+                        self.echo(line)
+
+    @property
+    def tail(self) -> tuple[str, ...]:
+        with self.lock:
+            return tuple(self.recent)
+
+    @property
+    def rank_error(self) -> str | None:
+        with self.lock:
+            return self.errors.first
+
+
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
+# Tracebacks of torchrun itself, reporting (not causing) a worker's failure.
+_LAUNCHER_ERRORS = ("ChildFailedError", "SignalException")
+
+
+class _ErrorScanner:
+    """The first exception line of a worker's traceback in the output."""
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+        self._in_traceback = False
+
+    def feed(self, line: str) -> None:
+        if self.first is not None:
+            return
+        text = _RANK_PREFIX.sub("", line)
+        if text.startswith("Traceback (most recent call last)"):
+            self._in_traceback = True
+        elif self._in_traceback and text.strip() and not text[0].isspace():
+            self._in_traceback = False
+            if not any(name in text for name in _LAUNCHER_ERRORS):
+                self.first = text.strip()
+
+
+def _error(
+    spec: LaunchSpec,
+    reason: str,
+    returncode: int | None,
+    log_path: Path,
+    lines: Iterable[str],
+    pid: int | None,
+    rank_error: str | None,
+    timed_out: bool = False,
+) -> LaunchError:
+    tail = "\n".join(lines)
+    what = "torchrun group" if spec.distributed else "bench"
+    message = f"The {what} `{spec.describe()}` {reason}."
+    if rank_error:
+        message += f"\nFirst error in its output: {rank_error}"
+    message += f"\nFull log: {log_path}\nLast lines:\n{tail}"
+    return LaunchError(
+        message,
+        returncode=returncode,
+        log_path=log_path,
+        tail=tail,
+        pid=pid,
+        timed_out=timed_out,
+    )
+
+
+# --- killing a process tree ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    state: str
+    # Clock ticks after boot: tells a process from a later one with its pid.
+    start: int
+
+
+def _proc_table() -> dict[int, _Proc]:
+    table: dict[int, _Proc] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return table
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        table[int(entry.name)] = _Proc(int(fields[1]), fields[0], int(fields[19]))
+    return table
+
+
+class ProcessTree:
+    """The descendants of a child, remembered as they appear.
+
+    torchrun starts each worker in a new session and a worker that outlives
+    torchrun is reparented, so the tree is sampled while the child runs and
+    every process ever seen in it stays known (by pid and start time, so a
+    reused pid is never signalled).
+    """
+
+    def __init__(self, root: int):
+        self.root = root
+        self.known: dict[int, int] = {}
+
+    def refresh(self, from_root: bool = True) -> None:
+        """Add the descendants running now; `from_root` only while the child is unreaped."""
+        table = _proc_table()
+        children: dict[int, list[int]] = {}
+        for pid, info in table.items():
+            children.setdefault(info.ppid, []).append(pid)
+        queue = [
+            pid for pid, start in self.known.items() if pid in table and table[pid].start == start
+        ]
+        if from_root:
+            queue.append(self.root)
+        while queue:
+            for pid in children.get(queue.pop(), []):
+                if pid not in self.known:
+                    self.known[pid] = table[pid].start
+                    queue.append(pid)
+
+    def alive(self) -> list[int]:
+        """Known descendants still running (a zombie has finished)."""
+        table = _proc_table()
+        return [
+            pid
+            for pid, start in self.known.items()
+            if pid in table and table[pid].start == start and table[pid].state not in "ZX"
+        ]
+
+    def signal(self, sig: signal.Signals, root_group: bool) -> None:
+        """Signal each live descendant and its process group (torchrun makes one per worker).
+
+        `root_group` also signals the child's own group: only while the child
+        is unreaped, so that its pid (the group id) cannot have been reused.
+        """
+        targets = self.alive()
+        if root_group:
+            targets.insert(0, self.root)
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float) -> None:
+    """SIGTERM the child's group and every descendant, wait `grace_s`, SIGKILL what is left."""
+    unreaped = child.returncode is None
+    tree.refresh(from_root=unreaped)
+    tree.signal(signal.SIGTERM, root_group=unreaped)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        exited = not unreaped or child.poll() is not None
+        if exited and not tree.alive():
+            break
+        time.sleep(0.05)
+    tree.refresh(from_root=child.returncode is None)
+    tree.signal(signal.SIGKILL, root_group=unreaped and child.returncode is None)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=5.0)

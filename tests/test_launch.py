@@ -1,0 +1,172 @@
+"""fwdasv.launch: argv, environment, results, failures, timeouts and the process tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from fwdasv import results
+from fwdasv.launch import LaunchError, LaunchSpec, launch
+
+FAKE_BENCH = str(Path(__file__).parent / "scripts" / "fake_bench.py")
+
+
+def fake(tmp_path: Path, mode: str, *extra: str, cases: str = "a,b", **spec) -> LaunchSpec:
+    args = [FAKE_BENCH, "--output-json", str(tmp_path / "out.json"), "--cases", cases]
+    return LaunchSpec([*args, "--mode", mode, *extra], **spec)
+
+
+def gone(pid: int) -> bool:
+    """No such process, or one that has finished (a zombie waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
+
+
+def test_single_process_returns_results_and_streams_output(tmp_path: Path, clean_env) -> None:
+    lines: list[str] = []
+    spec = fake(tmp_path, "ok", timeout_s=60)
+    assert spec.argv()[1:] == spec.args  # one process, no torchrun
+    outcome = launch(
+        spec, tmp_path / "out.json", tmp_path / "log", echo=lines.append, cases=["a", "b"]
+    )
+    assert [r.case for r in outcome] == ["a", "b"]
+    assert all(isinstance(r, results.CaseResult) and r.ok for r in outcome)
+    assert any("fake bench rank 0" in line for line in lines)
+    assert "fake bench rank 0" in (tmp_path / "log").read_text()
+
+
+def test_stale_results_file_is_never_returned(tmp_path: Path, clean_env) -> None:
+    out = tmp_path / "out.json"
+    launch(fake(tmp_path, "ok", timeout_s=60), out, tmp_path / "log", cases=["a", "b"])
+    assert out.exists()
+    # The next run exits 0 but writes nothing: the old file must not pass as its result.
+    with pytest.raises(LaunchError, match="no results file") as error:
+        launch(fake(tmp_path, "nowrite", timeout_s=60), out, tmp_path / "log", cases=["a", "b"])
+    assert error.value.returncode == 0
+    assert not out.exists()
+
+
+def test_partial_results_are_a_failure(tmp_path: Path, clean_env) -> None:
+    with pytest.raises(LaunchError, match=r"miss case\(s\) \['b'\]"):
+        launch(
+            fake(tmp_path, "partial", timeout_s=60),
+            tmp_path / "out.json",
+            tmp_path / "log",
+            cases=["a", "b"],
+        )
+
+
+def test_nonzero_exit_with_every_case_recorded_returns_results(tmp_path: Path, clean_env) -> None:
+    spec = fake(tmp_path, "exit3", timeout_s=60)
+    outcome = launch(spec, tmp_path / "out.json", tmp_path / "log", cases=["a", "b"])
+    assert [r.case for r in outcome] == ["a", "b"]
+    # Without the expected case list a non-zero exit cannot be judged complete.
+    with pytest.raises(LaunchError, match="exited with status 3"):
+        launch(spec, tmp_path / "out.json", tmp_path / "log")
+
+
+def test_environment_is_stripped_of_torchrun_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stray = {
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+        "WORLD_SIZE": "4",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "29500",
+        "GROUP_RANK": "1",
+        "LOCAL_WORLD_SIZE": "2",
+        "TORCHELASTIC_RUN_ID": "old",
+        "PET_NNODES": "2",
+    }
+    kept = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "KEEP_ME": "yes"}
+    for name, value in {**stray, **kept}.items():
+        monkeypatch.setenv(name, value)
+    env_out = tmp_path / "env.json"
+    spec = fake(tmp_path, "ok", "--env-out", str(env_out), timeout_s=60, env={"GIVEN": "1"})
+    launch(spec, tmp_path / "out.json", tmp_path / "log", cases=["a", "b"])
+    child = json.loads(env_out.read_text())
+    assert not set(stray) & set(child), sorted(set(stray) & set(child))
+    assert {k: child.get(k) for k in kept} == kept
+    assert child["GIVEN"] == "1"
+    assert child["PYTHONUNBUFFERED"] == "1"
+
+
+def test_torchrun_argv_for_one_node_and_for_a_rendezvous() -> None:
+    one = LaunchSpec(["-m", "x"], python="py", nproc_per_node=2)
+    assert one.argv() == [
+        "py", "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", "-m", "x",
+    ]  # fmt: skip
+    multi = LaunchSpec(
+        ["s.py"], python="py", nproc_per_node=8, nnodes=2, node_rank=1, rdzv_endpoint="h0:29400"
+    )
+    assert multi.argv() == [
+        "py", "-m", "torch.distributed.run", "--nproc-per-node", "8", "--nnodes", "2",
+        "--node-rank", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", "h0:29400",
+        "--rdzv-id", "fwdasv", "s.py",
+    ]  # fmt: skip
+    with pytest.raises(LaunchError, match="rendezvous endpoint"):
+        LaunchSpec(["s.py"], nnodes=2)
+    with pytest.raises(TypeError, match="argv list"):
+        LaunchSpec("python s.py")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_rank_that_raises_fails_fast_with_its_error(tmp_path: Path, clean_env) -> None:
+    spec = fake(tmp_path, "raise-rank1", nproc_per_node=2, timeout_s=120)
+    begin = time.monotonic()
+    with pytest.raises(LaunchError) as error:
+        launch(spec, tmp_path / "out.json", tmp_path / "log", cases=["a", "b"])
+    elapsed = time.monotonic() - begin
+    # Rank 0 would wait 120 s; torchrun stops it as soon as rank 1 dies.
+    assert elapsed < 60, elapsed
+    assert not error.value.timed_out
+    assert error.value.returncode not in (0, None)
+    assert "First error in its output: RuntimeError: boom from rank 1" in str(error.value)
+    assert error.value.log_path == tmp_path / "log"
+
+
+@pytest.mark.slow
+def test_hanging_rank_is_killed_at_the_timeout_with_the_whole_group(
+    tmp_path: Path, clean_env
+) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    spec = fake(
+        tmp_path, "hang", "--pid-dir", str(pids), nproc_per_node=2, timeout_s=8, kill_grace_s=1
+    )
+    begin = time.monotonic()
+    with pytest.raises(LaunchError, match="timed out after 8 s") as error:
+        launch(spec, tmp_path / "out.json", tmp_path / "log", cases=["a", "b"])
+    assert error.value.timed_out and error.value.returncode is None
+    assert time.monotonic() - begin < 30
+    rank_pids = [int(p.read_text()) for p in sorted(pids.glob("rank*.pid"))]
+    assert len(rank_pids) == 2, "the ranks did not start before the timeout"
+    # torchrun's own group is empty, and each rank (in a session of its own,
+    # rank 1 ignoring SIGTERM) is gone.
+    with pytest.raises(ProcessLookupError):
+        os.killpg(error.value.pid, 0)
+    for pid in [error.value.pid, *rank_pids]:
+        assert gone(pid), f"pid {pid} survived the timeout"
+
+
+def test_timeout_reaches_a_descendant_in_another_session(tmp_path: Path, clean_env) -> None:
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    spec = fake(tmp_path, "orphan", "--pid-dir", str(pids), timeout_s=3, kill_grace_s=1)
+    with pytest.raises(LaunchError, match="timed out"):
+        launch(spec, tmp_path / "out.json", tmp_path / "log")
+    sleeper = int((pids / "sleeper.pid").read_text())
+    try:
+        assert gone(sleeper), f"the sleeper {sleeper} survived"
+    finally:
+        if not gone(sleeper):
+            os.kill(sleeper, signal.SIGKILL)
