@@ -217,6 +217,10 @@ def format_cuda_version(version: int) -> str:
     return f"{version // 1000}.{version % 1000 // 10}"
 
 
+# A driver older (or newer) than nvidia-ml-py: the versioned call or struct is not there.
+_OLDER_DRIVER = (pynvml.NVMLError_FunctionNotFound, pynvml.NVMLError_ArgumentVersionMismatch)
+
+
 class _Reader:
     """Reads one field through the first NVML call the library has; failures become None."""
 
@@ -228,8 +232,8 @@ class _Reader:
         for call in calls:
             try:
                 return call()
-            except pynvml.NVMLError_FunctionNotFound as missing:
-                error = missing  # an older driver: try the older call
+            except _OLDER_DRIVER as missing:
+                error = missing  # the driver lacks this call or struct version: try the older call
             except (pynvml.NVMLError, pynvml.NVMLLibraryMismatchError) as failed:
                 error = failed
                 break
@@ -251,7 +255,7 @@ def process_name(pid: int) -> str | None:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
         words = [part.decode(errors="replace") for part in raw.split(b"\0") if part]
         if words:
-            return " ".join(words)[:200]
+            return " ".join(" ".join(words).split())[:200]
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/comm").read_text().strip() or None
     return None
@@ -260,7 +264,7 @@ def process_name(pid: int) -> str | None:
 def _processes(handle: Any) -> tuple[ComputeProcess, ...]:
     try:
         found = pynvml.nvmlDeviceGetComputeRunningProcesses_v3(handle)
-    except pynvml.NVMLError_FunctionNotFound:
+    except _OLDER_DRIVER:
         found = pynvml.nvmlDeviceGetComputeRunningProcesses_v2(handle)
     return tuple(
         ComputeProcess(pid=p.pid, used_memory_mib=_mib(p.usedGpuMemory), name=process_name(p.pid))
@@ -271,7 +275,7 @@ def _processes(handle: Any) -> tuple[ComputeProcess, ...]:
 def _memory(handle: Any) -> Any:
     try:
         return pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
-    except pynvml.NVMLError_FunctionNotFound:
+    except _OLDER_DRIVER:
         return pynvml.nvmlDeviceGetMemoryInfo(handle)
 
 
@@ -701,8 +705,9 @@ class LockRequest:
     def resolve(self, gpu: GpuInfo) -> dict[str, Any]:
         """min/max MHz for nvmlDeviceSetGpuLockedClocks on this GPU, and a label for records."""
         if self.kind == "base":
-            # NVML resolves the sentinel to the GPU's base clock, the clock it sustains at TDP
-            # (what `nvidia-smi -lgc tdp,tdp` does), so power capping cannot move it.
+            # NVML resolves the sentinel to the GPU's base (TDP) clock, the one it is rated to
+            # sustain at its power limit, so power capping should not pull it lower (nvbench's
+            # `--lock-clocks base` does the same).
             tdp = pynvml.NVML_CLOCK_LIMIT_ID_TDP
             return {"min_mhz": tdp, "max_mhz": tdp, "label": "base"}
         if self.kind == "default":
@@ -1022,17 +1027,24 @@ def _setup(
         write_atomic(path, json.dumps(state, indent=2) + "\n")
         echo(f"saved the current GPU state to {path}")
         guard = UndoGuard(lambda: reset(path, missing_ok=True, echo=echo)).install()
+        made = 0
         try:
             for change in changes:
                 applier.apply(change)
+                made += 1
         except BaseException as error:
             try:
-                guard.run()
+                if made:
+                    guard.run()
+                else:  # nothing changed (typically NVML refused the first setter)
+                    path.unlink(missing_ok=True)
             except Exception as undo_error:
-                raise HardwareError(
+                failed = HardwareError(
                     f"{error}; undoing the partial setup also failed ({undo_error}): "
                     f"run 'fwdasv hw reset --state-file {path}'"
-                ) from error
+                )
+                failed.exit_code = getattr(error, "exit_code", HardwareError.exit_code)
+                raise failed from error
             finally:
                 guard.uninstall()
             raise

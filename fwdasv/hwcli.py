@@ -105,7 +105,12 @@ def check(
     else:
         click.echo(_table(report))
     if not report["ok"]:
-        raise click.exceptions.Exit(hardware.EXIT_CHECKS_FAILED)
+        failed = [
+            f"{c['name']} on GPU {c['gpu']}" for c in report["checks"] if c["status"] == "FAIL"
+        ]
+        raise CliError(
+            f"pre-flight failed: {', '.join(failed)} (details above)", hardware.EXIT_CHECKS_FAILED
+        )
 
 
 def _table(report: dict[str, Any]) -> str:
