@@ -928,6 +928,8 @@ class UndoGuard:
     def __init__(self, undo: Callable[[], None]) -> None:
         self._undo = undo
         self._done = False
+        # Reentrant: a signal may arrive while the main thread is already undoing.
+        self._lock = threading.RLock()
         self._previous: dict[int, Any] = {}
 
     def install(self) -> UndoGuard:
@@ -945,9 +947,10 @@ class UndoGuard:
         self._previous = {}
 
     def run(self) -> None:
-        if not self._done:
-            self._done = True
-            self._undo()
+        with self._lock:
+            if not self._done:
+                self._done = True
+                self._undo()
 
     def __enter__(self) -> UndoGuard:
         return self.install()
@@ -958,17 +961,22 @@ class UndoGuard:
         finally:
             self.uninstall()
 
-    def _at_exit(self) -> None:
+    def _run_quietly(self, when: str) -> None:
         try:
             self.run()
         except Exception as error:
-            print(f"fwdasv: undoing the GPU setup at exit failed: {error}", file=sys.stderr)
+            print(f"fwdasv: undoing the GPU setup {when} failed: {error}", file=sys.stderr)
+
+    def _at_exit(self) -> None:
+        self._run_quietly("at exit")
 
     def _on_signal(self, signum: int, frame: Any) -> None:
-        try:
-            self.run()
-        except Exception as error:
-            print(f"fwdasv: undoing the GPU setup on signal failed: {error}", file=sys.stderr)
+        if not self._done and pynvml.libLoadLock.locked():
+            # The main thread may be inside pynvml, holding its non-reentrant lock: undoing
+            # here would deadlock. Undo from a thread once the lock is free, then signal again.
+            threading.Thread(target=self._undo_then_signal, args=(signum,), daemon=True).start()
+            return
+        self._run_quietly("on signal")
         previous = self._previous.get(signum, signal.SIG_DFL)
         self.uninstall()
         if callable(previous):
@@ -976,6 +984,10 @@ class UndoGuard:
         elif previous != signal.SIG_IGN:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+
+    def _undo_then_signal(self, signum: int) -> None:
+        self._run_quietly("on signal")
+        os.kill(os.getpid(), signum)
 
 
 # --------------------------------------------------------------------------- setup / reset

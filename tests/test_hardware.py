@@ -528,6 +528,26 @@ def test_locked_clocks_is_scoped_and_undone_on_sigint(
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+def test_a_signal_while_pynvml_holds_its_lock_is_undone_without_deadlock(
+    fake: FakeNvml, as_root, state_file: Path, default_sigint
+):
+    before = fake.settings()
+    with (
+        pytest.raises(KeyboardInterrupt),
+        hardware.locked_clocks(lock_clocks="1500", echo=quiet),
+    ):
+        pynvml.libLoadLock.acquire()  # as if the signal landed inside a pynvml call
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+            assert fake.gpus[0].gpu_locked_clocks == (1500, 1500)  # the undo waits
+        finally:
+            pynvml.libLoadLock.release()
+        time.sleep(5)  # the undo runs, then the signal comes back as KeyboardInterrupt
+    assert fake.settings() == before and not state_file.exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 CHILD = r"""
 import os, sys, time
 from pathlib import Path
