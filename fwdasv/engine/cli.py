@@ -95,6 +95,12 @@ def _positive(name: str, value: int) -> None:
     type=click.Path(dir_okay=False),
     help="Write results here (vLLM's --output-json schema).",
 )
+@click.option(
+    "--dump-output",
+    type=click.Path(file_okay=False),
+    help="Debug, pipeline runs: save each rank's streamed output tensors per case as "
+    "DIR/<case>.rank<r>.pt (torch.save).",
+)
 def forward(
     target: str,
     target_options: tuple[str, ...],
@@ -111,6 +117,7 @@ def forward(
     pipeline_stages: int,
     timeout_s: float,
     output_json: str | None,
+    dump_output: str | None,
 ) -> None:
     """Time the forward of exact batches of a PyTorch model, like `vllm bench forward`.
 
@@ -150,8 +157,12 @@ def forward(
     if pipeline_stages > 1 or ("RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1):
         from fwdasv.engine.pipeline import pipeline_main
 
-        failed = pipeline_main(config, cases, pipeline_stages, output_json, timeout_s)
+        failed = pipeline_main(
+            config, cases, pipeline_stages, output_json, timeout_s, dump_output, echo=click.echo
+        )
     else:
+        if dump_output is not None:
+            raise CliError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
         from fwdasv.engine.runner import run_cases
 
         outcome = run_cases(config, cases, output_json, echo=click.echo)
