@@ -610,6 +610,12 @@ def preflight_snapshot(
 # --------------------------------------------------------------------------- changes
 
 
+_SENTINELS = {
+    pynvml.NVML_CLOCK_LIMIT_ID_TDP: "NVML_CLOCK_LIMIT_ID_TDP",
+    pynvml.NVML_CLOCK_LIMIT_ID_UNLIMITED: "NVML_CLOCK_LIMIT_ID_UNLIMITED",
+}
+
+
 @dataclass(frozen=True)
 class Change:
     """One NVML setter call on one GPU, named so a dry run can print it."""
@@ -624,7 +630,7 @@ class Change:
         assert self.function in SETTERS, f"{self.function} is not an NVML setter fwdasv uses"
 
     def describe(self) -> str:
-        args = ", ".join(str(a) for a in self.args)
+        args = ", ".join(_SENTINELS.get(a, str(a)) for a in self.args)
         return f"GPU {self.gpu_index} ({self.gpu_uuid}): {self.function}({args})  # {self.why}"
 
 

@@ -27,7 +27,6 @@ from fwdasv.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
-BASE = pynvml.NVML_CLOCK_LIMIT_ID_TDP
 
 
 def _driver_present() -> bool:
@@ -390,7 +389,10 @@ def test_dry_run_changes_nothing_even_as_root(fake: FakeNvml, as_root, state_fil
     assert not state_file.parent.exists()  # not even the state directory
     would = [line for line in lines if line.startswith("would call ")]
     assert len(would) == 6  # 3 changes on each of 2 GPUs
-    assert any(f"nvmlDeviceSetGpuLockedClocks({BASE}, {BASE})" in line for line in would)
+    assert any(
+        "nvmlDeviceSetGpuLockedClocks(NVML_CLOCK_LIMIT_ID_TDP, NVML_CLOCK_LIMIT_ID_TDP)" in line
+        for line in would
+    )
     assert any("nvmlDeviceSetMemoryLockedClocks(3201, 3201)" in line for line in would)
     assert any("nvmlDeviceSetPersistenceMode(1)" in line for line in would)
     assert lines[-1] == "dry run: nothing was changed"
