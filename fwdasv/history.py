@@ -162,22 +162,27 @@ def _clean(values: list[Any]) -> list[Any]:
 
 @dataclass(frozen=True)
 class CommitFilter:
-    """A set of commits: full hashes and/or hash prefixes (as `asv` file names use sha[:8])."""
+    """A set of commits: full hashes and/or hash prefixes (asv's file names carry sha[:8])."""
 
     prefixes: frozenset[str]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_full", frozenset(p for p in self.prefixes if len(p) == 40))
-        object.__setattr__(self, "_short", tuple(p for p in self.prefixes if len(p) < 40))
+        prefixes = frozenset(p.lower() for p in self.prefixes)
+        object.__setattr__(self, "prefixes", prefixes)
+        # Sets for the long ones: a resolved range can hold thousands of full hashes.
+        object.__setattr__(self, "_full", frozenset(p for p in prefixes if len(p) == 40))
+        object.__setattr__(self, "_partial", tuple(p for p in prefixes if len(p) < 40))
+        object.__setattr__(self, "_sha8", frozenset(p[:8] for p in prefixes if len(p) >= 8))
+        object.__setattr__(self, "_short", tuple(p for p in prefixes if len(p) < 8))
 
     def matches(self, commit_hash: str) -> bool:
         commit_hash = commit_hash.lower()
-        return commit_hash in self._full or any(commit_hash.startswith(p) for p in self._short)
+        return commit_hash in self._full or commit_hash.startswith(self._partial)
 
     def may_match_file(self, sha8: str) -> bool:
-        """Cheap pre-check on a file name, before the file is read."""
+        """Cheap pre-check on a result file's name, before the file is read."""
         sha8 = sha8.lower()
-        return any(sha8.startswith(p[:8]) or p.startswith(sha8) for p in self.prefixes)
+        return sha8 in self._sha8 or sha8.startswith(self._short)
 
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
@@ -343,6 +348,7 @@ class History:
                 entry.name
                 for entry in os.scandir(folder)
                 if entry.name.endswith(".json")
+                and entry.is_file()
                 and entry.name != "machine.json"
                 and not entry.name.startswith(".")
             )

@@ -407,7 +407,7 @@ def test_filters(tree: dict[str, Any]) -> None:
     ranged = resolve_commits([f"{c1}..{c3}"], tree["repo"])
     records = list(History(tree["results"], commits=ranged).records())
     assert {r["commit_hash"] for r in records} == {c2, c3}
-    prefix = CommitFilter(frozenset({c1[:6]}))
+    prefix = CommitFilter(frozenset({c1[:6].upper()}))
     records = list(History(tree["results"], commits=prefix).records())
     assert {r["commit_hash"] for r in records} == {c1}
     listed = resolve_commits([f"{c1[:10]},{c3}"], None)
