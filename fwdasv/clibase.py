@@ -26,7 +26,7 @@ class CliError(click.ClickException):
 def _one_line_main(command: click.Command, args: Any, kwargs: dict[str, Any]) -> Any:
     prog = kwargs.pop("prog_name", None)
     try:
-        return click.Command.main(command, args, prog_name=prog, standalone_mode=False, **kwargs)
+        status = click.Command.main(command, args, prog_name=prog, standalone_mode=False, **kwargs)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.UsageError as error:
@@ -46,6 +46,11 @@ def _one_line_main(command: click.Command, args: Any, kwargs: dict[str, Any]) ->
             click.echo(f"Error: {error}", err=True)
             sys.exit(1)
         raise
+    # Without standalone mode click returns ctx.exit(n)'s status instead of
+    # exiting; fwdasv's commands themselves return nothing.
+    if isinstance(status, int) and status:
+        sys.exit(status)
+    return status
 
 
 class Command(click.Command):

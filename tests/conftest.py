@@ -30,7 +30,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "multigpu" in item.keywords and devices < 2:
             item.add_marker(pytest.mark.skip(reason="needs two CUDA devices"))
         if "vllm" in item.keywords and not has_vllm:
-            item.add_marker(pytest.mark.skip(reason="needs the vllm package (pip install -e '.[vllm]')"))
+            item.add_marker(
+                pytest.mark.skip(reason="needs the vllm package (pip install -e '.[vllm]')")
+            )
 
 
 @pytest.fixture
@@ -45,3 +47,39 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)
     return dict(os.environ)
+
+
+@pytest.fixture(scope="session")
+def asv_machine_home(tmp_path_factory: pytest.TempPathFactory):
+    """HOME with an asv machine file for machine "testbox" (asv reads ~/.asv-machine.json)."""
+    import json
+
+    home = tmp_path_factory.mktemp("home")
+    (home / ".asv-machine.json").write_text(
+        json.dumps(
+            {
+                "testbox": {
+                    "machine": "testbox",
+                    "os": "Linux",
+                    "arch": "x86_64",
+                    "cpu": "test cpu",
+                    "num_cpu": "2",
+                    "ram": "24GB",
+                },
+                "version": 1,
+            }
+        )
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HOME", str(home))
+        # Keep pip's cache where it was: the per-commit envs install from it.
+        patch.setenv(
+            "PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip"))
+        )
+        yield home
+
+
+@pytest.fixture(scope="session")
+def shared_asv_env(tmp_path_factory: pytest.TempPathFactory, asv_machine_home: Path) -> Path:
+    """One asv env directory for every asv test: the virtualenv is built once."""
+    return tmp_path_factory.mktemp("asv-env")

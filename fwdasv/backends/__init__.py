@@ -168,5 +168,5 @@ def run_bench(
         env=dict(config.env),
         timeout_s=config.timeout_s,
     )
-    outcome = launch(spec, output_json, log_path, echo=echo)
+    outcome = launch(spec, output_json, log_path, echo=echo, cases=[c.name for c in config.cases])
     return RunOutcome(config, outcome, log_path, shape_problems(config, outcome))

@@ -1,0 +1,212 @@
+"""Driving asv: its configuration, its commands, and the commits of its repository.
+
+fwdasv never reimplements what asv does (building environments, running
+benchmarks, publishing); it runs asv's own commands as subprocesses, with
+progress passed through, and reads what they write. This module is where those
+commands are put together, so every caller (demo, bisect, nightly) runs asv the
+same way: `--record-samples` (samples are what significance needs) and
+`--launch-method spawn` (CUDA).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fwdasv.errors import UserError
+
+
+class AsvError(UserError):
+    """asv could not be run, or failed, or its configuration is unusable."""
+
+
+@dataclass(frozen=True)
+class AsvProject:
+    """An asv configuration file and the directories it names (absolute)."""
+
+    config_path: Path
+    repo: str
+    results_dir: Path
+    html_dir: Path
+    env_dir: Path
+    benchmark_dir: Path
+    branches: tuple[str, ...]
+    environment_type: str
+    raw: dict[str, Any]
+
+    @classmethod
+    def load(cls, config_path: str | os.PathLike[str]) -> AsvProject:
+        path = Path(config_path).resolve()
+        if not path.is_file():
+            raise AsvError(f"asv configuration {path} does not exist; pass --config PATH")
+        try:
+            import json5
+
+            raw = json5.loads(path.read_text())
+        except Exception as error:
+            raise AsvError(f"asv configuration {path} cannot be read: {error}") from None
+        base = path.parent
+
+        def directory(key: str, default: str) -> Path:
+            return (base / raw.get(key, default)).resolve()
+
+        repo = raw.get("repo", ".")
+        if "://" not in repo and not repo.startswith("git@"):
+            repo = str((base / repo).resolve())
+        return cls(
+            config_path=path,
+            repo=repo,
+            results_dir=directory("results_dir", "results"),
+            html_dir=directory("html_dir", "html"),
+            env_dir=directory("env_dir", "env"),
+            benchmark_dir=directory("benchmark_dir", "benchmarks"),
+            branches=tuple(raw.get("branches") or ("main",)),
+            environment_type=raw.get("environment_type", "virtualenv"),
+            raw=raw,
+        )
+
+    @property
+    def local_repo(self) -> Path | None:
+        """The repository on disk: the configured path, or asv's mirror of a URL."""
+        if "://" not in self.repo and not self.repo.startswith("git@"):
+            return Path(self.repo)
+        mirror = self.config_path.parent / self.raw.get("project", "project")
+        return mirror if mirror.is_dir() else None
+
+    def git(self, *args: str) -> str:
+        repo = self.local_repo
+        if repo is None:
+            raise AsvError(
+                f"asv has not cloned {self.repo} yet; run `asv run` (or `asv fetch`) once first"
+            )
+        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise AsvError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
+        return proc.stdout.strip()
+
+    def resolve(self, rev: str) -> str:
+        """A full commit hash for `rev` (a branch, tag or hash prefix)."""
+        try:
+            return self.git("rev-parse", "--verify", f"{rev}^{{commit}}")
+        except AsvError:
+            raise AsvError(f"{rev!r} is not a commit of {self.local_repo}") from None
+
+    def first_parent_range(self, good: str, bad: str) -> list[str]:
+        """Commits after `good` up to `bad` on the first-parent line, oldest first."""
+        good_hash, bad_hash = self.resolve(good), self.resolve(bad)
+        if good_hash == bad_hash:
+            raise AsvError(f"{good} and {bad} are the same commit")
+        is_ancestor = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", good_hash, bad_hash], cwd=self.local_repo
+        ).returncode
+        if is_ancestor != 0:
+            raise AsvError(f"{good} is not an ancestor of {bad}; write GOOD..BAD oldest first")
+        listed = self.git("rev-list", "--first-parent", "--reverse", f"{good_hash}..{bad_hash}")
+        return listed.splitlines()
+
+    def subject(self, commit: str) -> str:
+        return self.git("log", "-1", "--format=%s", commit)
+
+
+def asv_command(
+    project: AsvProject, command: str, *args: str, python: str = sys.executable
+) -> list[str]:
+    return [python, "-m", "asv", command, "--config", str(project.config_path), *args]
+
+
+def run_asv(
+    project: AsvProject,
+    command: str,
+    *args: str,
+    python: str = sys.executable,
+    echo: Callable[[str], None] | None = print,
+    env: dict[str, str] | None = None,
+    check_codes: Sequence[int] = (0,),
+    timeout_s: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `asv COMMAND --config ... ARGS`, streaming its output to `echo`."""
+    argv = asv_command(project, command, *args, python=python)
+    child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
+    lines: list[str] = []
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=project.config_path.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=child_env,
+        )
+    except OSError as error:
+        raise AsvError(f"cannot run asv ({argv[0]}): {error}") from None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        lines.append(line)
+        if echo is not None:
+            echo(line)
+    returncode = proc.wait(timeout=timeout_s)
+    output = "\n".join(lines)
+    if returncode not in check_codes:
+        tail = "\n".join(lines[-25:])
+        raise AsvError(f"asv {command} exited with status {returncode}:\n{tail}")
+    return subprocess.CompletedProcess(argv, returncode, output, "")
+
+
+def run_commits(
+    project: AsvProject,
+    commits: Sequence[str],
+    machine: str,
+    **kwargs: Any,
+) -> int:
+    """Measure exactly `commits` (through a HASHFILE); see `run_spec`."""
+    if not commits:
+        return 0
+    hashfile = project.results_dir.parent / f".fwdasv-commits-{os.getpid()}.txt"
+    hashfile.parent.mkdir(parents=True, exist_ok=True)
+    hashfile.write_text("\n".join(commits) + "\n")
+    try:
+        return run_spec(project, f"HASHFILE:{hashfile}", machine, **kwargs)
+    finally:
+        hashfile.unlink(missing_ok=True)
+
+
+def run_spec(
+    project: AsvProject,
+    spec: str,
+    machine: str,
+    *,
+    bench: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    append_samples: bool = False,
+    skip_existing: bool = True,
+    python: str = sys.executable,
+    echo: Callable[[str], None] | None = print,
+) -> int:
+    """`asv run SPEC` (a range `A..B`, a branch, `HASHFILE:f`); returns asv's exit status.
+
+    Samples are always recorded (`--append-samples` adds to stored ones). Status
+    2 means some benchmark failed (e.g. a refused case); the others' results
+    are saved, so it is not an error here.
+    """
+    args = [spec, "--machine", machine, "--launch-method", "spawn", "--show-stderr"]
+    args.append("--append-samples" if append_samples else "--record-samples")
+    if skip_existing and not append_samples:
+        args.append("--skip-existing-successful")
+    for pattern in bench:
+        args += ["--bench", pattern]
+    return run_asv(
+        project, "run", *args, *extra, python=python, echo=echo, check_codes=(0, 2)
+    ).returncode
+
+
+def publish(
+    project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
+) -> Path:
+    run_asv(project, "publish", python=python, echo=echo)
+    return project.html_dir

@@ -1,0 +1,100 @@
+"""Real asv over a real git history: the torch backend end to end on CPU.
+
+A 5-commit history of the demo model package; asv builds a virtualenv, installs
+each commit, and runs a suite through fwdasv's engine; then publishes the site.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from fwdasv import asvtools
+from fwdasv.asvconfig import torch_suite_source, write_torch_project
+from fwdasv.demoproject import build_project
+
+pytestmark = pytest.mark.slow
+
+CASES = ("decode_bs8=8*1@512", "prefill_256=256")
+
+
+@pytest.fixture(scope="module")
+def asv_run(tmp_path_factory: pytest.TempPathFactory, shared_asv_env: Path) -> dict:
+    root = tmp_path_factory.mktemp("e2e")
+    hashes = build_project(root / "tinylm", commits=5)
+    suites = [
+        torch_suite_source(
+            "TinyLM",
+            "tinylm.bench:target",
+            CASES,
+            iters=5,
+            samples=10,
+            warmup_s=0.05,
+            env={"OMP_NUM_THREADS": "1"},
+        ),
+        # CUDA graphs only: skipped on a machine without a GPU.
+        torch_suite_source("TinyLMGraph", "tinylm.bench:target", CASES[:1], timer="graph"),
+    ]
+    project = write_torch_project(
+        root / "asv", root / "tinylm", "tinylm", suites, env_dir=shared_asv_env
+    )
+    lines: list[str] = []
+    # A range spec, as `asv run main` is used on a branch.
+    status = asvtools.run_spec(project, "main", "testbox", echo=lines.append)
+    return {"project": project, "hashes": hashes, "status": status, "output": "\n".join(lines)}
+
+
+def _results(project: asvtools.AsvProject) -> dict[str, dict]:
+    out = {}
+    for path in (project.results_dir / "testbox").glob("*-*.json"):
+        data = json.loads(path.read_text())
+        out[data["commit_hash"]] = data
+    return out
+
+
+def test_run_over_the_range_stores_samples_and_stats_for_every_commit(asv_run: dict) -> None:
+    assert asv_run["status"] == 0, asv_run["output"][-3000:]
+    stored = _results(asv_run["project"])
+    assert sorted(stored) == sorted(asv_run["hashes"])
+    for commit, data in stored.items():
+        columns = data["result_columns"]
+        row = dict(zip(columns, data["results"]["forward.TinyLM.track_latency"], strict=False))
+        assert row["params"] == [[repr(name.split("=")[0]) for name in CASES]]
+        for index in range(len(CASES)):
+            samples = row["samples"][index]
+            assert len(samples) == 10, (commit, samples)
+            assert all(0 < s < 10 for s in samples)
+            assert (
+                row["stats_ci_99_a"][index] <= row["result"][index] <= row["stats_ci_99_b"][index]
+            )
+            assert row["stats_q_25"][index] <= row["stats_q_75"][index]
+            assert row["stats_repeat"][index] == 10
+
+
+def test_graph_only_suite_is_skipped_not_failed(asv_run: dict) -> None:
+    stored = _results(asv_run["project"])
+    for data in stored.values():
+        row = dict(
+            zip(
+                data["result_columns"],
+                data["results"]["forward.TinyLMGraph.track_latency"],
+                strict=False,
+            )
+        )
+        # asv stores a skipped benchmark as NaN; a failure would be null.
+        assert row["result"] is not None and math.isnan(row["result"][0])
+    assert "skipped: NotImplementedError" in asv_run["output"]
+
+
+def test_publish_builds_the_site(asv_run: dict) -> None:
+    project = asv_run["project"]
+    asvtools.publish(project, echo=None)
+    index = json.loads((project.html_dir / "index.json").read_text())
+    assert "forward.TinyLM.track_latency" in index["benchmarks"]
+    graphs = list((project.html_dir / "graphs").rglob("forward.TinyLM.track_latency.json"))
+    assert graphs, "no graph written for the latency benchmark"
+    points = json.loads(graphs[0].read_text())
+    assert len(points) == len(asv_run["hashes"])
