@@ -142,20 +142,28 @@ def parse_options(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
+# dtype names the command line accepts, checked without importing torch.
+DTYPE_NAMES: dict[str, str] = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+}
+
+
+def check_dtype_name(name: str) -> str:
+    """The canonical name of a dtype name, or a TargetError listing the known ones."""
+    try:
+        return DTYPE_NAMES[name]
+    except KeyError:
+        raise TargetError(f"Unknown dtype {name!r}; use one of {sorted(DTYPE_NAMES)}") from None
+
+
 def torch_dtype(name: str) -> torch.dtype:
     import torch
 
-    dtypes = {
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-        "float16": torch.float16,
-        "fp16": torch.float16,
-        "half": torch.float16,
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "float": torch.float32,
-    }
-    try:
-        return dtypes[name]
-    except KeyError:
-        raise TargetError(f"Unknown dtype {name!r}; use one of {sorted(dtypes)}") from None
+    return getattr(torch, check_dtype_name(name))

@@ -382,15 +382,33 @@ def decoder(
     except KeyError:
         raise TargetError(f"Unknown decoder size {size!r}; known: {', '.join(SIZES)}") from None
     if num_layers is not None:
-        config = replace(config, num_layers=int(num_layers))
+        if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
+            raise TargetError(f"num_layers must be a positive integer, got {num_layers!r}")
+        config = replace(config, num_layers=num_layers)
     return DecoderTarget(config, device, dtype, stage, num_stages, seed, name=f"decoder-{size}")
 
 
-def tiny(**kwargs: Any) -> DecoderTarget:
+# Explicit keywords, not **kwargs: TargetSpec.build checks --target-option
+# names against the signature and names an unknown one.
+def tiny(
+    device: str = "cpu",
+    dtype: str = "float32",
+    stage: int = 0,
+    num_stages: int = 1,
+    seed: int = 0,
+    num_layers: int | None = None,
+) -> DecoderTarget:
     """The tiny decoder (4 layers, hidden 64): CPU tests and the default target."""
-    return decoder("tiny", **kwargs)
+    return decoder("tiny", device, dtype, stage, num_stages, seed, num_layers)
 
 
-def llama3_8b_layers(**kwargs: Any) -> DecoderTarget:
+def llama3_8b_layers(
+    device: str = "cpu",
+    dtype: str = "float32",
+    stage: int = 0,
+    num_stages: int = 1,
+    seed: int = 0,
+    num_layers: int | None = None,
+) -> DecoderTarget:
     """Llama-3-8B-sized layers (8 of them by default): GPU figures."""
-    return decoder("llama3-8b-layers", **kwargs)
+    return decoder("llama3-8b-layers", device, dtype, stage, num_stages, seed, num_layers)
