@@ -13,7 +13,7 @@ import click
 
 from fwdasv.cases import GRAMMAR_HELP, load_cases, parse_case, suite_cases, unique_cases
 from fwdasv.clibase import CliError, Command
-from fwdasv.targets.base import DEFAULT_TARGET, parse_options
+from fwdasv.targets.base import DEFAULT_TARGET, TargetSpec, check_dtype_name, parse_options
 
 
 def collect_cases(case: tuple[str, ...], shapes: str | None, suite: tuple[str, ...]):
@@ -131,13 +131,16 @@ def forward(
         raise CliError(f"--warmup-s must be >= 0, got {warmup_s}")
     cases = collect_cases(case, shapes, suite)
     options = parse_options(target_options)
+    # A misspelt target fails before torch is imported, in a fraction of a second.
+    TargetSpec.parse(target, options).resolve()
+    if dtype != "auto":
+        check_dtype_name(dtype)
 
     # Import torch only once the arguments are known to be good.
     from fwdasv.engine.capture import BenchOptions
     from fwdasv.engine.runner import EngineConfig, resolve_device, resolve_dtype, resolve_timer
-    from fwdasv.targets.base import TargetSpec, torch_dtype
+    from fwdasv.targets.base import torch_dtype
 
-    TargetSpec.parse(target, options).resolve()
     try:
         device = resolve_device(device)
         timer = resolve_timer(timer, device)

@@ -1,0 +1,105 @@
+"""The engine's CUDA-graph path on the tiny decoder in bfloat16 (needs a CUDA device).
+
+A correct capture replays exactly the eager forward: graph vs eager and the
+eager repeat are bitwise 0, and two replays are bitwise equal, which also shows
+the state restore is inside the graph (without it the second replay would see
+longer sequences and compute something else).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fwdasv import results
+from fwdasv.cases import parse_case, suite_cases
+from fwdasv.engine.capture import BenchOptions, bench_forward
+from fwdasv.results import refusals
+from fwdasv.targets.decoder import llama3_8b_layers, tiny
+
+pytestmark = pytest.mark.gpu
+
+ITERS, SAMPLES = 5, 3
+EXACT = {"max_abs": 0.0, "relative_rms": 0.0}
+
+
+def check_graph_rank(rank: dict, num_tokens: int) -> None:
+    latency = rank["latency_us"]
+    assert latency["timer"] == "graph_events"
+    assert latency["count"] == ITERS * SAMPLES == len(latency["samples_us"])
+    assert latency["median"] > 0 and latency["min"] > 0
+    assert rank["graph_vs_eager"] == EXACT
+    assert rank["eager_repeat"] == EXACT
+    assert rank["graph_deterministic"] is True
+    assert rank["finite"] is True
+    assert rank["num_tokens"] == num_tokens
+    assert rank["state_reset_bytes"] > 0
+
+
+@pytest.fixture(scope="module")
+def device() -> torch.device:
+    device = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(device)
+    return device
+
+
+@pytest.mark.parametrize("case", suite_cases("kinds"), ids=lambda c: c.name)
+def test_graph_path_on_every_kind(device, case):
+    target = tiny(device=str(device), dtype="bfloat16")
+    prepared = target.prepare(case, seed=0)
+    options = BenchOptions(iters=ITERS, samples=SAMPLES, warmup_s=0.05, timer="graph")
+    rank = bench_forward(prepared, options, device)
+    check_graph_rank(rank, case.num_tokens)
+    assert rank["timing_scope"] == "target_only"
+    entry = results.case_entry(case.name, case.requests, [rank])
+    (parsed,) = results.parse([entry])
+    assert refusals(parsed) == []
+
+
+def test_graph_path_on_llama_sized_layers(device):
+    case = parse_case("decode=8*1@1024")
+    target = llama3_8b_layers(device=str(device), dtype="bfloat16", num_layers=2)
+    prepared = target.prepare(case, seed=0)
+    options = BenchOptions(iters=ITERS, samples=SAMPLES, warmup_s=0.05, timer="graph")
+    check_graph_rank(bench_forward(prepared, options, device), case.num_tokens)
+
+
+def test_host_timer_on_cuda_leaves_graph_fields_null(device):
+    case = parse_case("mix=32,4*1@64")
+    prepared = tiny(device=str(device), dtype="bfloat16").prepare(case, seed=0)
+    options = BenchOptions(iters=ITERS, samples=SAMPLES, warmup_s=0, timer="host")
+    rank = bench_forward(prepared, options, device)
+    assert rank["latency_us"]["timer"] == "host_perf_counter"
+    assert rank["latency_us"]["count"] == ITERS * SAMPLES
+    assert rank["graph_vs_eager"] is None and rank["graph_deterministic"] is None
+    assert rank["eager_repeat"] == EXACT
+
+
+def test_module_engine_defaults_to_graphs_in_bfloat16_on_cuda(tmp_path, clean_env):
+    out = tmp_path / "out.json"
+    args = ["--suite", "kinds", "--case", "big=1@16385", "--iters", str(ITERS)]
+    args += ["--samples", str(SAMPLES), "--warmup-s", "0.1", "--output-json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "fwdasv.engine", *args],
+        env=clean_env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    # The oversized case fails alone; the others run on the graph path.
+    assert proc.returncode == 3, proc.stderr
+    parsed = results.load(out)
+    assert [r.case for r in parsed] == ["big", *(c.name for c in suite_cases("kinds"))]
+    assert not parsed[0].ok
+    for result in parsed[1:]:
+        (rank,) = result.ranks
+        check_graph_rank(rank.raw, result.num_tokens)
+        assert rank.raw["engine"]["dtype"] == "bfloat16"
+        assert rank.raw["engine"]["device"].startswith("cuda")
+        assert rank.raw["engine"]["gpu"] == torch.cuda.get_device_name()
+        assert refusals(result) == []
+        assert result.line().endswith("graph vs eager rel rms 0.0e+00")
