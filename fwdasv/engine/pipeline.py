@@ -24,6 +24,7 @@ of leaving it hanging.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -668,16 +669,17 @@ def _dump(directory: Path, case: BenchCase, rank: int, output: dict[str, torch.T
     os.replace(tmp, path)
 
 
-def init_groups(topology: Topology, device: torch.device) -> Groups:
+def init_groups(device: torch.device) -> Groups:
+    """NCCL for the stage tensors on GPUs (gloo on CPU); always a gloo group for control.
+
+    Objects, agreements and clock pings stay on the host, off the GPU streams
+    and apart from the stage tensors' traffic.
+    """
     if device.type == "cuda":
         dist.init_process_group(backend="nccl", device_id=device)
-        # Control traffic stays on the host, off the GPU streams.
-        control = dist.new_group(backend="gloo")
     else:
         dist.init_process_group(backend="gloo")
-        # Objects and clock pings on their own group, apart from the stage tensors.
-        control = dist.new_group(backend="gloo")
-    return Groups(control=control, data=dist.group.WORLD)
+    return Groups(control=dist.new_group(backend="gloo"), data=dist.group.WORLD)
 
 
 def rank_device(config: EngineConfig, topology: Topology) -> torch.device:
@@ -708,51 +710,60 @@ def run_rank(
     device = rank_device(config, topology)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-        config = EngineConfig(
-            config.target, config.target_options, str(device), config.dtype, config.options
-        )
+        config = dataclasses.replace(config, device=str(device))
     if config.options.timer == "graph" and device.type != "cuda":
         raise PipelineError("the graph timer needs CUDA; use --timer host (or auto) on CPU")
-    groups = init_groups(topology, device)
+    groups = init_groups(device)
     context = RankContext(
         topology, groups, device, config, Path(dump_output) if dump_output else None
     )
+    with torch.inference_mode():
+        failed = _run_cases(context, cases, output_json, echo)
+    # Only after a clean finish: a rank that raised leaves the group to torchrun,
+    # which stops the others; tearing down NCCL with transfers in flight can hang.
+    dist.destroy_process_group()
+    return failed
+
+
+def _run_cases(
+    context: RankContext,
+    cases: Sequence[BenchCase],
+    output_json: str | os.PathLike[str] | None,
+    echo: Callable[[str], None],
+) -> list[str]:
+    topology, config = context.topology, context.config
     entries: list[dict[str, Any]] = []
     failed: list[str] = []
+    error = None
+    target = None
     try:
-        with torch.inference_mode():
-            error = None
-            target = None
-            try:
-                spec = TargetSpec.parse(config.target, config.target_options)
-                target = spec.build(
-                    config.device, config.dtype, stage=topology.stage, num_stages=num_stages
-                )
-            except Exception as failure:
-                error = describe_error(failure)
-            try:
-                agree(groups.control, error, "build")
-            except CaseFailed as failure:
-                # Nothing can run: every case carries the build error.
-                for case in cases:
-                    entries.append(results.error_entry(case.name, case.requests, str(failure)))
-                    failed.append(case.name)
-                    _publish(topology, entries, output_json, echo)
-                return failed
-            assert target is not None
-            for case in cases:
-                try:
-                    ranks = bench_case(context, target, case)
-                    entry = results.case_entry(case.name, case.requests, ranks)
-                except CaseFailed as failure:
-                    entry = results.error_entry(case.name, case.requests, str(failure))
-                    failed.append(case.name)
-                finally:
-                    free_device_memory(device)
-                entries.append(entry)
-                _publish(topology, entries, output_json, echo)
-    finally:
-        dist.destroy_process_group()
+        spec = TargetSpec.parse(config.target, config.target_options)
+        target = spec.build(
+            config.device, config.dtype, stage=topology.stage, num_stages=topology.num_stages
+        )
+    except Exception as failure:
+        error = describe_error(failure)
+    try:
+        agree(context.groups.control, error, "build")
+    except CaseFailed as failure:
+        # Nothing can run: every case carries the build error.
+        for case in cases:
+            entries.append(results.error_entry(case.name, case.requests, str(failure)))
+            failed.append(case.name)
+            _publish(topology, entries, output_json, echo)
+        return failed
+    assert target is not None
+    for case in cases:
+        try:
+            ranks = bench_case(context, target, case)
+            entry = results.case_entry(case.name, case.requests, ranks)
+        except CaseFailed as failure:
+            entry = results.error_entry(case.name, case.requests, str(failure))
+            failed.append(case.name)
+        finally:
+            free_device_memory(context.device)
+        entries.append(entry)
+        _publish(topology, entries, output_json, echo)
     return failed
 
 
