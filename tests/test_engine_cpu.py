@@ -20,7 +20,8 @@ from fwdasv import results
 from fwdasv.cli import main as fwdasv_main
 from fwdasv.results import refusals
 
-FAST = ["--iters", "3", "--samples", "2", "--warmup-s", "0"]
+# --device cpu: these tests mean the CPU path, also on a machine with a GPU.
+FAST = ["--device", "cpu", "--iters", "3", "--samples", "2", "--warmup-s", "0"]
 KINDS = ["decode", "prefill", "hit", "chunk", "verify", "mix"]
 
 
@@ -163,7 +164,7 @@ def test_fwdasv_forward_via_cli_runner(tmp_path, monkeypatch):
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text("cases:\n  - name: hit\n    requests: [{query_len: 4, kv_len: 20}]\n")
     out = tmp_path / "nested" / "out.json"
-    args = ["forward", "--case", "decode=2*1@16", "--shapes", str(shapes)]
+    args = ["forward", "--device", "cpu", "--case", "decode=2*1@16", "--shapes", str(shapes)]
     args += ["--iters", "2", "--samples", "3", "--warmup-s", "0.01", "--output-json", str(out)]
     result = CliRunner().invoke(fwdasv_main, args)
     assert result.exit_code == 0, result.output

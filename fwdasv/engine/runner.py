@@ -92,6 +92,9 @@ def run_cases(
     """Bench every case; returns the parsed results (failed cases included)."""
     device = torch.device(config.device)
     if device.type == "cuda":
+        if device.index is None:
+            # set_device refuses a bare "cuda" (what --device auto gives).
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     spec = TargetSpec.parse(config.target, config.target_options)
     engine_info = config.describe()
