@@ -210,8 +210,14 @@ def load_cases(path: str | Path) -> list[BenchCase]:
     cases = []
     for index, raw_case in enumerate(data["cases"]):
         at = f"{where}, cases[{index}]"
-        if not isinstance(raw_case, dict) or not isinstance(raw_case.get("name"), str):
+        if not isinstance(raw_case, dict):
+            raise CaseError(f"{at}: a case must be a mapping with 'name' and 'requests'")
+        if "name" not in raw_case:
             raise CaseError(f"{at}: missing 'name' (a string)")
+        if not isinstance(raw_case["name"], str):
+            raise CaseError(
+                f"{at}: 'name' must be a string, got {raw_case['name']!r} (quote it in YAML)"
+            )
         if not isinstance(raw_case.get("requests"), list):
             raise CaseError(f"{at} ({raw_case['name']}): missing 'requests' list")
         requests: list[BenchRequest] = []

@@ -316,9 +316,9 @@ def _case(requests, name="c0"):
         ([], r"missing top-level 'cases' list"),
         ({"cases": {"name": "x"}}, r"missing top-level 'cases' list"),
         ({"cases": []}, r"empty 'cases' list"),
-        ({"cases": ["x=1"]}, r"cases\[0\]: missing 'name'"),
+        ({"cases": ["x=1"]}, r"cases\[0\]: a case must be a mapping"),
         ({"cases": [{"requests": []}]}, r"cases\[0\]: missing 'name'"),
-        ({"cases": [{"name": 7, "requests": []}]}, r"cases\[0\]: missing 'name'"),
+        ({"cases": [{"name": 7, "requests": []}]}, r"cases\[0\]: 'name' must be a string, got 7"),
         ({"cases": [{"name": "x"}]}, r"cases\[0\] \(x\): missing 'requests' list"),
         (
             {"cases": [{"name": "x", "requests": "1@8"}]},
