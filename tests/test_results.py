@@ -185,7 +185,6 @@ def test_graph_vs_eager_over_tolerance_is_refused_and_under_is_not():
     assert "rank 0" in detail and "2.000e-03 > 1e-03" in detail
     under = edited(SINGLE, off_by(5e-4))
     assert failed_checks(under) == set()
-    assert failed_checks(under) == set()
     assert refusals(under, tolerance=1e-4)[0].check == "graph_vs_eager"
 
 
@@ -194,6 +193,15 @@ def test_eager_repeat_mismatch_is_refused():
         SINGLE, lambda e: e["ranks"][0].update(eager_repeat={"max_abs": 1.0, "relative_rms": 0.1})
     )
     assert failed_checks(result) == {"eager_repeat"}
+
+
+def test_eager_repeat_within_tolerance_passes_but_is_not_called_bitwise():
+    result = edited(
+        SINGLE, lambda e: e["ranks"][0].update(eager_repeat={"max_abs": 1e-3, "relative_rms": 1e-4})
+    )
+    assert refusals(result) == []
+    eager = next(v for v in verdicts(result) if v.check == "eager_repeat")
+    assert eager.ok is True and eager.detail == "relative rms 1.0e-04"
 
 
 def test_nondeterministic_replays_are_refused():
