@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import operator
 import os
@@ -31,6 +32,9 @@ from fwdasv.clibase import CliError, Command
 from fwdasv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Report, resolve_commits
 
 FORMATS = ("csv", "jsonl", "markdown")
+
+# The leading record fields that one result file shares (commit, machine, env).
+PER_FILE_FIELDS = frozenset({"commit_hash", "commit_date", "machine", *MACHINE_KEYS, "env_name"})
 
 # Record fields that may hold a dict or list (machine keys are whatever machine.json holds).
 NESTED_FIELDS = frozenset({"params", SAMPLES_FIELD, *MACHINE_KEYS})
@@ -59,18 +63,41 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _tuple_getter(keys: Sequence[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    if len(keys) == 1:
+        key = keys[0]
+        return lambda record: (record[key],)
+    return operator.itemgetter(*keys) if keys else lambda record: ()
+
+
 def write_csv(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
     """One row per record, `fields` in order; nested values (params, samples) as JSON."""
-    # csv.DictWriter's per-row key walk costs more than formatting the row: take the
-    # fields with one itemgetter and encode only the columns that can be nested.
     writer = csv.writer(stream, lineterminator="\n")
     writer.writerow(fields)
-    take = operator.itemgetter(*fields)
-    nested = [i for i, key in enumerate(fields) if key in NESTED_FIELDS]
+    # Formatting is the cost here, not reading (csv.DictWriter's per-row key walk
+    # included): the leading per-file fields (commit, machine, env) are formatted
+    # once per file, the rest taken with one itemgetter; only nested values go to json.
+    lead = 0
+    while lead < len(fields) and fields[lead] in PER_FILE_FIELDS:
+        lead += 1
+    take_lead = _tuple_getter(fields[:lead])
+    take_rest = _tuple_getter(fields[lead:])
+    nested = [i for i, key in enumerate(fields[lead:]) if key in NESTED_FIELDS]
     params_json: dict[tuple, str] = {}  # a history repeats a few cases many times
+    last_lead: tuple[Any, ...] | None = None
+    prefix = ""
+    write = stream.write
     count = 0
     for record in records:
-        row = list(take(record))
+        values = take_lead(record)
+        if values != last_lead:
+            last_lead = values
+            buffer = io.StringIO()
+            csv.writer(buffer, lineterminator="").writerow(
+                [_json(v) if isinstance(v, (dict, list)) else v for v in values]
+            )
+            prefix = buffer.getvalue() + "," if values else ""
+        row = list(take_rest(record))
         for i in nested:
             value = row[i]
             if isinstance(value, dict):
@@ -81,6 +108,7 @@ def write_csv(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequenc
                 row[i] = text
             elif isinstance(value, list):
                 row[i] = _json(value)
+        write(prefix)
         writer.writerow(row)
         count += 1
     return count
