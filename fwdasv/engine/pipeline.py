@@ -795,13 +795,17 @@ def pipeline_main(
 ) -> list[str]:
     """Run `cases` through a `stages`-stage pipeline; return the failed case names.
 
-    Under torchrun (RANK set) this is one rank's part. Otherwise it starts
+    Under torchrun (RANK set) this is one rank's part, and only rank 0
+    returns the failed cases. Otherwise it starts
     `torchrun --nproc-per-node stages -m fwdasv.engine ...` with the same
     settings through `fwdasv.launch` (killed after `timeout_s`) and reads the
     results back, so `fwdasv forward --pipeline-stages N` just works.
     """
     if "RANK" in os.environ:
-        return run_rank(config, cases, stages, output_json, dump_output, echo)
+        failed = run_rank(config, cases, stages, output_json, dump_output, echo)
+        # Every rank knows which cases failed; rank 0, which prints and writes
+        # the results, is the one to report them (and exit 3).
+        return failed if int(os.environ["RANK"]) == 0 else []
     return _relaunch(config, cases, stages, output_json, timeout_s, dump_output, echo)
 
 
