@@ -202,7 +202,8 @@ def load_cases(path: str | Path) -> list[BenchCase]:
             data = json.loads(text)
     except Exception as error:  # json.JSONDecodeError, yaml.YAMLError
         raise CaseError(
-            f"Shapes file {path} is not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: {error}"
+            f"Shapes file {path} is not valid {'YAML' if path.suffix in ('.yaml', '.yml') else 'JSON'}: "
+            + _syntax_error(error)
         ) from None
     where = f"shapes file {path}"
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
@@ -229,6 +230,15 @@ def load_cases(path: str | Path) -> list[BenchCase]:
     if not cases:
         raise CaseError(f"{where} has an empty 'cases' list")
     return cases
+
+
+def _syntax_error(error: Exception) -> str:
+    """One line: yaml's messages span several lines (the problem, then a source excerpt)."""
+    problem = getattr(error, "problem", None)
+    mark = getattr(error, "problem_mark", None)
+    if problem and mark is not None:
+        return f"{problem} at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(error).split())
 
 
 def _shapes_request(raw: Any, at: str) -> list[BenchRequest]:

@@ -204,6 +204,8 @@ BAD_INPUTS = {
     ),
     "missing attribute": (["--case", "p=4", "--target", "fwdasv.targets.decoder:nope"], "nope"),
     "missing shapes file": (["--shapes", "no-such-shapes.yaml"], "no-such-shapes.yaml"),
+    "bad yaml shapes file": (["--shapes", "bad.yaml"], "bad.yaml"),
+    "unreadable shapes file": (["--shapes", "."], "Shapes file ."),
     "invalid dtype": (["--case", "p=4", "--dtype", "float64"], "'float64'"),
     "graph timer on cpu": (
         ["--case", "p=4", "--device", "cpu", "--timer", "graph"],
@@ -223,9 +225,18 @@ SUBPROCESS_BAD_INPUTS = [
     "unknown target module",
     "target without colon",
     "missing shapes file",
+    "bad yaml shapes file",
     "invalid dtype",
     "graph timer on cpu",
 ]
+
+
+def write_inputs(directory: Path) -> None:
+    (directory / "bad.yaml").write_text("cases: [\n  - name: x\n    requests: [")
+
+
+def check_no_outputs(directory: Path) -> None:
+    assert sorted(p.name for p in directory.iterdir()) == ["bad.yaml"]
 
 
 def check_one_line(output: str, names: str) -> None:
@@ -239,15 +250,17 @@ def check_one_line(output: str, names: str) -> None:
 @pytest.mark.parametrize(("args", "names"), BAD_INPUTS.values(), ids=BAD_INPUTS.keys())
 def test_bad_input_via_cli_runner(tmp_path, monkeypatch, args, names):
     monkeypatch.chdir(tmp_path)
+    write_inputs(tmp_path)
     result = CliRunner().invoke(fwdasv_main, ["forward", *FAST, *args])
     assert result.exit_code == 1
     assert result.stdout == ""
     check_one_line(result.output, names)
-    assert list(tmp_path.iterdir()) == []
+    check_no_outputs(tmp_path)
 
 
 def test_bad_input_via_the_module_subprocess(tmp_path, env):
     """Each bad input as its own `python -m fwdasv.engine` process, all at once."""
+    write_inputs(tmp_path)
     procs = {
         name: subprocess.Popen(
             [sys.executable, "-m", "fwdasv.engine", *FAST, *args],
@@ -271,7 +284,7 @@ def test_bad_input_via_the_module_subprocess(tmp_path, env):
         assert procs[name].returncode == 1, (name, stderr)
         assert stdout == "", name
         check_one_line(stderr, BAD_INPUTS[name][1])
-    assert list(tmp_path.iterdir()) == []
+    check_no_outputs(tmp_path)
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path, monkeypatch):
