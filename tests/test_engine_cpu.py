@@ -287,6 +287,17 @@ def test_bad_input_via_the_module_subprocess(tmp_path, env):
     check_no_outputs(tmp_path)
 
 
+def test_unwritable_output_json_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("")
+    result = CliRunner().invoke(
+        fwdasv_main, ["forward", *FAST, "--case", "p=4", "--output-json", "file/out.json"]
+    )
+    assert result.exit_code == 1
+    # The case ran and printed nothing: the error comes at its first write.
+    check_one_line(result.output, "--output-json file/out.json: cannot write the results")
+
+
 def test_usage_errors_exit_2_with_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(fwdasv_main, ["forward", "--iters", "many"])

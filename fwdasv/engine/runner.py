@@ -83,6 +83,15 @@ def free_device_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
+def _write(entries: list[dict[str, Any]], output_json: str | os.PathLike[str]) -> None:
+    try:
+        results.dump(entries, output_json)
+    except OSError as error:
+        raise results.ResultsError(
+            f"--output-json {output_json}: cannot write the results ({error.strerror or error})"
+        ) from None
+
+
 def run_cases(
     config: EngineConfig,
     cases: Sequence[BenchCase],
@@ -114,7 +123,7 @@ def run_cases(
                 free_device_memory(device)
             entries.append(entry)
             if output_json is not None:
-                results.dump(entries, output_json)
+                _write(entries, output_json)
             echo(results.parse_case_result(entry, case.name).line())
             sys.stdout.flush()
     return results.parse(entries, str(output_json or "<engine>"))
