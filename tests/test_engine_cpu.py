@@ -215,6 +215,7 @@ BAD_INPUTS = {
     "duplicate case name": (["--case", "a=4", "--case", "a=8"], "'a'"),
     "bad target option": (["--case", "p=4", "--target-option", "oops"], "'oops'"),
     "unknown target option": (["--case", "p=4", "--target-option", "width=3"], "width"),
+    "reserved target option": (["--case", "p=4", "--target-option", "dtype=float16"], "dtype"),
     "bad target option value": (["--case", "p=4", "--target-option", "num_layers=0"], "num_layers"),
 }
 # The ones the issue names, also each as a real process.

@@ -104,6 +104,12 @@ class TargetSpec:
     def build(self, device: str, dtype: str, stage: int = 0, num_stages: int = 1) -> Target:
         factory = self.resolve()
         kwargs = {"device": device, "dtype": dtype, "stage": stage, "num_stages": num_stages}
+        reserved = sorted(set(kwargs) & set(self.options))
+        if reserved:
+            raise TargetError(
+                f"Target option(s) {reserved} are set by the engine; use --device, --dtype "
+                "or --pipeline-stages instead"
+            )
         try:
             parameters = inspect.signature(factory).parameters
         except (TypeError, ValueError):
