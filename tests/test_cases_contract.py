@@ -238,3 +238,64 @@ def test_load_cases_agrees_with_vllm_on_valid_files(vllm_shapes, tmp_path, suffi
     assert [c.name for c in ours] == [c.name for c in theirs]
     assert [_fields(c.requests) for c in ours] == [_fields(c.requests) for c in theirs]
     assert len(ours[1].requests) == 1 + 16 + 1
+
+
+@st.composite
+def shapes_requests(draw) -> dict:
+    """A valid request row, with defaults sometimes spelled out, sometimes left out."""
+    kind = draw(st.sampled_from(["decode", "verify", "prefill", "hit", "chunk"]))
+    prefix = draw(st.integers(1, 300))
+    if kind == "decode":
+        row = {"query_len": 1, "kv_len": 1 + prefix}
+    elif kind == "verify":
+        drafts = draw(st.integers(1, 5))
+        row = {"query_len": 1 + drafts, "kv_len": 1 + drafts + prefix}
+        row["num_draft_tokens"] = drafts
+    elif kind == "prefill":
+        query = draw(st.integers(1, 300))
+        row = {"query_len": query, "kv_len": query}
+    else:
+        query = draw(st.integers(2, 300))
+        row = {"query_len": query, "kv_len": query + prefix}
+        if kind == "chunk":
+            row["chunked"] = True
+    if "num_draft_tokens" not in row and draw(st.booleans()):
+        row["num_draft_tokens"] = 0
+    if "chunked" not in row and draw(st.booleans()):
+        row["chunked"] = False
+    if draw(st.booleans()):
+        row["count"] = draw(st.integers(0, 4))
+    return row
+
+
+shapes_files = st.lists(
+    st.fixed_dictionaries(
+        {
+            "name": st.text(st.characters(blacklist_characters="="), min_size=1).filter(str.strip),
+            "requests": st.lists(shapes_requests(), min_size=1, max_size=4).filter(
+                lambda rows: any(row.get("count", 1) for row in rows)
+            ),
+        }
+    ),
+    min_size=1,
+    max_size=3,
+).map(lambda cases: {"cases": cases})
+
+
+def test_load_cases_agrees_with_vllm_on_generated_files(vllm_shapes, tmp_path_factory):
+    import yaml
+
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(shapes_files, st.sampled_from([".json", ".yaml"]))
+    def run(data: dict, suffix: str) -> None:
+        path = tmp_path_factory.mktemp("shapes") / f"s{suffix}"
+        path.write_text(yaml.safe_dump(data) if suffix == ".yaml" else json.dumps(data))
+        ours = load_cases(path)
+        theirs = vllm_shapes.load_cases(str(path))
+        assert [c.name for c in ours] == [c.name for c in theirs]
+        assert [_fields(c.requests) for c in ours] == [_fields(c.requests) for c in theirs]
+        TALLY["files"] += 1
+
+    TALLY["files"] = 0
+    run()
+    assert TALLY["files"] >= 60
