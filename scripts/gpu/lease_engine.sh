@@ -4,13 +4,25 @@
 # Results go to $RES (default /tmp/fwdasv-gpu) and, tarred, to $OUT when set.
 #   bash scripts/gpu/lease_engine.sh
 set -u
+# asv (and its small dependencies) as wheels carried in .whl-dev, when present.
+if ls .whl-dev/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl-dev/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 # NVLink multicast stays off on shared hosts.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 RES=${RES:-/tmp/fwdasv-gpu}
 mkdir -p "$RES"
 py=python3
-step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+pack() {
+  # After every step, so a run cut short still returns what it measured.
+  [ -n "${OUT:-}" ] || return 0
+  cp "$RES"/engine/summary.md "$OUT/engine_summary.md" 2>/dev/null
+  cp "$RES"/pipeline/summary.md "$OUT/pipeline_summary.md" 2>/dev/null
+  cp "$RES"/pytest_gpu.txt "$OUT/" 2>/dev/null
+  tar czf "$OUT/results.tgz.tmp" -C "$RES" . && mv "$OUT/results.tgz.tmp" "$OUT/results.tgz"
+}
+step() { pack; echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 gpus=$($py -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
 
 step "machine"
@@ -29,20 +41,15 @@ nvidia-smi -q -d CLOCK,PERFORMANCE,POWER > "$RES/nvidia-smi-clocks-after.txt" 2>
 nvidia-smi --query-gpu=index,persistence_mode,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$RES/nvidia-smi-settings.csv"
 
 step "GPU tests"
-timeout 420 $py -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_engine_gpu.py tests/test_pipeline.py tests/test_clock.py 2>&1 | tee "$RES/pytest_gpu.txt" | tail -25
+timeout 200 $py -m pytest -q -p no:cacheprovider -m "gpu or multigpu" tests/test_engine_gpu.py tests/test_pipeline.py tests/test_clock.py 2>&1 | tee "$RES/pytest_gpu.txt" | tail -25
 
 step "engine figures (one GPU)"
-CUDA_VISIBLE_DEVICES=0 timeout 600 $py scripts/gpu/measure_engine.py --out "$RES/engine" 2>&1 | tail -30
+CUDA_VISIBLE_DEVICES=0 timeout 240 $py scripts/gpu/measure_engine.py --out "$RES/engine" 2>&1 | tail -30
 
 if [ "$gpus" -ge 2 ]; then
   step "pipeline figures (two GPUs)"
-  timeout 600 $py scripts/gpu/measure_pipeline.py --out "$RES/pipeline" ${PIPELINE_ARGS:-} 2>&1 | tail -30
+  timeout 200 $py scripts/gpu/measure_pipeline.py --timeout-s 90 --out "$RES/pipeline" ${PIPELINE_ARGS:-} 2>&1 | tail -30
 fi
 
-step "pack"
-if [ -n "${OUT:-}" ]; then
-  cp "$RES"/engine/summary.md "$OUT/engine_summary.md" 2>/dev/null
-  cp "$RES"/pipeline/summary.md "$OUT/pipeline_summary.md" 2>/dev/null
-  cp "$RES"/pytest_gpu.txt "$OUT/" 2>/dev/null
-  tar czf "$OUT/results.tgz" -C "$RES" . && ls -la "$OUT"
-fi
+step "done"
+ls -la "${OUT:-$RES}"
