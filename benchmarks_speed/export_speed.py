@@ -286,10 +286,15 @@ def main(
                 f"{name:16} {t:9.2f} {len(files) / t:9.0f} {counts[name] / t:11.0f} "
                 f"{counts[name]:9d}"
             )
-        click.echo(
-            f"ratio fwdasv-csv / asv-load: {medians['fwdasv-csv'] / medians['asv-load']:.2f}; "
-            f"fwdasv-records / asv-load: {medians['fwdasv-records'] / medians['asv-load']:.2f}"
-        )
+        for name in ("fwdasv-csv", "fwdasv-records"):
+            # Per repetition too: the readers of one repetition ran back to back, so
+            # their ratio shrugs off load that comes and goes on a shared machine.
+            per_rep = [a / b for a, b in zip(times[name], times["asv-load"], strict=True)]
+            click.echo(
+                f"ratio {name} / asv-load: {medians[name] / medians['asv-load']:.2f} of medians; "
+                f"per repetition {', '.join(f'{r:.2f}' for r in per_rep)} "
+                f"(median {statistics.median(per_rep):.2f})"
+            )
         click.echo(
             "(asv-load records = values touched; asv's loader keeps the stale versions "
             "fwdasv drops, so it touches more)"
