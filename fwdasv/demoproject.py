@@ -207,6 +207,7 @@ def apply_rope(x, cos, sin):
 _BENCH = '''"""fwdasv target: prepare exact batches of tinylm for timing (`tinylm.bench:target`)."""
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fwdasv.targets.base import PreparedForward
 {config_import}from tinylm.model import TinyLM
@@ -245,7 +246,9 @@ class TinyLMTarget:
         positions = torch.cat(positions).to(self.device)
 
         def forward():
-            return {{"hidden_states": self.model.forward(tokens, positions, groups)}}
+            # Reproducible attention kernels only (no cuDNN): the bench checks replays bitwise.
+            with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]):
+                return {{"hidden_states": self.model.forward(tokens, positions, groups)}}
 
         return PreparedForward(forward=forward, state=state, num_tokens=start)
 

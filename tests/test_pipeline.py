@@ -92,6 +92,20 @@ def check_pipeline_case(entry: results.CaseResult, stages: int) -> None:
         slack = before["clock_uncertainty_us"] + after["clock_uncertainty_us"]
         for end, start in zip(before["ends_us"], after["starts_us"], strict=True):
             assert start >= end - slack, (end, start, slack)
+    check_inflight_bound(first, last, stages)
+
+
+def check_inflight_bound(first: dict, last: dict, stages: int) -> None:
+    """At most `stages` microbatches in flight: the first stage starts microbatch i
+    only after the last stage has finished i - stages (within the clock bounds).
+
+    On CPU gloo's blocking sends imply this already; on GPUs, where NCCL sends do
+    not block the host, only the credits returned by the last stage enforce it.
+    """
+    slack = first["clock_uncertainty_us"] + last["clock_uncertainty_us"]
+    for index in range(stages, len(first["starts_us"])):
+        finished = last["ends_us"][index - stages]
+        assert first["starts_us"][index] >= finished - slack, (index, finished, slack)
 
 
 def check_dump(dump: Path, case: BenchCase, stages: int) -> None:
@@ -219,6 +233,8 @@ def test_two_gpu_pipeline_graphs_and_correlated_events(tmp_path: Path, clean_env
         assert len(raw["pipeline_timeline"]["starts_us"]) == 100 + 2 * 8
         assert 0 < raw["clock_uncertainty_us"] < 1000
         assert raw["engine"]["device"] == f"cuda:{index}"
+    timelines = [rank.raw["pipeline_timeline"] for rank in entry.ranks]
+    check_inflight_bound(timelines[0], timelines[-1], 2)
     streamed = torch.load(dump / "d.rank1.pt")["hidden_states"]
     reference = single_process_output(case, device="cuda:0", dtype="bfloat16")
     assert torch.equal(streamed, reference), (

@@ -1,9 +1,10 @@
 """Pipeline streaming across torchrun ranks: each rank runs one stage of N.
 
 A pipeline step is timed as a serving engine runs it: microbatches follow each
-other through the stages with no host barrier between them, so a microbatch's
-latency includes the transfers and the waiting a stage does for the previous
-one. Each rank builds one stage of the target; an eager pass (receive, run,
+other through the stages with no host barrier between them, at most one per
+stage in flight (the last stage hands a token back to the first, device to
+device), so a microbatch's latency includes the transfers and the waiting a
+stage does for the previous one, but no queue that grows with the stream. Each rank builds one stage of the target; an eager pass (receive, run,
 send on) gives every stage its reference. On a GPU each stage is captured as
 a CUDA graph plus a restore graph, and `count + 2 * margin` microbatches are
 streamed with isend/irecv; CUDA events around each stage graph are mapped to
@@ -50,7 +51,9 @@ from fwdasv.targets.base import PreparedForward, Target, TargetSpec
 
 TIMER_PIPELINE_GPU = "pipeline_correlated_gpu_events_rank_max"
 TIMER_PIPELINE_HOST = "pipeline_host_perf_counter"
-CLOCK_TRIALS = 20
+# Ping-pongs and anchor brackets per clock: the narrowest of them bounds the
+# error, and more trials find a narrower one (a few ms in all).
+CLOCK_TRIALS = 200
 # Microbatches dropped at each end of the stream, per stage (the seed's 4 x PP).
 MARGIN_PER_STAGE = 4
 
@@ -119,6 +122,16 @@ class Topology:
         return self.stage == self.num_stages - 1
 
     @property
+    def first_rank(self) -> int:
+        """The first stage of this rank's replica."""
+        return self.replica * self.num_stages
+
+    @property
+    def last_rank(self) -> int:
+        """The last stage of this rank's replica."""
+        return self.first_rank + self.num_stages - 1
+
+    @property
     def previous(self) -> int:
         return self.rank - 1
 
@@ -133,10 +146,13 @@ class Topology:
 
 @dataclass(frozen=True)
 class Groups:
-    """`control`: gloo, for objects, agreement and the clock; `data`: the stage tensors."""
+    """`control`: gloo, for objects, agreement and the clock; `data`: the stage tensors;
+    `credits`: the last stage's "done" tokens back to the first (its own communicator,
+    so they never queue behind the stage tensors)."""
 
     control: dist.ProcessGroup
     data: dist.ProcessGroup
+    credits: dist.ProcessGroup
 
 
 # --- the clock --------------------------------------------------------------------
@@ -486,9 +502,32 @@ class PipelineBench:
         synchronize(device)
         clock = PipelineClock(groups.control, device, host_clock=self.host_clock)
         dist.barrier(group=groups.control)
+        # At most `num_stages` microbatches in flight, as a serving engine's
+        # scheduler keeps its pipeline: the first stage starts microbatch i once
+        # the last stage has finished i - num_stages. The token travels device
+        # to device; no host waits. Unbounded, a slightly slower later stage
+        # would queue ever more microbatches and each latency would grow.
+        inflight = topo.num_stages
+        credit = torch.zeros(1, device=device)
+        takes_credits = topo.first and not topo.last
+        gives_credits = topo.last and not topo.first
+
+        def take_credit(index: int) -> None:
+            if takes_credits and index >= inflight:
+                dist.irecv(credit, topo.last_rank, group=groups.credits).wait()
+
+        given: list[Any] = []
+
+        def give_credit(index: int) -> None:
+            # Not waited on here: the next microbatch's receive must not depend on
+            # the first stage having taken this token (that would be a cycle).
+            if gives_credits and index + inflight < total:
+                given.append(dist.isend(credit, topo.first_rank, group=groups.credits))
+
         if self.use_graph:
             sent = [self.output[name] for name in self.send_names]
-            for _ in range(total):
+            for index in range(total):
+                take_credit(index)
                 self.reset_graph.replay()
                 for buffer in received:
                     dist.irecv(buffer, topo.previous, group=groups.data).wait()
@@ -501,8 +540,10 @@ class PipelineBench:
                 ends.append(end)
                 for tensor in sent:
                     dist.isend(tensor, topo.next, group=groups.data).wait()
+                give_credit(index)
         else:
-            for _ in range(total):
+            for index in range(total):
+                take_credit(index)
                 self._reset()
                 for buffer in received:
                     dist.irecv(buffer, topo.previous, group=groups.data).wait()
@@ -513,6 +554,9 @@ class PipelineBench:
                 ends.append(self.host_clock())
                 for name in self.send_names:
                     dist.isend(self.output[name].contiguous(), topo.next, group=groups.data).wait()
+                give_credit(index)
+        for work in given:
+            work.wait()
         synchronize(device)
         end_clock = PipelineClock(groups.control, device, host_clock=self.host_clock)
         return starts, ends, clock, end_clock
@@ -677,9 +721,11 @@ def init_groups(device: torch.device) -> Groups:
     """
     if device.type == "cuda":
         dist.init_process_group(backend="nccl", device_id=device)
+        credits = dist.new_group(backend="nccl")
     else:
         dist.init_process_group(backend="gloo")
-    return Groups(control=dist.new_group(backend="gloo"), data=dist.group.WORLD)
+        credits = dist.new_group(backend="gloo")
+    return Groups(control=dist.new_group(backend="gloo"), data=dist.group.WORLD, credits=credits)
 
 
 def rank_device(config: EngineConfig, topology: Topology) -> torch.device:

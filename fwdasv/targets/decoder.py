@@ -26,10 +26,22 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 from fwdasv.cases import BenchCase
 from fwdasv.targets.base import PreparedForward, TargetError, torch_dtype
+
+# SDPA may pick cuDNN's attention on Hopper; these backends' forwards are
+# reproducible run to run. On an H200 (torch 2.11) fwdasv's eager-repeat and
+# replay checks caught batched long-context decodes of this decoder giving
+# different outputs on every run with SDPA's default choice (docs/measurements.md);
+# a forward that is not reproducible cannot be validated.
+DETERMINISTIC_SDPA_BACKENDS = [
+    SDPBackend.FLASH_ATTENTION,
+    SDPBackend.EFFICIENT_ATTENTION,
+    SDPBackend.MATH,
+]
 
 
 @dataclass(frozen=True)
@@ -275,7 +287,8 @@ class DecoderTarget:
             state.extend(cache[:, :, g.prefix_len : g.kv_len] for cache in g.caches)
 
         def forward() -> dict[str, torch.Tensor]:
-            return self._forward(groups, token_ids, computed, query_lens, received)
+            with sdpa_kernel(DETERMINISTIC_SDPA_BACKENDS):
+                return self._forward(groups, token_ids, computed, query_lens, received)
 
         return PreparedForward(
             forward=forward,
