@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +87,261 @@ def asv_machine_home(tmp_path_factory: pytest.TempPathFactory):
 def shared_asv_env(tmp_path_factory: pytest.TempPathFactory, asv_machine_home: Path) -> Path:
     """One asv env directory for every asv test: the virtualenv is built once."""
     return tmp_path_factory.mktemp("asv-env")
+
+
+@contextlib.contextmanager
+def measuring_priority(niceness: int = -10) -> Iterator[None]:
+    """Run the timed asv work ahead of the box's other jobs, then restore the priority.
+
+    The CPU box is two vCPUs shared with other test runs: at equal priority a
+    one-thread forward is preempted for whole seconds and a commit's samples
+    can all come out several times slow. Children (asv, its benchmark
+    processes) inherit the niceness. It cannot help with what the VM's
+    neighbours do (whole processes 10-20% off, see `demo_history`). Without
+    the privilege to raise priority this does nothing; timings are noisier.
+    """
+    try:
+        before = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, niceness)
+    except (OSError, AttributeError):
+        before = None
+    try:
+        yield
+    finally:
+        if before is not None:
+            os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
+DEMO_CASES = ("decode_bs8=8*1@512", "prefill_256=256")
+DEMO_MACHINE = "testbox"
+
+
+@dataclass(frozen=True)
+class DemoHistory:
+    """The demo model's whole history measured by real asv, and the site published.
+
+    `project` is the asv project (results_dir, html_dir, repo = `repo`);
+    `hashes` the 12 commits, oldest first; `slow_index` / `fast_index` the
+    commits that make the forward slower / faster; `status` asv run's exit
+    status and `output` its output plus publish's.
+    """
+
+    root: Path
+    repo: Path
+    project: Any  # fwdasv.asvtools.AsvProject
+    hashes: tuple[str, ...]
+    subjects: tuple[str, ...]
+    machine: str
+    cases: tuple[str, ...]
+    samples_per_result: int
+    suite_source: str
+    env_dir: Path
+    status: int
+    output: str
+
+    @property
+    def slow_index(self) -> int:
+        from fwdasv.demoproject import SLOW_COMMIT_SUBJECT
+
+        return self.subjects.index(SLOW_COMMIT_SUBJECT)
+
+    @property
+    def fast_index(self) -> int:
+        from fwdasv.demoproject import FAST_COMMIT_SUBJECT
+
+        return self.subjects.index(FAST_COMMIT_SUBJECT)
+
+    @property
+    def slow_commit(self) -> str:
+        return self.hashes[self.slow_index]
+
+    @property
+    def benchmark(self) -> str:
+        return "forward.TinyLM.track_latency"
+
+
+@pytest.fixture(scope="session")
+def demo_history(
+    tmp_path_factory: pytest.TempPathFactory, shared_asv_env: Path, asv_machine_home: Path
+) -> DemoHistory:
+    """Real asv over all 12 commits of the demo project (about 3 minutes), then `asv publish`.
+
+    Suite "TinyLM" times `tinylm.bench:target` on two cases through fwdasv's
+    engine (iters 5, samples 10, one thread), in the session's shared asv env,
+    at raised priority (`measuring_priority`).
+
+    What the numbers look like on the 2-vCPU test VM: decode_bs8 is steady on
+    the GQA commits (about 4.4 ms, `fast_index` and the next) and 1.2-5x
+    slower from `slow_index` on, varying a lot from process to process; the
+    repeat_interleave commits before swing 5-25 ms. prefill_256 goes up about
+    25% at `slow_index`, with whole processes 10-40% off each other. asv's own
+    step detection on these 12 points finds the step in about half the runs.
+    """
+    import subprocess
+
+    from fwdasv import asvtools
+    from fwdasv.asvconfig import torch_suite_source, write_torch_project
+    from fwdasv.demoproject import build_project
+
+    root = tmp_path_factory.mktemp("demo-history")
+    repo = root / "tinylm"
+    hashes = build_project(repo)
+    subjects = subprocess.run(
+        ["git", "log", "--reverse", "--format=%s", "main"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    suite = torch_suite_source(
+        "TinyLM",
+        "tinylm.bench:target",
+        DEMO_CASES,
+        iters=5,
+        samples=10,
+        warmup_s=0.05,
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    project = write_torch_project(root / "asv", repo, "tinylm", [suite], env_dir=shared_asv_env)
+    lines: list[str] = []
+    with measuring_priority():
+        status = asvtools.run_commits(project, hashes, DEMO_MACHINE, echo=lines.append)
+    asvtools.publish(project, echo=lines.append)
+    return DemoHistory(
+        root=root,
+        repo=repo,
+        project=project,
+        hashes=tuple(hashes),
+        subjects=tuple(subjects),
+        machine=DEMO_MACHINE,
+        cases=DEMO_CASES,
+        samples_per_result=10,
+        suite_source=suite,
+        env_dir=shared_asv_env,
+        status=status,
+        output="\n".join(lines),
+    )
+
+
+@pytest.fixture
+def measuring() -> Callable[..., contextlib.AbstractContextManager[None]]:
+    """`measuring_priority` for tests that run asv themselves: `with measuring(): ...`."""
+    return measuring_priority
+
+
+DRAWN_BENCH_SOURCE = '''
+"""Seeded draws as asv samples: the effect in the data is known exactly."""
+
+import json
+import random
+from pathlib import Path
+
+SETTINGS = Path(__file__).resolve().parent.parent / "draws.json"
+
+
+class Drawn:
+    params = [["decode_bs8"]]
+    param_names = ["case"]
+    unit = "seconds"
+
+    def track_latency(self, case):
+        settings = json.loads(SETTINGS.read_text())
+        rng = random.Random(settings["seed"])
+        scale = 1e-3 * settings["scale"]
+        noise = settings["noise"]
+        samples = [scale * (1 + noise * rng.gauss(0, 1)) for _ in range(settings["samples"])]
+        return {"samples": samples, "number": 1}
+'''
+
+
+@dataclass(frozen=True)
+class DrawnHistory:
+    """A git history whose asv results are seeded draws (existing env, --set-commit-hash)."""
+
+    project: Any  # fwdasv.asvtools.AsvProject
+    hashes: tuple[str, ...]
+    subjects: tuple[str, ...]
+    machine: str
+    benchmark: str = "bench.Drawn.track_latency"
+
+
+@pytest.fixture(scope="session")
+def drawn_history(
+    tmp_path_factory: pytest.TempPathFactory, asv_machine_home: Path
+) -> Callable[..., DrawnHistory]:
+    """A factory: `drawn_history(name, scales, samples=25, noise=0.01)` -> DrawnHistory.
+
+    One commit per scale; at commit i asv stores `samples` draws of
+    1 ms * scales[i] * (1 + noise * N(0, 1)), seeded by i, through a real
+    `asv run --set-commit-hash` on an existing environment (about a second a
+    commit: nothing is built). Call `asvtools.publish(h.project)` for a site.
+    """
+    import json
+    import subprocess
+
+    from fwdasv import asvtools
+
+    def git(cwd: Path, *args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    def build(
+        name: str, scales: Sequence[float], samples: int = 25, noise: float = 0.01
+    ) -> DrawnHistory:
+        root = tmp_path_factory.mktemp(name)
+        repo = root / "repo"
+        repo.mkdir()
+        git(repo, "init", "-q", "-b", "main")
+        hashes, subjects = [], []
+        for i, scale in enumerate(scales):
+            (repo / "VERSION").write_text(f"{i}\n")
+            subject = f"Change {i}: latency x{scale}"
+            stamp = f"2026-01-01T00:{i:02d}:00+00:00"
+            env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+            subprocess.run(["git", "add", "VERSION"], cwd=repo, check=True, env=env)
+            identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+            subprocess.run(
+                ["git", *identity, "commit", "-q", "--no-gpg-sign", "-m", subject],
+                cwd=repo,
+                check=True,
+                env=env,
+            )
+            hashes.append(git(repo, "rev-parse", "HEAD"))
+            subjects.append(subject)
+        asv_dir = root / "asv"
+        (asv_dir / "benchmarks").mkdir(parents=True)
+        (asv_dir / "benchmarks" / "__init__.py").write_text("")
+        (asv_dir / "benchmarks" / "bench.py").write_text(DRAWN_BENCH_SOURCE)
+        config = {
+            "version": 1,
+            "project": name,
+            "repo": str(repo),
+            "branches": ["main"],
+            "environment_type": "existing",
+            "pythons": [sys.executable],
+            "benchmark_dir": "benchmarks",
+            "results_dir": "results",
+            "html_dir": "html",
+        }
+        (asv_dir / "asv.conf.json").write_text(json.dumps(config, indent=2))
+        project = asvtools.AsvProject.load(asv_dir / "asv.conf.json")
+        for i, (commit, scale) in enumerate(zip(hashes, scales, strict=True)):
+            draws = {"seed": i, "scale": scale, "samples": samples, "noise": noise}
+            (asv_dir / "draws.json").write_text(json.dumps(draws))
+            asvtools.run_asv(
+                project,
+                "run",
+                "--set-commit-hash",
+                commit,
+                "--machine",
+                DEMO_MACHINE,
+                "--record-samples",
+                "--launch-method",
+                "spawn",
+                "--show-stderr",
+                echo=None,
+            )
+        return DrawnHistory(project, tuple(hashes), tuple(subjects), DEMO_MACHINE)
+
+    return build
