@@ -1,0 +1,406 @@
+"""Two commits' stored asv results compared on their samples, with an exit status for CI.
+
+The verdict is asv's (`asv.commands.compare._is_result_better`): a change counts
+only when the two results are statistically different *and* the ratio of
+medians is beyond `factor` (strictly: `before < after / factor` is worse). The
+difference test is asv's too, on the raw samples asv stored with
+`--record-samples`: two-sided Mann-Whitney U, different when p < alpha
+(`fwdasv.stats`, cross-checked against asv's `_stats`).
+
+Where the samples cannot decide, asv's fallback is used: 99% confidence
+intervals that do not overlap mean different, overlapping ones mean not
+different (`method = "ci-overlap"`). This happens when a side has no samples,
+or too few for the test to ever reach alpha (fwdasv's rule: the most extreme
+ordering's p = 2 / C(m+n, m) must be below alpha; asv tries the test from
+1 / C(m+n, m), where it can only answer "not different"). A result with
+neither usable samples nor a finite CI (one sample, a scalar track) is
+*unknown*, never a regression. Unlike `asv compare`, which always exits 0
+(asv#884), `fwdasv compare` exits 1 when anything got worse.
+
+Verdicts: improved, worse, unchanged, unknown, failed (succeeded at A, fails at
+B: counted as worse, as asv's `!`), fixed (failed at A, succeeds at B).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwdasv import stats
+from fwdasv.asvtools import AsvError, AsvProject
+from fwdasv.errors import UserError
+from fwdasv.history import CommitFilter, History
+from fwdasv.tables import human_value, markdown_table, text_table
+
+DEFAULT_FACTOR = 1.05
+DEFAULT_ALPHA = stats.SIGNIFICANCE
+
+IMPROVED, WORSE, UNCHANGED, UNKNOWN, FAILED, FIXED = (
+    "improved",
+    "worse",
+    "unchanged",
+    "unknown",
+    "failed",
+    "fixed",
+)
+VERDICTS = (WORSE, FAILED, IMPROVED, FIXED, UNKNOWN, UNCHANGED)  # display order
+GATING = frozenset({WORSE, FAILED})
+
+FORMATS = ("table", "json", "markdown")
+
+_HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
+
+
+class CompareError(UserError):
+    """The commits cannot be resolved or have no stored results."""
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One stored result of one benchmark case at one commit."""
+
+    commit: str
+    status: str  # "ok", "failed" (asv stored null), "skipped" (NaN)
+    median: float | None
+    ci_99_a: float | None = None
+    ci_99_b: float | None = None
+    samples: tuple[float, ...] = ()
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Measurement:
+        samples = record.get("samples") or ()
+        return cls(
+            commit=record["commit_hash"],
+            status=record["status"],
+            median=record["median"],
+            ci_99_a=record["ci_99_a"],
+            ci_99_b=record["ci_99_b"],
+            samples=tuple(s for s in samples if s is not None and not math.isnan(s)),
+        )
+
+    @property
+    def has_ci(self) -> bool:
+        return (
+            self.ci_99_a is not None
+            and self.ci_99_b is not None
+            and math.isfinite(self.ci_99_a)
+            and math.isfinite(self.ci_99_b)
+        )
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """What the samples say about before -> after."""
+
+    verdict: str
+    ratio: float | None = None  # after / before, medians
+    p_value: float | None = None  # Mann-Whitney, when the samples were tested
+    method: str = "none"  # "mann-whitney", "ci-overlap", "none"
+    reason: str = ""
+
+
+def judge(
+    before: Measurement,
+    after: Measurement,
+    factor: float = DEFAULT_FACTOR,
+    alpha: float = DEFAULT_ALPHA,
+) -> Judgement:
+    """asv's rule on one pair: different (samples, else CIs) and beyond `factor`."""
+    if before.status == "failed" or after.status == "failed":
+        if before.status == "failed" and after.status == "failed":
+            return Judgement(UNKNOWN, reason="failed at both commits")
+        if after.status == "failed":
+            return Judgement(FAILED, reason="fails at the second commit")
+        return Judgement(FIXED, reason="failed at the first commit")
+    if before.median is None or after.median is None:
+        return Judgement(UNKNOWN, reason="skipped (no value)")
+    ratio = after.median / before.median if before.median else math.inf
+    different: bool | None = None
+    p_value = None
+    method = "none"
+    if before.samples and after.samples:
+        different = stats.is_different(before.samples, after.samples, alpha)
+        if different is not None:
+            p_value = stats.mann_whitney_u(before.samples, after.samples)[1]
+            method = "mann-whitney"
+    if different is None and before.has_ci and after.has_ci:
+        assert before.ci_99_a is not None and before.ci_99_b is not None
+        assert after.ci_99_a is not None and after.ci_99_b is not None
+        overlap = before.ci_99_b >= after.ci_99_a and before.ci_99_a <= after.ci_99_b
+        different = not overlap
+        method = "ci-overlap"
+    if different is None:
+        if not before.samples and not after.samples:
+            reason = "no samples and no finite CI (one value each): not judged"
+        else:
+            counts = f"{len(before.samples)} vs {len(after.samples)} samples"
+            reason = f"too few samples to test ({counts}) and no finite CI"
+        return Judgement(UNKNOWN, ratio, reason=reason)
+    if different and before.median < after.median / factor:
+        return Judgement(WORSE, ratio, p_value, method)
+    if different and after.median < before.median / factor:
+        return Judgement(IMPROVED, ratio, p_value, method)
+    reason = "beyond the factor but not significant" if not different else ""
+    if different and not reason:
+        reason = "significant but within the factor"
+    return Judgement(UNCHANGED, ratio, p_value, method, reason)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One benchmark case at A and at B, and the judgement."""
+
+    benchmark: str
+    case: str
+    params: dict[str, str]
+    machine: str
+    env_name: str
+    unit: str | None
+    before: Measurement | None
+    after: Measurement | None
+    judgement: Judgement = field(default_factory=lambda: Judgement(UNKNOWN))
+
+    @property
+    def verdict(self) -> str:
+        return self.judgement.verdict
+
+    @property
+    def name(self) -> str:
+        return f"{self.benchmark}({self.case})" if self.case else self.benchmark
+
+    def to_json(self) -> dict[str, Any]:
+        def side(m: Measurement | None) -> dict[str, Any] | None:
+            if m is None:
+                return None
+            return {
+                "commit": m.commit,
+                "status": m.status,
+                "median": m.median,
+                # Strict JSON: an unbounded CI (one sample) is null, not Infinity.
+                "ci_99": [_finite(m.ci_99_a), _finite(m.ci_99_b)],
+                "sample_count": len(m.samples),
+            }
+
+        return {
+            "benchmark": self.benchmark,
+            "case": self.case,
+            "params": dict(self.params),
+            "machine": self.machine,
+            "env_name": self.env_name,
+            "unit": self.unit,
+            "verdict": self.verdict,
+            "ratio": _finite(self.judgement.ratio),
+            "p_value": self.judgement.p_value,
+            "method": self.judgement.method,
+            "reason": self.judgement.reason,
+            "before": side(self.before),
+            "after": side(self.after),
+        }
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def pair(
+    records_a: Iterable[dict[str, Any]],
+    records_b: Iterable[dict[str, Any]],
+    factor: float = DEFAULT_FACTOR,
+    alpha: float = DEFAULT_ALPHA,
+) -> list[Comparison]:
+    """Pair history records by (machine, env, benchmark, case) and judge each pair.
+
+    A case present at one commit only is `unknown` ("not measured at ...").
+    """
+
+    def key(record: dict[str, Any]) -> tuple[str, str, str, str]:
+        return (record["machine"], record["env_name"], record["benchmark"], record["case"])
+
+    side_a = {key(r): r for r in records_a}
+    side_b = {key(r): r for r in records_b}
+    out = []
+    for k in sorted(side_a.keys() | side_b.keys()):
+        ra, rb = side_a.get(k), side_b.get(k)
+        template = ra or rb
+        assert template is not None
+        before = Measurement.from_record(ra) if ra else None
+        after = Measurement.from_record(rb) if rb else None
+        if before is None or after is None:
+            where = "the first commit" if before is None else "the second commit"
+            judgement = Judgement(UNKNOWN, reason=f"not measured at {where}")
+        else:
+            judgement = judge(before, after, factor, alpha)
+        out.append(
+            Comparison(
+                benchmark=template["benchmark"],
+                case=template["case"],
+                params=dict(template["params"]),
+                machine=template["machine"],
+                env_name=template["env_name"],
+                unit=template["unit"],
+                before=before,
+                after=after,
+                judgement=judgement,
+            )
+        )
+    return out
+
+
+def exit_status(comparisons: Iterable[Comparison]) -> int:
+    """1 when anything got significantly worse beyond the factor (or newly fails), else 0."""
+    return 1 if any(c.verdict in GATING for c in comparisons) else 0
+
+
+def counts(comparisons: Iterable[Comparison]) -> dict[str, int]:
+    tally = dict.fromkeys(VERDICTS, 0)
+    for comparison in comparisons:
+        tally[comparison.verdict] += 1
+    return tally
+
+
+# --- I/O edges ------------------------------------------------------------------------
+
+
+def resolve_commit(project: AsvProject, rev: str) -> str:
+    """A full hash through git in the asv repository; a bare hash prefix when git cannot."""
+    try:
+        return project.resolve(rev)
+    except AsvError as error:
+        if _HEX.match(rev):
+            return rev.lower()
+        raise CompareError(str(error)) from None
+
+
+def load_records(
+    project: AsvProject,
+    commits: Sequence[str],
+    machine: str | None = None,
+    bench: Sequence[str] = (),
+) -> dict[str, list[dict[str, Any]]]:
+    """History records (with samples) of each commit (full hash or prefix), by commit."""
+    history = History(
+        project.results_dir,
+        machines=[machine] if machine else (),
+        bench=list(bench),
+        commits=CommitFilter(frozenset(commits)),
+        samples=True,
+    )
+    by_commit: dict[str, list[dict[str, Any]]] = {c: [] for c in commits}
+    for record in history.records():
+        for commit in commits:
+            if record["commit_hash"].startswith(commit.lower()):
+                by_commit[commit].append(record)
+    return by_commit
+
+
+def compare(
+    project: AsvProject,
+    a: str,
+    b: str,
+    machine: str | None = None,
+    *,
+    factor: float = DEFAULT_FACTOR,
+    alpha: float = DEFAULT_ALPHA,
+    bench: Sequence[str] = (),
+) -> list[Comparison]:
+    """Compare commit `a` (before) with `b` (after) on `project`'s stored results."""
+    if factor < 1:
+        raise CompareError(f"--factor {factor}: must be >= 1 (1.05 = 5%)")
+    if not 0 < alpha < 1:
+        raise CompareError(f"--alpha {alpha}: must be between 0 and 1")
+    hash_a, hash_b = resolve_commit(project, a), resolve_commit(project, b)
+    records = load_records(project, [hash_a, hash_b], machine, bench)
+    machines = sorted({r["machine"] for rs in records.values() for r in rs})
+    if machine is None and len(machines) > 1:
+        raise CompareError(
+            f"results for several machines ({', '.join(machines)}): pick one with --machine"
+        )
+    for rev, commit in ((a, hash_a), (b, hash_b)):
+        if not records[commit]:
+            where = f" on machine {machine}" if machine else ""
+            filtered = " matching --bench" if bench else ""
+            raise CompareError(
+                f"no stored results{filtered} for {rev} ({commit[:8]}){where} in "
+                f"{project.results_dir}: run `asv run` for it first"
+            )
+        hashes = {r["commit_hash"] for r in records[commit]}
+        if len(hashes) > 1:
+            raise CompareError(
+                f"{rev} matches results of several commits ({', '.join(sorted(hashes))}): "
+                "give more of the hash"
+            )
+    return pair(records[hash_a], records[hash_b], factor, alpha)
+
+
+# --- formatting -----------------------------------------------------------------------
+
+HEADERS = ("verdict", "before", "after", "ratio", "p-value", "n", "benchmark", "machine", "note")
+
+
+def _row(c: Comparison) -> list[str]:
+    j = c.judgement
+    n = "/".join(str(len(m.samples)) if m else "-" for m in (c.before, c.after))
+    p = f"{j.p_value:.2g}" if j.p_value is not None else ("ci" if j.method == "ci-overlap" else "")
+    return [
+        j.verdict,
+        human_value(c.before.median if c.before else None, c.unit),
+        human_value(c.after.median if c.after else None, c.unit),
+        f"{j.ratio:.3f}" if j.ratio is not None else "",
+        p,
+        n,
+        c.name,
+        c.machine,
+        j.reason,
+    ]
+
+
+def _ordered(comparisons: Sequence[Comparison], only_changed: bool) -> list[Comparison]:
+    shown = [c for c in comparisons if not only_changed or c.verdict not in (UNCHANGED, UNKNOWN)]
+    return sorted(shown, key=lambda c: (VERDICTS.index(c.verdict), c.name, c.machine))
+
+
+def summary(comparisons: Sequence[Comparison]) -> str:
+    tally = counts(comparisons)
+    return ", ".join(f"{n} {verdict}" for verdict, n in tally.items() if n) or "nothing compared"
+
+
+def format_comparisons(
+    comparisons: Sequence[Comparison],
+    fmt: str,
+    *,
+    a: str = "A",
+    b: str = "B",
+    factor: float = DEFAULT_FACTOR,
+    alpha: float = DEFAULT_ALPHA,
+    only_changed: bool = False,
+) -> str:
+    shown = _ordered(comparisons, only_changed)
+    rule = f"factor {factor}, alpha {alpha}"
+    if fmt == "json":
+        return json.dumps(
+            {
+                "a": a,
+                "b": b,
+                "factor": factor,
+                "alpha": alpha,
+                "counts": counts(comparisons),
+                "comparisons": [c.to_json() for c in shown],
+            },
+            indent=2,
+            default=str,
+            allow_nan=False,
+        )
+    rows = [_row(c) for c in shown]
+    if fmt == "markdown":
+        title = f"### Benchmarks: `{a[:8]}` -> `{b[:8]}` ({summary(comparisons)})\n\n"
+        body = markdown_table(HEADERS, rows) if rows else "Nothing to show."
+        return title + body + f"\n\nMann-Whitney U on asv's stored samples, {rule}.\n"
+    if fmt == "table":
+        head = f"{a[:8]} -> {b[:8]} ({rule})"
+        body = text_table(HEADERS, rows) if rows else "(nothing to show)"
+        return f"{head}\n{body}\n\n{summary(comparisons)}"
+    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
