@@ -9,6 +9,7 @@ from fwdasv.clibase import Group
 from fwdasv.engine.cli import forward
 from fwdasv.export import export_command
 from fwdasv.hwcli import hw
+from fwdasv.regressionscli import bisect_command, compare_command, regressions_command
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,3 +21,6 @@ def main() -> None:
 main.add_command(forward)
 main.add_command(hw)
 main.add_command(export_command)
+main.add_command(regressions_command)
+main.add_command(compare_command)
+main.add_command(bisect_command)
