@@ -1,0 +1,259 @@
+"""fwdasv bisect: the decision rule on numbers, refusals, and a real bisect with asv.
+
+The real one runs in its own asv project (fresh results dir, the demo model's
+repository, the session's shared virtualenv) where only GOOD and BAD are
+stored, taken from the demo history's run: every other commit it needs it
+must measure with asv, one run per probe.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fwdasv.asvconfig import write_torch_project
+from fwdasv.asvtools import AsvProject
+from fwdasv.bisection import (
+    BAD,
+    DIFFERENT,
+    GOOD,
+    SAME,
+    UNKNOWN,
+    BisectError,
+    bisect,
+    check_environment,
+    classify,
+    closer,
+    compare_step,
+    expected_probes,
+    next_probe,
+    resolve_benchmark,
+    verify_measured,
+)
+from fwdasv.cli import main
+
+# --- the rule ---------------------------------------------------------------------------
+
+
+def _draws(level: float, seed: int, n: int = 12, noise: float = 0.02) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + noise * rng.gauss(0, 1)) for _ in range(n)]
+
+
+LOW, HIGH = _draws(1.0, 1), _draws(1.5, 2)
+
+
+def test_compare_step_is_directional() -> None:
+    up = compare_step(LOW, HIGH, direction=1)
+    assert up.outcome == DIFFERENT and up.ratio > 1.4 and up.p_value < 0.002
+    # Significantly faster is "same" when looking for a slowdown, "different" for a speedup.
+    assert compare_step(HIGH, LOW, direction=1).outcome == SAME
+    assert compare_step(HIGH, LOW, direction=-1).outcome == DIFFERENT
+    assert compare_step(LOW, _draws(1.0, 3), direction=1).outcome == SAME
+    # Within the factor: same even though significant.
+    assert compare_step(LOW, _draws(1.03, 4, noise=0.001), direction=1).outcome == SAME
+    assert compare_step(LOW[:3], HIGH[:3], direction=1).outcome == UNKNOWN
+    assert compare_step([], HIGH, direction=1).outcome == UNKNOWN
+
+
+def test_classify_table() -> None:
+    assert classify(LOW, _draws(1.0, 5), HIGH, 1).verdict == GOOD
+    assert classify(LOW, _draws(1.5, 6), HIGH, 1).verdict == BAD
+    # Part way between two steps: differs from both ends; the first step is at or before it.
+    assert classify(LOW, _draws(1.22, 7), HIGH, 1).verdict == BAD
+    # Too few samples, or a mixture neither end explains: measure again.
+    assert classify(LOW, _draws(1.5, 8, n=3), HIGH, 1).verdict == UNKNOWN
+    noisy = _draws(1.0, 9, n=6, noise=0.3) + _draws(1.5, 10, n=6, noise=0.3)
+    decision = classify(LOW, noisy, HIGH, 1)
+    assert decision.verdict == UNKNOWN, decision
+    # Beyond BAD (regressions often add variance between processes): still BAD's side.
+    assert classify(LOW, _draws(2.5, 13), HIGH, 1).verdict == BAD
+    assert closer(LOW, _draws(1.4, 11), HIGH) == BAD
+    assert closer(LOW, _draws(1.1, 12), HIGH) == GOOD
+
+
+def test_probe_order() -> None:
+    assert next_probe(0, 6) == 3
+    assert next_probe(0, 1) is None
+    assert next_probe(0, 6, {3}) == 2
+    assert next_probe(0, 3, {1, 2}) is None
+    assert [expected_probes(n) for n in (1, 2, 6, 11, 16)] == [0, 1, 3, 4, 4]
+
+
+def test_resolve_benchmark() -> None:
+    benchmarks = {
+        "forward.A.track_latency": {"params": [["'decode'", "'prefill'"]], "unit": "seconds"},
+        "forward.A.track_spread_pct": {"params": [["'decode'", "'prefill'"]]},
+        "other.time_x": {"params": []},
+    }
+    found = resolve_benchmark(benchmarks, "track_latency", "prefill")
+    assert found.name == "forward.A.track_latency" and found.case == "prefill"
+    assert found.pattern == r"^forward\.A\.track_latency\('prefill'\)$"
+    assert resolve_benchmark(benchmarks, "other.time_x", None).case is None
+    with pytest.raises(BisectError, match="exactly one benchmark"):
+        resolve_benchmark(benchmarks, "forward", None)
+    with pytest.raises(BisectError, match="pick one with --case"):
+        resolve_benchmark(benchmarks, "track_latency", None)
+    with pytest.raises(BisectError, match="no case 'x'"):
+        resolve_benchmark(benchmarks, "track_latency", "x")
+
+
+def _config(tmp_path: Path, **overrides) -> AsvProject:
+    config = {"version": 1, "repo": ".", "environment_type": "virtualenv", **overrides}
+    (tmp_path / "asv.conf.json").write_text(json.dumps(config))
+    return AsvProject.load(tmp_path / "asv.conf.json")
+
+
+def test_existing_environments_are_refused(tmp_path: Path) -> None:
+    check_environment(_config(tmp_path, pythons=["3.11"]))
+    with pytest.raises(BisectError, match="--python=same selects an existing environment"):
+        check_environment(_config(tmp_path), python="same")
+    with pytest.raises(BisectError, match="pythons holds '/usr/bin/python3'"):
+        check_environment(_config(tmp_path, pythons=["/usr/bin/python3"]))
+    project = _config(tmp_path, environment_type="existing")
+    result = CliRunner().invoke(
+        main,
+        ["bisect", "a..b", "track_latency", "--config", str(project.config_path), "-m", "x"],
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "environment_type is 'existing'" in line
+    assert "every commit would look the same" in line
+    assert '"environment_type": "virtualenv"' in line
+    result = CliRunner().invoke(main, ["bisect", "a", "track_latency"])
+    assert result.exit_code == 2 and "GOOD..BAD" in result.stderr
+
+
+def test_verify_measured_refuses_results_not_from_per_commit_installs(tmp_path: Path) -> None:
+    project = _config(tmp_path, env_dir="env")
+    commit, other = "ab" * 20, "ab" * 4 + "cd" * 16
+    folder = project.results_dir / "box"
+    folder.mkdir(parents=True)
+
+    def store(commit_hash: str, env_name: str) -> None:
+        data = {"commit_hash": commit_hash, "env_name": env_name}
+        (folder / f"{commit_hash[:8]}-{env_name}.json").write_text(json.dumps(data))
+
+    assert verify_measured(project, "box", [commit]) == [commit]  # nothing saved
+    store(commit, "existing-py_usr_bin_python3")
+    with pytest.raises(BisectError, match="not one asv builds per commit"):
+        verify_measured(project, "box", [commit])
+    for path in folder.iterdir():
+        path.unlink()
+    store(other, "virtualenv-py3.11")  # same 8-character prefix, another commit
+    with pytest.raises(BisectError, match="share the 8-character prefix"):
+        verify_measured(project, "box", [commit])
+    for path in folder.iterdir():
+        path.unlink()
+    store(commit, "virtualenv-py3.11")
+    with pytest.raises(BisectError, match="records installing"):
+        verify_measured(project, "box", [commit])
+    status = project.env_dir / "0123abcd" / "asv-install-status.json"
+    status.parent.mkdir(parents=True)
+    status.write_text(json.dumps({"commit_hash": commit, "version": 1}))
+    assert verify_measured(project, "box", [commit]) == []
+
+
+# --- a real bisect -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bisect_project(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A fresh asv project over the demo repo with only GOOD and BAD stored."""
+    root = tmp_path_factory.mktemp("bisect")
+    project = write_torch_project(
+        root / "asv",
+        demo_history.repo,
+        "tinylm",
+        [demo_history.suite_source],
+        env_dir=demo_history.env_dir,
+    )
+    # GOOD: just after the commit that made decoding faster; BAD: the last commit.
+    good = demo_history.hashes[demo_history.fast_index]
+    bad = demo_history.hashes[-1]
+    source = demo_history.project.results_dir
+    target = project.results_dir / demo_history.machine
+    target.mkdir(parents=True)
+    shutil.copy(source / "benchmarks.json", project.results_dir / "benchmarks.json")
+    shutil.copy(source / demo_history.machine / "machine.json", target / "machine.json")
+    for commit in (good, bad):
+        (stored,) = (source / demo_history.machine).glob(f"{commit[:8]}-*.json")
+        shutil.copy(stored, target / stored.name)
+    return {"project": project, "good": good, "bad": bad}
+
+
+@pytest.mark.slow
+def test_bisect_finds_the_injected_commit_in_about_log2_runs(
+    demo_history, bisect_project: dict, measuring
+) -> None:
+    project, good, bad = bisect_project["project"], bisect_project["good"], bisect_project["bad"]
+    lines: list[str] = []
+    with measuring():
+        result = bisect(
+            project,
+            good,
+            bad,
+            "track_latency",
+            demo_history.machine,
+            case="decode_bs8",
+            echo=lines.append,
+        )
+    bisect_project["result"] = result
+    log = "\n".join(lines)
+    assert result.first_bad == demo_history.slow_commit, log
+    assert result.last_good == demo_history.hashes[demo_history.slow_index - 1], log
+    assert result.subject == "Support attention logit soft-capping"
+    assert result.range_size == len(demo_history.hashes) - 1 - demo_history.fast_index
+    # GOOD and BAD were stored: one asv run per probe, plus re-measures of unclear ones.
+    measured = [p for p in result.probes if p.verdict != "failed"]
+    assert result.asv_runs == len(result.probes) + result.remeasures, log
+    assert len(result.probes) <= expected_probes(result.range_size), log
+    assert result.asv_runs <= expected_probes(result.range_size) + result.remeasures
+    assert result.remeasures <= 2 * (len(result.probes) + 1)
+    assert measured and all(p.sample_count >= 10 for p in measured)
+    assert result.after_median > 1.2 * result.before_median, log
+    assert result.p_value is not None and result.p_value < 0.002
+    assert result.summary().startswith("first bad commit: " + demo_history.slow_commit[:8])
+    # A progress line per probe: which commit, what the samples said, the verdict.
+    for probe in result.probes:
+        assert any(
+            f"{probe.commit[:8]}" in line and f"-> {probe.verdict}" in line for line in lines
+        ), log
+    # Every probe really was installed and measured per commit.
+    stored = {
+        json.loads(p.read_text())["commit_hash"]: json.loads(p.read_text())["env_name"]
+        for p in (project.results_dir / demo_history.machine).glob("*-*.json")
+    }
+    assert set(stored) == {good, bad, *(p.commit for p in result.probes)}
+    assert all(env.startswith("virtualenv-") for env in stored.values())
+
+
+@pytest.mark.slow
+def test_bisect_again_reuses_stored_results(demo_history, bisect_project: dict) -> None:
+    project, first = bisect_project["project"], bisect_project.get("result")
+    if first is None or first.first_bad != demo_history.slow_commit:
+        pytest.skip("needs the successful bisect of the previous test")
+    result = CliRunner().invoke(
+        main,
+        [
+            "bisect",
+            f"{bisect_project['good'][:10]}..main",
+            "forward.TinyLM.track_latency",
+            "--case",
+            "decode_bs8",
+            "--config",
+            str(project.config_path),
+        ],
+    )
+    assert result.exit_code == (0 if first.certain else 1), result.output
+    assert f"first bad commit: {demo_history.slow_commit[:8]}" in result.stdout
+    if first.certain:
+        # Every probe was decided on stored samples: nothing to measure again.
+        assert "0 asv runs" in result.stdout, result.output
+        assert "asv run 1" not in result.stderr
+    assert "stored samples, reused" in result.stderr
