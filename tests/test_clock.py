@@ -75,8 +75,16 @@ def test_offset_of_a_skewed_rank_is_recovered_within_its_uncertainty(
     completed = run_process(spec, tmp_path / "log")
     assert completed.returncode == 0, "\n".join(completed.lines)
     rank0, rank1 = json.loads(out.read_text())
-    assert rank0["constant"] == {"offset_us": 0.0, "uncertainty_us": 0.0}
+    # Both ranks reading this host's CLOCK_MONOTONIC share rank 0's clock exactly.
+    assert rank1["same_host"] == {
+        "offset_us": 0.0,
+        "uncertainty_us": 0.0,
+        "method": "same host clock",
+    }
+    # A rank whose clock is not the host's is ping-ponged.
+    assert rank0["constant"] == {"offset_us": 0.0, "uncertainty_us": 0.0, "method": "rank 0"}
     constant = rank1["constant"]
+    assert constant.pop("method") == "ping-pong"
     error_us = constant["offset_us"] - (-offset_ns / 1000)
     assert abs(error_us) <= constant["uncertainty_us"], constant
     # A mark rank 1 took inside rank 0's bracket maps into the bracket, even

@@ -204,15 +204,44 @@ class HostOffset:
     offset_us: float
     uncertainty_us: float
     local_ns: int
+    # "rank 0", "same host clock" or "ping-pong".
+    method: str = "ping-pong"
+
+
+def shared_clock_identity(host_clock: HostClock) -> str | None:
+    """This host's CLOCK_MONOTONIC instance, when `host_clock` reads it; else None.
+
+    Every process of one booted kernel reads the same CLOCK_MONOTONIC, which is
+    what `time.perf_counter_ns` reads on Linux: ranks with the same boot id
+    share rank 0's clock exactly and need no ping-pong.
+    """
+    if host_clock is not time.perf_counter_ns:
+        return None
+    if time.get_clock_info("perf_counter").implementation != "clock_gettime(CLOCK_MONOTONIC)":
+        return None
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def host_offset(group: dist.ProcessGroup, trials: int, host_clock: HostClock) -> HostOffset:
-    """Ping-pong every peer against rank 0 (`trials` each); this rank's HostOffset."""
+    """This rank's HostOffset against rank 0.
+
+    Ranks on rank 0's host read rank 0's clock itself (offset 0, exact); each
+    other rank is ping-ponged `trials` times and the shortest round trip kept.
+    """
     rank, world_size = dist.get_rank(), dist.get_world_size()
+    identities: list[Any] = [None] * world_size
+    dist.all_gather_object(identities, shared_clock_identity(host_clock), group=group)
+    same_clock = [i is not None and i == identities[0] for i in identities]
     table: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * world_size
     message = torch.zeros(1, dtype=torch.int64)
     answers: list[int] = []
     for peer in range(1, world_size):
+        if same_clock[peer]:
+            continue
         measured = []
         for _ in range(trials):
             if rank == 0:
@@ -231,16 +260,18 @@ def host_offset(group: dist.ProcessGroup, trials: int, host_clock: HostClock) ->
     shared: list[Any] = [table]
     dist.broadcast_object_list(shared, src=0, group=group)
     offset_us, uncertainty_us, best = shared[0][rank]
-    # Rank 0's own clock is the reference: exact at any moment.
-    local_ns = answers[best] if rank else host_clock()
-    return HostOffset(offset_us, uncertainty_us, local_ns)
+    # Rank 0's clock (or the same clock on its host) is the reference: exact at any moment.
+    local_ns = host_clock() if rank == 0 or same_clock[rank] else answers[best]
+    method = "rank 0" if rank == 0 else "same host clock" if same_clock[rank] else "ping-pong"
+    return HostOffset(offset_us, uncertainty_us, local_ns, method)
 
 
 class PipelineClock:
     """Correlate this rank's timestamps with rank 0's monotonic host clock.
 
     A host ping-pong with rank 0 bounds the offset between the host clocks
-    without assuming synchronised nodes; on a GPU, an event recorded on the
+    without assuming synchronised nodes (ranks on rank 0's host read its
+    CLOCK_MONOTONIC itself and need none); on a GPU, an event recorded on the
     idle device and bracketed by host timestamps ties GPU time to the host
     (the narrowest bracket of `trials` wins). `uncertainty_us` bounds both.
     Marks (CUDA events, or host ns on CPU) are placed between a clock made
@@ -256,6 +287,7 @@ class PipelineClock:
     ):
         host = host_offset(group, trials, host_clock)
         self.offset_us = host.offset_us
+        self.method = host.method
         self.anchor_event: torch.cuda.Event | None = None
         self.anchor_ns = 0
         if device.type == "cuda":
@@ -571,6 +603,7 @@ class PipelineBench:
             "starts_us": [clock.timestamp(mark, end_clock) for mark in starts],
             "ends_us": [clock.timestamp(mark, end_clock) for mark in ends],
             "clock_uncertainty_us": max(clock.uncertainty_us, end_clock.uncertainty_us),
+            "clock_method": clock.method,
         }
 
     def checks(self) -> dict[str, Any]:

@@ -96,6 +96,19 @@ SIZES: dict[str, DecoderConfig] = {
         rope_theta=500000.0,
         max_kv_len=131072,
     ),
+    # Qwen3-0.6B's shapes (vLLM's default model; no q/k norm, untied weights):
+    # pipeline figures next to vLLM's own on the same shapes.
+    "qwen3-0.6b-shapes": DecoderConfig(
+        vocab_size=151936,
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_layers=28,
+        num_heads=16,
+        num_kv_heads=8,
+        head_dim=128,
+        rope_theta=1000000.0,
+        max_kv_len=40960,
+    ),
 }
 
 
@@ -389,7 +402,7 @@ def decoder(
     seed: int = 0,
     num_layers: int | None = None,
 ) -> DecoderTarget:
-    """The bundled decoder by size name ("tiny", "llama3-8b-layers")."""
+    """The bundled decoder by size name ("tiny", "llama3-8b-layers", "qwen3-0.6b-shapes")."""
     try:
         config = SIZES[size]
     except KeyError:
@@ -425,3 +438,15 @@ def llama3_8b_layers(
 ) -> DecoderTarget:
     """Llama-3-8B-sized layers (8 of them by default): GPU figures."""
     return decoder("llama3-8b-layers", device, dtype, stage, num_stages, seed, num_layers)
+
+
+def qwen3_0_6b_shapes(
+    device: str = "cpu",
+    dtype: str = "float32",
+    stage: int = 0,
+    num_stages: int = 1,
+    seed: int = 0,
+    num_layers: int | None = None,
+) -> DecoderTarget:
+    """Qwen3-0.6B's layer shapes and count (28): figures next to vLLM's default model."""
+    return decoder("qwen3-0.6b-shapes", device, dtype, stage, num_stages, seed, num_layers)

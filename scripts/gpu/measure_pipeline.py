@@ -126,7 +126,8 @@ def main() -> None:
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     py = sys.executable
-    common = engine_args(args.target, CASES, args.iters, args.samples)
+    cases = tuple(args.case or CASES)
+    common = engine_args(args.target, cases, args.iters, args.samples)
     codes = {}
     codes["fwdasv_pp2"] = run(
         [
@@ -191,7 +192,7 @@ def main() -> None:
     for name in ("fwdasv_pp2", "fwdasv_single", "vllm_pp2", "fwdasv_pp2_vllm_cases"):
         summary[name] = summarize_file(out / f"{name}.json")
     ratios = {}
-    for case in (c.split("=")[0] for c in CASES):
+    for case in (c.split("=")[0] for c in cases):
         pp, single = summary["fwdasv_pp2"].get(case, {}), summary["fwdasv_single"].get(case, {})
         if "median_us" in pp and "median_us" in single:
             ratios[case] = pp["median_us"] / single["median_us"]

@@ -39,11 +39,23 @@ def main() -> None:
         now = time.perf_counter_ns()
         return now + offset_ns + round(drift * (now - t_ref))
 
+    # 0. both ranks read this host's clock: no ping-pong needed
+    shared = PipelineClock(group, cpu)
+    same_host = {
+        "offset_us": shared.offset_us,
+        "uncertainty_us": shared.uncertainty_us,
+        "method": shared.method,
+    }
+
     # 1. a constant offset
     clock = PipelineClock(
         group, cpu, host_clock=offset_clock if rank == 1 else time.perf_counter_ns
     )
-    offset = {"offset_us": clock.offset_us, "uncertainty_us": clock.uncertainty_us}
+    offset = {
+        "offset_us": clock.offset_us,
+        "uncertainty_us": clock.uncertainty_us,
+        "method": clock.method,
+    }
 
     # 2. offset and drift, a mark between a start and an end clock
     host_clock = drifting_clock if rank == 1 else time.perf_counter_ns
@@ -63,6 +75,7 @@ def main() -> None:
     time.sleep(0.3)
     end = PipelineClock(group, cpu, host_clock=host_clock)
     report = {
+        "same_host": same_host,
         "constant": offset,
         "bracket_us": bracket,
         "mark_us": None if mark is None else start.timestamp(mark, end),
