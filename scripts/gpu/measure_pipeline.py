@@ -122,6 +122,7 @@ def main() -> None:
     parser.add_argument(
         "--target", default=TARGET, help="engine target (the tiny decoder for a CPU dry run)"
     )
+    parser.add_argument("--case", action="append", default=None, help="cases (default: CASES)")
     args = parser.parse_args()
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
