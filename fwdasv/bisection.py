@@ -21,8 +21,13 @@ and then
 
     GOOD->M different, M->BAD same       M is bad (the step is at or before M)
     GOOD->M same,      M->BAD different  M is good (the step is after M)
-    GOOD->M different, M->BAD different  M is bad (M is part way: the first step is at or before M)
+    GOOD->M different, M->BAD different  M is part way: it goes with the end it is
+                                         nearer to (in log ratio), so a process that
+                                         ran 10% slow is not taken for an 80% step
     anything else                        unknown: measure M again (asv --append-samples)
+
+So the commit found is where the benchmark crossed half of the GOOD->BAD change:
+the step, for one step; the larger share of it, for several.
 
 After `max_remeasure` extra runs a probe still unknown is decided by the closer
 median (in log ratio) and the result is marked uncertain. The probes halve the
@@ -122,10 +127,12 @@ def classify(
     """The module's rule table for one probe between GOOD and BAD."""
     from_good = compare_step(good, probe, direction, factor, alpha)
     to_bad = compare_step(probe, bad, direction, factor, alpha)
-    if from_good.outcome == DIFFERENT and to_bad.outcome in (SAME, DIFFERENT):
+    if from_good.outcome == DIFFERENT and to_bad.outcome == SAME:
         verdict = BAD
     elif from_good.outcome == SAME and to_bad.outcome == DIFFERENT:
         verdict = GOOD
+    elif from_good.outcome == DIFFERENT and to_bad.outcome == DIFFERENT:
+        verdict = closer(good, probe, bad)
     else:
         verdict = UNKNOWN
     return Classification(verdict, from_good, to_bad)

@@ -6,6 +6,7 @@ import click
 
 from fwdasv import __version__
 from fwdasv.clibase import Group
+from fwdasv.demo import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.export import export_command
 from fwdasv.hwcli import hw
@@ -24,3 +25,4 @@ main.add_command(export_command)
 main.add_command(regressions_command)
 main.add_command(compare_command)
 main.add_command(bisect_command)
+main.add_command(demo_command)

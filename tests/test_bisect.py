@@ -64,8 +64,10 @@ def test_compare_step_is_directional() -> None:
 def test_classify_table() -> None:
     assert classify(LOW, _draws(1.0, 5), HIGH, 1).verdict == GOOD
     assert classify(LOW, _draws(1.5, 6), HIGH, 1).verdict == BAD
-    # Part way between two steps: differs from both ends; the first step is at or before it.
-    assert classify(LOW, _draws(1.22, 7), HIGH, 1).verdict == BAD
+    # Part way (differs from both ends): it goes with the nearer end, so a process
+    # that ran somewhat slow is not taken for the step.
+    assert classify(LOW, _draws(1.15, 7), HIGH, 1).verdict == GOOD
+    assert classify(LOW, _draws(1.35, 14), HIGH, 1).verdict == BAD
     # Too few samples, or a mixture neither end explains: measure again.
     assert classify(LOW, _draws(1.5, 8, n=3), HIGH, 1).verdict == UNKNOWN
     noisy = _draws(1.0, 9, n=6, noise=0.3) + _draws(1.5, 10, n=6, noise=0.3)
@@ -200,7 +202,7 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
             bad,
             "track_latency",
             demo_history.machine,
-            case="decode_bs8",
+            case="decode_bs8_2k",
             echo=lines.append,
         )
     bisect_project["result"] = result
@@ -245,7 +247,7 @@ def test_bisect_again_reuses_stored_results(demo_history, bisect_project: dict) 
             f"{bisect_project['good'][:10]}..main",
             "forward.TinyLM.track_latency",
             "--case",
-            "decode_bs8",
+            "decode_bs8_2k",
             "--config",
             str(project.config_path),
         ],

@@ -149,6 +149,6 @@ def test_compare_across_the_demo_slow_commit_is_worse(demo_history) -> None:
     verdicts = {c["case"]: c for c in json.loads(result.stdout)["comparisons"]}
     # Decode: the GQA path before is steady (about 4.4 ms here, run after run); the
     # soft-capped one after is slower in every process (5-20 ms on this shared VM).
-    decode = verdicts["decode_bs8"]
+    decode = verdicts["decode_bs8_2k"]
     assert decode["verdict"] == "worse", decode
     assert decode["ratio"] > 1.15 and decode["p_value"] < 0.002

@@ -161,11 +161,16 @@ def run_bench(
     workdir.mkdir(parents=True, exist_ok=True)
     output_json = workdir / f"{tag}.json"
     log_path = workdir / f"{tag}.log"
+    env = dict(config.env)
+    if config.backend == "torch":
+        from fwdasv.engine.hostmem import STEADY_MALLOC_ENV
+
+        env = {**STEADY_MALLOC_ENV, **env}
     spec = LaunchSpec(
         args=backend.argv(config, output_json),
         python=config.python,
         nproc_per_node=config.pipeline_stages,
-        env=dict(config.env),
+        env=env,
         timeout_s=config.timeout_s,
     )
     outcome = launch(spec, output_json, log_path, echo=echo, cases=[c.name for c in config.cases])

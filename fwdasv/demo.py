@@ -1,0 +1,170 @@
+"""`fwdasv demo`: the whole service on the embedded default, in one command.
+
+1. Builds the demo project, `tinylm`: a git repository of a small PyTorch
+   model package with 12 commits of realistic history, one of which makes the
+   forward clearly slower (attention stops using the fused kernel) and one
+   faster (native GQA instead of repeated K/V heads).
+2. Writes its asv project (configuration, one suite timing `tinylm.bench:target`
+   through fwdasv's engine: CUDA graphs on a GPU, a host timer on CPU) and this
+   machine's asv machine entry.
+3. Measures every `--every`-th commit with `asv run`, as a nightly job that
+   does not measure every commit would have.
+4. Publishes the site, lists the regression asv flagged (a commit range),
+   bisects it down to one commit, and publishes again.
+
+Re-running reuses the repository, the environment and every stored result.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+
+from fwdasv import asvtools
+from fwdasv.asvconfig import torch_suite_source, write_torch_project
+from fwdasv.clibase import CliError, Command
+from fwdasv.demoproject import HISTORY_LENGTH, SLOW_COMMIT_SUBJECT, TARGET, build_project
+
+SUITE_CLASS = "TinyLM"
+# Attention-heavy shapes, so the injected regression (and the speed-up) stand
+# far above host-timing noise on a small CPU box (about +80% and +45%).
+CASES = ("decode_bs8_2k=8*1@2048", "prefill_512=512")
+BENCHMARK = f"forward.{SUITE_CLASS}.track_latency"
+MACHINE = "fwdasv-demo"
+
+
+@dataclass
+class DemoOutcome:
+    directory: Path
+    hashes: list[str]
+    measured: list[str]
+    regressions: list = field(default_factory=list)
+    bisected: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def machine_entry(name: str) -> dict[str, str]:
+    """This machine for asv: with its GPUs (UUIDs included) when NVML sees any."""
+    from fwdasv import hardware
+
+    try:
+        inventory = hardware.read_inventory(None, None)
+        entry = hardware.machine_entry(inventory, name=name)
+    except hardware.HardwareError:
+        from asv.machine import Machine
+
+        defaults = Machine.get_defaults()
+        entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
+        entry.update(machine=name, gpu="none", gpu_count="0", clock_policy="n/a")
+    entry.setdefault("cpu", platform.processor())
+    return entry
+
+
+def nightly_commits(hashes: list[str], every: int) -> list[str]:
+    """Every `every`-th commit from the first, and always the last."""
+    chosen = hashes[::every]
+    if hashes[-1] not in chosen:
+        chosen.append(hashes[-1])
+    return chosen
+
+
+def run_demo(
+    directory: str | Path,
+    every: int = 3,
+    machine: str = MACHINE,
+    echo: Callable[[str], None] = print,
+    bisect_regressions: bool = True,
+) -> DemoOutcome:
+    from fwdasv import hardware, regressions
+    from fwdasv.bisection import bisect
+
+    started = time.perf_counter()
+    root = Path(directory).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+
+    def say(text: str) -> None:
+        echo(click.style(f"[demo] {text}", bold=True))
+
+    say(f"1/5 demo project: a {HISTORY_LENGTH}-commit history of tinylm in {root / 'tinylm'}")
+    hashes = build_project(root / "tinylm")
+    suite = torch_suite_source(
+        SUITE_CLASS,
+        TARGET,
+        CASES,
+        iters=5,
+        samples=10,
+        warmup_s=0.1,
+        # One thread: steadier host timings on a small CPU box; ignored on a GPU.
+        env={"OMP_NUM_THREADS": "1"},
+        doc="tinylm's forward: 8 decodes over 2048 cached tokens, and a 512-token prefill.",
+    )
+    project = write_torch_project(
+        root, root / "tinylm", "tinylm", [suite], regression_threshold=0.10
+    )
+    entry = machine_entry(machine)
+    hardware.write_machine_file(entry)
+    say(f"2/5 asv project {project.config_path} (machine {machine}: gpu {entry.get('gpu')})")
+
+    nightly = nightly_commits(hashes, every)
+    say(
+        f"3/5 asv run: {len(nightly)} of {len(hashes)} commits (every {every}th, like a nightly job); "
+        "stored results are reused"
+    )
+    asvtools.run_commits(project, nightly, machine, echo=lambda line: echo(f"  {line}"))
+    say("4/5 asv publish, then the regressions asv flagged")
+    asvtools.publish(project, echo=None)
+    found = regressions.load_regressions(project)
+    for line in regressions.format_table(found).splitlines():
+        echo(f"  {line}")
+    outcome = DemoOutcome(root, hashes, nightly, regressions=found)
+    latency = [r for r in found if r.benchmark == BENCHMARK]
+    if bisect_regressions and latency:
+        say("5/5 bisect the flagged range down to one commit")
+        for regression in latency[:1]:
+            good, bad = regression.commit_range()
+            result = bisect(
+                project,
+                good,
+                bad,
+                BENCHMARK,
+                machine,
+                case=regression.case,
+                echo=lambda line: echo(f"  {line}"),
+            )
+            outcome.bisected.append(result)
+            echo(f"  {result.summary()}")
+        asvtools.publish(project, echo=None)
+    elif not latency:
+        say("5/5 no latency regression was flagged; nothing to bisect")
+    outcome.wall_s = time.perf_counter() - started
+    say(
+        f"done in {outcome.wall_s:.0f} s. The injected regression is the commit '{SLOW_COMMIT_SUBJECT}'."
+    )
+    say(f"open the site: {sys.executable} -m asv preview --config {project.config_path}")
+    say(f"   or: fwdasv regressions --config {project.config_path} --format markdown")
+    return outcome
+
+
+@click.command("demo", cls=Command, context_settings={"show_default": True})
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default="fwdasv-demo",
+    help="Where the demo project, its asv results and the site go (reused on re-runs).",
+)
+@click.option(
+    "--every", type=int, default=3, help="Measure every N-th commit (the rest is for bisect)."
+)
+@click.option("--machine", default=MACHINE, help="asv machine name for the results.")
+def demo_command(directory: str, every: int, machine: str) -> None:
+    """Run the whole service on a demo model repository: history, regression, bisect, site."""
+    if every < 1:
+        raise CliError(f"--every must be at least 1, got {every}")
+    run_demo(directory, every=every, machine=machine, echo=click.echo)
