@@ -10,6 +10,7 @@ from fwdasv.demo import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.export import export_command
 from fwdasv.hwcli import hw
+from fwdasv.nightly import nightly_command
 from fwdasv.regressionscli import bisect_command, compare_command, regressions_command
 
 
@@ -26,3 +27,4 @@ main.add_command(regressions_command)
 main.add_command(compare_command)
 main.add_command(bisect_command)
 main.add_command(demo_command)
+main.add_command(nightly_command)

@@ -1,0 +1,190 @@
+"""`fwdasv nightly` / scripts/nightly.py: one unattended run on a benchmark box.
+
+In this order: optional hardware setup (locked clocks, persistence), this
+machine's asv machine entry, the pre-flight checks, `asv run` (the new commits
+of the configured branches, or one prepared build on an existing environment
+with `--set-commit-hash`), `asv publish`, the regressions listing as the exit
+status, and the hardware reset. The reset runs whatever happened before it (a
+failed run, a failed check, Ctrl-C): the box is never left with locked clocks.
+
+Exit status: 0 nothing above threshold, 1 a regression above threshold,
+2 the run could not be made (asv failed, a pre-flight check failed).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from fwdasv import asvtools
+from fwdasv.clibase import CliError, Command
+
+STATUS_OK, STATUS_REGRESSION, STATUS_FAILED = 0, 1, 2
+
+
+def machine_entry(
+    name: str | None, gpus: tuple[str, ...] | None, clock_policy: str
+) -> dict[str, str]:
+    """This machine with its GPUs (UUIDs in the identity); CPU-only boxes say gpu "none"."""
+    from fwdasv import hardware
+
+    try:
+        inventory = hardware.read_inventory(gpus, None)
+        return hardware.machine_entry(inventory, name=name, clock_policy=clock_policy)
+    except hardware.NoDriver:
+        import platform
+
+        from asv.machine import Machine
+
+        defaults = Machine.get_defaults()
+        entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
+        entry.update(
+            machine=name or platform.node().split(".")[0] or "cpu",
+            gpu="none",
+            gpu_count="0",
+            clock_policy="n/a",
+        )
+        return entry
+
+
+def run_nightly(
+    config: str | Path,
+    *,
+    machine: str | None = None,
+    gpus: tuple[str, ...] | None = None,
+    lock_clocks: str | None = None,
+    state_file: str | None = None,
+    spec: str = "NEW",
+    existing_python: str | None = None,
+    commit: str | None = None,
+    machine_file: str | None = None,
+    echo: Callable[[str], None] = print,
+) -> int:
+    from fwdasv import hardware, regressions
+
+    project = asvtools.AsvProject.load(config)
+    if existing_python and not commit:
+        raise CliError("--existing needs --commit: asv must be told which commit the build is")
+    locked = False
+    try:
+        if lock_clocks:
+            echo(f"[nightly] 1/6 hardware setup: lock clocks at {lock_clocks}")
+            hardware.setup(gpus, lock_clocks, persistence=True, state_file=state_file, echo=echo)
+            locked = True
+        else:
+            echo("[nightly] 1/6 hardware setup: none asked (clocks as they are)")
+        entry = machine_entry(machine, gpus, "locked" if locked else "auto")
+        hardware.write_machine_file(entry, machine_file)
+        name = entry["machine"]
+        echo(f"[nightly] 2/6 machine {name}: gpu {entry.get('gpu')} x{entry.get('gpu_count')}")
+        if entry.get("gpu_count", "0") != "0":
+            inventory = hardware.read_inventory(gpus, state_file)
+            checks = hardware.preflight(inventory, "locked" if locked else "any")
+            failed = [c for c in checks if c.required and not c.ok]
+            for check in checks:
+                echo(
+                    f"  {check.name} gpu {check.gpu}: {'ok' if check.ok else 'FAILED'} {check.detail}"
+                )
+            if failed:
+                echo(f"[nightly] 3/6 pre-flight failed ({len(failed)} check(s)); not measuring")
+                return STATUS_FAILED
+        echo("[nightly] 3/6 pre-flight ok")
+        if existing_python:
+            echo(
+                f"[nightly] 4/6 asv run on the existing environment {existing_python}, commit {commit}"
+            )
+            status = asvtools.run_asv(
+                project,
+                "run",
+                "-E",
+                f"existing:{existing_python}",
+                "--set-commit-hash",
+                str(commit),
+                "--machine",
+                name,
+                "--record-samples",
+                "--launch-method",
+                "spawn",
+                "--show-stderr",
+                echo=lambda line: echo(f"  {line}"),
+                check_codes=(0, 2),
+            ).returncode
+        else:
+            echo(f"[nightly] 4/6 asv run {spec}")
+            status = asvtools.run_spec(project, spec, name, echo=lambda line: echo(f"  {line}"))
+        if status == 2:
+            echo("[nightly] some benchmarks failed (their results are recorded as failed)")
+        echo("[nightly] 5/6 asv publish")
+        asvtools.publish(project, echo=None)
+        found = regressions.load_regressions(project)
+        echo("[nightly] 6/6 regressions")
+        for line in regressions.format_table(found).splitlines():
+            echo(f"  {line}")
+        return regressions.exit_status(found)
+    finally:
+        if locked:
+            echo("[nightly] reset: restoring the saved GPU state")
+            hardware.reset(state_file, echo=echo)
+
+
+@click.command("nightly", cls=Command, context_settings={"show_default": True})
+@click.option(
+    "--config", default="asv.conf.json", type=click.Path(dir_okay=False), help="asv configuration."
+)
+@click.option(
+    "--machine", help="asv machine name (default: host, GPU count and model, UUID digest)."
+)
+@click.option(
+    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated (default all)."
+)
+@click.option(
+    "--lock-clocks",
+    help="Lock SM clocks for the run (MHz, base or default; root); reset afterwards.",
+)
+@click.option("--state-file", help="Where setup saves the GPU state that reset restores.")
+@click.option(
+    "--spec", default="NEW", help="asv run range: NEW (commits since the last run), A..B, a branch."
+)
+@click.option(
+    "--existing",
+    "existing_python",
+    help="Measure this prepared environment's build (asv existing env).",
+)
+@click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
+@click.option("--machine-file", help="asv machine file to write (default ~/.asv-machine.json).")
+def nightly_command(
+    config: str,
+    machine: str | None,
+    gpus: str | None,
+    lock_clocks: str | None,
+    state_file: str | None,
+    spec: str,
+    existing_python: str | None,
+    commit: str | None,
+    machine_file: str | None,
+) -> None:
+    """Setup, machine file, asv run, publish, regressions gate, reset (even on failure)."""
+    from fwdasv.errors import UserError
+    from fwdasv.hardware import parse_gpu_selection
+
+    try:
+        status = run_nightly(
+            config,
+            machine=machine,
+            gpus=parse_gpu_selection(gpus),
+            lock_clocks=lock_clocks,
+            state_file=state_file,
+            spec=spec,
+            existing_python=existing_python,
+            commit=commit,
+            machine_file=machine_file,
+            echo=click.echo,
+        )
+    except UserError as error:
+        # The reset (if any) has run; say what stopped the run.
+        click.echo(f"Error: {error}", err=True)
+        status = STATUS_FAILED
+    sys.exit(status)

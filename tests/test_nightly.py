@@ -1,0 +1,130 @@
+"""fwdasv nightly: the steps in order over real asv, and the reset even when the run fails.
+
+The hardware is faked at the NVML boundary (tests/fake_nvml.py, as in
+test_hardware.py) only where clocks are locked; asv, git and the engine are real.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fake_nvml import FakeNvml
+
+from fwdasv import hardware
+from fwdasv.asvconfig import torch_suite_source, write_torch_project
+from fwdasv.cli import main
+from fwdasv.demoproject import build_project
+from fwdasv.regressions import exit_status, load_regressions
+
+pytestmark = pytest.mark.slow
+
+SUITE = torch_suite_source(
+    "Nightly",
+    "tinylm.bench:target",
+    ("decode=2*1@64",),
+    iters=3,
+    samples=8,
+    warmup_s=0.0,
+    env={"OMP_NUM_THREADS": "1"},
+)
+
+
+@pytest.fixture
+def project(tmp_path: Path, shared_asv_env: Path):
+    repo = tmp_path / "tinylm"
+    build_project(repo, commits=2)
+    return write_torch_project(tmp_path / "asv", repo, "tinylm", [SUITE], env_dir=shared_asv_env)
+
+
+def _stored(project) -> set[str]:
+    return {
+        path.name.split("-")[0]
+        for path in project.results_dir.glob("*/*-*.json")
+        if path.name != "machine.json"
+    }
+
+
+def _commit(repo: Path, message: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+    }
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    (repo / "NOTES.md").write_text(message + "\n")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-q", "-m", message], cwd=repo, check=True, env=env)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) -> None:
+    config = str(project.config_path)
+    first = CliRunner().invoke(main, ["nightly", "--config", config, "--machine", "nightlybox"])
+    # The exit status is the regressions gate over what was just published.
+    assert first.exit_code == exit_status(load_regressions(project)), first.output
+    steps = [line for line in first.output.splitlines() if line.startswith("[nightly] ")]
+    assert [s.split()[1] for s in steps] == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"], steps
+    assert "asv run NEW" in steps[3]
+    repo = Path(project.repo)  # a local path: write_torch_project resolves it
+    hashes = subprocess.run(
+        ["git", "rev-list", "main"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert _stored(project) == {h[:8] for h in hashes}
+    assert (project.html_dir / "index.json").is_file()
+    machine = (project.results_dir / "nightlybox" / "machine.json").read_text()
+    assert '"gpu": "none"' in machine  # this CPU box, recorded as such
+    # The next night measures only what is new.
+    new = _commit(repo, "Add notes")
+    second = CliRunner().invoke(main, ["nightly", "--config", config, "--machine", "nightlybox"])
+    # A no-op commit may still read as a step on this noisy CPU box; either way the
+    # status is the gate's.
+    assert second.exit_code == exit_status(load_regressions(project)), second.output
+    assert second.exit_code in (0, 1)
+    assert _stored(project) == {h[:8] for h in [*hashes, new]}
+    assert second.output.count("forward.Nightly.track_latency") >= 1
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeNvml:
+    monkeypatch.setenv(hardware.STATE_FILE_ENV, str(tmp_path / "hw-state.json"))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    return FakeNvml.h200(count=2).install(monkeypatch)
+
+
+def test_nightly_resets_locked_clocks_even_when_the_run_fails(
+    project, fake_gpus: FakeNvml, tmp_path: Path
+) -> None:
+    before = fake_gpus.settings()
+    # A range asv cannot resolve: the run fails after the clocks were locked.
+    result = CliRunner().invoke(
+        main,
+        [
+            "nightly",
+            "--config",
+            str(project.config_path),
+            "--machine",
+            "lockedbox",
+            "--lock-clocks",
+            "base",
+            "--spec",
+            "no-such-branch",
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    assert "Error: asv run exited" in result.stderr
+    calls = [call[0] for call in fake_gpus.setter_calls]
+    # Locked at the start, restored at the end (the fake records every setter).
+    assert "nvmlDeviceSetGpuLockedClocks" in calls
+    assert calls[-1] in ("nvmlDeviceResetGpuLockedClocks", "nvmlDeviceSetPersistenceMode"), calls
+    assert fake_gpus.settings() == before
+    assert not (tmp_path / "hw-state.json").exists()
+    lines = result.output.splitlines()
+    assert any("1/6 hardware setup: lock clocks at base" in line for line in lines)
+    assert any("reset: restoring the saved GPU state" in line for line in lines)
