@@ -130,7 +130,7 @@ class ForwardSuite(abc.ABC):
 
     def _measure(self) -> dict[str, Any]:
         """The body of every suite's `setup_cache`: launch the bench, keep plain data."""
-        from fwdasv.backends import BackendUnavailable, run_bench
+        from fwdasv.backends import BackendUnavailable
 
         config = self.run_config()
         name = type(self).__name__
@@ -150,14 +150,9 @@ class ForwardSuite(abc.ABC):
         )
         pooled: dict[str, dict[str, Any]] = {}
         for launch_index in range(self.launches):
-            outcome = run_bench(
-                config,
-                directory,
-                echo=lambda line: print(line, flush=True),
-                tag=f"launch{launch_index}",
-            )
-            for case in config.cases:
-                _pool(pooled, case, outcome, config.samples, self.tolerance)
+            for outcome in _launch_isolating_failures(config, directory, f"launch{launch_index}"):
+                for case in outcome.config.cases:
+                    _pool(pooled, case, outcome, config.samples, self.tolerance)
         return {"cases": pooled, "config": config.describe(), "log_dir": str(directory)}
 
     def run_config(self):
@@ -234,6 +229,46 @@ class ForwardSuite(abc.ABC):
         return math.nan if value is None else value
 
     track_graph_vs_eager.unit = "relative rms"  # type: ignore[attr-defined]
+
+
+def _launch_isolating_failures(config: Any, directory: Path, tag: str) -> list[Any]:
+    """One bench for all cases; if it dies, one bench per case, so one bad case
+    (vLLM's bench writes its JSON only at the end and exits on the first error)
+    costs its own result and not its neighbours'."""
+    import dataclasses
+
+    from fwdasv.backends import RunOutcome, run_bench
+    from fwdasv.launch import LaunchError
+
+    def echo(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        return [run_bench(config, directory, echo=echo, tag=tag)]
+    except LaunchError as error:
+        if len(config.cases) == 1:
+            return [_failed_outcome(config, error, RunOutcome)]
+        print(
+            f"[fwdasv] the bench of {len(config.cases)} cases failed ({error.summary}); "
+            "running each case on its own",
+            flush=True,
+        )
+    outcomes = []
+    for case in config.cases:
+        single = dataclasses.replace(config, cases=(case,))
+        try:
+            outcomes.append(run_bench(single, directory, echo=echo, tag=f"{tag}-{case.name}"))
+        except LaunchError as error:
+            outcomes.append(_failed_outcome(single, error, RunOutcome))
+    return outcomes
+
+
+def _failed_outcome(config: Any, error: Any, outcome_type: Any) -> Any:
+    """A case whose bench process failed: the error (exit status, the rank's error) as its result."""
+    from fwdasv import results
+
+    entries = [results.error_entry(c.name, c.requests, error.summary) for c in config.cases]
+    return outcome_type(config, results.parse(entries, "<failed launch>"), error.log_path or Path())
 
 
 def _pool(

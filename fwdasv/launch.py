@@ -78,6 +78,7 @@ class LaunchError(UserError, RuntimeError):
         tail: str = "",
         pid: int | None = None,
         timed_out: bool = False,
+        summary: str | None = None,
     ):
         super().__init__(message)
         self.returncode = returncode
@@ -85,6 +86,8 @@ class LaunchError(UserError, RuntimeError):
         self.tail = tail
         self.pid = pid
         self.timed_out = timed_out
+        # One line for a results entry: why it failed, and the rank's error if seen.
+        self.summary = summary or message.splitlines()[0]
 
 
 @dataclass(frozen=True)
@@ -387,8 +390,10 @@ def _error(
     if rank_error:
         message += f"\nFirst error in its output: {rank_error}"
     message += f"\nFull log: {log_path}\nLast lines:\n{tail}"
+    summary = f"the {what} {reason}" + (f": {rank_error}" if rank_error else "")
     return LaunchError(
         message,
+        summary=summary,
         returncode=returncode,
         log_path=log_path,
         tail=tail,

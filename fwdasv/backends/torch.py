@@ -6,8 +6,10 @@ or under torchrun with `--pipeline-stages N` for a pipeline.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 from fwdasv.backends import RunConfig, visible_gpus
@@ -47,7 +49,13 @@ def argv(config: RunConfig, output_json: Path) -> list[str]:
 
 def unavailable(config: RunConfig) -> str | None:
     module = config.model.partition(":")[0]
-    if importlib.util.find_spec(module.split(".")[0]) is None:
+    top = module.split(".")[0]
+    # The bench may get more of a path than this process has (the config's PYTHONPATH).
+    extra = [p for p in config.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    found = importlib.util.find_spec(top) is not None or (
+        extra and importlib.machinery.PathFinder.find_spec(top, extra) is not None
+    )
+    if not found:
         return f"target module {module!r} is not installed in this environment"
     gpus = visible_gpus()
     if (config.device.startswith("cuda") or config.timer == "graph") and gpus < 1:
