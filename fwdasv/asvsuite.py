@@ -53,6 +53,19 @@ class RefusedLatency(RuntimeError):
     """The case ran but failed validation: no latency may be recorded for it."""
 
 
+def _ran(cache: dict[str, Any], case: str) -> dict[str, Any]:
+    """The case's cache entry; a case whose bench failed fails every benchmark of it."""
+    entry = cache["cases"][case]
+    if entry.get("error") is not None:
+        raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
+    return entry
+
+
+def _value_or_skip(value: float | None) -> float:
+    """asv records NaN as skipped: for a value this timer does not measure."""
+    return math.nan if value is None else value
+
+
 def _env_int(name: str, default: int) -> int:
     value = os.environ.get(name)
     if value is None:
@@ -198,9 +211,7 @@ class ForwardSuite(abc.ABC):
             raise NotImplementedError(f"{case}: {error}")
 
     def track_latency(self, cache: dict[str, Any], case: str) -> dict[str, Any]:
-        entry = cache["cases"][case]
-        if entry.get("error") is not None:
-            raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
+        entry = _ran(cache, case)
         if entry["refusals"]:
             raise RefusedLatency(f"{case}: no latency recorded: " + "; ".join(entry["refusals"]))
         if entry["unstable"]:
@@ -213,20 +224,13 @@ class ForwardSuite(abc.ABC):
     track_latency.unit = "seconds"  # type: ignore[attr-defined]
 
     def track_spread_pct(self, cache: dict[str, Any], case: str) -> float:
-        entry = cache["cases"][case]
-        if entry.get("error") is not None:
-            raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
-        return entry["spread_pct"]
+        return _ran(cache, case)["spread_pct"]
 
     track_spread_pct.unit = "%"  # type: ignore[attr-defined]
 
     def track_graph_vs_eager(self, cache: dict[str, Any], case: str) -> float:
         """Worst relative RMS of graph (or pipeline) vs eager output; NaN (skipped) if not measured."""
-        entry = cache["cases"][case]
-        if entry.get("error") is not None:
-            raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
-        value = entry["graph_vs_eager"]
-        return math.nan if value is None else value
+        return _value_or_skip(_ran(cache, case)["graph_vs_eager"])
 
     track_graph_vs_eager.unit = "relative rms"  # type: ignore[attr-defined]
 
@@ -369,10 +373,6 @@ class PipelineSuite(ForwardSuite, abc.ABC):
     pipeline_stages: ClassVar[int] = 2
 
     def track_clock_uncertainty_us(self, cache: dict[str, Any], case: str) -> float:
-        entry = cache["cases"][case]
-        if entry.get("error") is not None:
-            raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
-        value = entry["clock_uncertainty_us"]
-        return math.nan if value is None else value
+        return _value_or_skip(_ran(cache, case)["clock_uncertainty_us"])
 
     track_clock_uncertainty_us.unit = "us"  # type: ignore[attr-defined]

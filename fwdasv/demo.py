@@ -17,7 +17,6 @@ Re-running reuses the repository, the environment and every stored result.
 
 from __future__ import annotations
 
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -47,23 +46,6 @@ class DemoOutcome:
     regressions: list = field(default_factory=list)
     bisected: list = field(default_factory=list)
     wall_s: float = 0.0
-
-
-def machine_entry(name: str) -> dict[str, str]:
-    """This machine for asv: with its GPUs (UUIDs included) when NVML sees any."""
-    from fwdasv import hardware
-
-    try:
-        inventory = hardware.read_inventory(None, None)
-        entry = hardware.machine_entry(inventory, name=name)
-    except hardware.HardwareError:
-        from asv.machine import Machine
-
-        defaults = Machine.get_defaults()
-        entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
-        entry.update(machine=name, gpu="none", gpu_count="0", clock_policy="n/a")
-    entry.setdefault("cpu", platform.processor())
-    return entry
 
 
 def nightly_commits(hashes: list[str], every: int) -> list[str]:
@@ -107,7 +89,7 @@ def run_demo(
     project = write_torch_project(
         root, root / "tinylm", "tinylm", [suite], regression_threshold=0.10
     )
-    entry = machine_entry(machine)
+    entry = hardware.this_machine(machine)
     hardware.write_machine_file(entry)
     say(f"2/5 asv project {project.config_path} (machine {machine}: gpu {entry.get('gpu')})")
 

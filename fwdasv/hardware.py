@@ -1230,6 +1230,26 @@ def machine_entry(
     }
 
 
+def this_machine(
+    name: str | None = None, gpus: Sequence[str] | None = None, clock_policy: str = "auto"
+) -> dict[str, str]:
+    """This machine's asv entry: with its GPUs when NVML sees any, else a CPU box (gpu "none")."""
+    try:
+        return machine_entry(read_inventory(gpus, None), name=name, clock_policy=clock_policy)
+    except NoDriver:
+        from asv.machine import Machine
+
+        defaults = Machine.get_defaults()
+        entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
+        entry.update(
+            machine=name or _slug(platform.node().split(".")[0]) or "cpu",
+            gpu="none",
+            gpu_count="0",
+            clock_policy="n/a",
+        )
+        return entry
+
+
 def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | None = None) -> Path:
     """Merge `entry` into asv's machine file (other machines kept), atomically."""
     target = Path(path if path is not None else DEFAULT_MACHINE_FILE).expanduser()

@@ -25,31 +25,6 @@ from fwdasv.clibase import CliError, Command
 STATUS_OK, STATUS_REGRESSION, STATUS_FAILED = 0, 1, 2
 
 
-def machine_entry(
-    name: str | None, gpus: tuple[str, ...] | None, clock_policy: str
-) -> dict[str, str]:
-    """This machine with its GPUs (UUIDs in the identity); CPU-only boxes say gpu "none"."""
-    from fwdasv import hardware
-
-    try:
-        inventory = hardware.read_inventory(gpus, None)
-        return hardware.machine_entry(inventory, name=name, clock_policy=clock_policy)
-    except hardware.NoDriver:
-        import platform
-
-        from asv.machine import Machine
-
-        defaults = Machine.get_defaults()
-        entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
-        entry.update(
-            machine=name or platform.node().split(".")[0] or "cpu",
-            gpu="none",
-            gpu_count="0",
-            clock_policy="n/a",
-        )
-        return entry
-
-
 def run_nightly(
     config: str | Path,
     *,
@@ -76,7 +51,7 @@ def run_nightly(
             locked = True
         else:
             echo("[nightly] 1/6 hardware setup: none asked (clocks as they are)")
-        entry = machine_entry(machine, gpus, "locked" if locked else "auto")
+        entry = hardware.this_machine(machine, gpus, "locked" if locked else "auto")
         hardware.write_machine_file(entry, machine_file)
         name = entry["machine"]
         echo(f"[nightly] 2/6 machine {name}: gpu {entry.get('gpu')} x{entry.get('gpu_count')}")
