@@ -311,7 +311,9 @@ def _pool(
     pipeline = [c for r in got.ranks for c in r.pipeline_vs_eager.values()]
     errors = [c.relative_rms for c in ([worst] if worst else []) + pipeline]
     if errors:
-        entry["graph_vs_eager"] = max([*errors, entry["graph_vs_eager"] or 0.0])
+        entry["graph_vs_eager"] = max(
+            [*errors, entry["graph_vs_eager"] or 0.0], key=results.nan_as_worst
+        )
     if got.clock_uncertainty_us is not None:
         entry["clock_uncertainty_us"] = max(
             got.clock_uncertainty_us, entry["clock_uncertainty_us"] or 0.0

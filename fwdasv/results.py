@@ -122,7 +122,12 @@ class CaseResult:
 
     def worst_graph_vs_eager(self) -> Comparison | None:
         values = [r.graph_vs_eager for r in self.ranks if r.graph_vs_eager is not None]
-        return max(values, key=lambda c: (c.relative_rms, c.max_abs)) if values else None
+        # A NaN comparison is the worst (max() with a NaN key depends on rank order).
+        return (
+            max(values, key=lambda c: (nan_as_worst(c.relative_rms), nan_as_worst(c.max_abs)))
+            if values
+            else None
+        )
 
     def verdicts(self, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE) -> list[Verdict]:
         return verdicts(self, tolerance)
@@ -146,6 +151,11 @@ class CaseResult:
             f"[forward] {self.case}: {len(self.requests)} reqs, {rank0.num_tokens} tokens, "
             f"median {latency.median:.1f} us, sample spread {latency.sample_spread_pct:.2f}%" + tail
         )
+
+
+def nan_as_worst(value: float) -> float:
+    """Sort key of an error where NaN counts as worse than any number."""
+    return math.inf if math.isnan(value) else value
 
 
 def _require(data: dict[str, Any], key: str, where: str) -> Any:

@@ -1,0 +1,459 @@
+"""Bench results through the asv layer: fwdasv's engine for real on CPU, and real vLLM files.
+
+The engine runs as a real subprocess (`run_bench` launches `python -m
+fwdasv.engine` on the tiny target), and every real vLLM 0.33 output in
+tests/data is read by the same parser. Then `fwdasv.asvsuite._pool` turns
+each into what asv stores, and a suite's `setup`/`track_*` methods read the
+cache exactly as `_measure` builds it: per-sample medians in seconds, the
+spread recomputed from them, the worst graph (or pipeline) vs eager error over
+ranks, the pipeline clock uncertainty, and refusals for a forward that
+computed garbage. The only thing not run here is vLLM's bench itself (it needs
+CUDA): its recorded outputs stand in for it, and corrupted copies of them for
+the failures.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from fwdasv import asvsuite, results
+from fwdasv.asvsuite import RefusedLatency, _pool
+from fwdasv.backends import RunConfig, RunOutcome, run_bench, shape_problems
+from fwdasv.backends import torch as torch_backend
+from fwdasv.cases import BenchCase, BenchRequest
+
+DATA = Path(__file__).resolve().parent / "data"
+VLLM_FILES = sorted(DATA.glob("vllm-*.json"))
+SINGLE = DATA / "vllm-0.33.0-forward-h200-qwen3-0.6b.json"
+PIPELINE = DATA / "vllm-0.33.0-forward-2xh200-qwen3-0.6b-pp2.json"
+# The recorded runs used vLLM's defaults: 20 replays per sample, 5 samples.
+VLLM_ITERS, VLLM_SAMPLES = 20, 5
+
+
+@pytest.fixture(autouse=True)
+def _no_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (asvsuite.ENV_ITERS, asvsuite.ENV_SAMPLES, asvsuite.ENV_MODEL_DIR):
+        monkeypatch.delenv(name, raising=False)
+
+
+def raw(path: Path) -> list[dict[str, Any]]:
+    return json.loads(path.read_text())
+
+
+def cases_of(parsed: list[results.CaseResult]) -> tuple[str, ...]:
+    """Case strings whose requests are exactly the file's."""
+    return tuple(BenchCase(r.case, r.requests).to_string() for r in parsed)
+
+
+def file_suite(path: Path, data: list[dict[str, Any]] | None = None) -> type[asvsuite.ForwardSuite]:
+    """A minimal vLLM suite whose cases are the file's cases, with its iters and samples."""
+    parsed = results.parse(raw(path) if data is None else data, str(path))
+    pipeline = any(r.pipeline for r in parsed)
+    bases = (asvsuite.PipelineSuite, asvsuite.VllmSuite) if pipeline else (asvsuite.VllmSuite,)
+    return type(
+        "FileSuite",
+        bases,
+        {
+            "__module__": __name__,
+            "cases": cases_of(parsed),
+            "iters": VLLM_ITERS,
+            "samples": VLLM_SAMPLES,
+        },
+    )
+
+
+def build_cache(
+    suite: asvsuite.ForwardSuite, config: RunConfig, outcome: RunOutcome, log_dir: Path
+) -> dict[str, Any]:
+    """What `_measure` returns for one launch."""
+    pooled: dict[str, dict[str, Any]] = {}
+    for case in config.cases:
+        _pool(pooled, case, outcome, config.samples, suite.tolerance)
+    return {"cases": pooled, "config": config.describe(), "log_dir": str(log_dir)}
+
+
+def cache_from(
+    tmp_path: Path, path: Path, data: list[dict[str, Any]] | None = None, suite_data=None
+) -> tuple[asvsuite.ForwardSuite, dict[str, Any], RunOutcome]:
+    """Write `data` (default: the file as recorded) as a bench output and pool it.
+
+    The suite's cases are those of `suite_data` (default: of `data`), so a file
+    that ran other shapes than requested can be tested.
+    """
+    data = raw(path) if data is None else data
+    out = tmp_path / "bench.json"
+    results.dump(data, out)
+    parsed = results.load(out)
+    suite = file_suite(path, data if suite_data is None else suite_data)()
+    config = suite.run_config()
+    outcome = RunOutcome(config, parsed, tmp_path / "bench.log", shape_problems(config, parsed))
+    return suite, build_cache(suite, config, outcome, tmp_path), outcome
+
+
+def block_medians_s(samples_us: list[float], samples: int) -> list[float]:
+    blocks = np.asarray(samples_us, dtype=np.float64).reshape(samples, -1)  # row-major
+    return [float(np.median(block)) * 1e-6 for block in blocks]
+
+
+# --- fwdasv's engine, for real --------------------------------------------------------
+
+
+class TinyEngine(asvsuite.TorchSuite):
+    """The tiny decoder on CPU, with a case the decoder refuses (KV > 16384)."""
+
+    model = "fwdasv.targets.decoder:tiny"
+    device = "cpu"
+    iters = 3
+    samples = 4
+    warmup_s = 0.0
+    env: ClassVar[dict[str, str]] = {"OMP_NUM_THREADS": "1"}
+    cases = ("decode=4*1@64", "prefill=32", "big=1@16385")
+
+
+@pytest.fixture(scope="module")
+def engine_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    workdir = tmp_path_factory.mktemp("engine")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in (asvsuite.ENV_ITERS, asvsuite.ENV_SAMPLES):
+            patch.delenv(name, raising=False)
+        suite = TinyEngine()
+        config = suite.run_config()
+    outcome = run_bench(config, workdir)
+    return {
+        "suite": suite,
+        "config": config,
+        "outcome": outcome,
+        "cache": build_cache(suite, config, outcome, workdir),
+        "output_json": workdir / "bench.json",
+    }
+
+
+def test_engine_argv_is_the_module_engine(engine_run):
+    argv = torch_backend.argv(engine_run["config"], engine_run["output_json"])
+    assert argv[:2] == ["-m", "fwdasv.engine"]
+    assert argv[argv.index("--output-json") + 1] == str(engine_run["output_json"])
+
+
+def test_parser_reads_the_engines_output(engine_run):
+    outcome: RunOutcome = engine_run["outcome"]
+    config: RunConfig = engine_run["config"]
+    parsed = results.load(engine_run["output_json"])
+    assert parsed == outcome.results
+    assert [r.case for r in parsed] == ["decode", "prefill", "big"]
+    assert outcome.problems == {}
+    by_name = results.by_case(parsed)
+    for name in ("decode", "prefill"):
+        got = by_name[name]
+        assert got.ok
+        assert got.requests == {c.name: c.requests for c in config.cases}[name]
+        (rank,) = got.ranks
+        assert rank.latency.timer == "host_perf_counter"
+        assert rank.latency.count == len(rank.latency.samples_us) == 3 * 4
+        assert rank.finite is True and rank.graph_vs_eager is None
+        assert results.refusals(got) == []
+    big = by_name["big"]
+    assert not big.ok and big.ranks == ()
+    assert big.error.startswith("TargetError: big: KV length 16385")
+
+
+def test_engine_results_become_asv_samples(engine_run):
+    suite: TinyEngine = engine_run["suite"]
+    cache = engine_run["cache"]
+    by_name = results.by_case(engine_run["outcome"].results)
+    assert cache["config"]["backend"] == "torch" and cache["config"]["samples"] == 4
+    for name in ("decode", "prefill"):
+        latency = by_name[name].latency
+        entry = cache["cases"][name]
+        expected = block_medians_s(list(latency.samples_us), 4)
+        assert entry["samples_s"] == pytest.approx(expected, rel=1e-12)
+        suite.setup(cache, name)
+        assert suite.track_latency(cache, name) == {"samples": entry["samples_s"], "number": 1}
+        medians = np.asarray(expected) * 1e6
+        spread = 100 * (medians.max() - medians.min()) / np.median(medians)
+        assert suite.track_spread_pct(cache, name) == pytest.approx(spread)
+        # The host timer has no graph to compare: NaN, which asv stores as skipped.
+        assert entry["graph_vs_eager"] is None
+        assert math.isnan(suite.track_graph_vs_eager(cache, name))
+        assert entry["timer"] == "host_perf_counter" and entry["refusals"] == []
+
+
+def test_a_case_the_engine_recorded_as_failed_fails_its_benchmarks(engine_run):
+    suite: TinyEngine = engine_run["suite"]
+    cache = engine_run["cache"]
+    entry = cache["cases"]["big"]
+    assert entry["error"].startswith("TargetError: big: KV length 16385")
+    assert entry["samples_s"] == []
+    # Not an out-of-memory: a failure of the commit, not a skip.
+    suite.setup(cache, "big")
+    for method in (suite.track_latency, suite.track_spread_pct, suite.track_graph_vs_eager):
+        with pytest.raises(RuntimeError, match=r"big: the bench failed: TargetError"):
+            method(cache, "big")
+
+
+# --- real vLLM files ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", VLLM_FILES, ids=lambda p: p.name)
+def test_parser_reads_every_real_vllm_file(path):
+    parsed = results.load(path)
+    data = raw(path)
+    assert [r.case for r in parsed] == [entry["case"] for entry in data]
+    for result in parsed:
+        assert result.ok and result.ranks
+        assert result.latency.count == VLLM_ITERS * VLLM_SAMPLES == len(result.latency.samples_us)
+        assert results.refusals(result) == []
+
+
+@pytest.mark.parametrize("path", VLLM_FILES, ids=lambda p: p.name)
+def test_real_vllm_file_through_the_asv_layer(tmp_path, path):
+    suite, cache, outcome = cache_from(tmp_path, path)
+    config = outcome.config
+    assert config.backend == "vllm"
+    assert (config.iters, config.samples) == (VLLM_ITERS, VLLM_SAMPLES)
+    pipeline = any(r.pipeline for r in outcome.results)
+    assert config.pipeline_stages == (2 if pipeline else 1)
+    # The config asks for exactly what the file ran.
+    assert [(c.name, c.requests) for c in config.cases] == [
+        (r.case, r.requests) for r in outcome.results
+    ]
+    assert outcome.problems == {}
+    for entry_json in raw(path):
+        name = entry_json["case"]
+        ranks = entry_json["ranks"]
+        latency = ranks[0]["latency_us"]
+        entry = cache["cases"][name]
+        samples_s = block_medians_s(latency["samples_us"], VLLM_SAMPLES)
+        assert entry["samples_s"] == pytest.approx(samples_s, rel=1e-12)
+        assert len(entry["samples_s"]) == VLLM_SAMPLES
+        # Seconds, not µs: the per-sample medians sit around the bench's median.
+        assert all(1e-5 < s < 1e-1 for s in entry["samples_s"])
+        assert entry["median_us"] == pytest.approx(float(np.median(samples_s)) * 1e6)
+        assert entry["median_us"] == pytest.approx(entry_json["median_us"], rel=0.05)
+        medians_us = np.asarray(samples_s) * 1e6
+        spread = 100 * (medians_us.max() - medians_us.min()) / np.median(medians_us)
+        assert entry["spread_pct"] == pytest.approx(spread)
+        assert entry["unstable"] is bool(spread > 0.5)
+        assert entry["timer"] == latency["timer"]
+        assert entry["refusals"] == [] and entry["error"] is None
+        # The recorded captures are bitwise exact on every rank (and every stage's stream).
+        errors = [r["graph_vs_eager"]["relative_rms"] for r in ranks] + [
+            c["relative_rms"] for r in ranks for c in r.get("pipeline_vs_eager", {}).values()
+        ]
+        assert entry["graph_vs_eager"] == max(errors) == 0.0
+        clocks = [r["clock_uncertainty_us"] for r in ranks if "clock_uncertainty_us" in r]
+        assert entry["clock_uncertainty_us"] == (max(clocks) if clocks else None)
+        assert pipeline is bool(clocks)
+
+        suite.setup(cache, name)
+        assert suite.track_latency(cache, name) == {"samples": entry["samples_s"], "number": 1}
+        assert suite.track_spread_pct(cache, name) == entry["spread_pct"]
+        assert suite.track_graph_vs_eager(cache, name) == 0.0
+        if pipeline:
+            assert suite.track_clock_uncertainty_us(cache, name) == max(clocks) > 0
+        else:
+            assert not hasattr(suite, "track_clock_uncertainty_us")
+
+
+@pytest.mark.parametrize(
+    ("edits", "expected"),
+    [
+        # Stage 1's own output is the worst.
+        ({("graph_vs_eager", 1): 7e-4, ("pipeline_vs_eager", 0): 4e-4}, 7e-4),
+        # Stage 0's streamed residual is the worst.
+        ({("graph_vs_eager", 1): 2e-4, ("pipeline_vs_eager", 0): 4e-4}, 4e-4),
+    ],
+    ids=["graph-rank1", "pipeline-rank0"],
+)
+def test_graph_vs_eager_is_the_worst_over_ranks_and_the_pipeline(tmp_path, edits, expected):
+    data = raw(PIPELINE)
+    for (field, rank), value in edits.items():
+        ranks = data[0]["ranks"]
+        if field == "graph_vs_eager":
+            ranks[rank]["graph_vs_eager"] = {"max_abs": 1e-3, "relative_rms": value}
+        else:
+            ranks[rank]["pipeline_vs_eager"]["residual"] = {"max_abs": 1e-3, "relative_rms": value}
+    data[0]["ranks"][1]["clock_uncertainty_us"] = 60.5
+    suite, cache, _ = cache_from(tmp_path, PIPELINE, data)
+    name = data[0]["case"]
+    entry = cache["cases"][name]
+    # Within the tolerance: recorded, not refused.
+    assert entry["refusals"] == []
+    assert suite.track_graph_vs_eager(cache, name) == expected
+    assert suite.track_clock_uncertainty_us(cache, name) == 60.5
+    assert suite.track_latency(cache, name)["samples"] == entry["samples_s"]
+
+
+def _set(data, case_index, rank, key, value, sub=None):
+    target = data[case_index]["ranks"][rank]
+    if sub is None:
+        target[key] = value
+    else:
+        target[key][sub] = value
+
+
+CORRUPTIONS = {
+    "non-finite-output": (SINGLE, 0, 0, "finite", False, None, "finite"),
+    "graph-vs-eager-nan": (
+        SINGLE,
+        1,
+        0,
+        "graph_vs_eager",
+        {"max_abs": math.nan, "relative_rms": math.nan},
+        None,
+        "graph_vs_eager",
+    ),
+    "graph-vs-eager-over-tolerance": (
+        PIPELINE,
+        0,
+        1,
+        "graph_vs_eager",
+        {"max_abs": 0.25, "relative_rms": 5e-3},
+        None,
+        "graph_vs_eager",
+    ),
+    "pipeline-vs-eager-over-tolerance": (
+        PIPELINE,
+        1,
+        0,
+        "pipeline_vs_eager",
+        {"max_abs": 0.5, "relative_rms": 2e-2},
+        "hidden_states",
+        "pipeline_vs_eager",
+    ),
+    # A NaN on a later rank must not hide behind rank 0's exact 0.0.
+    "graph-vs-eager-nan-rank1": (
+        PIPELINE,
+        0,
+        1,
+        "graph_vs_eager",
+        {"max_abs": math.nan, "relative_rms": math.nan},
+        None,
+        "graph_vs_eager",
+    ),
+    "pipeline-vs-eager-nan-rank1": (
+        PIPELINE,
+        1,
+        1,
+        "pipeline_vs_eager",
+        {"max_abs": math.nan, "relative_rms": math.nan},
+        "hidden_states",
+        "pipeline_vs_eager",
+    ),
+    "nondeterministic-replays": (SINGLE, 0, 0, "graph_deterministic", False, None, "deterministic"),
+    "eager-repeat-differs": (
+        SINGLE,
+        1,
+        0,
+        "eager_repeat",
+        {"max_abs": 0.1, "relative_rms": 3e-3},
+        None,
+        "eager_repeat",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(CORRUPTIONS))
+def test_corrupt_output_is_refused(tmp_path, kind):
+    path, case_index, rank, key, value, sub, check = CORRUPTIONS[kind]
+    data = copy.deepcopy(raw(path))
+    _set(data, case_index, rank, key, value, sub)
+    suite, cache, _ = cache_from(tmp_path, path, data)
+    bad = data[case_index]["case"]
+    entry = cache["cases"][bad]
+    assert [r.split(":")[0] for r in entry["refusals"]] == [check]
+    suite.setup(cache, bad)  # measured here: not a skip
+    with pytest.raises(RefusedLatency, match=rf"{bad}: no latency recorded: {check}: "):
+        suite.track_latency(cache, bad)
+    # The diagnostics stay recorded: they show why the latency was refused. The
+    # graph-vs-eager series holds the bad comparison (a NaN one stays NaN, never
+    # the exact 0.0 of another rank).
+    assert suite.track_spread_pct(cache, bad) == entry["spread_pct"]
+    if key in ("graph_vs_eager", "pipeline_vs_eager"):
+        got, want = suite.track_graph_vs_eager(cache, bad), value["relative_rms"]
+        assert got == want or (math.isnan(got) and math.isnan(want)), got
+    # The other cases of the same launch are unaffected.
+    for other in data:
+        if other["case"] != bad:
+            assert cache["cases"][other["case"]]["refusals"] == []
+            assert suite.track_latency(cache, other["case"])["number"] == 1
+
+
+def _error_entry(entry: dict[str, Any], error: str) -> dict[str, Any]:
+    """The entry fwdasv's engine writes for a case that raised."""
+    requests = [BenchRequest(**r) for r in entry["requests"]]
+    return results.error_entry(entry["case"], requests, error)
+
+
+def test_a_case_recorded_as_failed_fails_track_latency(tmp_path):
+    data = raw(SINGLE)
+    data[1] = _error_entry(data[1], "RuntimeError: CUDA error: an illegal memory access")
+    suite, cache, _ = cache_from(tmp_path, SINGLE, data)
+    name = data[1]["case"]
+    suite.setup(cache, name)
+    with pytest.raises(RuntimeError, match=rf"{name}: the bench failed: RuntimeError: CUDA error"):
+        suite.track_latency(cache, name)
+    assert suite.track_latency(cache, data[0]["case"])["number"] == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+    ],
+)
+def test_an_out_of_memory_case_is_skipped_in_setup(tmp_path, error):
+    data = raw(SINGLE)
+    data[0] = _error_entry(data[0], error)
+    suite, cache, _ = cache_from(tmp_path, SINGLE, data)
+    name = data[0]["case"]
+    with pytest.raises(NotImplementedError, match="CUDA out of memory"):
+        suite.setup(cache, name)
+    suite.setup(cache, data[1]["case"])
+
+
+def test_a_jittered_kv_length_is_a_shape_problem_and_refused(tmp_path):
+    asked = raw(SINGLE)
+    ran = copy.deepcopy(asked)
+    decode = ran[0]
+    assert decode["requests"][3]["kv_len"] == 1024
+    decode["requests"][3]["kv_len"] = 1187  # what vLLM's default jitter does to a prefix
+    suite, cache, outcome = cache_from(tmp_path, SINGLE, ran, suite_data=asked)
+    n = len(decode["requests"])
+    assert outcome.problems == {
+        "decode": [
+            "ran other shapes than requested (KV-length jitter?): "
+            f"asked {n}*1@1024, got 3*1@1024,1@1187,{n - 4}*1@1024"
+        ]
+    }
+    assert cache["cases"]["decode"]["refusals"] == outcome.problems["decode"]
+    with pytest.raises(RefusedLatency, match="KV-length jitter"):
+        suite.track_latency(cache, "decode")
+    assert suite.track_latency(cache, "prefill")["number"] == 1
+
+
+def test_a_missing_case_is_a_shape_problem_and_fails(tmp_path):
+    asked = raw(SINGLE)
+    ran = asked[:1]
+    suite, cache, outcome = cache_from(tmp_path, SINGLE, ran, suite_data=asked)
+    assert outcome.problems == {"prefill": ["missing from the bench output"]}
+    assert shape_problems(outcome.config, outcome.results) == outcome.problems
+    entry = cache["cases"]["prefill"]
+    assert entry["error"] == "missing from the bench output"
+    suite.setup(cache, "prefill")
+    with pytest.raises(RuntimeError, match="prefill: the bench failed: missing from the bench"):
+        suite.track_latency(cache, "prefill")
+    assert suite.track_latency(cache, "decode")["number"] == 1
+
+
+def test_a_skipped_suite_skips_every_case(tmp_path):
+    suite = file_suite(SINGLE)()
+    with pytest.raises(NotImplementedError, match="no CUDA"):
+        suite.setup({"skip": "no CUDA device"}, "decode")
