@@ -208,5 +208,9 @@ def run_spec(
 def publish(
     project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
 ) -> Path:
+    """`asv publish`, then the site made to work offline (fwdasv.site)."""
+    from fwdasv.site import make_self_contained
+
     run_asv(project, "publish", python=python, echo=echo)
+    make_self_contained(project.html_dir)
     return project.html_dir

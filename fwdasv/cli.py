@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fwdasv import __version__
-from fwdasv.clibase import Group
+from fwdasv.clibase import Command, Group
 from fwdasv.demo import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.export import export_command
@@ -20,6 +20,23 @@ def main() -> None:
     """Track model forward latency across commits with asv (airspeed velocity)."""
 
 
+@click.command("publish", cls=Command, context_settings={"show_default": True})
+@click.option(
+    "--config", default="asv.conf.json", type=click.Path(dir_okay=False), help="asv configuration."
+)
+def publish_command(config: str) -> None:
+    """`asv publish`, then the site made to work without the internet.
+
+    asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
+    the copies it ships, so the site opens on a closed network too.
+    """
+    from fwdasv import asvtools
+
+    project = asvtools.AsvProject.load(config)
+    html = asvtools.publish(project, echo=click.echo)
+    click.echo(f"site: {html} (to view: python -m asv preview --config {project.config_path})")
+
+
 main.add_command(forward)
 main.add_command(hw)
 main.add_command(export_command)
@@ -28,3 +45,4 @@ main.add_command(compare_command)
 main.add_command(bisect_command)
 main.add_command(demo_command)
 main.add_command(nightly_command)
+main.add_command(publish_command)

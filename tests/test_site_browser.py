@@ -15,18 +15,11 @@ Screenshots go to tests/artifacts/ (git-ignored) and their paths are in every
 assertion message.
 
 asv 0.6.6's index.html loads jQuery, flot, bootstrap, stupidtable and md5
-from public CDNs, which this closed network (and CI here) cannot reach: as
-published, the page redirects to asv's error.html. The server therefore hands
-the browser an index.html whose CDN URLs point to same-origin copies, the ones
-asv 0.5.1 (its last release that shipped them) vendored; nothing else of the
-site is changed. jQuery 3.3.1 is the CDN's very file; flot 0.8.3 and its
-plugins are the same version minified elsewhere; bootstrap is 3.1.0 for 3.1.1,
-and md5, stupidtable and orderBars are asv's older copies of those plugins.
-Every tag carries the SHA-256 pinned here for its copy (Subresource
-Integrity), so the browser refuses other bytes. The copies are fetched once
-with pip (`pip download asv==0.5.1`; the sdist is read, not installed) into
-tests/artifacts/; FWDASV_ASV_LIBS=DIR names a folder that already holds them
-(a machine without the package index).
+from public CDNs, which this closed network (and CI here) cannot reach: as asv
+publishes it, the page ends on asv's error.html. fwdasv's publish step
+(`fwdasv.site.make_self_contained`) points the page at the copies fwdasv ships,
+with their integrity hashes; the site is served here exactly as published, and
+the test checks that every request the page made stayed on this server.
 
 Missing chromium or chromedriver fails the test: scripts/test.sh installs
 them, so their absence is a broken setup. FWDASV_SKIP_BROWSER=1 skips on
@@ -35,19 +28,13 @@ purpose.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
-import hashlib
 import http.server
 import importlib.util
-import mimetypes
 import os
 import re
 import subprocess
-import sys
-import tarfile
-import tempfile
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -80,56 +67,6 @@ SETUP_HINT = (
     "extra with selenium), or set FWDASV_SKIP_BROWSER=1 to skip the browser test on purpose"
 )
 
-# asv 0.6.6's CDN URLs -> asv 0.5.1's copy in its asv/www/vendor/ and that copy's SHA-256
-# in Subresource Integrity form: the served page carries it and the browser checks it.
-ASV_LIBS_RELEASE = "asv==0.5.1"
-ASV_LIBS_SDIST_DIR = "asv-0.5.1/asv/www/vendor"
-_CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"
-_JSDELIVR = "https://cdn.jsdelivr.net/npm"
-LOCAL_LIBS = {
-    "https://code.jquery.com/jquery-3.3.1.min.js": (
-        "jquery-3.3.1.min.js",
-        "sha256-FgpCb/KJQlLNfOu91ta32o/NMZxltwRo8QtmkMRdAu8=",  # the CDN file's own hash
-    ),
-    f"{_CDNJS}/flot/0.8.3/jquery.flot.min.js": (
-        "jquery.flot-0.8.3.min.js",
-        "sha256-1x/oXNDtm9z58WDtMXawTtkV5hhs+H94feJNHN05J18=",
-    ),
-    f"{_CDNJS}/flot/0.8.3/jquery.flot.time.min.js": (
-        "jquery.flot-0.8.3.time.min.js",
-        "sha256-wbGH2Wwnn9cz9ucaxhx7+z3vMqOgpUyJq6jKkgwk/B4=",
-    ),
-    f"{_CDNJS}/flot/0.8.3/jquery.flot.selection.min.js": (
-        "jquery.flot-0.8.3.selection.min.js",
-        "sha256-MCA2scsFcrCm4Pwz8N5wiNZ/7nBhlOPW31DwMBGlhn0=",
-    ),
-    f"{_CDNJS}/flot/0.8.3/jquery.flot.categories.min.js": (
-        "jquery.flot-0.8.3.categories.min.js",
-        "sha256-DZlz0BIyAFVFyxangxUZpRrAqqVcTiRBvmLHUjFnodg=",
-    ),
-    f"{_JSDELIVR}/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js": (
-        "jquery.flot.orderBars.js",
-        "sha256-b3DJ1Cj3FM4y3S+PsKTRefZuMQJpEsPXI9mmUKkhA5w=",
-    ),
-    f"{_CDNJS}/stupidtable/1.0.1/stupidtable.min.js": (
-        "stupidtable.js",
-        "sha256-cS/zl6VWAPg5nVvXIo0HipTZLgggLU5PGwhbK63rsYk=",
-    ),
-    f"{_CDNJS}/blueimp-md5/2.19.0/js/md5.min.js": (
-        "md5.js",
-        "sha256-tCQ/BldMlN2vWe5gAiNoNb5svoOgVUhlUgv7UjONKKQ=",
-    ),
-    f"{_JSDELIVR}/bootstrap@3.1.1/dist/js/bootstrap.min.js": (
-        "bootstrap-3.1.0.min.js",
-        "sha256-A783Hjykc5z+a+ph8BJrfLuU5HE+lwZR+azVrLPZ45k=",
-    ),
-    f"{_JSDELIVR}/bootstrap@3.1.1/dist/css/bootstrap.min.css": (
-        "bootstrap-3.1.0.min.css",
-        "sha256-EcdK7VCRHVTARFX+HZwE9CxfbPQ4qUl2+JDyXypZ9pk=",
-    ),
-}
-LOCAL_PREFIX = "/_asv_libs/"
-
 pytestmark = pytest.mark.slow
 
 
@@ -147,152 +84,21 @@ def _require_browser() -> None:
         pytest.fail(f"missing {', '.join(missing)}: {SETUP_HINT}", pytrace=False)
 
 
-def _sri(data: bytes, algorithm: str = "sha256") -> str:
-    return f"{algorithm}-{base64.b64encode(hashlib.new(algorithm, data).digest()).decode()}"
-
-
-def _wrong_libs(folder: Path) -> list[str]:
-    """The local copies missing from `folder` or with other bytes than pinned."""
-    return [
-        name
-        for name, pinned in LOCAL_LIBS.values()
-        if not (folder / name).is_file() or _sri((folder / name).read_bytes()) != pinned
-    ]
-
-
-def _fetch_asv_libs(into: Path) -> None:
-    """Put asv 0.5.1's vendored copies of the site's libraries into `into` (pip download)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-            "--no-binary",
-            ":all:",
-            "--dest",
-            tmp,
-            ASV_LIBS_RELEASE,
-        ]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"`{' '.join(command)}` took over 300 s", pytrace=False)
-        sdists = list(Path(tmp).glob("asv-*.tar.gz"))
-        if done.returncode != 0 or not sdists:
-            pytest.fail(
-                f"could not fetch the site's JavaScript libraries ({ASV_LIBS_RELEASE}'s sdist) "
-                f"with pip (status {done.returncode}): {done.stderr.strip()[-1500:]}\n"
-                "Without a package index, set FWDASV_ASV_LIBS to a folder with asv 0.5.1's "
-                f"asv/www/vendor/ files {sorted(name for name, _ in LOCAL_LIBS.values())}.",
-                pytrace=False,
-            )
-        into.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(sdists[0]) as tar:
-            for name, _ in LOCAL_LIBS.values():
-                source = tar.extractfile(f"{ASV_LIBS_SDIST_DIR}/{name}")
-                assert source is not None, name
-                partial = into / f".{name}.part"
-                partial.write_bytes(source.read())
-                partial.replace(into / name)
-
-
-def _asv_libs() -> Path:
-    """The folder with the local copies of the libraries asv's index.html loads from CDNs."""
-    override = os.environ.get("FWDASV_ASV_LIBS")
-    folder = Path(override) if override else ARTIFACTS / "asv-0.5.1-www-vendor"
-    if _wrong_libs(folder) and not override:
-        _fetch_asv_libs(folder)
-    wrong = _wrong_libs(folder)
-    if wrong:
-        pytest.fail(
-            f"{folder} lacks asv 0.5.1's copies of {wrong} (missing or other bytes than pinned "
-            "in LOCAL_LIBS)",
-            pytrace=False,
-        )
-    return folder
-
-
 # --- the site, served -----------------------------------------------------------------------
-
-_LOADING_TAG = re.compile(r"<(?:script|link)\b[^>]*>", re.IGNORECASE)
-_URL_ATTR = re.compile(r'\b(?:src|href)="(https?://[^"]+)"')
-_INTEGRITY_ATTR = re.compile(r'\bintegrity="((sha256|sha384|sha512)-[^"]+)"')
-
-
-def _localized_index(index_html: str, libs: Path) -> tuple[str, dict[str, str]]:
-    """asv's index.html with each CDN URL pointing to LOCAL_PREFIX; how each copy relates.
-
-    Each tag's integrity hash becomes the local copy's pinned one, so the browser
-    refuses a copy with other bytes (asv then shows its error.html).
-    """
-    how: dict[str, str] = {}
-    unknown: list[str] = []
-
-    def localize(tag_match: re.Match[str]) -> str:
-        tag = tag_match.group(0)
-        url_match = _URL_ATTR.search(tag)
-        if url_match is None or (tag.lower().startswith("<link") and "stylesheet" not in tag):
-            return tag
-        url = url_match.group(1)
-        if url not in LOCAL_LIBS:
-            unknown.append(url)
-            return tag
-        name, pinned = LOCAL_LIBS[url]
-        tag = tag.replace(url, LOCAL_PREFIX + name)
-        integrity = _INTEGRITY_ATTR.search(tag)
-        if integrity is not None:
-            same = _sri((libs / name).read_bytes(), integrity.group(2)) == integrity.group(1)
-            how[name] = "the CDN's bytes" if same else "asv 0.5.1's build"
-            return tag.replace(integrity.group(1), pinned)
-        how[name] = "asv 0.5.1's copy (the page has no integrity hash for it)"
-        return tag.replace(url_match.group(0), f'{url_match.group(0)} integrity="{pinned}"')
-
-    localized = _LOADING_TAG.sub(localize, index_html)
-    assert not unknown, (
-        f"asv's index.html loads {unknown} from the network, which this test has no local copy "
-        "of: add it to LOCAL_LIBS (asv was probably upgraded)"
-    )
-    return localized, how
 
 
 @dataclass
 class Site:
     url: str  # ends with index.html
-    libraries: dict[str, str]  # local copy -> the CDN's bytes or asv 0.5.1's build
     log: list[str] = field(default_factory=list)  # the server's request lines
 
 
 @contextlib.contextmanager
-def _serve(html_dir: Path, libs: Path) -> Iterator[Site]:
-    """html_dir over HTTP on 127.0.0.1, on a port the system picks, from a thread."""
-    index_html, libraries = _localized_index((html_dir / "index.html").read_text("utf-8"), libs)
-    index_bytes = index_html.encode("utf-8")
+def _serve(html_dir: Path) -> Iterator[Site]:
+    """html_dir as published, over HTTP on 127.0.0.1, on a port the system picks, from a thread."""
     log: list[str] = []
-    local_names = {name for name, _ in LOCAL_LIBS.values()}
 
     class Handler(http.server.SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
-            if path in ("/", "/index.html"):
-                self._send(index_bytes, "text/html; charset=utf-8")
-            elif path.startswith(LOCAL_PREFIX) and path[len(LOCAL_PREFIX) :] in local_names:
-                name = path[len(LOCAL_PREFIX) :]
-                kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
-                self._send((libs / name).read_bytes(), kind)
-            else:
-                super().do_GET()
-
-        def _send(self, body: bytes, content_type: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
         def log_message(self, format: str, *args: Any) -> None:
             log.append(format % args)
 
@@ -305,7 +111,7 @@ def _serve(html_dir: Path, libs: Path) -> Iterator[Site]:
     thread.start()
     try:
         host, port = server.server_address[:2]
-        yield Site(f"http://{host}:{port}/index.html", libraries, log)
+        yield Site(f"http://{host}:{port}/index.html", log)
     finally:
         server.shutdown()
         server.server_close()
@@ -315,7 +121,11 @@ def _serve(html_dir: Path, libs: Path) -> Iterator[Site]:
 @pytest.fixture(scope="module")
 def served_site(demo_history) -> Iterator[Site]:
     assert demo_history.status == 0, demo_history.output[-3000:]
-    with _serve(demo_history.project.html_dir, _asv_libs()) as site:
+    index = (demo_history.project.html_dir / "index.html").read_text("utf-8")
+    # Published by fwdasv: no library is fetched from the internet.
+    remote = re.findall(r'<(?:script|link)\b[^>]*\b(?:src|href)="(https?://[^"]+)"', index)
+    assert not remote, f"index.html still loads {remote} from the internet"
+    with _serve(demo_history.project.html_dir) as site:
         yield site
 
 
@@ -364,7 +174,6 @@ def _open(request: pytest.FixtureRequest) -> tuple[Any, Site, Any]:
     library fails the test (not its setup) and before the demo's three minutes.
     """
     _require_browser()
-    _asv_libs()
     return (
         request.getfixturevalue("demo_history"),
         request.getfixturevalue("served_site"),
@@ -514,9 +323,16 @@ def test_graph_page_draws_a_point_per_commit(request: pytest.FixtureRequest) -> 
     shot_name = f"site-graph-{benchmark}.png"
     graph = _wait_for(driver, site, _GRAPH_JS, f"the graph of {benchmark} drew", shot_name)
     shot = _screenshot(driver, shot_name)
-    context = f"\nlibraries: {site.libraries}{_context(driver, site, shot)}\ngraph: {graph}"
+    context = f"{_context(driver, site, shot)}\ngraph: {graph}"
 
     assert graph["title"] == benchmark, context
+    # Every script, style and JSON the page loaded came from this server.
+    loaded = driver.execute_script(
+        "return performance.getEntriesByType('resource').map(function (e) { return e.name; });"
+    )
+    origin = site.url.rsplit("/", 1)[0] + "/"
+    assert loaded and all(url.startswith(origin) for url in loaded), (loaded, context)
+    assert any("/_fwdasv_libs/jquery" in url for url in loaded), (loaded, context)
     assert graph["canvas"][0] > 0 and graph["canvas"][1] > 0, context
     # One series per case; asv labels it with the parameter value.
     labels = [s["label"] for s in graph["series"]]
