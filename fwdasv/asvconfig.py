@@ -30,6 +30,7 @@ def torch_suite_source(
     timer: str = "auto",
     env: dict[str, str] | None = None,
     doc: str = "",
+    launches: int = 1,
 ) -> str:
     for text in cases:
         parse_case(text)  # refuse bad cases before asv sees them
@@ -43,6 +44,7 @@ def torch_suite_source(
         f"    warmup_s = {warmup_s}",
         f"    timer = {timer!r}",
         f"    env = {dict(env or {})!r}",
+        f"    launches = {launches}",
         f"    cases = {tuple(cases)!r}",
         '    version = "1"',
     ]
