@@ -21,14 +21,6 @@ import numpy as np
 # vLLM logs "unstable timing" above this sample spread; fwdasv marks the point.
 UNSTABLE_SPREAD_PCT = 0.5
 
-TIMERS = {
-    "graph_events": "CUDA events inside a CUDA graph",
-    "graph_events_rank_max": "CUDA events inside a CUDA graph, max over ranks",
-    "pipeline_correlated_gpu_events_rank_max": "pipeline microbatches, GPU events on rank 0's clock",
-    "host_perf_counter": "host perf_counter around an eager forward (no GPU timing)",
-    "pipeline_host_perf_counter": "pipeline microbatches, host perf_counter on rank 0's clock",
-}
-
 
 @dataclass(frozen=True)
 class Latency:
