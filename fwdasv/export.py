@@ -21,8 +21,7 @@ import json
 import operator
 import os
 import sys
-import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,6 +29,7 @@ import click
 
 from fwdasv.clibase import CliError, Command
 from fwdasv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Report, resolve_commits
+from fwdasv.results import atomic_output
 
 FORMATS = ("csv", "jsonl", "markdown")
 
@@ -157,27 +157,6 @@ WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], TextIO, Sequence[str]], i
     "jsonl": write_jsonl,
     "markdown": write_markdown,
 }
-
-
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """A text stream to a temporary file beside `path`, renamed onto it on success."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file 0600; an export is an ordinary file for its readers.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def export(

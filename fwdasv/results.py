@@ -9,14 +9,15 @@ refuses to record a latency for a forward that computed garbage.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from fwdasv.cases import BenchRequest, CaseError
 from fwdasv.errors import UserError
@@ -318,20 +319,35 @@ def by_case(results: Iterable[CaseResult]) -> dict[str, CaseResult]:
 # --- writing ----------------------------------------------------------------------
 
 
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename."""
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A text stream to a temporary file beside `path`, renamed onto it on success.
+
+    An interrupted write leaves the old file (or none), never half a file. The
+    file gets the usual permissions (0666 minus the umask), not mkstemp's 0600:
+    results, machine files and published pages are read by other users.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename."""
+    with atomic_output(path) as stream:
+        stream.write(text)
 
 
 def dump(entries: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> None:

@@ -398,3 +398,16 @@ def test_write_atomic_interrupted_leaves_no_partial_file(tmp_path):
     with pytest.raises(TypeError):
         write_atomic(tmp_path / "fresh.json", object())  # type: ignore[arg-type]
     assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_write_atomic_gives_the_file_the_usual_permissions(tmp_path: Path) -> None:
+    # mkstemp's 0600 would make results, machine files and published pages
+    # unreadable to anyone else (a web server serving the site, a CI user).
+    umask = os.umask(0o022)
+    try:
+        results.write_atomic(tmp_path / "page.html", "<html></html>\n")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "page.html").read_text() == "<html></html>\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
