@@ -1,1 +1,1 @@
-"""asv suites of fwdasv (see fwdasv.asvsuite); asv needs this package marker."""
+"""asv suites of fwdasv (see fwdasv.asv.suite); asv needs this package marker."""

@@ -9,7 +9,7 @@ the vLLM install lacks the CLI's server dependencies.
 """
 
 from fwdasv import asvsuite
-from fwdasv.cases import SUITES
+from fwdasv.core.cases import SUITES
 
 
 class Qwen3_0_6B(asvsuite.VllmSuite):

@@ -5,7 +5,7 @@ rows, stats truncated to 5 digits as asv saves them, stored samples, NaN and
 +-Infinity tokens, a stale benchmark version, failed results), then times, in
 one process on the same files, alternating the order each repetition:
 
-  fwdasv-csv      fwdasv.export.export(History(...), "csv", file)   (the CLI's work)
+  fwdasv-csv      fwdasv.analysis.export.export(History(...), "csv", file)   (the CLI's work)
   fwdasv-records  iterating History.records() without writing      (parse + flatten)
   asv-load        asv.results.Results.load per file, then every key's
                   get_result_value / get_result_stats / get_result_samples
@@ -39,8 +39,8 @@ from asv.results import Results
 from asv.util import truncate_float_list
 from asv_runner.statistics import compute_stats
 
-from fwdasv.export import export
-from fwdasv.history import History
+from fwdasv.analysis.export import export
+from fwdasv.asv.history import History
 
 MACHINE = "h200-a"
 ENV_NAME = "virtualenv-py3.11-torch2.13.0"

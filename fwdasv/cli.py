@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from fwdasv import __version__
-from fwdasv.clibase import Command, Group
-from fwdasv.demo import demo_command
+from fwdasv.analysis.cli import bisect_command, compare_command, regressions_command
+from fwdasv.analysis.export import export_command
+from fwdasv.core.clitools import Command, Group
+from fwdasv.demo.run import demo_command
 from fwdasv.engine.cli import forward
-from fwdasv.export import export_command
-from fwdasv.hwcli import hw
+from fwdasv.hw.cli import hw
 from fwdasv.nightly import nightly_command
-from fwdasv.regressionscli import bisect_command, compare_command, regressions_command
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,7 +30,7 @@ def publish_command(config: str) -> None:
     asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
     the copies it ships, so the site opens on a closed network too.
     """
-    from fwdasv import asvtools
+    from fwdasv.asv import project as asvtools
 
     project = asvtools.AsvProject.load(config)
     html = asvtools.publish(project, echo=click.echo)

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from fwdasv import results
-from fwdasv.errors import UserError
+from fwdasv.core import results
+from fwdasv.core.errors import UserError
 
 # Set by torchrun (or a parent torchrun) for its workers; inherited by a bench
 # started from inside one, they would make it join the wrong group.

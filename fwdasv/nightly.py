@@ -19,8 +19,8 @@ from pathlib import Path
 
 import click
 
-from fwdasv import asvtools
-from fwdasv.clibase import CliError, Command
+from fwdasv.asv import project as asvtools
+from fwdasv.core.clitools import CliError, Command
 
 STATUS_OK, STATUS_REGRESSION, STATUS_FAILED = 0, 1, 2
 
@@ -38,7 +38,8 @@ def run_nightly(
     machine_file: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> int:
-    from fwdasv import hardware, regressions
+    from fwdasv.analysis import regressions
+    from fwdasv.hw import nvml as hardware
 
     project = asvtools.AsvProject.load(config)
     if existing_python and not commit:
@@ -142,8 +143,8 @@ def nightly_command(
     machine_file: str | None,
 ) -> None:
     """Setup, machine file, asv run, publish, regressions gate, reset (even on failure)."""
-    from fwdasv.errors import UserError
-    from fwdasv.hardware import parse_gpu_selection
+    from fwdasv.core.errors import UserError
+    from fwdasv.hw.nvml import parse_gpu_selection
 
     try:
         status = run_nightly(

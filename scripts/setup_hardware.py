@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 try:
-    from fwdasv.hwcli import hw
+    from fwdasv.hw.cli import hw
 except ImportError:  # run from a checkout without fwdasv installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from fwdasv.hwcli import hw
+    from fwdasv.hw.cli import hw
 
 if __name__ == "__main__":
     hw.main(prog_name="setup_hardware.py")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from fwdasv.demo import CASES as DEMO_CASES
+from fwdasv.demo.run import CASES as DEMO_CASES
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "tests" / "data"
@@ -129,7 +129,7 @@ class DemoHistory:
 
     root: Path
     repo: Path
-    project: Any  # fwdasv.asvtools.AsvProject
+    project: Any  # fwdasv.asv.project.AsvProject
     hashes: tuple[str, ...]
     subjects: tuple[str, ...]
     machine: str
@@ -142,13 +142,13 @@ class DemoHistory:
 
     @property
     def slow_index(self) -> int:
-        from fwdasv.demoproject import SLOW_COMMIT_SUBJECT
+        from fwdasv.demo.project import SLOW_COMMIT_SUBJECT
 
         return self.subjects.index(SLOW_COMMIT_SUBJECT)
 
     @property
     def fast_index(self) -> int:
-        from fwdasv.demoproject import FAST_COMMIT_SUBJECT
+        from fwdasv.demo.project import FAST_COMMIT_SUBJECT
 
         return self.subjects.index(FAST_COMMIT_SUBJECT)
 
@@ -163,7 +163,7 @@ class DemoHistory:
 
 def _flags_commit(project, commit: str) -> bool:
     """Whether asv's published regressions include a latency step at `commit`."""
-    from fwdasv.regressions import load_regressions
+    from fwdasv.analysis.regressions import load_regressions
 
     return any(
         commit in {c.hash for c in r.commits}
@@ -182,7 +182,7 @@ def demo_history(
     engine (iters 5, samples 10, one thread), in the session's shared asv env,
     at raised priority (`measuring_priority`).
 
-    The demo's cases (`fwdasv.demo.CASES`) are attention-heavy, so the two
+    The demo's cases (`fwdasv.demo.run.CASES`) are attention-heavy, so the two
     changes of speed stand well above host-timing noise: on the 2-vCPU test
     VM decode_bs8_2k drops by about half at `fast_index`; at `slow_index` it
     rises by about 45%, and so does prefill_512. Two bench processes per commit
@@ -190,9 +190,9 @@ def demo_history(
     """
     import subprocess
 
-    from fwdasv import asvtools
-    from fwdasv.asvconfig import torch_suite_source, write_torch_project
-    from fwdasv.demoproject import SLOW_COMMIT_SUBJECT, build_project
+    from fwdasv.asv import project as asvtools
+    from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
+    from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, build_project
 
     root = tmp_path_factory.mktemp("demo-history")
     repo = root / "tinylm"
@@ -282,7 +282,7 @@ class Drawn:
 class DrawnHistory:
     """A git history whose asv results are seeded draws (existing env, --set-commit-hash)."""
 
-    project: Any  # fwdasv.asvtools.AsvProject
+    project: Any  # fwdasv.asv.project.AsvProject
     hashes: tuple[str, ...]
     subjects: tuple[str, ...]
     machine: str
@@ -303,7 +303,7 @@ def drawn_history(
     import json
     import subprocess
 
-    from fwdasv import asvtools
+    from fwdasv.asv import project as asvtools
 
     def git(cwd: Path, *args: str) -> str:
         return subprocess.run(

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv import asvtools
-from fwdasv.asvconfig import torch_suite_source, write_torch_project
-from fwdasv.demoproject import build_project
+from fwdasv.asv import project as asvtools
+from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
+from fwdasv.demo.project import build_project
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,7 @@ def test_export_round_trips_the_e2e_results(asv_run: dict) -> None:
 
     from asv.results import Results
 
-    from fwdasv.history import History, param_label
+    from fwdasv.asv.history import History, param_label
 
     project = asv_run["project"]
     records = [r for r in History(project.results_dir, samples=True).records()]

@@ -7,7 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from fwdasv.asvsuite import TorchSuite
+from fwdasv.asv.suite import TorchSuite
 
 SCRIPTS = str(Path(__file__).parent / "scripts")
 

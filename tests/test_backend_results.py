@@ -2,7 +2,7 @@
 
 The engine runs as a real subprocess (`run_bench` launches `python -m
 fwdasv.engine` on the tiny target), and every real vLLM 0.33 output in
-tests/data is read by the same parser. Then `fwdasv.asvsuite._pool` turns
+tests/data is read by the same parser. Then `fwdasv.asv.suite._pool` turns
 each into what asv stores, and a suite's `setup`/`track_*` methods read the
 cache exactly as `_measure` builds it: per-sample medians in seconds, the
 spread recomputed from them, the worst graph (or pipeline) vs eager error over
@@ -23,11 +23,12 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from fwdasv import asvsuite, results
-from fwdasv.asvsuite import RefusedLatency, _pool
+from fwdasv.asv import suite as asvsuite
+from fwdasv.asv.suite import RefusedLatency, _pool
 from fwdasv.backends import RunConfig, RunOutcome, run_bench, shape_problems
 from fwdasv.backends import torch as torch_backend
-from fwdasv.cases import BenchCase, BenchRequest
+from fwdasv.core import results
+from fwdasv.core.cases import BenchCase, BenchRequest
 
 DATA = Path(__file__).resolve().parent / "data"
 VLLM_FILES = sorted(DATA.glob("vllm-*.json"))

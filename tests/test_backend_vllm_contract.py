@@ -35,10 +35,10 @@ from typing import Any
 
 import pytest
 
-from fwdasv import asvsuite
+from fwdasv.asv import suite as asvsuite
 from fwdasv.backends import RunConfig
 from fwdasv.backends import vllm as vllm_backend
-from fwdasv.cases import parse_case
+from fwdasv.core.cases import parse_case
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -372,7 +372,7 @@ FAKE_PROBE = r"""
 import json, sys
 from fwdasv.backends import RunConfig
 from fwdasv.backends.vllm import has_forward_bench, unavailable
-from fwdasv.cases import parse_case
+from fwdasv.core.cases import parse_case
 ok, reason = has_forward_bench()
 config = RunConfig(backend="vllm", model="m", cases=(parse_case("d=1@8"),))
 print(json.dumps({"ok": ok, "reason": reason, "unavailable": unavailable(config),

@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fwdasv.asvconfig import write_torch_project
-from fwdasv.asvtools import AsvProject
-from fwdasv.bisection import (
+from fwdasv.analysis.bisect.driver import (
     BAD,
     DIFFERENT,
     GOOD,
@@ -35,6 +33,8 @@ from fwdasv.bisection import (
     resolve_benchmark,
     verify_measured,
 )
+from fwdasv.asv.project import AsvProject
+from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.cli import main
 
 # --- the rule ---------------------------------------------------------------------------

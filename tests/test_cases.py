@@ -1,4 +1,4 @@
-"""The case grammar and shapes files (fwdasv.cases), against vLLM 0.33's documented rules."""
+"""The case grammar and shapes files (fwdasv.core.cases), against vLLM 0.33's documented rules."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fwdasv.cases import (
+from fwdasv.core.cases import (
     SUITES,
     BenchCase,
     BenchRequest,
@@ -22,7 +22,7 @@ from fwdasv.cases import (
     suite_cases,
     unique_cases,
 )
-from fwdasv.errors import UserError
+from fwdasv.core.errors import UserError
 
 
 def R(q: int, k: int | None = None, d: int = 0, c: bool = False) -> BenchRequest:

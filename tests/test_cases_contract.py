@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fwdasv.cases import CaseError, load_cases, parse_case
+from fwdasv.core.cases import CaseError, load_cases, parse_case
 
 pytestmark = pytest.mark.vllm
 

@@ -14,8 +14,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from fwdasv.cli import main
-from fwdasv.compare import (
+from fwdasv.analysis.compare import (
     FAILED,
     FIXED,
     IMPROVED,
@@ -27,6 +26,7 @@ from fwdasv.compare import (
     exit_status,
     judge,
 )
+from fwdasv.cli import main
 
 # --- the rule, on numbers ----------------------------------------------------------------
 

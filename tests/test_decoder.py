@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from fwdasv.cases import BenchCase, parse_case
+from fwdasv.core.cases import BenchCase, parse_case
 from fwdasv.targets.base import PreparedForward, Target, TargetError, TargetSpec
 from fwdasv.targets.decoder import SIZES, DecoderTarget, decoder, rotate, stage_layers, tiny
 

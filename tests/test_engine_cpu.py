@@ -2,7 +2,7 @@
 
 `python -m fwdasv.engine` runs as a real subprocess; `fwdasv forward` through
 click's CliRunner. Both must write vLLM's results JSON, which
-`fwdasv.results.load` reads, with the host timer's fields.
+`fwdasv.core.results.load` reads, with the host timer's fields.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fwdasv import results
 from fwdasv.cli import main as fwdasv_main
-from fwdasv.results import refusals
+from fwdasv.core import results
+from fwdasv.core.results import refusals
 
 # --device cpu: these tests mean the CPU path, also on a machine with a GPU.
 FAST = ["--device", "cpu", "--iters", "3", "--samples", "2", "--warmup-s", "0"]
@@ -329,7 +329,7 @@ def test_bench_options_refuse_what_cannot_be_timed():
 def test_graph_timer_needs_cuda_even_in_process():
     import torch
 
-    from fwdasv.cases import parse_case
+    from fwdasv.core.cases import parse_case
     from fwdasv.engine.capture import BenchOptions, bench_forward
     from fwdasv.targets.decoder import tiny
 
@@ -341,7 +341,7 @@ def test_graph_timer_needs_cuda_even_in_process():
 def test_host_bench_restores_state_before_every_run():
     import torch
 
-    from fwdasv.cases import parse_case
+    from fwdasv.core.cases import parse_case
     from fwdasv.engine.capture import BenchOptions, bench_forward
     from fwdasv.targets.decoder import tiny
 

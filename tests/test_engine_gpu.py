@@ -14,10 +14,10 @@ import sys
 import pytest
 import torch
 
-from fwdasv import results
-from fwdasv.cases import parse_case, suite_cases
+from fwdasv.core import results
+from fwdasv.core.cases import parse_case, suite_cases
+from fwdasv.core.results import refusals
 from fwdasv.engine.capture import BenchOptions, bench_forward
-from fwdasv.results import refusals
 from fwdasv.targets.decoder import llama3_8b_layers, tiny
 
 pytestmark = pytest.mark.gpu

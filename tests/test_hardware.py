@@ -1,4 +1,4 @@
-"""fwdasv.hardware and `fwdasv hw` against a fake libnvidia-ml (no GPU here).
+"""fwdasv.hw.nvml and `fwdasv hw` against a fake libnvidia-ml (no GPU here).
 
 The fake (tests/fake_nvml.py) replaces only the loaded C library: pynvml's own
 wrappers, structs, version handling and error mapping run for real on top of it.
@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 from fake_nvml import MIB, FakeNvml
 
-from fwdasv import hardware
 from fwdasv.cli import main
+from fwdasv.hw import nvml as hardware
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -555,7 +555,7 @@ import os, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import fake_nvml
-from fwdasv import hardware
+from fwdasv.hw import nvml as hardware
 fake = fake_nvml.FakeNvml.h200(1).install()
 fake.dump_path = Path(sys.argv[2])
 fake.dump()
@@ -752,7 +752,7 @@ def test_cli_machine_prints_the_entry(fake: FakeNvml, tmp_path: Path):
 
 
 def test_every_option_has_help():
-    from fwdasv.hwcli import hw
+    from fwdasv.hw.cli import hw
 
     for command in hw.commands.values():
         for param in command.params:

@@ -25,9 +25,8 @@ from asv import util as asv_util
 from asv.results import Results
 from click.testing import CliRunner
 
-from fwdasv.cli import main
-from fwdasv.export import export, write_csv, write_jsonl
-from fwdasv.history import (
+from fwdasv.analysis.export import export, write_csv, write_jsonl
+from fwdasv.asv.history import (
     FIELDS,
     CommitFilter,
     History,
@@ -35,6 +34,7 @@ from fwdasv.history import (
     param_label,
     resolve_commits,
 )
+from fwdasv.cli import main
 
 pytestmark = pytest.mark.slow
 

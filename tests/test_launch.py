@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv import results
+from fwdasv.core import results
 from fwdasv.launch import LaunchError, LaunchSpec, launch
 
 FAKE_BENCH = str(Path(__file__).parent / "scripts" / "fake_bench.py")

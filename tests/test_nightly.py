@@ -14,11 +14,11 @@ import pytest
 from click.testing import CliRunner
 from fake_nvml import FakeNvml
 
-from fwdasv import hardware
-from fwdasv.asvconfig import torch_suite_source, write_torch_project
+from fwdasv.analysis.regressions import exit_status, load_regressions
+from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
 from fwdasv.cli import main
-from fwdasv.demoproject import build_project
-from fwdasv.regressions import exit_status, load_regressions
+from fwdasv.demo.project import build_project
+from fwdasv.hw import nvml as hardware
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fwdasv import results
-from fwdasv.cases import BenchCase, parse_case
+from fwdasv.core import results
+from fwdasv.core.cases import BenchCase, parse_case
 from fwdasv.engine.capture import BenchOptions
 from fwdasv.engine.pipeline import (
     MARGIN_PER_STAGE,

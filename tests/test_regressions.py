@@ -15,9 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fwdasv.asvtools import AsvProject
-from fwdasv.cli import main
-from fwdasv.regressions import (
+from fwdasv.analysis.regressions import (
     RegressionsError,
     asv_threshold,
     exit_status,
@@ -27,6 +25,8 @@ from fwdasv.regressions import (
     parse_regressions,
     select,
 )
+from fwdasv.asv.project import AsvProject
+from fwdasv.cli import main
 
 H = [f"{i:x}" * 40 for i in range(1, 6)]  # five fake full hashes
 
@@ -156,7 +156,7 @@ SCALES = (1.0,) * STEP_INDEX + (1.3,) * 5
 
 @pytest.fixture(scope="module")
 def stepped(drawn_history):
-    from fwdasv import asvtools
+    from fwdasv.asv import project as asvtools
 
     history = drawn_history("stepped", SCALES, samples=20)
     asvtools.publish(history.project, echo=None)

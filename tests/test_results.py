@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv import results
-from fwdasv.cases import BenchRequest
-from fwdasv.results import ResultsError, load, parse, refusals, verdicts, write_atomic
-from fwdasv.stats import Latency
+from fwdasv.core import results
+from fwdasv.core.cases import BenchRequest
+from fwdasv.core.results import ResultsError, load, parse, refusals, verdicts, write_atomic
+from fwdasv.core.stats import Latency
 
 REFERENCE = Path(__file__).resolve().parent / "data"
 SINGLE = REFERENCE / "vllm-0.33.0-forward-h200-qwen3-0.6b.json"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from asv import _stats as asv_stats
 
-from fwdasv.stats import (
+from fwdasv.core.stats import (
     SIGNIFICANCE,
     UNSTABLE_SPREAD_PCT,
     Latency,

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fwdasv import results
-from fwdasv.cases import BenchCase
-from fwdasv.errors import UserError
+from fwdasv.core import results
+from fwdasv.core.cases import BenchCase
+from fwdasv.core.errors import UserError
 
 BACKENDS = ("torch", "vllm")
 

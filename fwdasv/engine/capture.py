@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from fwdasv.stats import Latency
+from fwdasv.core.stats import Latency
 from fwdasv.targets.base import PreparedForward
 
 TIMER_GRAPH = "graph_events"

@@ -11,8 +11,8 @@ import os
 
 import click
 
-from fwdasv.cases import GRAMMAR_HELP, load_cases, parse_case, suite_cases, unique_cases
-from fwdasv.clibase import CliError, Command
+from fwdasv.core.cases import GRAMMAR_HELP, load_cases, parse_case, suite_cases, unique_cases
+from fwdasv.core.clitools import CliError, Command
 from fwdasv.targets.base import DEFAULT_TARGET, TargetSpec, check_dtype_name, parse_options
 
 
@@ -56,7 +56,7 @@ def _positive(name: str, value: int) -> None:
     "--shapes", type=click.Path(), help="JSON or YAML file of cases (vLLM's --shapes schema)."
 )
 @click.option(
-    "--suite", multiple=True, help="A named case suite of fwdasv.cases.SUITES. Repeatable."
+    "--suite", multiple=True, help="A named case suite of fwdasv.core.cases.SUITES. Repeatable."
 )
 @click.option("--iters", type=int, default=20, help="Replays per sample.")
 @click.option("--samples", type=int, default=5, help="Samples (blocks of --iters replays).")

@@ -41,12 +41,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from fwdasv import results
-from fwdasv.cases import BenchCase, cases_to_shapes
+from fwdasv.core import results
+from fwdasv.core.cases import BenchCase, cases_to_shapes
+from fwdasv.core.errors import UserError
+from fwdasv.core.stats import Latency
 from fwdasv.engine.capture import StateSnapshot, compare, synchronize
 from fwdasv.engine.runner import EngineConfig, describe_error, free_device_memory
-from fwdasv.errors import UserError
-from fwdasv.stats import Latency
 from fwdasv.targets.base import PreparedForward, Target, TargetSpec
 
 TIMER_PIPELINE_GPU = "pipeline_correlated_gpu_events_rank_max"

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from fwdasv import results
-from fwdasv.cases import BenchCase
+from fwdasv.core import results
+from fwdasv.core.cases import BenchCase
 from fwdasv.engine.capture import BenchOptions, bench_forward
 from fwdasv.targets.base import TargetSpec
 

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     import torch
 
-    from fwdasv.cases import BenchCase
+    from fwdasv.core.cases import BenchCase
 
-from fwdasv.errors import UserError
+from fwdasv.core.errors import UserError
 
 DEFAULT_TARGET = "fwdasv.targets.decoder:tiny"
 

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
-from fwdasv.cases import BenchCase
+from fwdasv.core.cases import BenchCase
 from fwdasv.targets.base import PreparedForward, TargetError, torch_dtype
 
 # SDPA may pick cuDNN's attention on Hopper; these backends' forwards are

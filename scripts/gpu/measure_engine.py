@@ -67,9 +67,9 @@ def baselines(args: argparse.Namespace) -> dict:
     import torch
     import triton.testing
 
-    from fwdasv.cases import parse_case
+    from fwdasv.core.cases import parse_case
+    from fwdasv.core.stats import Latency
     from fwdasv.engine.capture import StateSnapshot
-    from fwdasv.stats import Latency
     from fwdasv.targets.base import TargetSpec
 
     torch.cuda.set_device(0)
@@ -127,7 +127,7 @@ def baselines(args: argparse.Namespace) -> dict:
 
 
 def summarize(args: argparse.Namespace, out: Path, engine_runs: list[dict], base: dict) -> dict:
-    from fwdasv import results
+    from fwdasv.core import results
 
     per_process = []
     for run in engine_runs:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from fwdasv.cases import BenchCase
+from fwdasv.core.cases import BenchCase
 from fwdasv.targets.base import PreparedForward
 from fwdasv.targets.decoder import DecoderTarget, tiny
 

@@ -1,7 +1,7 @@
 """A stand-in bench for tests of `fwdasv.launch`: behaves as the mode says.
 
 It writes results the way fwdasv's engine does (rank 0 only, vLLM's schema via
-`fwdasv.results`) without importing torch, so a torchrun group of it starts fast.
+`fwdasv.core.results`) without importing torch, so a torchrun group of it starts fast.
 
     fake_bench.py --output-json F --cases a,b --mode MODE [--pid-dir D] [--env-out F]
 
@@ -23,9 +23,9 @@ import sys
 import time
 from pathlib import Path
 
-from fwdasv import results
-from fwdasv.cases import parse_case
-from fwdasv.stats import Latency
+from fwdasv.core import results
+from fwdasv.core.cases import parse_case
+from fwdasv.core.stats import Latency
 
 
 def write(path: str, names: list[str]) -> None:

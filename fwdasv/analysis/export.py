@@ -1,4 +1,4 @@
-"""Writers over `fwdasv.history` records: CSV, JSON lines, Markdown; and `fwdasv export`.
+"""Writers over `fwdasv.asv.history` records: CSV, JSON lines, Markdown; and `fwdasv export`.
 
 Records stream from the result files straight into the output, so a history of
 any length exports in constant memory. A file output is written to a temporary
@@ -27,9 +27,9 @@ from typing import Any, TextIO
 
 import click
 
-from fwdasv.clibase import CliError, Command
-from fwdasv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Report, resolve_commits
-from fwdasv.results import atomic_output
+from fwdasv.asv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Report, resolve_commits
+from fwdasv.core.clitools import CliError, Command
+from fwdasv.core.results import atomic_output
 
 FORMATS = ("csv", "jsonl", "markdown")
 

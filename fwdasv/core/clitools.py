@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from fwdasv.errors import UserError
+from fwdasv.core.errors import UserError
 
 
 class CliError(click.ClickException):

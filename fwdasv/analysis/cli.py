@@ -21,10 +21,11 @@ from pathlib import Path
 
 import click
 
-from fwdasv import bisection, compare, regressions
-from fwdasv.asvtools import AsvProject
-from fwdasv.clibase import CliError, Command
-from fwdasv.errors import UserError
+from fwdasv.analysis import compare, regressions
+from fwdasv.analysis.bisect import driver as bisection
+from fwdasv.asv.project import AsvProject
+from fwdasv.core.clitools import CliError, Command
+from fwdasv.core.errors import UserError
 
 USER_ERROR = 2
 
@@ -253,7 +254,7 @@ def bisect_command(
         )
     click.echo(result.summary())
     if json_path is not None:
-        from fwdasv.results import write_atomic
+        from fwdasv.core.results import write_atomic
 
         write_atomic(json_path, json.dumps(result.to_json(), indent=2) + "\n")
     raise SystemExit(0 if result.certain else 1)

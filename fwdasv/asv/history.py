@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwdasv.errors import UserError
+from fwdasv.core.errors import UserError
 
 RESULTS_API_VERSION = 2  # asv.results.Results.api_version in asv 0.6.6
 

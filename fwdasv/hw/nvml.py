@@ -34,8 +34,8 @@ from typing import Any
 
 import pynvml
 
-from fwdasv.errors import UserError
-from fwdasv.results import write_atomic
+from fwdasv.core.errors import UserError
+from fwdasv.core.results import write_atomic
 
 STATE_FILE_ENV = "FWDASV_HW_STATE_FILE"
 DEFAULT_STATE_FILE = "~/.cache/fwdasv/hw-state.json"

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from fwdasv.cases import BenchRequest, CaseError
-from fwdasv.errors import UserError
-from fwdasv.stats import UNSTABLE_SPREAD_PCT, Latency
+from fwdasv.core.cases import BenchRequest, CaseError
+from fwdasv.core.errors import UserError
+from fwdasv.core.stats import UNSTABLE_SPREAD_PCT, Latency
 
 # Graph (or pipeline) output against the eager reference. fwdasv's engine and
 # vLLM's bench both give bitwise equality on a correct capture; a small

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fwdasv.errors import UserError
+from fwdasv.core.errors import UserError
 
 
 class AsvError(UserError):
@@ -208,8 +208,8 @@ def run_spec(
 def publish(
     project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
 ) -> Path:
-    """`asv publish`, then the site made to work offline (fwdasv.site)."""
-    from fwdasv.site import make_self_contained
+    """`asv publish`, then the site made to work offline (fwdasv.asv.site)."""
+    from fwdasv.asv.site import make_self_contained
 
     run_asv(project, "publish", python=python, echo=echo)
     make_self_contained(project.html_dir)

@@ -5,7 +5,7 @@ only when the two results are statistically different *and* the ratio of
 medians is beyond `factor` (strictly: `before < after / factor` is worse). The
 difference test is asv's too, on the raw samples asv stored with
 `--record-samples`: two-sided Mann-Whitney U, different when p < alpha
-(`fwdasv.stats`, cross-checked against asv's `_stats`).
+(`fwdasv.core.stats`, cross-checked against asv's `_stats`).
 
 Where the samples cannot decide, asv's fallback is used: 99% confidence
 intervals that do not overlap mean different, overlapping ones mean not
@@ -30,11 +30,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwdasv import stats
-from fwdasv.asvtools import AsvError, AsvProject
-from fwdasv.errors import UserError
-from fwdasv.history import CommitFilter, History
-from fwdasv.tables import human_value, markdown_table, text_table
+from fwdasv.asv.history import CommitFilter, History
+from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.core import stats
+from fwdasv.core.errors import UserError
+from fwdasv.core.tables import human_value, markdown_table, text_table
 
 DEFAULT_FACTOR = 1.05
 DEFAULT_ALPHA = stats.SIGNIFICANCE

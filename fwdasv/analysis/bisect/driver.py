@@ -15,7 +15,7 @@ A probe M between them is compared with both ends, each comparison one of
     different  the median moved beyond `factor` in the step's direction, and p < alpha
     same       the median did not move beyond `factor` in that direction
     unknown    it moved beyond `factor` but p >= alpha (asv compare's `~`), or too
-               few samples to test at all (fwdasv.stats.is_different gives None)
+               few samples to test at all (fwdasv.core.stats.is_different gives None)
 
 and then
 
@@ -49,11 +49,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwdasv import stats
-from fwdasv.asvtools import AsvError, AsvProject, run_commits
-from fwdasv.errors import UserError
-from fwdasv.history import CommitFilter, History, param_label
-from fwdasv.tables import human_value
+from fwdasv.asv.history import CommitFilter, History, param_label
+from fwdasv.asv.project import AsvError, AsvProject, run_commits
+from fwdasv.core import stats
+from fwdasv.core.errors import UserError
+from fwdasv.core.tables import human_value
 
 DEFAULT_FACTOR = 1.05
 DEFAULT_ALPHA = stats.SIGNIFICANCE

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fwdasv.errors import UserError
+from fwdasv.core.errors import UserError
 
 
 class CaseError(UserError, ValueError):

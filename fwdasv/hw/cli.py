@@ -1,6 +1,6 @@
 """`fwdasv hw`: GPU pre-flight checks, clock lock/unlock and asv's machine file.
 
-The commands only parse options and print; fwdasv.hardware does the work. Exit
+The commands only parse options and print; fwdasv.hw.nvml does the work. Exit
 statuses: 0 ok, 1 a user error, 2 bad usage, 3 a required pre-flight check
 failed, 4 no NVIDIA driver or GPU, 5 root needed (or NVML refused the change).
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from fwdasv import hardware
-from fwdasv.clibase import CliError, Group
+from fwdasv.core.clitools import CliError, Group
+from fwdasv.hw import nvml as hardware
 
 
 class HwGroup(Group):

@@ -2,7 +2,7 @@
 
 `write_torch_project` writes an asv configuration and a benchmarks/ directory
 next to a model repository: asv builds one virtualenv, links it to the parent
-environment (torch and fwdasv come from there, see `fwdasv.asvenv`), installs
+environment (torch and fwdasv come from there, see `fwdasv.asv.envlink`), installs
 the repository at each commit, and times its target with fwdasv's engine.
 """
 
@@ -14,9 +14,9 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
-from fwdasv.asvtools import AsvProject
-from fwdasv.cases import parse_case
-from fwdasv.results import write_atomic
+from fwdasv.asv.project import AsvProject
+from fwdasv.core.cases import parse_case
+from fwdasv.core.results import write_atomic
 
 
 def torch_suite_source(

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import click
 
-from fwdasv import asvtools
-from fwdasv.asvconfig import torch_suite_source, write_torch_project
-from fwdasv.clibase import CliError, Command
-from fwdasv.demoproject import HISTORY_LENGTH, SLOW_COMMIT_SUBJECT, TARGET, build_project
+from fwdasv.asv import project as asvtools
+from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
+from fwdasv.core.clitools import CliError, Command
+from fwdasv.demo.project import HISTORY_LENGTH, SLOW_COMMIT_SUBJECT, TARGET, build_project
 
 SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
@@ -72,7 +72,7 @@ def sample_steps(
     project: asvtools.AsvProject, nightly: list[str], machine: str, echo: Callable[[str], None]
 ) -> list[tuple[tuple[str, str], str | None, str]]:
     """Consecutive nightly results that fwdasv's compare finds significantly slower."""
-    from fwdasv.compare import WORSE, compare
+    from fwdasv.analysis.compare import WORSE, compare
 
     steps = []
     for before, after in itertools.pairwise(nightly):
@@ -94,8 +94,9 @@ def run_demo(
     echo: Callable[[str], None] = print,
     bisect_regressions: bool = True,
 ) -> DemoOutcome:
-    from fwdasv import hardware, regressions
-    from fwdasv.bisection import bisect
+    from fwdasv.hw import nvml as hardware
+    from fwdasv.analysis import regressions
+    from fwdasv.analysis.bisect.driver import bisect
 
     started = time.perf_counter()
     root = Path(directory).resolve()

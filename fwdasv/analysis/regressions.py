@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fwdasv.asvtools import AsvError, AsvProject
-from fwdasv.errors import UserError
-from fwdasv.history import param_label
-from fwdasv.tables import human_value, markdown_table, percent, text_table
+from fwdasv.asv.history import param_label
+from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.core.errors import UserError
+from fwdasv.core.tables import human_value, markdown_table, percent, text_table
 
 DEFAULT_THRESHOLD = 0.05  # asv's default in regressions._get_threshold
 

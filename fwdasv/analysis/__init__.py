@@ -1,0 +1,1 @@
+"""Verdicts over asv's stored results: compare, the regressions listing, export, bisect."""

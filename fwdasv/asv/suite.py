@@ -1,0 +1,380 @@
+"""Base classes for asv suites over the forward bench.
+
+A suite is one configuration (backend, model or target, dtype, parallel layout,
+engine options) and a list of cases, which become the suite's asv parameter.
+asv runs `setup_cache` once per suite and commit: it launches the bench once for
+all cases (one model load per configuration), and every benchmark method of
+the suite reads the cached results:
+
+- `track_latency` returns `{"samples": [seconds...], "number": 1}`, so asv
+  stores the median with its 99% CI and quartiles, and `asv compare` can test
+  significance. The samples are the per-sample medians (blocks of `iters`
+  replays), not raw replays, which are autocorrelated.
+- `track_spread_pct` and `track_graph_vs_eager` record the sample spread and
+  the graph-vs-eager error as series of their own.
+
+A case that fails validation fails its `track_latency` (no latency is recorded
+for a forward that computed garbage). A suite that cannot run here (no GPU for
+a graph suite, too few GPUs, a vLLM without the forward bench) is skipped the
+asv way: `NotImplementedError` in `setup`. Nothing here imports torch or
+touches CUDA: asv imports suites and instantiates their classes at discovery.
+
+    class Qwen3(VllmSuite):
+        model = "Qwen/Qwen3-0.6B"
+        cases = ("decode_bs32_1k=32*1@1024", "prefill_2k=2048")
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import itertools
+import linecache
+import math
+import os
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any, ClassVar
+
+from fwdasv.core.cases import BenchCase, parse_case, unique_cases
+
+# Per-process environment overrides, so one benchmarks/ directory serves a
+# laptop, a CI box and an offline GPU host.
+ENV_MODEL_DIR = "FWDASV_MODEL_DIR"  # vLLM suites: local model directories, by `local_model`
+ENV_VLLM_ENTRY = "FWDASV_VLLM_ENTRY"  # "cli" or "module"
+ENV_LOG_DIR = "FWDASV_LOG_DIR"  # where bench logs and raw JSON are kept
+ENV_ITERS = "FWDASV_ITERS"
+ENV_SAMPLES = "FWDASV_SAMPLES"
+
+
+class RefusedLatency(RuntimeError):
+    """The case ran but failed validation: no latency may be recorded for it."""
+
+
+def _ran(cache: dict[str, Any], case: str) -> dict[str, Any]:
+    """The case's cache entry; a case whose bench failed fails every benchmark of it."""
+    entry = cache["cases"][case]
+    if entry.get("error") is not None:
+        raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
+    return entry
+
+
+def _value_or_skip(value: float | None) -> float:
+    """asv records NaN as skipped: for a value this timer does not measure."""
+    return math.nan if value is None else value
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name}={value!r} is not an integer") from None
+
+
+def log_dir(suite: str) -> Path:
+    base = os.environ.get(ENV_LOG_DIR) or os.path.join(
+        os.path.expanduser("~"), ".cache", "fwdasv", "logs"
+    )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return Path(base) / f"{suite}-{stamp}-{os.getpid()}"
+
+
+class ForwardSuite(abc.ABC):
+    """One bench configuration timed per commit; subclass and set `cases` and the model.
+
+    Abstract (so asv's discovery skips it when a benchmark module imports it);
+    a subclass becomes concrete by setting `cases`.
+    """
+
+    # --- configuration (override in subclasses) ---
+    backend: ClassVar[str] = "torch"
+    # torch: target factory `package.module:callable`; vllm: model name or path.
+    model: ClassVar[str] = "fwdasv.targets.decoder:tiny"
+    # vLLM suites: directory name under $FWDASV_MODEL_DIR that replaces `model` (offline hosts).
+    local_model: ClassVar[str | None] = None
+    model_options: ClassVar[dict[str, Any]] = {}
+    dtype: ClassVar[str] = "auto"
+    device: ClassVar[str] = "auto"
+    timer: ClassVar[str] = "auto"
+    pipeline_stages: ClassVar[int] = 1
+    iters: ClassVar[int] = 20
+    samples: ClassVar[int] = 10
+    seed: ClassVar[int] = 0
+    warmup_s: ClassVar[float] = 1.0
+    max_model_len: ClassVar[int | None] = None
+    extra_args: ClassVar[tuple[str, ...]] = ()
+    env: ClassVar[dict[str, str]] = {}
+    # Separate bench processes per commit, their samples pooled: the variance
+    # between processes is the variance that matters for regressions.
+    launches: ClassVar[int] = 1
+    # Relative RMS allowed between graph (or pipeline) and eager outputs.
+    tolerance: ClassVar[float] = 1e-3
+
+    # --- asv attributes ---
+    # Explicit, so editing a suite file does not orphan its history.
+    version: ClassVar[str] = "1"
+    # Covers model load plus all cases (asv's timeout is an inactivity timeout;
+    # the bench's output is echoed so progress keeps it alive).
+    timeout: ClassVar[float] = 3600.0
+    param_names: ClassVar[list[str]] = ["case"]
+    params: ClassVar[list[list[str]]]
+
+    @property
+    @abc.abstractmethod
+    def cases(self) -> tuple[str, ...]:
+        """The case strings (`NAME=[N*]Q[@K][c][:D],...`)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # ABCMeta marks abstract classes only after this hook: test the member itself.
+        if getattr(cls.cases, "__isabstractmethod__", False):
+            return
+        parsed = unique_cases(parse_case(text) for text in cls.cases)
+        cls._parsed_cases = tuple(parsed)
+        cls.params = [[case.name for case in parsed]]
+        cls.setup_cache = _own_setup_cache(cls)
+
+    # --- what asv calls ---
+
+    def _measure(self) -> dict[str, Any]:
+        """The body of every suite's `setup_cache`: launch the bench, keep plain data."""
+        from fwdasv.backends import BackendUnavailable
+
+        config = self.run_config()
+        name = type(self).__name__
+        try:
+            from fwdasv.backends import get_backend
+
+            reason = get_backend(config.backend).unavailable(config)
+        except BackendUnavailable as error:
+            reason = str(error)
+        if reason is not None:
+            print(f"[fwdasv] {name}: skipped: {reason}", flush=True)
+            return {"skip": reason}
+        directory = log_dir(name)
+        print(
+            f"[fwdasv] {name}: {config.backend} bench of {len(config.cases)} case(s), logs in {directory}",
+            flush=True,
+        )
+        pooled: dict[str, dict[str, Any]] = {}
+        for launch_index in range(self.launches):
+            for outcome in _launch_isolating_failures(config, directory, f"launch{launch_index}"):
+                for case in outcome.config.cases:
+                    _pool(pooled, case, outcome, config.samples, self.tolerance)
+        return {"cases": pooled, "config": config.describe(), "log_dir": str(directory)}
+
+    def run_config(self):
+        from fwdasv.backends import RunConfig
+
+        model = self.model
+        env = dict(self.env)
+        if self.backend == "vllm":
+            model_dir = os.environ.get(ENV_MODEL_DIR)
+            if model_dir and self.local_model:
+                model = os.path.join(model_dir, self.local_model)
+                # A local directory: never reach for a hub.
+                env.setdefault("HF_HUB_OFFLINE", "1")
+                env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        return RunConfig(
+            backend=self.backend,
+            model=model,
+            cases=type(self)._parsed_cases,
+            dtype=self.dtype,
+            pipeline_stages=self.pipeline_stages,
+            iters=_env_int(ENV_ITERS, self.iters),
+            samples=_env_int(ENV_SAMPLES, self.samples),
+            seed=self.seed,
+            warmup_s=self.warmup_s,
+            model_options=dict(self.model_options),
+            max_model_len=self.max_model_len,
+            extra_args=tuple(self.extra_args),
+            env=env,
+            python=sys.executable,
+            timeout_s=float(self.timeout),
+            device=self.device,
+            timer=self.timer,
+            entry=os.environ.get(ENV_VLLM_ENTRY, "cli"),
+        )
+
+    def setup(self, cache: dict[str, Any], case: str) -> None:
+        if "skip" in cache:
+            raise NotImplementedError(cache["skip"])
+        entry = cache["cases"][case]
+        error = entry.get("error")
+        if error is not None and error.startswith(("OutOfMemoryError", "torch.OutOfMemoryError")):
+            # Does not fit this machine: not measurable here, not a failure of the commit.
+            raise NotImplementedError(f"{case}: {error}")
+
+    def track_latency(self, cache: dict[str, Any], case: str) -> dict[str, Any]:
+        entry = _ran(cache, case)
+        if entry["refusals"]:
+            raise RefusedLatency(f"{case}: no latency recorded: " + "; ".join(entry["refusals"]))
+        if entry["unstable"]:
+            print(
+                f"[fwdasv] {case}: unstable timing (sample spread {entry['spread_pct']:.2f}%)",
+                file=sys.stderr,
+            )
+        return {"samples": entry["samples_s"], "number": 1}
+
+    track_latency.unit = "seconds"  # type: ignore[attr-defined]
+
+    def track_spread_pct(self, cache: dict[str, Any], case: str) -> float:
+        return _ran(cache, case)["spread_pct"]
+
+    track_spread_pct.unit = "%"  # type: ignore[attr-defined]
+
+    def track_graph_vs_eager(self, cache: dict[str, Any], case: str) -> float:
+        """Worst relative RMS of graph (or pipeline) vs eager output; NaN (skipped) if not measured."""
+        return _value_or_skip(_ran(cache, case)["graph_vs_eager"])
+
+    track_graph_vs_eager.unit = "relative rms"  # type: ignore[attr-defined]
+
+
+def _launch_isolating_failures(config: Any, directory: Path, tag: str) -> list[Any]:
+    """One bench for all cases; if it dies, one bench per case, so one bad case
+    (vLLM's bench writes its JSON only at the end and exits on the first error)
+    costs its own result and not its neighbours'."""
+    import dataclasses
+
+    from fwdasv.backends import RunOutcome, run_bench
+    from fwdasv.launch import LaunchError
+
+    def echo(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        return [run_bench(config, directory, echo=echo, tag=tag)]
+    except LaunchError as error:
+        if len(config.cases) == 1:
+            return [_failed_outcome(config, error, RunOutcome)]
+        print(
+            f"[fwdasv] the bench of {len(config.cases)} cases failed ({error.summary}); "
+            "running each case on its own",
+            flush=True,
+        )
+    outcomes = []
+    for case in config.cases:
+        single = dataclasses.replace(config, cases=(case,))
+        try:
+            outcomes.append(run_bench(single, directory, echo=echo, tag=f"{tag}-{case.name}"))
+        except LaunchError as error:
+            outcomes.append(_failed_outcome(single, error, RunOutcome))
+    return outcomes
+
+
+def _failed_outcome(config: Any, error: Any, outcome_type: Any) -> Any:
+    """A case whose bench process failed: the error (exit status, the rank's error) as its result."""
+    from fwdasv.core import results
+
+    entries = [results.error_entry(c.name, c.requests, error.summary) for c in config.cases]
+    return outcome_type(config, results.parse(entries, "<failed launch>"), error.log_path or Path())
+
+
+def _pool(
+    pooled: dict[str, dict[str, Any]],
+    case: BenchCase,
+    outcome: Any,
+    samples: int,
+    tolerance: float,
+) -> None:
+    """Fold one launch's result for `case` into the per-case cache entry."""
+    from fwdasv.core import results
+    from fwdasv.core.stats import median, spread_pct
+
+    entry = pooled.setdefault(
+        case.name,
+        {
+            "samples_s": [],
+            "refusals": [],
+            "error": None,
+            "graph_vs_eager": None,
+            "clock_uncertainty_us": None,
+            "timer": None,
+        },
+    )
+    got = results.by_case(outcome.results).get(case.name)
+    problems = outcome.problems.get(case.name, [])
+    if got is None or not got.ok:
+        entry["error"] = got.error if got is not None else "; ".join(problems)
+        entry.update(spread_pct=math.nan, unstable=False, median_us=math.nan)
+        return
+    entry["refusals"] += [f"{v.check}: {v.detail}" for v in results.refusals(got, tolerance)]
+    entry["refusals"] += problems
+    latency = got.latency
+    entry["samples_s"] += [m * 1e-6 for m in latency.block_medians(samples)]
+    worst = got.worst_graph_vs_eager()
+    pipeline = [c for r in got.ranks for c in r.pipeline_vs_eager.values()]
+    errors = [c.relative_rms for c in ([worst] if worst else []) + pipeline]
+    if errors:
+        entry["graph_vs_eager"] = max(
+            [*errors, entry["graph_vs_eager"] or 0.0], key=results.nan_as_worst
+        )
+    if got.clock_uncertainty_us is not None:
+        entry["clock_uncertainty_us"] = max(
+            got.clock_uncertainty_us, entry["clock_uncertainty_us"] or 0.0
+        )
+    entry["timer"] = latency.timer
+    medians_us = [s * 1e6 for s in entry["samples_s"]]
+    entry["median_us"] = median(medians_us)
+    entry["spread_pct"] = spread_pct(medians_us, entry["median_us"])
+    entry["unstable"] = entry["spread_pct"] > 0.5
+
+
+def _own_setup_cache(cls: type) -> types.FunctionType:
+    """A `setup_cache` that asv keys to this class alone.
+
+    asv runs one `setup_cache` per key, and the key is the function's module and
+    the line of its `def`: an inherited method would give every suite the same
+    key, and so the first suite's results. Each suite gets a small function
+    whose source (registered with linecache, so inspect and tracebacks show it)
+    puts its `def` on the line of the suite's `class` statement.
+    """
+    try:
+        lineno = inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        # No source file (a class made in a REPL): any distinct line will do.
+        lineno = next(_fallback_lines)
+    filename = f"<fwdasv setup_cache of {cls.__module__}.{cls.__qualname__}>"
+    source = "\n" * (lineno - 1) + "def setup_cache(self):\n    return self._measure()\n"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace: dict[str, Any] = {}
+    exec(compile(source, filename, "exec"), namespace)
+    function = namespace["setup_cache"]
+    function.__module__ = cls.__module__
+    function.__qualname__ = f"{cls.__qualname__}.setup_cache"
+    function.__doc__ = "Launch the bench once for all cases of this suite (ForwardSuite._measure)."
+    function.timeout = cls.timeout
+    return function
+
+
+_fallback_lines = itertools.count(100_000)
+
+
+class TorchSuite(ForwardSuite, abc.ABC):
+    """fwdasv's engine on a target (`model = "package.module:callable"`)."""
+
+    backend: ClassVar[str] = "torch"
+
+
+class VllmSuite(ForwardSuite, abc.ABC):
+    """vLLM's `bench forward` on a model (a hub name, or a local dir via FWDASV_MODEL_DIR)."""
+
+    backend: ClassVar[str] = "vllm"
+    model: ClassVar[str] = "Qwen/Qwen3-0.6B"
+    dtype: ClassVar[str] = "auto"
+
+
+class PipelineSuite(ForwardSuite, abc.ABC):
+    """A pipeline over `pipeline_stages` processes (GPUs); also tracks the clock uncertainty."""
+
+    pipeline_stages: ClassVar[int] = 2
+
+    def track_clock_uncertainty_us(self, cache: dict[str, Any], case: str) -> float:
+        return _value_or_skip(_ran(cache, case)["clock_uncertainty_us"])
+
+    track_clock_uncertainty_us.unit = "us"  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""`fwdasv demo`: the demo model repository and the run over its history."""

@@ -1,0 +1,1 @@
+"""GPU hygiene through NVML: inventory, pre-flight checks, clocks, setup/reset, machine file."""
