@@ -1,17 +1,19 @@
-"""The `fwdasv` command: one click group, one verb per subcommand."""
+"""The `fwdasv` command: one click group; each package's commands come from its own cli.py.
+
+`fwdasv nightly` is defined here: it is the one command that composes the
+packages (hardware setup, asv runs, the analyses) rather than belonging to one.
+"""
 
 from __future__ import annotations
 
 import click
 
 from fwdasv import __version__
-from fwdasv.analysis.cli import bisect_command, compare_command, regressions_command
-from fwdasv.analysis.export import export_command
-from fwdasv.core.clitools import Command, Group
-from fwdasv.demo.run import demo_command
+from fwdasv.analysis.cli import COMMANDS as ANALYSIS_COMMANDS
+from fwdasv.core.clitools import CONTEXT, AnalysisCommand, Group, config_option
+from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.hw.cli import hw
-from fwdasv.nightly import nightly_command
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,29 +22,62 @@ def main() -> None:
     """Track model forward latency across commits with asv (airspeed velocity)."""
 
 
-@click.command("publish", cls=Command, context_settings={"show_default": True})
+@click.command("nightly", cls=AnalysisCommand, context_settings=CONTEXT)
+@config_option("asv configuration.")
 @click.option(
-    "--config", default="asv.conf.json", type=click.Path(dir_okay=False), help="asv configuration."
+    "--machine", help="asv machine name (default: host, GPU count and model, UUID digest)."
 )
-def publish_command(config: str) -> None:
-    """`asv publish`, then the site made to work without the internet.
+@click.option(
+    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated (default all)."
+)
+@click.option(
+    "--lock-clocks",
+    help="Lock SM clocks for the run (MHz, base or default; root); reset afterwards.",
+)
+@click.option("--state-file", help="Where setup saves the GPU state that reset restores.")
+@click.option(
+    "--spec", default="NEW", help="asv run range: NEW (commits since the last run), A..B, a branch."
+)
+@click.option(
+    "--existing",
+    "existing_python",
+    help="Measure this prepared environment's build (asv existing env).",
+)
+@click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
+@click.option("--machine-file", help="asv machine file to write (default ~/.asv-machine.json).")
+def nightly_command(
+    config: str,
+    machine: str | None,
+    gpus: str | None,
+    lock_clocks: str | None,
+    state_file: str | None,
+    spec: str,
+    existing_python: str | None,
+    commit: str | None,
+    machine_file: str | None,
+) -> None:
+    """Setup, machine file, asv run, publish, regressions gate, reset (even on failure).
 
-    asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
-    the copies it ships, so the site opens on a closed network too.
+    Exit status: 0 nothing above threshold, 1 a regression above threshold,
+    2 the run could not be made (asv failed, a pre-flight check failed).
     """
-    from fwdasv.asv import project as asvtools
+    from fwdasv.hw.nvml import parse_gpu_selection
+    from fwdasv.nightly import run_nightly
 
-    project = asvtools.AsvProject.load(config)
-    html = asvtools.publish(project, echo=click.echo)
-    click.echo(f"site: {html} (to view: python -m asv preview --config {project.config_path})")
+    status = run_nightly(
+        config,
+        machine=machine,
+        gpus=parse_gpu_selection(gpus),
+        lock_clocks=lock_clocks,
+        state_file=state_file,
+        spec=spec,
+        existing_python=existing_python,
+        commit=commit,
+        machine_file=machine_file,
+        echo=click.echo,
+    )
+    raise SystemExit(status)
 
 
-main.add_command(forward)
-main.add_command(hw)
-main.add_command(export_command)
-main.add_command(regressions_command)
-main.add_command(compare_command)
-main.add_command(bisect_command)
-main.add_command(demo_command)
-main.add_command(nightly_command)
-main.add_command(publish_command)
+for command in (forward, hw, *ANALYSIS_COMMANDS, demo_command, nightly_command):
+    main.add_command(command)

@@ -13,14 +13,16 @@ Exit status: 0 nothing above threshold, 1 a regression above threshold,
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import click
-
-from fwdasv.asv import project as asvtools
-from fwdasv.core.clitools import CliError, Command
+from fwdasv.analysis import regressions
+from fwdasv.asv import project as asv_project
+from fwdasv.core.errors import UserError
+from fwdasv.hw import checks as hw_checks
+from fwdasv.hw import machine as hw_machine
+from fwdasv.hw import setup as hw_setup
+from fwdasv.hw.nvml import read_inventory
 
 STATUS_OK, STATUS_REGRESSION, STATUS_FAILED = 0, 1, 2
 
@@ -38,27 +40,25 @@ def run_nightly(
     machine_file: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> int:
-    from fwdasv.analysis import regressions
-    from fwdasv.hw import nvml as hardware
 
-    project = asvtools.AsvProject.load(config)
+    project = asv_project.AsvProject.load(config)
     if existing_python and not commit:
-        raise CliError("--existing needs --commit: asv must be told which commit the build is")
+        raise UserError("--existing needs --commit: asv must be told which commit the build is")
     locked = False
     try:
         if lock_clocks:
             echo(f"[nightly] 1/6 hardware setup: lock clocks at {lock_clocks}")
-            hardware.setup(gpus, lock_clocks, persistence=True, state_file=state_file, echo=echo)
+            hw_setup.setup(gpus, lock_clocks, persistence=True, state_file=state_file, echo=echo)
             locked = True
         else:
             echo("[nightly] 1/6 hardware setup: none asked (clocks as they are)")
-        entry = hardware.this_machine(machine, gpus, "locked" if locked else "auto")
-        hardware.write_machine_file(entry, machine_file)
+        entry = hw_machine.this_machine(machine, gpus, "locked" if locked else "auto")
+        hw_machine.write_machine_file(entry, machine_file)
         name = entry["machine"]
         echo(f"[nightly] 2/6 machine {name}: gpu {entry.get('gpu')} x{entry.get('gpu_count')}")
         if entry.get("gpu_count", "0") != "0":
-            inventory = hardware.read_inventory(gpus, state_file)
-            checks = hardware.preflight(inventory, "locked" if locked else "any")
+            inventory = read_inventory(gpus, state_file)
+            checks = hw_checks.preflight(inventory, "locked" if locked else "any")
             failed = [c for c in checks if c.required and not c.ok]
             for check in checks:
                 echo(
@@ -72,7 +72,7 @@ def run_nightly(
             echo(
                 f"[nightly] 4/6 asv run on the existing environment {existing_python}, commit {commit}"
             )
-            status = asvtools.run_asv(
+            status = asv_project.run_asv(
                 project,
                 "run",
                 "-E",
@@ -87,14 +87,14 @@ def run_nightly(
                 "--show-stderr",
                 echo=lambda line: echo(f"  {line}"),
                 check_codes=(0, 2),
-            ).returncode
+            )
         else:
             echo(f"[nightly] 4/6 asv run {spec}")
-            status = asvtools.run_spec(project, spec, name, echo=lambda line: echo(f"  {line}"))
+            status = asv_project.run_spec(project, spec, name, echo=lambda line: echo(f"  {line}"))
         if status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
         echo("[nightly] 5/6 asv publish")
-        asvtools.publish(project, echo=None)
+        asv_project.publish(project, echo=None)
         found = regressions.load_regressions(project)
         echo("[nightly] 6/6 regressions")
         for line in regressions.format_table(found).splitlines():
@@ -103,64 +103,4 @@ def run_nightly(
     finally:
         if locked:
             echo("[nightly] reset: restoring the saved GPU state")
-            hardware.reset(state_file, echo=echo)
-
-
-@click.command("nightly", cls=Command, context_settings={"show_default": True})
-@click.option(
-    "--config", default="asv.conf.json", type=click.Path(dir_okay=False), help="asv configuration."
-)
-@click.option(
-    "--machine", help="asv machine name (default: host, GPU count and model, UUID digest)."
-)
-@click.option(
-    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated (default all)."
-)
-@click.option(
-    "--lock-clocks",
-    help="Lock SM clocks for the run (MHz, base or default; root); reset afterwards.",
-)
-@click.option("--state-file", help="Where setup saves the GPU state that reset restores.")
-@click.option(
-    "--spec", default="NEW", help="asv run range: NEW (commits since the last run), A..B, a branch."
-)
-@click.option(
-    "--existing",
-    "existing_python",
-    help="Measure this prepared environment's build (asv existing env).",
-)
-@click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
-@click.option("--machine-file", help="asv machine file to write (default ~/.asv-machine.json).")
-def nightly_command(
-    config: str,
-    machine: str | None,
-    gpus: str | None,
-    lock_clocks: str | None,
-    state_file: str | None,
-    spec: str,
-    existing_python: str | None,
-    commit: str | None,
-    machine_file: str | None,
-) -> None:
-    """Setup, machine file, asv run, publish, regressions gate, reset (even on failure)."""
-    from fwdasv.core.errors import UserError
-    from fwdasv.hw.nvml import parse_gpu_selection
-
-    try:
-        status = run_nightly(
-            config,
-            machine=machine,
-            gpus=parse_gpu_selection(gpus),
-            lock_clocks=lock_clocks,
-            state_file=state_file,
-            spec=spec,
-            existing_python=existing_python,
-            commit=commit,
-            machine_file=machine_file,
-            echo=click.echo,
-        )
-    except UserError as error:
-        # The reset (if any) has run; say what stopped the run.
-        click.echo(f"Error: {error}", err=True)
-        status = STATUS_FAILED
-    sys.exit(status)
+            hw_setup.reset(state_file, echo=echo)

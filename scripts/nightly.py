@@ -7,7 +7,7 @@ this file directly, e.g. from cron:
     python scripts/nightly.py --config asv.conf.json --lock-clocks base
 """
 
-from fwdasv.nightly import nightly_command
+from fwdasv.cli import nightly_command
 
 if __name__ == "__main__":
     nightly_command(prog_name="nightly.py")

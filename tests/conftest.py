@@ -55,27 +55,45 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return dict(os.environ)
 
 
+# asv's machine entry of the test box (the keys `asv machine --yes` writes).
+TESTBOX = {
+    "machine": "testbox",
+    "os": "Linux",
+    "arch": "x86_64",
+    "cpu": "test cpu",
+    "num_cpu": "2",
+    "ram": "24GB",
+}
+
+
+def benchmark_suites(base: type, modules: Sequence[Any] | None = None) -> list[type]:
+    """The concrete suites of benchmarks/ (or `modules`) that subclass `base`."""
+    import inspect
+
+    if modules is None:
+        import benchmarks.forward
+        import benchmarks.pipeline
+
+        modules = (benchmarks.forward, benchmarks.pipeline)
+    found = []
+    for module in modules:
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                issubclass(cls, base)
+                and cls.__module__ == module.__name__
+                and not inspect.isabstract(cls)
+            ):
+                found.append(cls)
+    return found
+
+
 @pytest.fixture(scope="session")
 def asv_machine_home(tmp_path_factory: pytest.TempPathFactory):
     """HOME with an asv machine file for machine "testbox" (asv reads ~/.asv-machine.json)."""
     import json
 
     home = tmp_path_factory.mktemp("home")
-    (home / ".asv-machine.json").write_text(
-        json.dumps(
-            {
-                "testbox": {
-                    "machine": "testbox",
-                    "os": "Linux",
-                    "arch": "x86_64",
-                    "cpu": "test cpu",
-                    "num_cpu": "2",
-                    "ram": "24GB",
-                },
-                "version": 1,
-            }
-        )
-    )
+    (home / ".asv-machine.json").write_text(json.dumps({"testbox": TESTBOX, "version": 1}))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HOME", str(home))
         # Keep pip's cache where it was: the per-commit envs install from it.
@@ -190,7 +208,7 @@ def demo_history(
     """
     import subprocess
 
-    from fwdasv.asv import project as asvtools
+    from fwdasv.asv import project as asv_project
     from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
     from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, build_project
 
@@ -217,8 +235,8 @@ def demo_history(
     project = write_torch_project(root / "asv", repo, "tinylm", [suite], env_dir=shared_asv_env)
     lines: list[str] = []
     with measuring_priority():
-        status = asvtools.run_commits(project, hashes, DEMO_MACHINE, echo=lines.append)
-        asvtools.publish(project, echo=lines.append)
+        status = asv_project.run_commits(project, hashes, DEMO_MACHINE, echo=lines.append)
+        asv_project.publish(project, echo=lines.append)
         # asv's step detector (an L1 Potts fit that also fits AR(1) noise) misses a
         # +45% step on 12 points now and then when whole processes differ by a few
         # percent, as on this shared VM. As one would on a noisy machine: append
@@ -227,10 +245,10 @@ def demo_history(
             if _flags_commit(project, hashes[subjects.index(SLOW_COMMIT_SUBJECT)]):
                 break
             lines.append("[fixture] asv did not flag the step: one more round of samples")
-            asvtools.run_commits(
+            asv_project.run_commits(
                 project, hashes, DEMO_MACHINE, append_samples=True, echo=lines.append
             )
-            asvtools.publish(project, echo=lines.append)
+            asv_project.publish(project, echo=lines.append)
     return DemoHistory(
         root=root,
         repo=repo,
@@ -298,12 +316,12 @@ def drawn_history(
     One commit per scale; at commit i asv stores `samples` draws of
     1 ms * scales[i] * (1 + noise * N(0, 1)), seeded by i, through a real
     `asv run --set-commit-hash` on an existing environment (about a second a
-    commit: nothing is built). Call `asvtools.publish(h.project)` for a site.
+    commit: nothing is built). Call `asv_project.publish(h.project)` for a site.
     """
     import json
     import subprocess
 
-    from fwdasv.asv import project as asvtools
+    from fwdasv.asv import project as asv_project
 
     def git(cwd: Path, *args: str) -> str:
         return subprocess.run(
@@ -349,11 +367,11 @@ def drawn_history(
             "html_dir": "html",
         }
         (asv_dir / "asv.conf.json").write_text(json.dumps(config, indent=2))
-        project = asvtools.AsvProject.load(asv_dir / "asv.conf.json")
+        project = asv_project.AsvProject.load(asv_dir / "asv.conf.json")
         for i, (commit, scale) in enumerate(zip(hashes, scales, strict=True)):
             draws = {"seed": i, "scale": scale, "samples": samples, "noise": noise}
             (asv_dir / "draws.json").write_text(json.dumps(draws))
-            asvtools.run_asv(
+            asv_project.run_asv(
                 project,
                 "run",
                 "--set-commit-hash",

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import benchmark_suites
 
 from fwdasv.asv import suite as asvsuite
 
@@ -43,20 +44,7 @@ MODULES = (benchmarks.forward, benchmarks.pipeline)
 POISON_EXIT = 97
 
 
-def suite_classes() -> list[type[asvsuite.ForwardSuite]]:
-    found = []
-    for module in MODULES:
-        for _, cls in inspect.getmembers(module, inspect.isclass):
-            if (
-                issubclass(cls, asvsuite.ForwardSuite)
-                and cls.__module__ == module.__name__
-                and not inspect.isabstract(cls)
-            ):
-                found.append(cls)
-    return found
-
-
-SUITES = suite_classes()
+SUITES = benchmark_suites(asvsuite.ForwardSuite, MODULES)
 
 
 def asv_name(cls: type) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv.asv import project as asvtools
+from fwdasv.asv import project as asv_project
 from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
 from fwdasv.demo.project import build_project
 
@@ -43,11 +43,11 @@ def asv_run(tmp_path_factory: pytest.TempPathFactory, shared_asv_env: Path) -> d
     )
     lines: list[str] = []
     # A range spec, as `asv run main` is used on a branch.
-    status = asvtools.run_spec(project, "main", "testbox", echo=lines.append)
+    status = asv_project.run_spec(project, "main", "testbox", echo=lines.append)
     return {"project": project, "hashes": hashes, "status": status, "output": "\n".join(lines)}
 
 
-def _results(project: asvtools.AsvProject) -> dict[str, dict]:
+def _results(project: asv_project.AsvProject) -> dict[str, dict]:
     out = {}
     for path in (project.results_dir / "testbox").glob("*-*.json"):
         data = json.loads(path.read_text())
@@ -91,7 +91,7 @@ def test_graph_only_suite_is_skipped_not_failed(asv_run: dict) -> None:
 
 def test_publish_builds_the_site(asv_run: dict) -> None:
     project = asv_run["project"]
-    asvtools.publish(project, echo=None)
+    asv_project.publish(project, echo=None)
     index = json.loads((project.html_dir / "index.json").read_text())
     assert "forward.TinyLM.track_latency" in index["benchmarks"]
     graphs = list((project.html_dir / "graphs").rglob("forward.TinyLM.track_latency.json"))

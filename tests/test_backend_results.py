@@ -24,9 +24,10 @@ import numpy as np
 import pytest
 
 from fwdasv.asv import suite as asvsuite
-from fwdasv.asv.suite import RefusedLatency, _pool
+from fwdasv.asv.suite import RefusedLatency
 from fwdasv.backends import RunConfig, RunOutcome, run_bench, shape_problems
 from fwdasv.backends import torch as torch_backend
+from fwdasv.backends.measure import pool as _pool
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase, BenchRequest
 

@@ -23,7 +23,6 @@ The tests then check the namespaces hold what the suite means.
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import os
 import subprocess
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import benchmark_suites
 
 from fwdasv.asv import suite as asvsuite
 from fwdasv.backends import RunConfig
@@ -54,20 +54,7 @@ MODEL_SOURCES = ("hub", "local")
 VLLM_ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_LOGGING_LEVEL": "ERROR"}
 
 
-def vllm_suites() -> list[type[asvsuite.VllmSuite]]:
-    found = []
-    for module in (benchmarks.forward, benchmarks.pipeline):
-        for _, cls in inspect.getmembers(module, inspect.isclass):
-            if (
-                issubclass(cls, asvsuite.VllmSuite)
-                and cls.__module__ == module.__name__
-                and not inspect.isabstract(cls)
-            ):
-                found.append(cls)
-    return found
-
-
-SUITES = vllm_suites()
+SUITES = benchmark_suites(asvsuite.VllmSuite)
 SUITE_IDS = [f"{cls.__module__.split('.')[-1]}.{cls.__name__}" for cls in SUITES]
 KEYS = [(cls, source, entry) for cls in SUITES for source in MODEL_SOURCES for entry in ENTRIES]
 

@@ -16,22 +16,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fwdasv.analysis.bisect.driver import (
+from fwdasv.analysis.bisect.driver import bisect, resolve_benchmark
+from fwdasv.analysis.bisect.environment import BisectError, check_environment, verify_measured
+from fwdasv.analysis.bisect.rules import (
     BAD,
     DIFFERENT,
     GOOD,
     SAME,
     UNKNOWN,
-    BisectError,
-    bisect,
-    check_environment,
     classify,
     closer,
     compare_step,
     expected_probes,
     next_probe,
-    resolve_benchmark,
-    verify_measured,
 )
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.scaffold import write_torch_project

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv.engine.pipeline import interpolate, offset_from_trials
+from fwdasv.engine.clock import interpolate, offset_from_trials
 from fwdasv.launch import LaunchSpec, run_process
 
 CLOCK_PROBE = str(Path(__file__).parent / "scripts" / "clock_probe.py")

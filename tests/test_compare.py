@@ -22,7 +22,7 @@ from fwdasv.analysis.compare import (
     UNKNOWN,
     WORSE,
     Measurement,
-    compare,
+    compare_commits,
     exit_status,
     judge,
 )
@@ -86,7 +86,7 @@ def drawn(drawn_history) -> dict:
 @pytest.mark.slow
 def test_a_real_five_percent_shift_is_worse_and_exits_1(drawn: dict) -> None:
     project, (first, second, _) = drawn["project"], drawn["hashes"]
-    (comparison,) = compare(project, first, second, factor=1.03)
+    (comparison,) = compare_commits(project, first, second, factor=1.03)
     assert comparison.verdict == WORSE, comparison
     assert comparison.judgement.method == "mann-whitney"
     assert comparison.judgement.p_value < 1e-6
@@ -103,7 +103,7 @@ def test_a_real_five_percent_shift_is_worse_and_exits_1(drawn: dict) -> None:
 @pytest.mark.slow
 def test_noise_alone_is_unchanged_and_exits_0(drawn: dict) -> None:
     project, (_, second, third) = drawn["project"], drawn["hashes"]
-    (comparison,) = compare(project, second, third, factor=1.03)
+    (comparison,) = compare_commits(project, second, third, factor=1.03)
     assert comparison.verdict == UNCHANGED, comparison
     assert comparison.judgement.p_value > 0.002
     result = CliRunner().invoke(
@@ -119,7 +119,7 @@ def test_noise_alone_is_unchanged_and_exits_0(drawn: dict) -> None:
 @pytest.mark.slow
 def test_compare_by_branch_name_and_unknown_commit(drawn: dict) -> None:
     project, hashes = drawn["project"], drawn["hashes"]
-    (comparison,) = compare(project, hashes[0], "main", factor=1.03)
+    (comparison,) = compare_commits(project, hashes[0], "main", factor=1.03)
     assert comparison.after.commit == hashes[2]
     result = CliRunner().invoke(
         main, ["compare", "nosuchbranch", "main", "--config", str(project.config_path)]

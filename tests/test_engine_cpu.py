@@ -167,6 +167,8 @@ def test_fwdasv_forward_via_cli_runner(tmp_path, monkeypatch):
     args = ["forward", "--device", "cpu", "--case", "decode=2*1@16", "--shapes", str(shapes)]
     args += ["--iters", "2", "--samples", "3", "--warmup-s", "0.01", "--output-json", str(out)]
     result = CliRunner().invoke(fwdasv_main, args)
+    assert result.exit_code == 1 and "nested does not exist" in result.output
+    result = CliRunner().invoke(fwdasv_main, [*args, "--create-dirs"])
     assert result.exit_code == 0, result.output
     assert [line.split(":")[0] for line in result.output.splitlines()] == [
         "[forward] decode",
@@ -295,8 +297,8 @@ def test_unwritable_output_json_is_one_line(tmp_path, monkeypatch):
         fwdasv_main, ["forward", *FAST, "--case", "p=4", "--output-json", "file/out.json"]
     )
     assert result.exit_code == 1
-    # The case ran and printed nothing: the error comes at its first write.
-    check_one_line(result.output, "--output-json file/out.json: cannot write the results")
+    # Checked before the case runs: nothing is measured for a result that cannot be kept.
+    check_one_line(result.output, "--output-json file/out.json: a parent of it is a file")
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path, monkeypatch):

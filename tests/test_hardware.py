@@ -23,7 +23,13 @@ from click.testing import CliRunner
 from fake_nvml import MIB, FakeNvml
 
 from fwdasv.cli import main
-from fwdasv.hw import nvml as hardware
+from fwdasv.hw import checks as hw_checks
+from fwdasv.hw import clocks as hw_clocks
+from fwdasv.hw import errors as hw_errors
+from fwdasv.hw import machine as hw_machine
+from fwdasv.hw import nvml as hw_nvml
+from fwdasv.hw import setup as hw_setup
+from fwdasv.hw import statefile as hw_statefile
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -43,7 +49,7 @@ needs_no_driver = pytest.mark.skipif(_driver_present(), reason="this machine has
 @pytest.fixture
 def state_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "state" / "hw-state.json"
-    monkeypatch.setenv(hardware.STATE_FILE_ENV, str(path))
+    monkeypatch.setenv(hw_statefile.STATE_FILE_ENV, str(path))
     return path
 
 
@@ -93,13 +99,13 @@ def test_inventory_parses_every_field_of_an_h200(fake: FakeNvml):
     fake.gpus[1].processes = [(os.getpid(), 1024 * MIB), (4_000_000, 512 * MIB)]
     fake.gpus[1].memory_used = 1536 * MIB
 
-    inventory = hardware.read_inventory()
+    inventory = hw_nvml.read_inventory()
 
     assert inventory.driver_version == "580.159.04"
     assert inventory.cuda_driver_version == "13.0"
     assert inventory.unreadable == {}
     first, second = inventory.gpus
-    assert first == hardware.GpuInfo(
+    assert first == hw_nvml.GpuInfo(
         index=0,
         uuid="GPU-5d3c6a1e-8f2b-4c9d-a7e0-1b2c3d4e5f60",
         name="NVIDIA H200",
@@ -157,7 +163,7 @@ def test_unsupported_fields_read_as_none_and_the_rest_still_reads(fake: FakeNvml
         fake.fail[name] = pynvml.NVML_ERROR_NOT_SUPPORTED
     fake.fail["nvmlDeviceGetComputeRunningProcesses_v3"] = pynvml.NVML_ERROR_NO_PERMISSION
 
-    gpu = hardware.read_inventory(["0"]).gpus[0]
+    gpu = hw_nvml.read_inventory(["0"]).gpus[0]
 
     assert gpu.default_power_limit_w is None
     assert gpu.mig_mode is None and gpu.mig_mode_pending is None
@@ -172,7 +178,7 @@ def test_unsupported_fields_read_as_none_and_the_rest_still_reads(fake: FakeNvml
         "processes": "Insufficient Permissions",
     }
     assert gpu.power_limit_w == 700.0 and gpu.temperature_c == 31 and gpu.name == "NVIDIA H200"
-    checks = {c.name: c for c in hardware.preflight(hardware.read_inventory(["0"]))}
+    checks = {c.name: c for c in hw_checks.preflight(hw_nvml.read_inventory(["0"]))}
     # what cannot be verified warns; it neither passes silently nor crashes
     assert checks["no-throttling"].status == "warn"
     assert checks["no-other-processes"].status == "warn"
@@ -192,7 +198,7 @@ def test_an_older_driver_is_read_through_the_older_calls(fake: FakeNvml):
     fake.gpus[0].clock_event_reasons = 0x4
     fake.gpus[0].processes = [(os.getpid(), 100 * MIB)]
 
-    inventory = hardware.read_inventory(["0"])
+    inventory = hw_nvml.read_inventory(["0"])
     gpu = inventory.gpus[0]
 
     assert inventory.cuda_driver_version == "12.8"
@@ -217,21 +223,21 @@ def test_an_older_driver_is_read_through_the_older_calls(fake: FakeNvml):
 def test_a_struct_version_the_driver_rejects_falls_back_to_the_older_call(fake: FakeNvml):
     fake.fail["nvmlDeviceGetTemperatureV"] = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
     fake.fail["nvmlDeviceGetMemoryInfo_v2"] = pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
-    gpu = hardware.read_inventory(["0"]).gpus[0]
+    gpu = hw_nvml.read_inventory(["0"]).gpus[0]
     assert (gpu.temperature_c, gpu.memory_total_mib) == (31, 143771)
     assert gpu.unreadable == {}
     assert "nvmlDeviceGetTemperature" in fake.calls and "nvmlDeviceGetMemoryInfo" in fake.calls
 
 
 def test_clock_event_reasons_are_decoded_into_names():
-    assert hardware.decode_clock_event_reasons(0) == ()
-    assert hardware.decode_clock_event_reasons(0x1 | 0x4 | 0x40 | 0x80) == (
+    assert hw_nvml.decode_clock_event_reasons(0) == ()
+    assert hw_nvml.decode_clock_event_reasons(0x1 | 0x4 | 0x40 | 0x80) == (
         "gpu_idle",
         "sw_power_cap",
         "hw_thermal_slowdown",
         "hw_power_brake_slowdown",
     )
-    assert hardware.decode_clock_event_reasons(0x8 | 0x20 | 0x2000) == (
+    assert hw_nvml.decode_clock_event_reasons(0x8 | 0x20 | 0x2000) == (
         "hw_slowdown",
         "sw_thermal_slowdown",
         "unknown_0x2000",
@@ -239,27 +245,27 @@ def test_clock_event_reasons_are_decoded_into_names():
 
 
 def test_gpus_are_selected_by_index_or_uuid(fake: FakeNvml):
-    by_uuid = hardware.read_inventory([fake.gpus[1].uuid, "1"]).gpus
+    by_uuid = hw_nvml.read_inventory([fake.gpus[1].uuid, "1"]).gpus
     assert [g.index for g in by_uuid] == [1]
-    with pytest.raises(hardware.HardwareError, match=r"GPU index 5 does not exist.*2 GPU"):
-        hardware.read_inventory(["5"])
-    with pytest.raises(hardware.HardwareError, match="no GPU with UUID GPU-nope"):
-        hardware.read_inventory(["GPU-nope"])
-    with pytest.raises(hardware.HardwareError, match="neither an NVML index"):
-        hardware.parse_gpu_selection("0,cuda:1")
+    with pytest.raises(hw_errors.HardwareError, match=r"GPU index 5 does not exist.*2 GPU"):
+        hw_nvml.read_inventory(["5"])
+    with pytest.raises(hw_errors.HardwareError, match="no GPU with UUID GPU-nope"):
+        hw_nvml.read_inventory(["GPU-nope"])
+    with pytest.raises(hw_errors.HardwareError, match="neither an NVML index"):
+        hw_nvml.parse_gpu_selection("0,cuda:1")
 
 
 # --------------------------------------------------------------------------- checks
 
 
-def _checks(fake: FakeNvml, **kwargs) -> dict[tuple[str, int], hardware.Check]:
-    inventory = hardware.read_inventory()
-    return {(c.name, c.gpu): c for c in hardware.preflight(inventory, **kwargs)}
+def _checks(fake: FakeNvml, **kwargs) -> dict[tuple[str, int], hw_checks.Check]:
+    inventory = hw_nvml.read_inventory()
+    return {(c.name, c.gpu): c for c in hw_checks.preflight(inventory, **kwargs)}
 
 
 def test_idle_gpus_pass_and_persistence_off_only_warns(fake: FakeNvml):
     checks = _checks(fake, clock_policy="default")
-    assert hardware.checks_ok(checks.values())
+    assert hw_checks.checks_ok(checks.values())
     assert all(c.ok for c in checks.values() if c.name != "persistence-mode")
     assert checks[("persistence-mode", 0)].status == "warn"
     fake.gpus[0].persistence = 1
@@ -293,7 +299,7 @@ def test_throttling_fails(fake: FakeNvml, mask: int, named: str):
     check = _checks(fake)[("no-throttling", 0)]
     assert (check.ok, check.required) == (False, True)
     assert check.detail == f"clocks held down by {named}"
-    assert not hardware.checks_ok(_checks(fake).values())
+    assert not hw_checks.checks_ok(_checks(fake).values())
 
 
 def test_idle_and_sync_boost_are_not_throttling(fake: FakeNvml):
@@ -308,7 +314,7 @@ def test_a_hot_or_busy_gpu_warns(fake: FakeNvml):
     assert checks[("temperature", 0)].status == "warn"
     assert checks[("temperature", 0)].detail == "80 C (slowdown at 87 C)"
     assert checks[("gpu-idle", 0)].status == "warn"
-    assert hardware.checks_ok(checks.values())
+    assert hw_checks.checks_ok(checks.values())
 
 
 def test_clock_policy_is_checked(fake: FakeNvml, as_root, state_file: Path):
@@ -323,7 +329,7 @@ def test_clock_policy_is_checked(fake: FakeNvml, as_root, state_file: Path):
     assert not changed.ok and "differ from the defaults 1980/3201" in changed.detail
     fake.gpus[0].app_graphics_clock_mhz = 1980
 
-    hardware.setup(lock_clocks="base", echo=quiet)
+    hw_setup.setup(lock_clocks="base", echo=quiet)
     assert _checks(fake, clock_policy="locked")[("clock-policy", 1)].ok
     wrong = _checks(fake, clock_policy="default")[("clock-policy", 1)]
     assert not wrong.ok and "locked at base" in wrong.detail
@@ -333,7 +339,7 @@ def test_clock_policy_is_checked(fake: FakeNvml, as_root, state_file: Path):
 def test_a_lock_recorded_in_an_earlier_boot_does_not_count(
     fake: FakeNvml, as_root, state_file: Path
 ):
-    hardware.setup(lock_clocks="1500", echo=quiet)
+    hw_setup.setup(lock_clocks="1500", echo=quiet)
     state = json.loads(state_file.read_text())
     state["boot_id"] = "another-boot"
     state_file.write_text(json.dumps(state))
@@ -341,7 +347,7 @@ def test_a_lock_recorded_in_an_earlier_boot_does_not_count(
 
 
 def test_snapshot_is_plain_json(fake: FakeNvml):
-    snapshot = hardware.preflight_snapshot(["0"], clock_policy="default")
+    snapshot = hw_checks.preflight_snapshot(["0"], clock_policy="default")
     again = json.loads(json.dumps(snapshot))
     assert again["ok"] is True
     assert again["inventory"]["gpus"][0]["name"] == "NVIDIA H200"
@@ -356,10 +362,10 @@ def test_no_driver_is_one_error_with_its_own_exit_status(monkeypatch: pytest.Mon
     # the real pynvml against this machine's real absence of libnvidia-ml
     monkeypatch.setattr(pynvml, "nvmlLib", None)
     monkeypatch.setattr(pynvml, "_nvmlGetFunctionPointer_cache", {})
-    with pytest.raises(hardware.NoDriver, match=r"libnvidia-ml\.so\.1 was not found"):
-        hardware.read_inventory()
+    with pytest.raises(hw_errors.NoDriver, match=r"libnvidia-ml\.so\.1 was not found"):
+        hw_nvml.read_inventory()
     result = invoke("check", "--format", "json")
-    assert result.exit_code == 4 == hardware.NoDriver.exit_code
+    assert result.exit_code == 4 == hw_errors.NoDriver.exit_code
     assert result.stdout == ""
     assert "no NVIDIA driver" in one_error_line(result)
 
@@ -377,7 +383,7 @@ def test_driver_not_loaded_is_no_driver(fake: FakeNvml):
 def test_dry_run_changes_nothing_even_as_root(fake: FakeNvml, as_root, state_file: Path):
     before = fake.settings()
     lines: list[str] = []
-    hardware.setup(
+    hw_setup.setup(
         lock_clocks="base",
         lock_memory_clocks="max",
         persistence=True,
@@ -399,7 +405,7 @@ def test_dry_run_changes_nothing_even_as_root(fake: FakeNvml, as_root, state_fil
 
 
 def test_dry_run_needs_no_root(fake: FakeNvml, as_user):
-    hardware.setup(lock_clocks="1500", dry_run=True, echo=quiet)
+    hw_setup.setup(lock_clocks="1500", dry_run=True, echo=quiet)
     assert fake.setter_calls == []
 
 
@@ -409,7 +415,7 @@ def test_setup_then_reset_restores_the_saved_state_exactly(
     fake.gpus[1].persistence = 1  # already on: setup must leave it, reset must not turn it off
     before = fake.settings()
 
-    state = hardware.setup(lock_clocks="base", persistence=True, echo=quiet)
+    state = hw_setup.setup(lock_clocks="base", persistence=True, echo=quiet)
 
     assert fake.gpus[0].gpu_locked_clocks == (1365, 1365)  # the fake's TDP base clock
     assert fake.gpus[1].gpu_locked_clocks == (1365, 1365)
@@ -426,7 +432,7 @@ def test_setup_then_reset_restores_the_saved_state_exactly(
     ]
     fake.setter_calls.clear()
 
-    hardware.reset(echo=quiet)
+    hw_setup.reset(echo=quiet)
 
     assert fake.settings() == before
     assert not state_file.exists()
@@ -443,20 +449,20 @@ def test_reset_restores_applications_clocks_and_memory_locks(
     gpu = fake.gpus[0]
     gpu.app_graphics_clock_mhz = 1755  # a non-default setting made before fwdasv
     before = fake.settings()
-    hardware.setup(gpus=["0"], lock_clocks="1500", lock_memory_clocks="3201", echo=quiet)
+    hw_setup.setup(gpus=["0"], lock_clocks="1500", lock_memory_clocks="3201", echo=quiet)
     assert (gpu.gpu_locked_clocks, gpu.memory_locked_clocks) == ((1500, 1500), (3201, 3201))
     gpu.app_graphics_clock_mhz = 1980  # changed behind fwdasv's back while set up
-    hardware.reset(echo=quiet)
+    hw_setup.reset(echo=quiet)
     assert fake.settings() == before
     assert ("nvmlDeviceSetApplicationsClocks", gpu.uuid, (3201, 1755)) in fake.setter_calls
 
 
 def test_reset_dry_run_keeps_the_state(fake: FakeNvml, as_root, state_file: Path):
-    hardware.setup(lock_clocks="1500", echo=quiet)
+    hw_setup.setup(lock_clocks="1500", echo=quiet)
     locked = fake.settings()
     calls = len(fake.setter_calls)
     lines: list[str] = []
-    hardware.reset(dry_run=True, echo=lines.append)
+    hw_setup.reset(dry_run=True, echo=lines.append)
     assert len(fake.setter_calls) == calls
     assert fake.settings() == locked
     assert state_file.exists()
@@ -466,10 +472,10 @@ def test_reset_dry_run_keeps_the_state(fake: FakeNvml, as_root, state_file: Path
 def test_a_second_setup_is_refused_so_the_first_saved_state_survives(
     fake: FakeNvml, as_root, state_file: Path
 ):
-    hardware.setup(lock_clocks="1500", echo=quiet)
+    hw_setup.setup(lock_clocks="1500", echo=quiet)
     first = state_file.read_text()
-    with pytest.raises(hardware.HardwareError, match=r"already set up.*fwdasv hw reset"):
-        hardware.setup(lock_clocks="1200", echo=quiet)
+    with pytest.raises(hw_errors.HardwareError, match=r"already set up.*fwdasv hw reset"):
+        hw_setup.setup(lock_clocks="1200", echo=quiet)
     assert state_file.read_text() == first
     assert fake.gpus[0].gpu_locked_clocks == (1500, 1500)
 
@@ -477,8 +483,8 @@ def test_a_second_setup_is_refused_so_the_first_saved_state_survives(
 def test_a_failed_change_undoes_the_ones_made(fake: FakeNvml, as_root, state_file: Path):
     before = fake.settings()
     fake.fail["nvmlDeviceSetMemoryLockedClocks"] = pynvml.NVML_ERROR_NOT_SUPPORTED
-    with pytest.raises(hardware.HardwareError, match=r"nvmlDeviceSetMemoryLockedClocks.*Not Supp"):
-        hardware.setup(lock_clocks="base", lock_memory_clocks="max", persistence=True, echo=quiet)
+    with pytest.raises(hw_errors.HardwareError, match=r"nvmlDeviceSetMemoryLockedClocks.*Not Supp"):
+        hw_setup.setup(lock_clocks="base", lock_memory_clocks="max", persistence=True, echo=quiet)
     assert fake.settings() == before
     assert not state_file.exists()
 
@@ -487,8 +493,8 @@ def test_an_interrupted_setup_is_undone(
     fake: FakeNvml, as_root, state_file: Path, monkeypatch: pytest.MonkeyPatch, default_sigint
 ):
     before = fake.settings()
-    real_apply = hardware.NvmlApplier.apply
-    applied: list[hardware.Change] = []
+    real_apply = hw_clocks.NvmlApplier.apply
+    applied: list[hw_clocks.Change] = []
 
     def apply_then_interrupt(self, change):
         real_apply(self, change)
@@ -497,9 +503,9 @@ def test_an_interrupted_setup_is_undone(
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)
 
-    monkeypatch.setattr(hardware.NvmlApplier, "apply", apply_then_interrupt)
+    monkeypatch.setattr(hw_clocks.NvmlApplier, "apply", apply_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        hardware.setup(lock_clocks="base", persistence=True, echo=quiet)
+        hw_setup.setup(lock_clocks="base", persistence=True, echo=quiet)
     # two of setup's four changes were made, then the undo (the same applier) ran
     assert [c.function for c in applied[:2]] == [
         "nvmlDeviceSetPersistenceMode",
@@ -515,13 +521,13 @@ def test_locked_clocks_is_scoped_and_undone_on_sigint(
     fake: FakeNvml, as_root, state_file: Path, default_sigint
 ):
     before = fake.settings()
-    with hardware.locked_clocks(lock_clocks="1500", echo=quiet):
+    with hw_setup.locked_clocks(lock_clocks="1500", echo=quiet):
         assert fake.gpus[0].gpu_locked_clocks == (1500, 1500)
     assert fake.settings() == before and not state_file.exists()
 
     with (
         pytest.raises(KeyboardInterrupt),
-        hardware.locked_clocks(lock_clocks="1500", echo=quiet),
+        hw_setup.locked_clocks(lock_clocks="1500", echo=quiet),
     ):
         assert state_file.exists()
         os.kill(os.getpid(), signal.SIGINT)
@@ -536,7 +542,7 @@ def test_a_signal_while_pynvml_holds_its_lock_is_undone_without_deadlock(
     before = fake.settings()
     with (
         pytest.raises(KeyboardInterrupt),
-        hardware.locked_clocks(lock_clocks="1500", echo=quiet),
+        hw_setup.locked_clocks(lock_clocks="1500", echo=quiet),
     ):
         pynvml.libLoadLock.acquire()  # as if the signal landed inside a pynvml call
         try:
@@ -555,12 +561,18 @@ import os, sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import fake_nvml
-from fwdasv.hw import nvml as hardware
+from fwdasv.hw import checks as hw_checks
+from fwdasv.hw import clocks as hw_clocks
+from fwdasv.hw import errors as hw_errors
+from fwdasv.hw import machine as hw_machine
+from fwdasv.hw import nvml as hw_nvml
+from fwdasv.hw import setup as hw_setup
+from fwdasv.hw import statefile as hw_statefile
 fake = fake_nvml.FakeNvml.h200(1).install()
 fake.dump_path = Path(sys.argv[2])
 fake.dump()
 os.geteuid = lambda: 0
-with hardware.locked_clocks(lock_clocks="base", persistence=True, state_file=sys.argv[3]):
+with hw_setup.locked_clocks(lock_clocks="base", persistence=True, state_file=sys.argv[3]):
     print("locked", flush=True)
     time.sleep(60)
 print("the block ended without the signal", flush=True)
@@ -598,8 +610,8 @@ def test_sigterm_during_a_locked_run_still_resets(tmp_path: Path):
 def test_changes_without_root_are_refused_before_any_call(
     fake: FakeNvml, as_user, state_file: Path
 ):
-    with pytest.raises(hardware.NotPermitted, match="needs root: run it with sudo"):
-        hardware.setup(lock_clocks="base", echo=quiet)
+    with pytest.raises(hw_errors.NotPermitted, match="needs root: run it with sudo"):
+        hw_setup.setup(lock_clocks="base", echo=quiet)
     assert fake.calls == [] and not state_file.exists()
     result = invoke("setup", "--lock-clocks", "base")
     assert result.exit_code == 5
@@ -618,14 +630,14 @@ def test_nvml_refusing_a_setter_says_so_and_leaves_nothing(
 
 
 def test_lock_values_are_validated(fake: FakeNvml, as_root, state_file: Path):
-    with pytest.raises(hardware.HardwareError, match=r"above .*maximum SM clock 1980 MHz"):
-        hardware.setup(lock_clocks="2500", echo=quiet)
-    with pytest.raises(hardware.HardwareError, match="--lock-clocks 'fast'"):
-        hardware.setup(lock_clocks="fast", echo=quiet)
-    with pytest.raises(hardware.HardwareError, match="nothing to set up"):
-        hardware.setup(echo=quiet)
+    with pytest.raises(hw_errors.HardwareError, match=r"above .*maximum SM clock 1980 MHz"):
+        hw_setup.setup(lock_clocks="2500", echo=quiet)
+    with pytest.raises(hw_errors.HardwareError, match="--lock-clocks 'fast'"):
+        hw_setup.setup(lock_clocks="fast", echo=quiet)
+    with pytest.raises(hw_errors.HardwareError, match="nothing to set up"):
+        hw_setup.setup(echo=quiet)
     assert fake.setter_calls == [] and not state_file.exists()
-    hardware.setup(lock_clocks="default", echo=quiet)
+    hw_setup.setup(lock_clocks="default", echo=quiet)
     assert fake.gpus[0].gpu_locked_clocks == (1980, 1980)
 
 
@@ -639,7 +651,7 @@ def test_machine_file_is_merged_and_read_back_by_asv(fake: FakeNvml, tmp_path: P
     other = {"machine": "cpu-box", "os": "Linux", "arch": "x86_64", "cpu": "c", "num_cpu": "2"}
     path.write_text(json.dumps({"cpu-box": other, "version": 1}))
 
-    entry, written = hardware.machine(machine_file=path)
+    entry, written = hw_machine.machine(machine_file=path)
 
     assert written == path
     name = entry["machine"]
@@ -664,13 +676,13 @@ def test_machine_file_is_merged_and_read_back_by_asv(fake: FakeNvml, tmp_path: P
 
 def test_another_gpu_is_another_machine(fake: FakeNvml, tmp_path: Path):
     path = tmp_path / "machines.json"
-    first, _ = hardware.machine(gpus=["0"], machine_file=path)
-    second, _ = hardware.machine(gpus=["1"], machine_file=path)
+    first, _ = hw_machine.machine(gpus=["0"], machine_file=path)
+    second, _ = hw_machine.machine(gpus=["1"], machine_file=path)
     assert first["machine"] != second["machine"]
     assert first["gpu_uuids"] != second["gpu_uuids"]
-    assert first["machine"] == hardware.machine(gpus=["0"], machine_file=path)[0]["machine"]
+    assert first["machine"] == hw_machine.machine(gpus=["0"], machine_file=path)[0]["machine"]
     fake.gpus[0].uuid = "GPU-00000000-swapped"  # the same slot, another chip
-    swapped, _ = hardware.machine(gpus=["0"], machine_file=path)
+    swapped, _ = hw_machine.machine(gpus=["0"], machine_file=path)
     assert swapped["machine"] != first["machine"]
     assert set(json.loads(path.read_text())) == {
         first["machine"],
@@ -681,16 +693,16 @@ def test_another_gpu_is_another_machine(fake: FakeNvml, tmp_path: Path):
 
 
 def test_machine_records_the_lock(fake: FakeNvml, as_root, state_file: Path, tmp_path: Path):
-    hardware.setup(lock_clocks="base", echo=quiet)
-    entry, _ = hardware.machine(machine_file=tmp_path / "m.json", name="box")
+    hw_setup.setup(lock_clocks="base", echo=quiet)
+    entry, _ = hw_machine.machine(machine_file=tmp_path / "m.json", name="box")
     assert entry["machine"] == "box" and entry["clock_policy"] == "locked-base"
 
 
 def test_a_broken_machine_file_is_not_overwritten(fake: FakeNvml, tmp_path: Path):
     path = tmp_path / "m.json"
     path.write_text("{not json")
-    with pytest.raises(hardware.HardwareError, match="will not overwrite it"):
-        hardware.machine(machine_file=path)
+    with pytest.raises(hw_errors.HardwareError, match="will not overwrite it"):
+        hw_machine.machine(machine_file=path)
     assert path.read_text() == "{not json"
 
 

@@ -24,6 +24,7 @@ import pytest
 from asv import util as asv_util
 from asv.results import Results
 from click.testing import CliRunner
+from conftest import TESTBOX
 
 from fwdasv.analysis.export import export, write_csv, write_jsonl
 from fwdasv.asv.history import (
@@ -92,11 +93,7 @@ SUITE_V2 = SUITE.format(scale=1.1, old_version="2", removed="")
 
 MACHINES = {
     "testbox": {
-        "machine": "testbox",
-        "os": "Linux",
-        "arch": "x86_64",
-        "cpu": "test cpu",
-        "num_cpu": "2",
+        **TESTBOX,
         "ram": "8GB",
         "gpu": "NVIDIA H200",
         "gpu_count": 1,

@@ -18,7 +18,7 @@ from fwdasv.analysis.regressions import exit_status, load_regressions
 from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
 from fwdasv.cli import main
 from fwdasv.demo.project import build_project
-from fwdasv.hw import nvml as hardware
+from fwdasv.hw import statefile as hw_statefile
 
 pytestmark = pytest.mark.slow
 
@@ -93,7 +93,7 @@ def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) ->
 
 @pytest.fixture
 def fake_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeNvml:
-    monkeypatch.setenv(hardware.STATE_FILE_ENV, str(tmp_path / "hw-state.json"))
+    monkeypatch.setenv(hw_statefile.STATE_FILE_ENV, str(tmp_path / "hw-state.json"))
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     return FakeNvml.h200(count=2).install(monkeypatch)
 

@@ -16,13 +16,9 @@ import torch
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase, parse_case
 from fwdasv.engine.capture import BenchOptions
-from fwdasv.engine.pipeline import (
-    MARGIN_PER_STAGE,
-    TIMER_PIPELINE_GPU,
-    TIMER_PIPELINE_HOST,
-    pipeline_latency,
-    pipeline_main,
-)
+from fwdasv.engine.pipeline import TIMER_PIPELINE_GPU, TIMER_PIPELINE_HOST, pipeline_latency
+from fwdasv.engine.pipeline_run import pipeline_main
+from fwdasv.engine.ranks import MARGIN_PER_STAGE
 from fwdasv.engine.runner import EngineConfig
 from fwdasv.targets.base import TargetSpec
 

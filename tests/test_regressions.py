@@ -156,10 +156,10 @@ SCALES = (1.0,) * STEP_INDEX + (1.3,) * 5
 
 @pytest.fixture(scope="module")
 def stepped(drawn_history):
-    from fwdasv.asv import project as asvtools
+    from fwdasv.asv import project as asv_project
 
     history = drawn_history("stepped", SCALES, samples=20)
-    asvtools.publish(history.project, echo=None)
+    asv_project.publish(history.project, echo=None)
     return history
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchRequest
-from fwdasv.core.results import ResultsError, load, parse, refusals, verdicts, write_atomic
+from fwdasv.core.files import write_atomic
+from fwdasv.core.results import ResultsError, load, parse, refusals, verdicts
 from fwdasv.core.stats import Latency
 
 REFERENCE = Path(__file__).resolve().parent / "data"
@@ -405,7 +406,7 @@ def test_write_atomic_gives_the_file_the_usual_permissions(tmp_path: Path) -> No
     # unreadable to anyone else (a web server serving the site, a CI user).
     umask = os.umask(0o022)
     try:
-        results.write_atomic(tmp_path / "page.html", "<html></html>\n")
+        write_atomic(tmp_path / "page.html", "<html></html>\n")
     finally:
         os.umask(umask)
     assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o644

@@ -11,7 +11,7 @@ from pathlib import Path
 import asv
 import pytest
 
-from fwdasv.asv.site import LIB_DIR, LOCAL_COPIES, SiteError, localize, make_self_contained
+from fwdasv.asv.offline_site import LIB_DIR, LOCAL_COPIES, SiteError, localize, make_self_contained
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 COPIES = Path(__file__).resolve().parent.parent / "fwdasv" / "data" / "asv_www"

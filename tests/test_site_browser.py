@@ -17,7 +17,7 @@ assertion message.
 asv 0.6.6's index.html loads jQuery, flot, bootstrap, stupidtable and md5
 from public CDNs, which this closed network (and CI here) cannot reach: as asv
 publishes it, the page ends on asv's error.html. fwdasv's publish step
-(`fwdasv.asv.site.make_self_contained`) points the page at the copies fwdasv ships,
+(`fwdasv.asv.offline_site.make_self_contained`) points the page at the copies fwdasv ships,
 with their integrity hashes; the site is served here exactly as published, and
 the test checks that every request the page made stayed on this server.
 

@@ -1,4 +1,4 @@
-"""`fwdasv regressions`, `fwdasv compare`, `fwdasv bisect`: asv's results judged, for CI.
+"""The analysis commands: `fwdasv regressions`, `compare`, `bisect`, `export`, `publish`.
 
 Exit statuses are part of the interface (CI gates on them):
 
@@ -7,57 +7,47 @@ Exit statuses are part of the interface (CI gates on them):
     bisect       0 found (every probe decided by the samples),
                  1 found but uncertain (a probe decided by the closer median, or an
                    unmeasurable commit next to the step), 2 cannot bisect / bad input
+    export       0 written, 1 a result file was unreadable under --strict, 2 bad input
 
-A user error is one `Error: ...` line and status 2 (not click's usual 1), so "a
+A user error is one `Error: ...` line and status 2 (`AnalysisCommand`), so "a
 regression was found" and "the command could not run" never look alike to CI.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
-from fwdasv.analysis import compare, regressions
-from fwdasv.analysis.bisect import driver as bisection
-from fwdasv.asv.project import AsvProject
-from fwdasv.core.clitools import CliError, Command
-from fwdasv.core.errors import UserError
-
-USER_ERROR = 2
-
-_CONTEXT = {"help_option_names": ["-h", "--help"]}
-
-config_option = click.option(
-    "--config",
-    "config",
-    default="asv.conf.json",
-    show_default=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The asv configuration (its results_dir, html_dir and repo are used).",
+from fwdasv.analysis import compare, export, regressions
+from fwdasv.analysis.bisect import driver as bisect_driver
+from fwdasv.analysis.bisect import rules as bisect_rules
+from fwdasv.analysis.judgment import DEFAULT_ALPHA
+from fwdasv.asv.history import History, resolve_commits
+from fwdasv.asv.project import AsvProject, publish
+from fwdasv.core.clitools import (
+    CONTEXT,
+    AnalysisCommand,
+    CliError,
+    Command,
+    alpha_option,
+    bench_option,
+    config_option,
+    factor_option,
+    finding,
+    format_option,
+    machine_option,
 )
+from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.core.files import write_atomic
 
 
-@contextlib.contextmanager
-def _user_errors() -> Iterator[None]:
-    try:
-        yield
-    except UserError as error:
-        raise CliError(str(error), USER_ERROR) from None
-
-
-@click.command("regressions", cls=Command, context_settings=_CONTEXT)
-@config_option
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(regressions.FORMATS),
-    default="table",
-    show_default=True,
-    help="table: for a terminal; json: for scripts; markdown: for a pull-request comment.",
+@click.command("regressions", cls=AnalysisCommand, context_settings=CONTEXT)
+@config_option()
+@format_option(
+    regressions.FORMATS,
+    "table: for a terminal; json: for scripts; markdown: for a pull-request comment.",
 )
 @click.option(
     "--threshold",
@@ -66,12 +56,7 @@ def _user_errors() -> Iterator[None]:
     help="Percent above which a regression fails the check [default: asv's own, from the "
     "configuration's regressions_thresholds, else 5].",
 )
-@click.option(
-    "--bench",
-    "-b",
-    multiple=True,
-    help="Regex searched in the benchmark name or 'name(params)'; repeat to keep any match.",
-)
+@bench_option
 def regressions_command(
     config: Path, fmt: str, threshold: float | None, bench: tuple[str, ...]
 ) -> None:
@@ -82,46 +67,23 @@ def regressions_command(
     and the change. Exits 1 when any is above the threshold, so CI can gate on
     it; 2 when the site is missing (run `asv publish` first).
     """
-    with _user_errors():
-        project = AsvProject.load(config)
-        found = regressions.load_regressions(project, bench=bench, threshold_pct=threshold)
+    project = AsvProject.load(config)
+    found = regressions.load_regressions(project, bench=bench, threshold_pct=threshold)
     click.echo(regressions.format_regressions(found, fmt))
-    raise SystemExit(regressions.exit_status(found))
+    finding(regressions.exit_status(found) != 0)
 
 
-@click.command("compare", cls=Command, context_settings=_CONTEXT)
+@click.command("compare", cls=AnalysisCommand, context_settings=CONTEXT)
 @click.argument("a")
 @click.argument("b")
-@config_option
-@click.option("--machine", "-m", default=None, help="Machine name [default: the only one].")
-@click.option(
-    "--factor",
-    type=click.FloatRange(min=1),
-    default=compare.DEFAULT_FACTOR,
-    show_default=True,
-    help="A change counts only beyond this ratio of medians (asv's --factor).",
+@config_option()
+@machine_option()
+@factor_option(
+    compare.DEFAULT_FACTOR, "A change counts only beyond this ratio of medians (asv's --factor)."
 )
-@click.option(
-    "--alpha",
-    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-    default=compare.DEFAULT_ALPHA,
-    show_default=True,
-    help="Significance level of the Mann-Whitney test on the samples (asv's is 0.002).",
-)
-@click.option(
-    "--bench",
-    "-b",
-    multiple=True,
-    help="Regex searched in the benchmark name or 'name(params)'; repeat to keep any match.",
-)
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(compare.FORMATS),
-    default="table",
-    show_default=True,
-    help="table, json or markdown.",
-)
+@alpha_option(help="Significance level of the Mann-Whitney test on the samples (asv's is 0.002).")
+@bench_option
+@format_option(compare.FORMATS, "table, json or markdown.")
 @click.option("--only-changed", is_flag=True, help="Hide unchanged and unknown results.")
 def compare_command(
     a: str,
@@ -142,10 +104,9 @@ def compare_command(
     few samples and no finite CI, or measured at one commit only. Exits 1 when
     anything got worse (asv compare always exits 0, asv#884).
     """
-    with _user_errors():
-        project = AsvProject.load(config)
-        found = compare.compare(project, a, b, machine, factor=factor, alpha=alpha, bench=bench)
-        label_a, label_b = compare.resolve_commit(project, a), compare.resolve_commit(project, b)
+    project = AsvProject.load(config)
+    found = compare.compare_commits(project, a, b, machine, factor=factor, alpha=alpha, bench=bench)
+    label_a, label_b = compare.resolve_commit(project, a), compare.resolve_commit(project, b)
     click.echo(
         compare.format_comparisons(
             found,
@@ -157,33 +118,21 @@ def compare_command(
             only_changed=only_changed,
         )
     )
-    raise SystemExit(compare.exit_status(found))
+    finding(compare.exit_status(found) != 0)
 
 
-@click.command("bisect", cls=Command, context_settings=_CONTEXT)
+@click.command("bisect", cls=AnalysisCommand, context_settings=CONTEXT)
 @click.argument("commit_range", metavar="GOOD..BAD")
 @click.argument("bench", metavar="BENCH")
 @click.option("--case", default=None, help="The case (parameter) to follow, e.g. decode_bs8.")
-@config_option
-@click.option("--machine", "-m", default=None, help="asv machine name [default: the only one].")
-@click.option(
-    "--factor",
-    type=click.FloatRange(min=1),
-    default=bisection.DEFAULT_FACTOR,
-    show_default=True,
-    help="A step counts only beyond this ratio of medians.",
-)
-@click.option(
-    "--alpha",
-    type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
-    default=bisection.DEFAULT_ALPHA,
-    show_default=True,
-    help="Significance level of the Mann-Whitney test.",
-)
+@config_option()
+@machine_option()
+@factor_option(bisect_rules.DEFAULT_FACTOR, "A step counts only beyond this ratio of medians.")
+@alpha_option(DEFAULT_ALPHA, "Significance level of the Mann-Whitney test.")
 @click.option(
     "--max-remeasure",
     type=click.IntRange(min=0),
-    default=bisection.DEFAULT_MAX_REMEASURE,
+    default=bisect_rules.DEFAULT_MAX_REMEASURE,
     show_default=True,
     help="Extra asv runs (appended samples) for a commit the samples cannot place.",
 )
@@ -229,44 +178,138 @@ def bisect_command(
     """
     good, sep, bad = commit_range.partition("..")
     if not sep or not good or not bad or bad.startswith("."):
-        raise CliError(f"{commit_range!r}: write the range as GOOD..BAD", USER_ERROR)
+        raise CliError(f"{commit_range!r}: write the range as GOOD..BAD", EXIT_USAGE)
+    if json_path is not None:
+        from fwdasv.core.files import check_output_path
+
+        check_output_path(json_path, what="--json")
 
     def progress(line: str) -> None:
         click.echo(line, err=True)
 
-    with _user_errors():
-        project = AsvProject.load(config)
-        if machine is None:
-            machine = _only_machine(project)
-        result = bisection.bisect(
-            project,
-            good,
-            bad,
-            bench,
-            machine,
-            case,
-            factor=factor,
-            alpha=alpha,
-            max_remeasure=max_remeasure,
-            python=python,
-            echo=progress,
-            asv_echo=progress if show_asv else None,
-        )
+    project = AsvProject.load(config)
+    result = bisect_driver.bisect(
+        project,
+        good,
+        bad,
+        bench,
+        machine or project.only_machine(),
+        case,
+        factor=factor,
+        alpha=alpha,
+        max_remeasure=max_remeasure,
+        python=python,
+        echo=progress,
+        asv_echo=progress if show_asv else None,
+    )
     click.echo(result.summary())
     if json_path is not None:
-        from fwdasv.core.results import write_atomic
-
         write_atomic(json_path, json.dumps(result.to_json(), indent=2) + "\n")
-    raise SystemExit(0 if result.certain else 1)
+    finding(not result.certain)
 
 
-def _only_machine(project: AsvProject) -> str:
-    machines = []
-    if project.results_dir.is_dir():
-        machines = sorted(
-            p.name for p in project.results_dir.iterdir() if (p / "machine.json").is_file()
+@click.command("export", cls=Command, context_settings=CONTEXT)
+@click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
+@format_option(
+    export.FORMATS,
+    "csv: one row per record; jsonl: one JSON object per line; markdown: a table to read.",
+)
+@click.option(
+    "--output",
+    "-o",
+    default="-",
+    show_default=True,
+    help="File to write (atomically: temp file + rename), or - for stdout.",
+)
+@click.option(
+    "--machine",
+    "-m",
+    "machines",
+    multiple=True,
+    help="Only this machine (exact name, as in results/<machine>/); repeat for several.",
+)
+@bench_option
+@click.option(
+    "--commits",
+    "-c",
+    multiple=True,
+    help="Hash prefixes (comma-separated) or a git range A..B (resolved with "
+    "`git rev-list` in --repo); repeat to add more.",
+)
+@click.option(
+    "--repo",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The benchmarked project's git clone, to resolve --commits A..B.",
+)
+@click.option(
+    "--samples/--no-samples",
+    default=False,
+    show_default=True,
+    help="Add a 'samples' column: the raw samples asv stored (--record-samples).",
+)
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help=f"Progress bar on stderr [default: when writing a file from a terminal, "
+    f"{export.PROGRESS_MIN_FILES}+ result files].",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 1 when a result file could not be read (the others are still written).",
+)
+def export_command(
+    results_dir: Path,
+    fmt: str,
+    output: str,
+    machines: tuple[str, ...],
+    bench: tuple[str, ...],
+    commits: tuple[str, ...],
+    repo: Path | None,
+    samples: bool,
+    progress: bool | None,
+    strict: bool,
+) -> None:
+    """Export asv results (RESULTS_DIR: asv's results_dir) as flat records.
+
+    One record per commit, machine, environment, benchmark and case: median,
+    99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
+    check, timing metadata. Results whose benchmark version differs from
+    benchmarks.json are dropped, as `asv publish` drops them. An unreadable
+    result file is reported on stderr and skipped.
+    """
+    commit_filter = resolve_commits(commits, repo) if commits else None
+    history = History(
+        results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples
+    )
+    report = export.export(history, fmt, output, progress)
+    for line in report.lines():
+        click.echo(line, err=True)
+    if strict and report.problems:
+        count = len(report.problems)
+        raise CliError(
+            f"{count} result file{'s' if count != 1 else ''} could not be read (--strict); "
+            "the others were exported"
         )
-    if len(machines) != 1:
-        found = ", ".join(machines) if machines else "none yet"
-        raise CliError(f"pick the asv machine with --machine (results have: {found})", USER_ERROR)
-    return machines[0]
+
+
+@click.command("publish", cls=AnalysisCommand, context_settings=CONTEXT)
+@config_option("asv configuration.")
+def publish_command(config: Path) -> None:
+    """`asv publish`, then the site made to work without the internet.
+
+    asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
+    the copies it ships, so the site opens on a closed network too.
+    """
+    project = AsvProject.load(config)
+    html = publish(project, echo=click.echo)
+    click.echo(f"site: {html} (to view: python -m asv preview --config {project.config_path})")
+
+
+COMMANDS = (
+    regressions_command,
+    compare_command,
+    bisect_command,
+    export_command,
+    publish_command,
+)

@@ -30,14 +30,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, sample_test
 from fwdasv.asv.history import CommitFilter, History
 from fwdasv.asv.project import AsvError, AsvProject
-from fwdasv.core import stats
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
 
 DEFAULT_FACTOR = 1.05
-DEFAULT_ALPHA = stats.SIGNIFICANCE
 
 IMPROVED, WORSE, UNCHANGED, UNKNOWN, FAILED, FIXED = (
     "improved",
@@ -123,9 +122,9 @@ def judge(
     p_value = None
     method = "none"
     if before.samples and after.samples:
-        different = stats.is_different(before.samples, after.samples, alpha)
+        tested = sample_test(before.samples, after.samples, alpha)
+        different, p_value = tested.different, tested.p_value
         if different is not None:
-            p_value = stats.mann_whitney_u(before.samples, after.samples)[1]
             method = "mann-whitney"
     if different is None and before.has_ci and after.has_ci:
         assert before.ci_99_a is not None and before.ci_99_b is not None
@@ -297,7 +296,7 @@ def load_records(
     return by_commit
 
 
-def compare(
+def compare_commits(
     project: AsvProject,
     a: str,
     b: str,
@@ -308,10 +307,7 @@ def compare(
     bench: Sequence[str] = (),
 ) -> list[Comparison]:
     """Compare commit `a` (before) with `b` (after) on `project`'s stored results."""
-    if factor < 1:
-        raise CompareError(f"--factor {factor}: must be >= 1 (1.05 = 5%)")
-    if not 0 < alpha < 1:
-        raise CompareError(f"--alpha {alpha}: must be between 0 and 1")
+    check_rule(factor, alpha)
     hash_a, hash_b = resolve_commit(project, a), resolve_commit(project, b)
     records = load_records(project, [hash_a, hash_b], machine, bench)
     machines = sorted({r["machine"] for rs in records.values() for r in rs})

@@ -22,14 +22,13 @@ import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 from typing import Any, TextIO
 
 import click
 
-from fwdasv.asv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Report, resolve_commits
-from fwdasv.core.clitools import CliError, Command
-from fwdasv.core.results import atomic_output
+from fwdasv.asv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Report
+from fwdasv.core.files import atomic_output
+from fwdasv.core.tables import markdown_cell
 
 FORMATS = ("csv", "jsonl", "markdown")
 
@@ -130,8 +129,7 @@ def _markdown_cell(value: Any) -> str:
         return ""
     if isinstance(value, float):
         return f"{value:.4g}"
-    text = _json(value) if isinstance(value, (dict, list)) else str(value)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return markdown_cell(_json(value) if isinstance(value, (dict, list)) else str(value))
 
 
 def write_markdown(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
@@ -192,98 +190,3 @@ def export(
             with atomic_output(output) as stream:  # type: ignore[arg-type]
                 writer(records, stream, history.fields)
     return history.report
-
-
-@click.command("export", cls=Command, context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(FORMATS),
-    default="csv",
-    show_default=True,
-    help="csv: one row per record; jsonl: one JSON object per line; markdown: a table to read.",
-)
-@click.option(
-    "--output",
-    "-o",
-    default="-",
-    show_default=True,
-    help="File to write (atomically: temp file + rename), or - for stdout.",
-)
-@click.option(
-    "--machine",
-    "-m",
-    "machines",
-    multiple=True,
-    help="Only this machine (exact name, as in results/<machine>/); repeat for several.",
-)
-@click.option(
-    "--bench",
-    "-b",
-    multiple=True,
-    help="Regex searched in the benchmark name or 'name(params)', as `asv run -b`; "
-    "repeat to keep any match.",
-)
-@click.option(
-    "--commits",
-    "-c",
-    multiple=True,
-    help="Hash prefixes (comma-separated) or a git range A..B (resolved with "
-    "`git rev-list` in --repo); repeat to add more.",
-)
-@click.option(
-    "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="The benchmarked project's git clone, to resolve --commits A..B.",
-)
-@click.option(
-    "--samples/--no-samples",
-    default=False,
-    show_default=True,
-    help="Add a 'samples' column: the raw samples asv stored (--record-samples).",
-)
-@click.option(
-    "--progress/--no-progress",
-    default=None,
-    help=f"Progress bar on stderr [default: when writing a file from a terminal, "
-    f"{PROGRESS_MIN_FILES}+ result files].",
-)
-@click.option(
-    "--strict",
-    is_flag=True,
-    help="Exit 1 when a result file could not be read (the others are still written).",
-)
-def export_command(
-    results_dir: Path,
-    fmt: str,
-    output: str,
-    machines: tuple[str, ...],
-    bench: tuple[str, ...],
-    commits: tuple[str, ...],
-    repo: Path | None,
-    samples: bool,
-    progress: bool | None,
-    strict: bool,
-) -> None:
-    """Export asv results (RESULTS_DIR: asv's results_dir) as flat records.
-
-    One record per commit, machine, environment, benchmark and case: median,
-    99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
-    check, timing metadata. Results whose benchmark version differs from
-    benchmarks.json are dropped, as `asv publish` drops them. An unreadable
-    result file is reported on stderr and skipped.
-    """
-    commit_filter = resolve_commits(commits, repo) if commits else None
-    history = History(
-        results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples
-    )
-    report = export(history, fmt, output, progress)
-    for line in report.lines():
-        click.echo(line, err=True)
-    if strict and report.problems:
-        count = len(report.problems)
-        raise CliError(
-            f"{count} result file{'s' if count != 1 else ''} could not be read (--strict); "
-            "the others were exported"
-        )

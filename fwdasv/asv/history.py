@@ -252,6 +252,20 @@ def _load_json(path: Path) -> Any:
         return json.loads(f.read())
 
 
+def result_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The commit and environment a result file says it holds (`commit_hash`, `env_name`).
+
+    Raises ResultFileError when it is not readable JSON.
+    """
+    try:
+        data = _load_json(Path(path))
+    except (OSError, ValueError) as error:
+        raise ResultFileError(f"{path}: not readable JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ResultFileError(f"{path}: not an asv result file")
+    return {"commit_hash": data.get("commit_hash"), "env_name": data.get("env_name")}
+
+
 class History:
     """An asv results directory, its benchmarks.json and machine files, with filters.
 

@@ -112,11 +112,23 @@ class AsvProject:
     def subject(self, commit: str) -> str:
         return self.git("log", "-1", "--format=%s", commit)
 
+    def machines(self) -> list[str]:
+        """The machines with stored results (a results/<machine>/machine.json each)."""
+        if not self.results_dir.is_dir():
+            return []
+        return sorted(p.name for p in self.results_dir.iterdir() if (p / "machine.json").is_file())
 
-def asv_command(
-    project: AsvProject, command: str, *args: str, python: str = sys.executable
-) -> list[str]:
-    return [python, "-m", "asv", command, "--config", str(project.config_path), *args]
+    def only_machine(self) -> str:
+        """The one machine with results, or one error asking for --machine."""
+        machines = self.machines()
+        if len(machines) != 1:
+            found = ", ".join(machines) if machines else "none yet"
+            raise AsvError(f"pick the asv machine with --machine (results have: {found})")
+        return machines[0]
+
+
+# asv's own timeouts guard each benchmark; this one only ends a wedged asv.
+ASV_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 def run_asv(
@@ -127,35 +139,34 @@ def run_asv(
     echo: Callable[[str], None] | None = print,
     env: dict[str, str] | None = None,
     check_codes: Sequence[int] = (0,),
-    timeout_s: float | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """Run `asv COMMAND --config ... ARGS`, streaming its output to `echo`."""
-    argv = asv_command(project, command, *args, python=python)
-    child_env = {**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"}
-    lines: list[str] = []
+    timeout_s: float = ASV_TIMEOUT_S,
+) -> int:
+    """Run `asv COMMAND --config ... ARGS` through `fwdasv.launch`; returns its exit status.
+
+    Its output streams to `echo` and to a log beside the results
+    (`.fwdasv-logs/asv-COMMAND-<pid>.log`); a status outside `check_codes` is an
+    AsvError with the log's tail.
+    """
+    from fwdasv.launch import LaunchError, LaunchSpec, run_process
+
+    spec = LaunchSpec(
+        args=["-m", "asv", command, "--config", str(project.config_path), *args],
+        python=python,
+        env=env or {},
+        timeout_s=timeout_s,
+        cwd=str(project.config_path.parent),
+    )
+    log = project.results_dir.parent / ".fwdasv-logs" / f"asv-{command}-{os.getpid()}.log"
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=project.config_path.parent,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env=child_env,
+        completed = run_process(spec, log, echo)
+    except LaunchError as error:
+        raise AsvError(f"asv {command} could not run to the end: {error}") from None
+    if completed.returncode not in check_codes:
+        tail = "\n".join(completed.lines[-25:])
+        raise AsvError(
+            f"asv {command} exited with status {completed.returncode} (log {log}):\n{tail}"
         )
-    except OSError as error:
-        raise AsvError(f"cannot run asv ({argv[0]}): {error}") from None
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        line = line.rstrip("\n")
-        lines.append(line)
-        if echo is not None:
-            echo(line)
-    returncode = proc.wait(timeout=timeout_s)
-    output = "\n".join(lines)
-    if returncode not in check_codes:
-        tail = "\n".join(lines[-25:])
-        raise AsvError(f"asv {command} exited with status {returncode}:\n{tail}")
-    return subprocess.CompletedProcess(argv, returncode, output, "")
+    return completed.returncode
 
 
 def run_commits(
@@ -200,16 +211,14 @@ def run_spec(
         args.append("--skip-existing-successful")
     for pattern in bench:
         args += ["--bench", pattern]
-    return run_asv(
-        project, "run", *args, *extra, python=python, echo=echo, check_codes=(0, 2)
-    ).returncode
+    return run_asv(project, "run", *args, *extra, python=python, echo=echo, check_codes=(0, 2))
 
 
 def publish(
     project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
 ) -> Path:
-    """`asv publish`, then the site made to work offline (fwdasv.asv.site)."""
-    from fwdasv.asv.site import make_self_contained
+    """`asv publish`, then the site made to work offline (fwdasv.asv.offline_site)."""
+    from fwdasv.asv.offline_site import make_self_contained
 
     run_asv(project, "publish", python=python, echo=echo)
     make_self_contained(project.html_dir)

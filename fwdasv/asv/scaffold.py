@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.cases import parse_case
-from fwdasv.core.results import write_atomic
+from fwdasv.core.files import write_atomic
 
 
 def torch_suite_source(

@@ -38,7 +38,7 @@ import types
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fwdasv.core.cases import BenchCase, parse_case, unique_cases
+from fwdasv.core.cases import parse_case, unique_cases
 
 # Per-process environment overrides, so one benchmarks/ directory serves a
 # laptop, a CI box and an offline GPU host.
@@ -144,29 +144,23 @@ class ForwardSuite(abc.ABC):
     def _measure(self) -> dict[str, Any]:
         """The body of every suite's `setup_cache`: launch the bench, keep plain data."""
         from fwdasv.backends import BackendUnavailable
+        from fwdasv.backends.measure import measure
 
         config = self.run_config()
         name = type(self).__name__
-        try:
-            from fwdasv.backends import get_backend
-
-            reason = get_backend(config.backend).unavailable(config)
-        except BackendUnavailable as error:
-            reason = str(error)
-        if reason is not None:
-            print(f"[fwdasv] {name}: skipped: {reason}", flush=True)
-            return {"skip": reason}
         directory = log_dir(name)
-        print(
-            f"[fwdasv] {name}: {config.backend} bench of {len(config.cases)} case(s), logs in {directory}",
-            flush=True,
-        )
-        pooled: dict[str, dict[str, Any]] = {}
-        for launch_index in range(self.launches):
-            for outcome in _launch_isolating_failures(config, directory, f"launch{launch_index}"):
-                for case in outcome.config.cases:
-                    _pool(pooled, case, outcome, config.samples, self.tolerance)
-        return {"cases": pooled, "config": config.describe(), "log_dir": str(directory)}
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
+        try:
+            cases = measure(
+                config, directory, launches=self.launches, tolerance=self.tolerance, echo=say
+            )
+        except BackendUnavailable as error:
+            say(f"[fwdasv] {name}: skipped: {error}")
+            return {"skip": str(error)}
+        return {"cases": cases, "config": config.describe(), "log_dir": str(directory)}
 
     def run_config(self):
         from fwdasv.backends import RunConfig
@@ -233,96 +227,6 @@ class ForwardSuite(abc.ABC):
         return _value_or_skip(_ran(cache, case)["graph_vs_eager"])
 
     track_graph_vs_eager.unit = "relative rms"  # type: ignore[attr-defined]
-
-
-def _launch_isolating_failures(config: Any, directory: Path, tag: str) -> list[Any]:
-    """One bench for all cases; if it dies, one bench per case, so one bad case
-    (vLLM's bench writes its JSON only at the end and exits on the first error)
-    costs its own result and not its neighbours'."""
-    import dataclasses
-
-    from fwdasv.backends import RunOutcome, run_bench
-    from fwdasv.launch import LaunchError
-
-    def echo(line: str) -> None:
-        print(line, flush=True)
-
-    try:
-        return [run_bench(config, directory, echo=echo, tag=tag)]
-    except LaunchError as error:
-        if len(config.cases) == 1:
-            return [_failed_outcome(config, error, RunOutcome)]
-        print(
-            f"[fwdasv] the bench of {len(config.cases)} cases failed ({error.summary}); "
-            "running each case on its own",
-            flush=True,
-        )
-    outcomes = []
-    for case in config.cases:
-        single = dataclasses.replace(config, cases=(case,))
-        try:
-            outcomes.append(run_bench(single, directory, echo=echo, tag=f"{tag}-{case.name}"))
-        except LaunchError as error:
-            outcomes.append(_failed_outcome(single, error, RunOutcome))
-    return outcomes
-
-
-def _failed_outcome(config: Any, error: Any, outcome_type: Any) -> Any:
-    """A case whose bench process failed: the error (exit status, the rank's error) as its result."""
-    from fwdasv.core import results
-
-    entries = [results.error_entry(c.name, c.requests, error.summary) for c in config.cases]
-    return outcome_type(config, results.parse(entries, "<failed launch>"), error.log_path or Path())
-
-
-def _pool(
-    pooled: dict[str, dict[str, Any]],
-    case: BenchCase,
-    outcome: Any,
-    samples: int,
-    tolerance: float,
-) -> None:
-    """Fold one launch's result for `case` into the per-case cache entry."""
-    from fwdasv.core import results
-    from fwdasv.core.stats import median, spread_pct
-
-    entry = pooled.setdefault(
-        case.name,
-        {
-            "samples_s": [],
-            "refusals": [],
-            "error": None,
-            "graph_vs_eager": None,
-            "clock_uncertainty_us": None,
-            "timer": None,
-        },
-    )
-    got = results.by_case(outcome.results).get(case.name)
-    problems = outcome.problems.get(case.name, [])
-    if got is None or not got.ok:
-        entry["error"] = got.error if got is not None else "; ".join(problems)
-        entry.update(spread_pct=math.nan, unstable=False, median_us=math.nan)
-        return
-    entry["refusals"] += [f"{v.check}: {v.detail}" for v in results.refusals(got, tolerance)]
-    entry["refusals"] += problems
-    latency = got.latency
-    entry["samples_s"] += [m * 1e-6 for m in latency.block_medians(samples)]
-    worst = got.worst_graph_vs_eager()
-    pipeline = [c for r in got.ranks for c in r.pipeline_vs_eager.values()]
-    errors = [c.relative_rms for c in ([worst] if worst else []) + pipeline]
-    if errors:
-        entry["graph_vs_eager"] = max(
-            [*errors, entry["graph_vs_eager"] or 0.0], key=results.nan_as_worst
-        )
-    if got.clock_uncertainty_us is not None:
-        entry["clock_uncertainty_us"] = max(
-            got.clock_uncertainty_us, entry["clock_uncertainty_us"] or 0.0
-        )
-    entry["timer"] = latency.timer
-    medians_us = [s * 1e6 for s in entry["samples_s"]]
-    entry["median_us"] = median(medians_us)
-    entry["spread_pct"] = spread_pct(medians_us, entry["median_us"])
-    entry["unstable"] = entry["spread_pct"] > 0.5
 
 
 def _own_setup_cache(cls: type) -> types.FunctionType:

@@ -151,12 +151,22 @@ def run_bench(
     tag: str = "bench",
 ) -> RunOutcome:
     """Launch the configured bench once; raises BackendUnavailable or LaunchError."""
+    reason = get_backend(config.backend).unavailable(config)
+    if reason is not None:
+        raise BackendUnavailable(reason)
+    return launch_bench(config, workdir, echo, tag)
+
+
+def launch_bench(
+    config: RunConfig,
+    workdir: str | os.PathLike[str],
+    echo: Callable[[str], None] | None = None,
+    tag: str = "bench",
+) -> RunOutcome:
+    """Launch the bench once, its availability already checked; raises LaunchError."""
     from fwdasv.launch import LaunchSpec, launch
 
     backend = get_backend(config.backend)
-    reason = backend.unavailable(config)
-    if reason is not None:
-        raise BackendUnavailable(reason)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     output_json = workdir / f"{tag}.json"

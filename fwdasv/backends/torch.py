@@ -8,43 +8,31 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
-import json
 import os
 from pathlib import Path
 
 from fwdasv.backends import RunConfig, visible_gpus
+from fwdasv.engine.argv import EngineArgs, engine_argv
 
 
 def argv(config: RunConfig, output_json: Path) -> list[str]:
-    args = [
-        "-m",
-        "fwdasv.engine",
-        "--target",
-        config.model,
-        "--dtype",
-        config.dtype,
-        "--device",
-        config.device,
-        "--timer",
-        config.timer,
-        "--iters",
-        str(config.iters),
-        "--samples",
-        str(config.samples),
-        "--seed",
-        str(config.seed),
-        "--warmup-s",
-        str(config.warmup_s),
-        "--output-json",
-        str(output_json),
-    ]
-    for key, value in config.model_options.items():
-        args += ["--target-option", f"{key}={json.dumps(value)}"]
-    if config.pipeline_stages > 1:
-        args += ["--pipeline-stages", str(config.pipeline_stages)]
-    for case in config.cases:
-        args += ["--case", case.to_string()]
-    return args + list(config.extra_args)
+    return engine_argv(
+        EngineArgs(
+            target=config.model,
+            cases=config.cases,
+            output_json=output_json,
+            target_options=config.model_options,
+            dtype=config.dtype,
+            device=config.device,
+            timer=config.timer,
+            iters=config.iters,
+            samples=config.samples,
+            seed=config.seed,
+            warmup_s=config.warmup_s,
+            pipeline_stages=config.pipeline_stages,
+            extra=config.extra_args,
+        )
+    )
 
 
 def unavailable(config: RunConfig) -> str | None:

@@ -1,22 +1,32 @@
-"""Shared click plumbing: one-line errors, no tracebacks for user errors.
+"""Shared click plumbing: one-line errors, exit statuses, and the options commands share.
 
 Every fwdasv command reports a mistake the user can fix (a bad option value, a
 missing file, no GPU) as a single `Error: ...` line naming the input and the
 fix, with a non-zero exit status; errors that mean fwdasv is wrong still raise.
+The status of a `UserError` is read here and nowhere else: the error's own
+`exit_code` when it has one, else the command's `user_error_status` (1, or 2
+for the analysis commands whose 1 means "found a regression").
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-from fwdasv.core.errors import UserError
+from fwdasv.core import stats
+from fwdasv.core.errors import EXIT_FINDING, EXIT_INTERRUPTED, EXIT_USAGE, UserError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class CliError(click.ClickException):
-    """A one-line error with a chosen exit status."""
+    """A one-line error with a chosen exit status, raised by command code only."""
 
     def __init__(self, message: str, exit_code: int = 1):
         super().__init__(message)
@@ -38,14 +48,13 @@ def _one_line_main(command: click.Command, args: Any, kwargs: dict[str, Any]) ->
     except click.ClickException as error:
         click.echo(f"Error: {error.format_message()}", err=True)
         sys.exit(error.exit_code)
-    except click.Abort:
+    except (click.Abort, KeyboardInterrupt):
         click.echo("Aborted.", err=True)
-        sys.exit(130)
-    except BaseException as error:
-        if isinstance(error, UserError):
-            click.echo(f"Error: {error}", err=True)
-            sys.exit(1)
-        raise
+        sys.exit(EXIT_INTERRUPTED)
+    except UserError as error:
+        # Raised outside any command's invoke (the group's own options): status 1.
+        click.echo(f"Error: {error}", err=True)
+        sys.exit(error.exit_code if error.exit_code is not None else 1)
     # Without standalone mode click returns ctx.exit(n)'s status instead of
     # exiting; fwdasv's commands themselves return nothing.
     if isinstance(status, int) and status:
@@ -54,8 +63,27 @@ def _one_line_main(command: click.Command, args: Any, kwargs: dict[str, Any]) ->
 
 
 class Command(click.Command):
+    """A command whose user errors are one line; status `user_error_status` unless the error
+    carries its own."""
+
+    user_error_status = 1
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except UserError as error:
+            status = error.exit_code if error.exit_code is not None else self.user_error_status
+            raise CliError(str(error), status) from error
+
     def main(self, args: Any = None, **kwargs: Any) -> Any:
         return _one_line_main(self, args, kwargs)
+
+
+class AnalysisCommand(Command):
+    """Commands whose status 1 is a finding (a regression): a user error is 2, so CI tells
+    "the check found something" from "the check could not run"."""
+
+    user_error_status = EXIT_USAGE
 
 
 class Group(click.Group):
@@ -66,3 +94,70 @@ class Group(click.Group):
 
 
 Group.group_class = Group
+
+
+def finding(found: bool) -> None:
+    """End a command with status 1 when it found something (a regression), else 0."""
+    if found:
+        raise SystemExit(EXIT_FINDING)
+
+
+# --- options shared by several commands ---------------------------------------------
+
+
+def config_option(
+    help: str = "The asv configuration (its results_dir, html_dir and repo).",
+) -> Callable[[F], F]:
+    return click.option(
+        "--config",
+        "config",
+        default="asv.conf.json",
+        show_default=True,
+        type=click.Path(dir_okay=False, path_type=Path),
+        help=help,
+    )
+
+
+def machine_option(
+    help: str = "asv machine name [default: the only one in the results].",
+) -> Callable[[F], F]:
+    return click.option("--machine", "-m", default=None, help=help)
+
+
+def bench_option(f: F) -> F:
+    return click.option(
+        "--bench",
+        "-b",
+        multiple=True,
+        help="Regex searched in the benchmark name or 'name(params)', as `asv run -b`; "
+        "repeat to keep any match.",
+    )(f)
+
+
+def factor_option(default: float, help: str) -> Callable[[F], F]:
+    return click.option(
+        "--factor", type=click.FloatRange(min=1), default=default, show_default=True, help=help
+    )
+
+
+def alpha_option(default: float = stats.SIGNIFICANCE, help: str | None = None) -> Callable[[F], F]:
+    return click.option(
+        "--alpha",
+        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+        default=default,
+        show_default=True,
+        help=help or "Significance level of the test (asv's is 0.002).",
+    )
+
+
+def format_option(
+    choices: tuple[str, ...], help: str, default: str | None = None
+) -> Callable[[F], F]:
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(choices),
+        default=default or choices[0],
+        show_default=True,
+        help=help,
+    )

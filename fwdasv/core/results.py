@@ -9,18 +9,17 @@ refuses to record a latency for a forward that computed garbage.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
-import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from fwdasv.core.cases import BenchRequest, CaseError
 from fwdasv.core.errors import UserError
+from fwdasv.core.files import write_atomic
 from fwdasv.core.stats import UNSTABLE_SPREAD_PCT, Latency
 
 # Graph (or pipeline) output against the eager reference. fwdasv's engine and
@@ -34,14 +33,14 @@ class ResultsError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
-class Comparison:
+class TensorDiff:
     """`_compare(actual, expected)`: float32 difference of the first output tensor."""
 
     max_abs: float
     relative_rms: float
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Comparison:
+    def from_json(cls, data: dict[str, Any]) -> TensorDiff:
         return cls(float(data["max_abs"]), float(data["relative_rms"]))
 
     @property
@@ -60,14 +59,14 @@ class RankResult:
     num_tokens: int
     latency: Latency
     finite: bool
-    graph_vs_eager: Comparison | None
-    eager_repeat: Comparison | None = None
+    graph_vs_eager: TensorDiff | None
+    eager_repeat: TensorDiff | None = None
     graph_deterministic: bool | None = None
     state_reset_bytes: int | None = None
     timing_scope: str | None = None
     pp_rank: int | None = None
-    pipeline_vs_eager: dict[str, Comparison] = field(default_factory=dict)
-    intermediate_graph_vs_eager: dict[str, Comparison] = field(default_factory=dict)
+    pipeline_vs_eager: dict[str, TensorDiff] = field(default_factory=dict)
+    intermediate_graph_vs_eager: dict[str, TensorDiff] = field(default_factory=dict)
     clock_uncertainty_us: float | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -121,7 +120,7 @@ class CaseResult:
         values = [r.clock_uncertainty_us for r in self.ranks if r.clock_uncertainty_us is not None]
         return max(values) if values else None
 
-    def worst_graph_vs_eager(self) -> Comparison | None:
+    def worst_graph_vs_eager(self) -> TensorDiff | None:
         values = [r.graph_vs_eager for r in self.ranks if r.graph_vs_eager is not None]
         # A NaN comparison is the worst (max() with a NaN key depends on rank order).
         return (
@@ -192,16 +191,16 @@ def _optional(data: dict[str, Any], key: str, where: str, check, expected: str) 
     return value
 
 
-def _comparison(data: Any, where: str) -> Comparison:
-    return Comparison(_number(data, "max_abs", where), _number(data, "relative_rms", where))
+def _tensor_diff(data: Any, where: str) -> TensorDiff:
+    return TensorDiff(_number(data, "max_abs", where), _number(data, "relative_rms", where))
 
 
-def _comparisons(data: Any, where: str) -> dict[str, Comparison]:
+def _tensor_diffs(data: Any, where: str) -> dict[str, TensorDiff]:
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ResultsError(f"{where}: expected an object of comparisons")
-    return {name: _comparison(value, f"{where}.{name}") for name, value in data.items()}
+    return {name: _tensor_diff(value, f"{where}.{name}") for name, value in data.items()}
 
 
 def _latency(data: Any, where: str) -> Latency:
@@ -237,10 +236,10 @@ def parse_rank(data: dict[str, Any], rank: int, where: str) -> RankResult:
         finite=finite,
         graph_vs_eager=None
         if graph_vs_eager is None
-        else _comparison(graph_vs_eager, f"{where}.graph_vs_eager"),
+        else _tensor_diff(graph_vs_eager, f"{where}.graph_vs_eager"),
         eager_repeat=None
         if eager_repeat is None
-        else _comparison(eager_repeat, f"{where}.eager_repeat"),
+        else _tensor_diff(eager_repeat, f"{where}.eager_repeat"),
         graph_deterministic=_optional(
             data, "graph_deterministic", where, lambda v: isinstance(v, bool), "true/false"
         ),
@@ -253,8 +252,10 @@ def parse_rank(data: dict[str, Any], rank: int, where: str) -> RankResult:
             lambda v: isinstance(v, int) and not isinstance(v, bool),
             "an integer",
         ),
-        pipeline_vs_eager=_comparisons(data.get("pipeline_vs_eager"), f"{where}.pipeline_vs_eager"),
-        intermediate_graph_vs_eager=_comparisons(
+        pipeline_vs_eager=_tensor_diffs(
+            data.get("pipeline_vs_eager"), f"{where}.pipeline_vs_eager"
+        ),
+        intermediate_graph_vs_eager=_tensor_diffs(
             data.get("intermediate_graph_vs_eager"), f"{where}.intermediate_graph_vs_eager"
         ),
         clock_uncertainty_us=_optional(data, "clock_uncertainty_us", where, _is_number, "a number"),
@@ -319,40 +320,16 @@ def by_case(results: Iterable[CaseResult]) -> dict[str, CaseResult]:
 # --- writing ----------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """A text stream to a temporary file beside `path`, renamed onto it on success.
-
-    An interrupted write leaves the old file (or none), never half a file. The
-    file gets the usual permissions (0666 minus the umask), not mkstemp's 0600:
-    results, machine files and published pages are read by other users.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
-            yield stream
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename."""
-    with atomic_output(path) as stream:
-        stream.write(text)
-
-
-def dump(entries: Sequence[dict[str, Any]], path: str | os.PathLike[str]) -> None:
+def dump(
+    entries: Sequence[dict[str, Any]],
+    path: str | os.PathLike[str],
+    *,
+    make_parents: bool = True,
+    what: str = "results file",
+) -> None:
     """Write case entries as vLLM does (`json.dump(results, f, indent=2)`), atomically."""
-    write_atomic(path, json.dumps(list(entries), indent=2, allow_nan=True) + "\n")
+    text = json.dumps(list(entries), indent=2, allow_nan=True) + "\n"
+    write_atomic(path, text, make_parents=make_parents, what=what)
 
 
 def case_entry(
@@ -446,7 +423,7 @@ def refusals(
     return [v for v in verdicts(result, tolerance) if v.failed and v.check in REFUSING_CHECKS]
 
 
-def _within(check: str, values: list[tuple[int, Comparison | None]], tolerance: float) -> Verdict:
+def _within(check: str, values: list[tuple[int, TensorDiff | None]], tolerance: float) -> Verdict:
     present = [(rank, c) for rank, c in values if c is not None]
     if not present:
         return Verdict(check, None, "not measured")

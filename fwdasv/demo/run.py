@@ -26,9 +26,8 @@ from pathlib import Path
 
 import click
 
-from fwdasv.asv import project as asvtools
+from fwdasv.asv import project as asv_project
 from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
-from fwdasv.core.clitools import CliError, Command
 from fwdasv.demo.project import HISTORY_LENGTH, SLOW_COMMIT_SUBJECT, TARGET, build_project
 
 SUITE_CLASS = "TinyLM"
@@ -69,14 +68,14 @@ def _percent(label: str) -> float:
 
 
 def sample_steps(
-    project: asvtools.AsvProject, nightly: list[str], machine: str, echo: Callable[[str], None]
+    project: asv_project.AsvProject, nightly: list[str], machine: str, echo: Callable[[str], None]
 ) -> list[tuple[tuple[str, str], str | None, str]]:
     """Consecutive nightly results that fwdasv's compare finds significantly slower."""
-    from fwdasv.analysis.compare import WORSE, compare
+    from fwdasv.analysis.compare import WORSE, compare_commits
 
     steps = []
     for before, after in itertools.pairwise(nightly):
-        for c in compare(project, before, after, machine, factor=1.10, bench=[BENCHMARK]):
+        for c in compare_commits(project, before, after, machine, factor=1.10, bench=[BENCHMARK]):
             if c.verdict == WORSE and c.judgement.ratio is not None:
                 percent = 100 * (c.judgement.ratio - 1)
                 echo(
@@ -94,7 +93,7 @@ def run_demo(
     echo: Callable[[str], None] = print,
     bisect_regressions: bool = True,
 ) -> DemoOutcome:
-    from fwdasv.hw import nvml as hardware
+    from fwdasv.hw import machine as hw_machine
     from fwdasv.analysis import regressions
     from fwdasv.analysis.bisect.driver import bisect
 
@@ -124,8 +123,8 @@ def run_demo(
     project = write_torch_project(
         root, root / "tinylm", "tinylm", [suite], regression_threshold=0.10
     )
-    entry = hardware.this_machine(machine)
-    hardware.write_machine_file(entry)
+    entry = hw_machine.this_machine(machine)
+    hw_machine.write_machine_file(entry)
     say(f"2/5 asv project {project.config_path} (machine {machine}: gpu {entry.get('gpu')})")
 
     nightly = nightly_commits(hashes, every)
@@ -133,9 +132,9 @@ def run_demo(
         f"3/5 asv run: {len(nightly)} of {len(hashes)} commits (every {_ordinal(every)}, like a nightly job); "
         "stored results are reused"
     )
-    asvtools.run_commits(project, nightly, machine, echo=lambda line: echo(f"  {line}"))
+    asv_project.run_commits(project, nightly, machine, echo=lambda line: echo(f"  {line}"))
     say("4/5 asv publish, then the regressions asv flagged")
-    asvtools.publish(project, echo=None)
+    asv_project.publish(project, echo=None)
     found = regressions.load_regressions(project)
     for line in regressions.format_table(found).splitlines():
         echo(f"  {line}")
@@ -163,7 +162,7 @@ def run_demo(
         )
         outcome.bisected.append(result)
         echo(f"  {result.summary()}")
-        asvtools.publish(project, echo=None)
+        asv_project.publish(project, echo=None)
     elif not ranges:
         say("5/5 no latency regression was found; nothing to bisect")
     outcome.wall_s = time.perf_counter() - started
@@ -173,22 +172,3 @@ def run_demo(
     say(f"open the site: {sys.executable} -m asv preview --config {project.config_path}")
     say(f"   or: fwdasv regressions --config {project.config_path} --format markdown")
     return outcome
-
-
-@click.command("demo", cls=Command, context_settings={"show_default": True})
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False),
-    default="fwdasv-demo",
-    help="Where the demo project, its asv results and the site go (reused on re-runs).",
-)
-@click.option(
-    "--every", type=int, default=3, help="Measure every N-th commit (the rest is for bisect)."
-)
-@click.option("--machine", default=MACHINE, help="asv machine name for the results.")
-def demo_command(directory: str, every: int, machine: str) -> None:
-    """Run the whole service on a demo model repository: history, regression, bisect, site."""
-    if every < 1:
-        raise CliError(f"--every must be at least 1, got {every}")
-    run_demo(directory, every=every, machine=machine, echo=click.echo)

@@ -53,7 +53,7 @@ def first_tensor(outputs: dict[str, torch.Tensor] | torch.Tensor) -> torch.Tenso
     return next(iter(outputs.values()))
 
 
-def compare(actual: torch.Tensor, expected: torch.Tensor) -> dict[str, float]:
+def tensor_diff(actual: torch.Tensor, expected: torch.Tensor) -> dict[str, float]:
     """vLLM's `_compare`: float32 max abs difference and RMS relative to the expected RMS."""
     delta = actual.float() - expected.float()
     scale = expected.float().square().mean().sqrt().clamp(min=1e-12)
@@ -134,7 +134,7 @@ def _bench_host(
         _warmup(run_once, options)
         times = [run_once() for _ in range(options.iters * options.samples)]
     return {
-        "eager_repeat": compare(reference, eager),
+        "eager_repeat": tensor_diff(reference, eager),
         "graph_vs_eager": None,
         "graph_deterministic": None,
         "finite": bool(reference.isfinite().all()),
@@ -182,8 +182,8 @@ def _bench_graph(
         synchronize(device)
         result = {
             # Same step from the same restored state: should match exactly.
-            "eager_repeat": compare(reference, eager),
-            "graph_vs_eager": compare(first, reference),
+            "eager_repeat": tensor_diff(reference, eager),
+            "graph_vs_eager": tensor_diff(first, reference),
             "graph_deterministic": bool(torch.equal(first, output)),
             "finite": bool(output.isfinite().all()),
         }

@@ -13,6 +13,7 @@ import click
 
 from fwdasv.core.cases import GRAMMAR_HELP, load_cases, parse_case, suite_cases, unique_cases
 from fwdasv.core.clitools import CliError, Command
+from fwdasv.core.files import check_output_path
 from fwdasv.targets.base import DEFAULT_TARGET, TargetSpec, check_dtype_name, parse_options
 
 
@@ -96,6 +97,11 @@ def _positive(name: str, value: int) -> None:
     help="Write results here (vLLM's --output-json schema).",
 )
 @click.option(
+    "--create-dirs",
+    is_flag=True,
+    help="Create the missing parent directories of --output-json (refused otherwise).",
+)
+@click.option(
     "--dump-output",
     type=click.Path(file_okay=False),
     help="Debug, pipeline runs: save each rank's streamed output tensors per case as "
@@ -117,6 +123,7 @@ def forward(
     pipeline_stages: int,
     timeout_s: float,
     output_json: str | None,
+    create_dirs: bool,
     dump_output: str | None,
 ) -> None:
     """Time the forward of exact batches of a PyTorch model, like `vllm bench forward`.
@@ -130,6 +137,9 @@ def forward(
     if warmup_s < 0:
         raise CliError(f"--warmup-s must be >= 0, got {warmup_s}")
     cases = collect_cases(case, shapes, suite)
+    if output_json is not None:
+        # Before anything is measured: a bad path must cost nothing.
+        check_output_path(output_json, make_parents=create_dirs, what="--output-json")
     options = parse_options(target_options)
     # A misspelt target fails before torch is imported, in a fraction of a second.
     TargetSpec.parse(target, options).resolve()
@@ -158,7 +168,7 @@ def forward(
         ),
     )
     if pipeline_stages > 1 or ("RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1):
-        from fwdasv.engine.pipeline import pipeline_main
+        from fwdasv.engine.pipeline_run import pipeline_main
 
         failed = pipeline_main(
             config, cases, pipeline_stages, output_json, timeout_s, dump_output, echo=click.echo

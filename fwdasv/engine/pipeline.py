@@ -25,14 +25,10 @@ of leaving it hanging.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import re
-import shutil
-import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,328 +37,23 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from fwdasv.core import results
-from fwdasv.core.cases import BenchCase, cases_to_shapes
-from fwdasv.core.errors import UserError
+from fwdasv.core.cases import BenchCase
 from fwdasv.core.stats import Latency
-from fwdasv.engine.capture import StateSnapshot, compare, synchronize
-from fwdasv.engine.runner import EngineConfig, describe_error, free_device_memory
-from fwdasv.targets.base import PreparedForward, Target, TargetSpec
+from fwdasv.engine.capture import StateSnapshot, synchronize, tensor_diff
+from fwdasv.engine.clock import HostClock, PipelineClock
+from fwdasv.engine.ranks import (
+    Groups,
+    Topology,
+    agree,
+    raise_failures,
+    recv_object,
+    send_object,
+)
+from fwdasv.engine.runner import EngineConfig, describe_error
+from fwdasv.targets.base import PreparedForward, Target
 
 TIMER_PIPELINE_GPU = "pipeline_correlated_gpu_events_rank_max"
 TIMER_PIPELINE_HOST = "pipeline_host_perf_counter"
-# Ping-pongs and anchor brackets per clock: the narrowest of them bounds the
-# error, and more trials find a narrower one (a few ms in all).
-CLOCK_TRIALS = 200
-# Microbatches dropped at each end of the stream, per stage (the seed's 4 x PP).
-MARGIN_PER_STAGE = 4
-
-HostClock = Callable[[], int]
-
-
-class PipelineError(UserError, ValueError):
-    """A pipeline run set up wrongly (world size, stages, devices)."""
-
-
-class CaseFailed(Exception):
-    """A case every rank agreed has failed; the message names the ranks and errors."""
-
-
-# --- topology ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Topology:
-    """Where a rank sits: stage `rank % num_stages` of replica `rank // num_stages`.
-
-    Every replica runs the whole pipeline on the same case (as vLLM's DP ranks
-    do); a microbatch's latency is the worst replica's.
-    """
-
-    rank: int
-    world_size: int
-    local_rank: int
-    num_stages: int
-
-    def __post_init__(self) -> None:
-        if self.num_stages < 1 or self.world_size % self.num_stages:
-            raise PipelineError(
-                f"world size {self.world_size} is not a multiple of {self.num_stages} "
-                "pipeline stages; run torchrun with --nproc-per-node equal to "
-                "--pipeline-stages (times the number of replicas)"
-            )
-
-    @classmethod
-    def from_env(cls, num_stages: int) -> Topology:
-        try:
-            rank = int(os.environ["RANK"])
-            world_size = int(os.environ["WORLD_SIZE"])
-            local_rank = int(os.environ.get("LOCAL_RANK", rank))
-        except (KeyError, ValueError):
-            raise PipelineError(
-                "RANK and WORLD_SIZE are not set: run the pipeline under torchrun "
-                "(or `fwdasv forward --pipeline-stages N`, which starts it)"
-            ) from None
-        return cls(rank, world_size, local_rank, num_stages)
-
-    @property
-    def stage(self) -> int:
-        return self.rank % self.num_stages
-
-    @property
-    def replica(self) -> int:
-        return self.rank // self.num_stages
-
-    @property
-    def first(self) -> bool:
-        return self.stage == 0
-
-    @property
-    def last(self) -> bool:
-        return self.stage == self.num_stages - 1
-
-    @property
-    def first_rank(self) -> int:
-        """The first stage of this rank's replica."""
-        return self.replica * self.num_stages
-
-    @property
-    def last_rank(self) -> int:
-        """The last stage of this rank's replica."""
-        return self.first_rank + self.num_stages - 1
-
-    @property
-    def previous(self) -> int:
-        return self.rank - 1
-
-    @property
-    def next(self) -> int:
-        return self.rank + 1
-
-    @property
-    def margin(self) -> int:
-        return MARGIN_PER_STAGE * self.num_stages
-
-
-@dataclass(frozen=True)
-class Groups:
-    """`control`: gloo, for objects, agreement and the clock; `data`: the stage tensors;
-    `credits`: the last stage's "done" tokens back to the first (its own communicator,
-    so they never queue behind the stage tensors)."""
-
-    control: dist.ProcessGroup
-    data: dist.ProcessGroup
-    credits: dist.ProcessGroup
-
-
-# --- the clock --------------------------------------------------------------------
-
-
-def offset_from_trials(trials: Sequence[tuple[int, int, int]]) -> tuple[float, float, int]:
-    """Clock offset of a peer from ping-pong trials: (offset_us, uncertainty_us, trial).
-
-    Each trial is (t_send, t_peer, t_reply) in ns: rank 0's clock when it sent,
-    the peer's clock when it answered, rank 0's clock when the answer came
-    back. The peer read its clock somewhere inside [t_send, t_reply] of rank
-    0's time, so `offset = (t_send + t_reply) / 2 - t_peer` is off by at most
-    half the round trip; the trial with the shortest round trip is kept
-    (Cristian's algorithm) and its index returned. Rank 0's time of a peer
-    time t is t + offset.
-    """
-    if not trials:
-        raise ValueError("no clock trials")
-    for t_send, _, t_reply in trials:
-        if t_reply < t_send:
-            raise ValueError(f"a round trip ends before it starts: {t_send} > {t_reply}")
-    best = min(range(len(trials)), key=lambda i: trials[i][2] - trials[i][0])
-    t_send, t_peer, t_reply = trials[best]
-    return ((t_send + t_reply) / 2 - t_peer) / 1000, (t_reply - t_send) / 2000, best
-
-
-def interpolate(origin_us: float, end_origin_us: float, elapsed_us: float, span_us: float) -> float:
-    """Rank 0's time of a local mark `elapsed_us` after the start clock's anchor.
-
-    The start and end clocks put their anchors, `span_us` apart locally, at
-    `origin_us` and `end_origin_us` on rank 0's clock; a mark between them is
-    placed linearly, which absorbs a constant rate difference between the
-    local clock (GPU or host) and rank 0's host clock.
-    """
-    if span_us <= 0:
-        return origin_us + elapsed_us
-    return origin_us + elapsed_us / span_us * (end_origin_us - origin_us)
-
-
-@dataclass(frozen=True)
-class HostOffset:
-    """This rank's host clock against rank 0's, at one moment.
-
-    `local_ns` is this rank's clock at the winning trial (its answer to rank
-    0), the moment `offset_us` was measured at, so a clock drifting against
-    rank 0's adds no error between measurement and use.
-    """
-
-    offset_us: float
-    uncertainty_us: float
-    local_ns: int
-    # "rank 0", "same host clock" or "ping-pong".
-    method: str = "ping-pong"
-
-
-def shared_clock_identity(host_clock: HostClock) -> str | None:
-    """This host's CLOCK_MONOTONIC instance, when `host_clock` reads it; else None.
-
-    Every process of one booted kernel reads the same CLOCK_MONOTONIC, which is
-    what `time.perf_counter_ns` reads on Linux: ranks with the same boot id
-    share rank 0's clock exactly and need no ping-pong.
-    """
-    if host_clock is not time.perf_counter_ns:
-        return None
-    if time.get_clock_info("perf_counter").implementation != "clock_gettime(CLOCK_MONOTONIC)":
-        return None
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            return f.read().strip() or None
-    except OSError:
-        return None
-
-
-def host_offset(group: dist.ProcessGroup, trials: int, host_clock: HostClock) -> HostOffset:
-    """This rank's HostOffset against rank 0.
-
-    Ranks on rank 0's host read rank 0's clock itself (offset 0, exact); each
-    other rank is ping-ponged `trials` times and the shortest round trip kept.
-    """
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    identities: list[Any] = [None] * world_size
-    dist.all_gather_object(identities, shared_clock_identity(host_clock), group=group)
-    same_clock = [i is not None and i == identities[0] for i in identities]
-    table: list[tuple[float, float, int]] = [(0.0, 0.0, 0)] * world_size
-    message = torch.zeros(1, dtype=torch.int64)
-    answers: list[int] = []
-    for peer in range(1, world_size):
-        if same_clock[peer]:
-            continue
-        measured = []
-        for _ in range(trials):
-            if rank == 0:
-                t_send = host_clock()
-                dist.send(message, peer, group=group)
-                dist.recv(message, peer, group=group)
-                t_reply = host_clock()
-                measured.append((t_send, int(message.item()), t_reply))
-            elif rank == peer:
-                dist.recv(message, 0, group=group)
-                answers.append(host_clock())
-                message[0] = answers[-1]
-                dist.send(message, 0, group=group)
-        if rank == 0:
-            table[peer] = offset_from_trials(measured)
-    shared: list[Any] = [table]
-    dist.broadcast_object_list(shared, src=0, group=group)
-    offset_us, uncertainty_us, best = shared[0][rank]
-    # Rank 0's clock (or the same clock on its host) is the reference: exact at any moment.
-    local_ns = host_clock() if rank == 0 or same_clock[rank] else answers[best]
-    method = "rank 0" if rank == 0 else "same host clock" if same_clock[rank] else "ping-pong"
-    return HostOffset(offset_us, uncertainty_us, local_ns, method)
-
-
-class PipelineClock:
-    """Correlate this rank's timestamps with rank 0's monotonic host clock.
-
-    A host ping-pong with rank 0 bounds the offset between the host clocks
-    without assuming synchronised nodes (ranks on rank 0's host read its
-    CLOCK_MONOTONIC itself and need none); on a GPU, an event recorded on the
-    idle device and bracketed by host timestamps ties GPU time to the host
-    (the narrowest bracket of `trials` wins). `uncertainty_us` bounds both.
-    Marks (CUDA events, or host ns on CPU) are placed between a clock made
-    before and one made after the stream (`timestamp`).
-    """
-
-    def __init__(
-        self,
-        group: dist.ProcessGroup,
-        device: torch.device,
-        trials: int = CLOCK_TRIALS,
-        host_clock: HostClock = time.perf_counter_ns,
-    ):
-        host = host_offset(group, trials, host_clock)
-        self.offset_us = host.offset_us
-        self.method = host.method
-        self.anchor_event: torch.cuda.Event | None = None
-        self.anchor_ns = 0
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            brackets = []
-            for _ in range(trials):
-                event = torch.cuda.Event(enable_timing=True)
-                begin = host_clock()
-                event.record()
-                event.synchronize()
-                end = host_clock()
-                brackets.append((end - begin, (begin + end) / 2, event))
-            width_ns, midpoint_ns, self.anchor_event = min(brackets, key=lambda b: b[0])
-            # The host offset is a few ms old here; host clocks drift by far
-            # less than the bracket's width in that time.
-            self.origin_us = midpoint_ns / 1000 + host.offset_us
-            self.uncertainty_us = host.uncertainty_us + width_ns / 2000
-        else:
-            # The host clock is the local clock: anchor at the measurement itself.
-            self.anchor_ns = host.local_ns
-            self.origin_us = host.local_ns / 1000 + host.offset_us
-            self.uncertainty_us = host.uncertainty_us
-
-    def elapsed_us(self, mark: torch.cuda.Event | int) -> float:
-        """Local time from this clock's anchor to `mark` (an event, or host ns)."""
-        if self.anchor_event is not None:
-            assert isinstance(mark, torch.cuda.Event), mark
-            return self.anchor_event.elapsed_time(mark) * 1000
-        assert isinstance(mark, int), mark
-        return (mark - self.anchor_ns) / 1000
-
-    @property
-    def anchor(self) -> torch.cuda.Event | int:
-        return self.anchor_event if self.anchor_event is not None else self.anchor_ns
-
-    def timestamp(self, mark: torch.cuda.Event | int, end: PipelineClock) -> float:
-        """`mark` on rank 0's clock in µs, interpolated between this clock and `end`."""
-        return interpolate(
-            self.origin_us, end.origin_us, self.elapsed_us(mark), self.elapsed_us(end.anchor)
-        )
-
-
-# --- agreement and transfers ------------------------------------------------------
-
-
-def agree(group: dist.ProcessGroup, error: str | None, what: str) -> None:
-    """Every rank says whether it failed; raise CaseFailed on all ranks if any did."""
-    errors: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(errors, error, group=group)
-    _raise_failures(errors, what)
-
-
-def _raise_failures(errors: Sequence[str | None], what: str) -> None:
-    """CaseFailed naming each distinct error once, with the ranks that had it."""
-    by_error: dict[str, list[int]] = {}
-    for rank, error in enumerate(errors):
-        if error is not None:
-            by_error.setdefault(error, []).append(rank)
-    if by_error:
-        raise CaseFailed(
-            "; ".join(
-                f"rank{'s' if len(ranks) > 1 else ''} {','.join(map(str, ranks))} ({what}): {error}"
-                for error, ranks in by_error.items()
-            )
-        )
-
-
-def _send_object(obj: Any, dst: int, group: dist.ProcessGroup) -> None:
-    dist.send_object_list([obj], dst=dst, group=group)
-
-
-def _recv_object(src: int, group: dist.ProcessGroup) -> Any:
-    box: list[Any] = [None]
-    dist.recv_object_list(box, src=src, group=group)
-    return box[0]
 
 
 def _layout(tensors: dict[str, torch.Tensor]) -> list[tuple[str, list[int], str]]:
@@ -432,12 +123,12 @@ class PipelineBench:
         error: str | None = None
         upstream_ok = True
         if not topo.first:
-            layout = _recv_object(topo.previous, control)
+            layout = recv_object(topo.previous, control)
             if layout is None:
                 upstream_ok = False  # the previous stage failed and says so itself
             else:
                 problem = _layout_problem(layout, self.prepared.received)
-                _send_object(problem, topo.previous, control)
+                send_object(problem, topo.previous, control)
                 if problem is not None:
                     upstream_ok, error = False, problem
                 else:
@@ -459,12 +150,12 @@ class PipelineBench:
                 error = describe_error(failure)
         if not topo.last:
             if error is not None or not upstream_ok:
-                _send_object(None, topo.next, control)
+                send_object(None, topo.next, control)
             else:
                 layout = _layout(outputs)
-                _send_object(layout, topo.next, control)
+                send_object(layout, topo.next, control)
                 # The next stage reports a mismatch itself; this one just holds back.
-                if _recv_object(topo.next, control) is None:
+                if recv_object(topo.next, control) is None:
                     self.send_names = [name for name, _, _ in layout]
                     for name in self.send_names:
                         dist.send(outputs[name].contiguous(), topo.next, group=self.groups.data)
@@ -516,7 +207,7 @@ class PipelineBench:
         self.graph.replay()
         torch.cuda.synchronize(device)
         comparisons = {
-            name: compare(value, self.reference[name]) for name, value in self.output.items()
+            name: tensor_diff(value, self.reference[name]) for name, value in self.output.items()
         }
         self.result["graph_vs_eager"] = max(
             comparisons.values(), key=lambda c: c["relative_rms"], default=None
@@ -610,7 +301,8 @@ class PipelineBench:
         """The streamed (last microbatch's) output against the eager reference."""
         return {
             "pipeline_vs_eager": {
-                name: compare(value, self.reference[name]) for name, value in self.output.items()
+                name: tensor_diff(value, self.reference[name])
+                for name, value in self.output.items()
             },
             "finite": all(bool(t.isfinite().all()) for t in self.output.values()),
         }
@@ -694,7 +386,7 @@ def bench_case(context: RankContext, target: Target, case: BenchCase) -> list[di
         payload["error"] = describe_error(failure)
     gathered: list[Any] = [None] * topo.world_size
     dist.all_gather_object(gathered, payload, group=groups.control)
-    _raise_failures([p["error"] for p in gathered], "after the stream")
+    raise_failures([p["error"] for p in gathered], "after the stream")
     timelines = [p["timeline"] for p in gathered]
     latency, uncertainty_us = pipeline_latency(timelines, topo.num_stages, topo.margin)
     expected = options.iters * options.samples
@@ -744,202 +436,3 @@ def _dump(directory: Path, case: BenchCase, rank: int, output: dict[str, torch.T
     tmp = path.with_name(f".{path.name}.tmp")
     torch.save({name: t.detach().cpu().clone() for name, t in output.items()}, tmp)
     os.replace(tmp, path)
-
-
-def init_groups(device: torch.device) -> Groups:
-    """NCCL for the stage tensors on GPUs (gloo on CPU); always a gloo group for control.
-
-    Objects, agreements and clock pings stay on the host, off the GPU streams
-    and apart from the stage tensors' traffic.
-    """
-    if device.type == "cuda":
-        dist.init_process_group(backend="nccl", device_id=device)
-        credits = dist.new_group(backend="nccl")
-    else:
-        dist.init_process_group(backend="gloo")
-        credits = dist.new_group(backend="gloo")
-    return Groups(control=dist.new_group(backend="gloo"), data=dist.group.WORLD, credits=credits)
-
-
-def rank_device(config: EngineConfig, topology: Topology) -> torch.device:
-    if not config.device.startswith("cuda"):
-        return torch.device("cpu")
-    count = torch.cuda.device_count()
-    if topology.local_rank >= count:
-        raise PipelineError(
-            f"local rank {topology.local_rank} has no GPU: {count} visible on this host; "
-            "start at most one rank per GPU"
-        )
-    return torch.device("cuda", topology.local_rank)
-
-
-def run_rank(
-    config: EngineConfig,
-    cases: Sequence[BenchCase],
-    num_stages: int,
-    output_json: str | os.PathLike[str] | None,
-    dump_output: str | os.PathLike[str] | None = None,
-    echo: Callable[[str], None] = print,
-) -> list[str]:
-    """This rank's part of a pipeline run (under torchrun); returns the failed cases.
-
-    Rank 0 prints one line per case and rewrites `output_json` after each.
-    """
-    topology = Topology.from_env(num_stages)
-    device = rank_device(config, topology)
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-        config = dataclasses.replace(config, device=str(device))
-    if config.options.timer == "graph" and device.type != "cuda":
-        raise PipelineError("the graph timer needs CUDA; use --timer host (or auto) on CPU")
-    groups = init_groups(device)
-    context = RankContext(
-        topology, groups, device, config, Path(dump_output) if dump_output else None
-    )
-    with torch.inference_mode():
-        failed = _run_cases(context, cases, output_json, echo)
-    # Only after a clean finish: a rank that raised leaves the group to torchrun,
-    # which stops the others; tearing down NCCL with transfers in flight can hang.
-    dist.destroy_process_group()
-    return failed
-
-
-def _run_cases(
-    context: RankContext,
-    cases: Sequence[BenchCase],
-    output_json: str | os.PathLike[str] | None,
-    echo: Callable[[str], None],
-) -> list[str]:
-    topology, config = context.topology, context.config
-    entries: list[dict[str, Any]] = []
-    failed: list[str] = []
-    error = None
-    target = None
-    try:
-        spec = TargetSpec.parse(config.target, config.target_options)
-        target = spec.build(
-            config.device, config.dtype, stage=topology.stage, num_stages=topology.num_stages
-        )
-    except Exception as failure:
-        error = describe_error(failure)
-    try:
-        agree(context.groups.control, error, "build")
-    except CaseFailed as failure:
-        # Nothing can run: every case carries the build error.
-        for case in cases:
-            entries.append(results.error_entry(case.name, case.requests, str(failure)))
-            failed.append(case.name)
-            _publish(topology, entries, output_json, echo)
-        return failed
-    assert target is not None
-    for case in cases:
-        try:
-            ranks = bench_case(context, target, case)
-            entry = results.case_entry(case.name, case.requests, ranks)
-        except CaseFailed as failure:
-            entry = results.error_entry(case.name, case.requests, str(failure))
-            failed.append(case.name)
-        finally:
-            free_device_memory(context.device)
-        entries.append(entry)
-        _publish(topology, entries, output_json, echo)
-    return failed
-
-
-def _publish(
-    topology: Topology,
-    entries: list[dict[str, Any]],
-    output_json: str | os.PathLike[str] | None,
-    echo: Callable[[str], None],
-) -> None:
-    if topology.rank != 0:
-        return
-    if output_json is not None:
-        results.dump(entries, output_json)
-    entry = entries[-1]
-    echo(results.parse_case_result(entry, entry["case"]).line())
-
-
-# --- entry point: relaunch under torchrun, or run this rank ---------------------------
-
-
-def pipeline_main(
-    config: EngineConfig,
-    cases: Sequence[BenchCase],
-    stages: int,
-    output_json: str | os.PathLike[str] | None,
-    timeout_s: float,
-    dump_output: str | os.PathLike[str] | None = None,
-    echo: Callable[[str], None] = print,
-) -> list[str]:
-    """Run `cases` through a `stages`-stage pipeline; return the failed case names.
-
-    Under torchrun (RANK set) this is one rank's part, and only rank 0
-    returns the failed cases. Otherwise it starts
-    `torchrun --nproc-per-node stages -m fwdasv.engine ...` with the same
-    settings through `fwdasv.launch` (killed after `timeout_s`) and reads the
-    results back, so `fwdasv forward --pipeline-stages N` just works.
-    """
-    if "RANK" in os.environ:
-        failed = run_rank(config, cases, stages, output_json, dump_output, echo)
-        # Every rank knows which cases failed; rank 0, which prints and writes
-        # the results, is the one to report them (and exit 3).
-        return failed if int(os.environ["RANK"]) == 0 else []
-    return _relaunch(config, cases, stages, output_json, timeout_s, dump_output, echo)
-
-
-def _relaunch(
-    config: EngineConfig,
-    cases: Sequence[BenchCase],
-    stages: int,
-    output_json: str | os.PathLike[str] | None,
-    timeout_s: float,
-    dump_output: str | os.PathLike[str] | None,
-    echo: Callable[[str], None],
-) -> list[str]:
-    from fwdasv.launch import LaunchSpec, launch
-
-    if config.device.startswith("cuda") and torch.cuda.device_count() < stages:
-        raise PipelineError(
-            f"{stages} pipeline stages need {stages} GPUs; {torch.cuda.device_count()} visible"
-        )
-    workdir = Path(tempfile.mkdtemp(prefix="fwdasv-pipeline-"))
-    shapes = workdir / "cases.json"
-    shapes.write_text(json.dumps(cases_to_shapes(cases), indent=1))
-    results_path = Path(output_json) if output_json is not None else workdir / "results.json"
-    options = config.options
-    args = ["-m", "fwdasv.engine", "--target", config.target]
-    for key, value in config.target_options.items():
-        args += ["--target-option", f"{key}={json.dumps(value)}"]
-    args += [
-        "--shapes",
-        str(shapes),
-        "--iters",
-        str(options.iters),
-        "--samples",
-        str(options.samples),
-        "--seed",
-        str(options.seed),
-        "--dtype",
-        config.dtype,
-        # Each rank takes cuda:LOCAL_RANK.
-        "--device",
-        "cuda" if config.device.startswith("cuda") else "cpu",
-        "--timer",
-        options.timer,
-        "--warmup-s",
-        str(options.warmup_s),
-        "--pipeline-stages",
-        str(stages),
-        "--output-json",
-        str(results_path),
-    ]
-    if dump_output is not None:
-        args += ["--dump-output", str(dump_output)]
-    spec = LaunchSpec(args, nproc_per_node=stages, timeout_s=timeout_s)
-    outcome = launch(
-        spec, results_path, workdir / "torchrun.log", echo=echo, cases=[c.name for c in cases]
-    )
-    # On failure launch raised and the log stays for the user; here all went through.
-    shutil.rmtree(workdir, ignore_errors=True)
-    return [r.case for r in outcome if not r.ok]

@@ -85,7 +85,7 @@ def free_device_memory(device: torch.device) -> None:
 
 def _write(entries: list[dict[str, Any]], output_json: str | os.PathLike[str]) -> None:
     try:
-        results.dump(entries, output_json)
+        results.dump(entries, output_json, make_parents=False, what="--output-json")
     except OSError as error:
         raise results.ResultsError(
             f"--output-json {output_json}: cannot write the results ({error.strerror or error})"

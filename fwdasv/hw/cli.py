@@ -14,20 +14,13 @@ from typing import Any
 import click
 
 from fwdasv.core.clitools import CliError, Group
-from fwdasv.hw import nvml as hardware
+from fwdasv.core.errors import EXIT_CHECKS_FAILED
+from fwdasv.hw import checks, statefile
+from fwdasv.hw import machine as hw_machine
+from fwdasv.hw import setup as hw_setup
+from fwdasv.hw.nvml import parse_gpu_selection
 
-
-class HwGroup(Group):
-    """Turns a hardware error into its one-line message and its own exit status."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except hardware.HardwareError as error:
-            raise CliError(str(error), error.exit_code) from error
-
-
-_STATE_DEFAULT = f"${hardware.STATE_FILE_ENV} or {hardware.DEFAULT_STATE_FILE}"
+_STATE_DEFAULT = f"${statefile.STATE_FILE_ENV} or {statefile.DEFAULT_STATE_FILE}"
 
 
 def _gpus_option(command: Any) -> Any:
@@ -60,7 +53,7 @@ def _clock_policy_option(choices: tuple[str, ...], default: str, help: str) -> A
     )
 
 
-@click.group(cls=HwGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 def hw() -> None:
     """GPU hygiene: pre-flight checks, clock lock/unlock, asv's machine file.
 
@@ -72,7 +65,7 @@ def hw() -> None:
 @hw.command()
 @_gpus_option
 @_clock_policy_option(
-    hardware.CLOCK_POLICIES,
+    checks.CLOCK_POLICIES,
     "any",
     "What the clocks must be: 'locked' (by fwdasv hw setup in this boot), 'default' "
     "(not locked, default applications clocks) or 'any' (only reported).",
@@ -97,8 +90,8 @@ def check(
     gpus: str, clock_policy: str, fmt: str, allow_pid: tuple[int, ...], state_file: Path | None
 ) -> None:
     """Read-only pre-flight checks; exit 3 when a required one fails."""
-    report = hardware.preflight_snapshot(
-        hardware.parse_gpu_selection(gpus), clock_policy, allow_pid, state_file
+    report = checks.preflight_snapshot(
+        parse_gpu_selection(gpus), clock_policy, allow_pid, state_file
     )
     if fmt == "json":
         click.echo(json.dumps(report, indent=2))
@@ -109,7 +102,7 @@ def check(
             f"{c['name']} on GPU {c['gpu']}" for c in report["checks"] if c["status"] == "FAIL"
         ]
         raise CliError(
-            f"pre-flight failed: {', '.join(failed)} (details above)", hardware.EXIT_CHECKS_FAILED
+            f"pre-flight failed: {', '.join(failed)} (details above)", EXIT_CHECKS_FAILED
         )
 
 
@@ -190,8 +183,8 @@ def setup(
     dry_run: bool,
 ) -> None:
     """Save the GPUs' state, then lock clocks / enable persistence (root; undo with reset)."""
-    hardware.setup(
-        gpus=hardware.parse_gpu_selection(gpus),
+    hw_setup.setup(
+        gpus=parse_gpu_selection(gpus),
         lock_clocks=lock_clocks,
         lock_memory_clocks=lock_memory_clocks,
         persistence=persistence,
@@ -210,7 +203,7 @@ def setup(
 )
 def reset(state_file: Path | None, dry_run: bool) -> None:
     """Restore exactly the state setup saved, then delete the state file (root)."""
-    hardware.reset(state_file, dry_run=dry_run, echo=click.echo)
+    hw_setup.reset(state_file, dry_run=dry_run, echo=click.echo)
 
 
 @hw.command()
@@ -223,11 +216,11 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
     "--machine-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    show_default=hardware.DEFAULT_MACHINE_FILE,
+    show_default=hw_machine.DEFAULT_MACHINE_FILE,
     help="asv's machine file to merge the entry into (other machines are kept).",
 )
 @_clock_policy_option(
-    ("auto", *hardware.CLOCK_POLICIES),
+    ("auto", *checks.CLOCK_POLICIES),
     "auto",
     "Clock policy recorded with the results; 'auto' is 'locked-<how>' when fwdasv hw setup "
     "locked every selected GPU in this boot, else 'default'.",
@@ -242,8 +235,8 @@ def machine(
     state_file: Path | None,
 ) -> None:
     """Write this machine (GPU model, UUIDs, driver, CUDA, clock policy) into asv's machine file."""
-    entry, path = hardware.machine(
-        gpus=hardware.parse_gpu_selection(gpus),
+    entry, path = hw_machine.machine(
+        gpus=parse_gpu_selection(gpus),
         name=name,
         machine_file=machine_file,
         clock_policy=clock_policy,

@@ -20,6 +20,7 @@ applies the final norm.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -414,39 +415,30 @@ def decoder(
     return DecoderTarget(config, device, dtype, stage, num_stages, seed, name=f"decoder-{size}")
 
 
-# Explicit keywords, not **kwargs: TargetSpec.build checks --target-option
-# names against the signature and names an unknown one.
-def tiny(
-    device: str = "cpu",
-    dtype: str = "float32",
-    stage: int = 0,
-    num_stages: int = 1,
-    seed: int = 0,
-    num_layers: int | None = None,
-) -> DecoderTarget:
-    """The tiny decoder (4 layers, hidden 64): CPU tests and the default target."""
-    return decoder("tiny", device, dtype, stage, num_stages, seed, num_layers)
+def _sized(size: str, doc: str) -> Callable[..., DecoderTarget]:
+    """A factory of one size, with explicit keywords, not **kwargs: TargetSpec.build checks
+    --target-option names against the signature and names an unknown one."""
+
+    def factory(
+        device: str = "cpu",
+        dtype: str = "float32",
+        stage: int = 0,
+        num_stages: int = 1,
+        seed: int = 0,
+        num_layers: int | None = None,
+    ) -> DecoderTarget:
+        return decoder(size, device, dtype, stage, num_stages, seed, num_layers)
+
+    factory.__name__ = factory.__qualname__ = size.replace("-", "_").replace(".", "_")
+    factory.__doc__ = doc
+    return factory
 
 
-def llama3_8b_layers(
-    device: str = "cpu",
-    dtype: str = "float32",
-    stage: int = 0,
-    num_stages: int = 1,
-    seed: int = 0,
-    num_layers: int | None = None,
-) -> DecoderTarget:
-    """Llama-3-8B-sized layers (8 of them by default): GPU figures."""
-    return decoder("llama3-8b-layers", device, dtype, stage, num_stages, seed, num_layers)
-
-
-def qwen3_0_6b_shapes(
-    device: str = "cpu",
-    dtype: str = "float32",
-    stage: int = 0,
-    num_stages: int = 1,
-    seed: int = 0,
-    num_layers: int | None = None,
-) -> DecoderTarget:
-    """Qwen3-0.6B's layer shapes and count (28): figures next to vLLM's default model."""
-    return decoder("qwen3-0.6b-shapes", device, dtype, stage, num_stages, seed, num_layers)
+tiny = _sized("tiny", "The tiny decoder (4 layers, hidden 64): CPU tests and the default target.")
+llama3_8b_layers = _sized(
+    "llama3-8b-layers", "Llama-3-8B-sized layers (8 of them by default): GPU figures."
+)
+qwen3_0_6b_shapes = _sized(
+    "qwen3-0.6b-shapes",
+    "Qwen3-0.6B's layer shapes and count (28): figures next to vLLM's default model.",
+)

@@ -22,7 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from fwdasv.engine.pipeline import PipelineClock
+from fwdasv.engine.clock import PipelineClock
 
 
 def main() -> None:

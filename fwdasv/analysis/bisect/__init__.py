@@ -1,1 +1,38 @@
-"""`fwdasv bisect`: the first commit where one benchmark case changed, measured with asv."""
+"""Find the commit that made one benchmark case slower, measuring with asv as it goes.
+
+`asv find` bisects on medians alone and assumes one clean step; on noisy
+timings it follows noise, and on an `existing` environment (or `--python=same`)
+it measures the one installed build for every commit and saves those numbers
+under each hash. `fwdasv bisect` drives `asv run` itself, one commit per run,
+on an asv-managed environment (virtualenv, uv, conda, rattler: asv installs the
+project at each commit), and decides every step on the samples.
+
+The rule. GOOD and BAD must differ first: Mann-Whitney p < alpha with a median
+ratio beyond `factor` (the *direction* of the step, slower or faster, is taken
+from them; both are re-measured up to `max_remeasure` times before giving up).
+A probe M between them is compared with both ends, each comparison one of
+
+    different  the median moved beyond `factor` in the step's direction, and p < alpha
+    same       the median did not move beyond `factor` in that direction
+    unknown    it moved beyond `factor` but p >= alpha (asv compare's `~`), or too
+               few samples to test at all (fwdasv.core.stats.is_different gives None)
+
+and then
+
+    GOOD->M different, M->BAD same       M is bad (the step is at or before M)
+    GOOD->M same,      M->BAD different  M is good (the step is after M)
+    GOOD->M different, M->BAD different  M is part way: it goes with the end it is
+                                         nearer to (in log ratio), so a process that
+                                         ran 10% slow is not taken for an 80% step
+    anything else                        unknown: measure M again (asv --append-samples)
+
+So the commit found is where the benchmark crossed half of the GOOD->BAD change:
+the step, for one step; the larger share of it, for several.
+
+After `max_remeasure` extra runs a probe still unknown is decided by the closer
+median (in log ratio) and the result is marked uncertain. The probes halve the
+first-parent range, so a range of N commits needs about ceil(log2 N) asv runs,
+plus re-measures; stored results with enough samples are reused, not re-run.
+A probe whose benchmark fails is skipped (the next candidate nearest the middle
+is taken), as `asv find` shifts past failed commits.
+"""

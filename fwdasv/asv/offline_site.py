@@ -18,7 +18,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-from fwdasv.core.results import write_atomic
+from fwdasv.core.files import write_atomic
 
 LIB_DIR = "_fwdasv_libs"
 _CDNJS = "https://cdnjs.cloudflare.com/ajax/libs"

@@ -1,0 +1,117 @@
+"""What bisect found: each probe and the result, as text and as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fwdasv.analysis.bisect.rules import Step
+from fwdasv.core.tables import human_value
+
+
+@dataclass(frozen=True)
+class Probe:
+    commit: str
+    subject: str | None
+    verdict: str  # good / bad / failed
+    median: float | None
+    sample_count: int
+    from_good: Step | None = None
+    to_bad: Step | None = None
+    remeasures: int = 0
+    decided_by: str = "samples"  # samples / closer-median (uncertain) / failed
+
+
+@dataclass(frozen=True)
+class BisectResult:
+    benchmark: str
+    case: str | None
+    machine: str
+    env_name: str
+    unit: str | None
+    good: str
+    bad: str
+    range_size: int  # commits after GOOD up to BAD, first-parent
+    direction: int  # +1: BAD is slower
+    last_good: str
+    first_bad: str
+    subject: str | None
+    before_median: float
+    after_median: float
+    p_value: float | None
+    asv_runs: int
+    remeasures: int
+    probes: tuple[Probe, ...] = ()
+    skipped: tuple[str, ...] = ()  # candidates between last_good and first_bad that failed
+
+    @property
+    def percent(self) -> float:
+        return 100 * (self.after_median - self.before_median) / self.before_median
+
+    @property
+    def certain(self) -> bool:
+        return not self.skipped and all(p.decided_by != "closer-median" for p in self.probes)
+
+    @property
+    def name(self) -> str:
+        return f"{self.benchmark}({self.case})" if self.case else self.benchmark
+
+    def summary(self) -> str:
+        p = f", p={self.p_value:.2g}" if self.p_value is not None else ""
+        label = self.first_bad[:8] + (f" {self.subject}" if self.subject else "")
+        line = (
+            f"first bad commit: {label}: {self.name} "
+            f"{human_value(self.before_median, self.unit)} -> "
+            f"{human_value(self.after_median, self.unit)} ({self.percent:+.1f}%{p}); "
+            f"{self.asv_runs} asv run{'s' if self.asv_runs != 1 else ''} "
+            f"({self.remeasures} re-measure{'s' if self.remeasures != 1 else ''}) "
+            f"over {self.range_size} commits"
+        )
+        if self.skipped:
+            line += (
+                f"; could not measure {', '.join(c[:8] for c in self.skipped)}: "
+                "the step may be there"
+            )
+        if not self.certain:
+            line += " (uncertain: some probes were decided by the closer median)"
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        def step(s: Step | None) -> dict[str, Any] | None:
+            return None if s is None else {"outcome": s.outcome, "ratio": s.ratio, "p": s.p_value}
+
+        return {
+            "benchmark": self.benchmark,
+            "case": self.case,
+            "machine": self.machine,
+            "env_name": self.env_name,
+            "good": self.good,
+            "bad": self.bad,
+            "range_size": self.range_size,
+            "direction": "slower" if self.direction > 0 else "faster",
+            "first_bad": self.first_bad,
+            "last_good": self.last_good,
+            "subject": self.subject,
+            "before_median": self.before_median,
+            "after_median": self.after_median,
+            "percent": self.percent,
+            "p_value": self.p_value,
+            "asv_runs": self.asv_runs,
+            "remeasures": self.remeasures,
+            "certain": self.certain,
+            "skipped": list(self.skipped),
+            "probes": [
+                {
+                    "commit": p.commit,
+                    "subject": p.subject,
+                    "verdict": p.verdict,
+                    "median": p.median,
+                    "sample_count": p.sample_count,
+                    "from_good": step(p.from_good),
+                    "to_bad": step(p.to_bad),
+                    "remeasures": p.remeasures,
+                    "decided_by": p.decided_by,
+                }
+                for p in self.probes
+            ],
+        }

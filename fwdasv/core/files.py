@@ -1,0 +1,117 @@
+"""Files written for users, written safely: one atomic writer for all of fwdasv.
+
+Results, exports, machine files, state files and published pages are written
+to a temporary file beside the target and renamed onto it, so an interrupted
+write leaves the old file (or none), never half a file. Only a regular file is
+ever replaced: a symlink, FIFO or device node at the path is refused, not
+overwritten (run as root, a rename onto `/dev/full` would replace the device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+from fwdasv.core.errors import UserError
+
+
+class OutputPathError(UserError, ValueError):
+    """A path fwdasv will not write to (not a regular file, or no such directory)."""
+
+
+def check_output_path(
+    path: str | os.PathLike[str], *, make_parents: bool = False, what: str = "output"
+) -> Path:
+    """`path` as a Path, when fwdasv may write a regular file there; else one clear error.
+
+    Refuses a symlink, a directory, a FIFO, a socket or a device at the path,
+    and a missing parent directory unless `make_parents` (then it is created).
+    Checked before any work starts, so a bad path costs nothing measured.
+    """
+    path = Path(path)
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except NotADirectoryError:
+        raise OutputPathError(
+            f"{what} {path}: a parent of it is a file, not a directory; give a path in a directory"
+        ) from None
+    except OSError as error:
+        raise OutputPathError(f"{what} {path}: cannot be checked ({error.strerror})") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        kind = (
+            "a symbolic link"
+            if stat.S_ISLNK(mode)
+            else "a directory"
+            if stat.S_ISDIR(mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket"
+            if stat.S_ISSOCK(mode)
+            else "not a regular file"
+        )
+        raise OutputPathError(
+            f"{what} {path} is {kind}; fwdasv writes only regular files (and replaces them "
+            "atomically): give the path of a new or regular file"
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        if parent.exists():
+            raise OutputPathError(f"{what} {path}: {parent} is not a directory")
+        if not make_parents:
+            raise OutputPathError(
+                f"{what} {path}: the directory {parent} does not exist; create it first"
+            )
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise OutputPathError(
+                f"{what} {path}: cannot create {parent} ({error.strerror})"
+            ) from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{what} {path}: the directory {parent} is not writable")
+    return path
+
+
+@contextlib.contextmanager
+def atomic_output(
+    path: str | os.PathLike[str], *, make_parents: bool = True, what: str = "output"
+) -> Iterator[TextIO]:
+    """A text stream to a temporary file beside `path`, renamed onto it on success.
+
+    An interrupted write leaves the old file (or none), never half a file. The
+    file gets the usual permissions (0666 minus the umask), not mkstemp's 0600:
+    results, machine files and published pages are read by other users.
+    """
+    path = check_output_path(path, make_parents=make_parents, what=what)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        # Checked again at the last moment: something may have appeared meanwhile.
+        check_output_path(path, make_parents=False, what=what)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(
+    path: str | os.PathLike[str], text: str, *, make_parents: bool = True, what: str = "output"
+) -> None:
+    """Write `text` to `path` through a temporary file and a rename."""
+    with atomic_output(path, make_parents=make_parents, what=what) as stream:
+        stream.write(text)

@@ -1,0 +1,25 @@
+"""`fwdasv demo`: the whole service on the embedded default, in one command."""
+
+from __future__ import annotations
+
+import click
+
+from fwdasv.core.clitools import Command
+from fwdasv.demo.run import MACHINE, run_demo
+
+
+@click.command("demo", cls=Command, context_settings={"show_default": True})
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False),
+    default="fwdasv-demo",
+    help="Where the demo project, its asv results and the site go (reused on re-runs).",
+)
+@click.option(
+    "--every", type=click.IntRange(min=1), default=3, help="Measure every N-th commit (the rest is for bisect)."
+)
+@click.option("--machine", default=MACHINE, help="asv machine name for the results.")
+def demo_command(directory: str, every: int, machine: str) -> None:
+    """Run the whole service on a demo model repository: history, regression, bisect, site."""
+    run_demo(directory, every=every, machine=machine, echo=click.echo)

@@ -1,0 +1,152 @@
+"""asv's machine file: this machine named after its exact GPUs (or its CPU), merged atomically.
+
+A swapped GPU starts a new series instead of reading as a regression.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from fwdasv.core.files import write_atomic
+from fwdasv.hw.checks import CLOCK_POLICIES
+from fwdasv.hw.errors import HardwareError, NoDriver
+from fwdasv.hw.nvml import GpuInfo, Inventory, read_inventory
+
+DEFAULT_MACHINE_FILE = "~/.asv-machine.json"
+MACHINE_FILE_VERSION = 1  # asv.machine.MachineCollection.api_version
+
+
+# --------------------------------------------------------------------------- asv machine file
+
+
+def _slug(text: str) -> str:
+    text = re.sub(r"^nvidia\s+", "", text.strip(), flags=re.IGNORECASE)
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "gpu"
+
+
+def default_machine_name(host: str, gpus: Sequence[GpuInfo]) -> str:
+    """hostname-<count>x<model>-<digest of the GPU UUIDs>.
+
+    The digest makes another GPU (or another subset of a box's GPUs) another
+    machine: asv stores results at results/<machine>/<commit>-<env>.json, so a
+    shared name would let runs on different chips overwrite each other.
+    """
+    models = sorted({_slug(g.name or "unknown") for g in gpus})
+    uuids = ",".join(sorted(g.uuid or "" for g in gpus))
+    digest = hashlib.sha256(uuids.encode()).hexdigest()[:6]
+    host_part = _slug(host.split(".")[0]) if host else "host"
+    return f"{host_part}-{len(gpus)}x{'+'.join(models)}-{digest}"
+
+
+def clock_policy_label(gpus: Sequence[GpuInfo], policy: str = "auto") -> str:
+    """'locked-<how>' / 'default' / 'any' as recorded in the machine file."""
+    locks = [(g.clock_lock or {}).get("gpu") for g in gpus]
+    labels = sorted({lock["label"] for lock in locks if lock})
+    if policy == "auto":
+        policy = "locked" if locks and all(locks) else "default"
+    if policy == "locked" and labels:
+        return "locked-" + "+".join(labels)
+    if policy not in CLOCK_POLICIES:
+        raise HardwareError(f"clock policy {policy!r}: choose auto, {', '.join(CLOCK_POLICIES)}")
+    return policy
+
+
+def machine_entry(
+    inventory: Inventory,
+    name: str | None = None,
+    clock_policy: str = "auto",
+    defaults: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """asv's machine entry plus the GPU keys asv merges into every result's params.
+
+    Every value is a string: asv uses them as graph dimensions (sets, file names).
+    """
+    gpus = inventory.gpus
+    if not gpus:
+        raise NoDriver("no GPU selected")
+    missing = [g.label for g in gpus if not g.uuid]
+    if missing:
+        raise HardwareError(f"UUID unreadable for {', '.join(missing)}: the machine needs it")
+    if defaults is None:
+        from asv.machine import Machine  # asv's own detection, as `asv machine --yes` does
+
+        defaults = Machine.get_defaults()
+    machine = name or default_machine_name(defaults.get("machine") or platform.node(), gpus)
+    models = list(dict.fromkeys(g.name or "unknown" for g in gpus))
+    return {
+        "machine": machine,
+        "os": str(defaults.get("os", "")),
+        "arch": str(defaults.get("arch", "")),
+        "cpu": str(defaults.get("cpu", "")),
+        "num_cpu": str(defaults.get("num_cpu", "")),
+        "ram": str(defaults.get("ram", "")),
+        "gpu": ",".join(models),
+        "gpu_count": str(len(gpus)),
+        "gpu_uuids": ",".join(g.uuid or "" for g in gpus),
+        "driver": inventory.driver_version or "unknown",
+        "cuda": inventory.cuda_driver_version or "unknown",
+        "clock_policy": clock_policy_label(gpus, clock_policy),
+    }
+
+
+def this_machine(
+    name: str | None = None, gpus: Sequence[str] | None = None, clock_policy: str = "auto"
+) -> dict[str, str]:
+    """This machine's asv entry: with its GPUs when NVML sees any, else a CPU box (gpu "none")."""
+    try:
+        return machine_entry(read_inventory(gpus, None), name=name, clock_policy=clock_policy)
+    except NoDriver:
+        from asv.machine import Machine
+
+        defaults = Machine.get_defaults()
+        entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
+        entry.update(
+            machine=name or _slug(platform.node().split(".")[0]) or "cpu",
+            gpu="none",
+            gpu_count="0",
+            clock_policy="n/a",
+        )
+        return entry
+
+
+def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | None = None) -> Path:
+    """Merge `entry` into asv's machine file (other machines kept), atomically."""
+    target = Path(path if path is not None else DEFAULT_MACHINE_FILE).expanduser()
+    machines: dict[str, Any] = {}
+    if target.exists():
+        try:
+            machines = json.loads(target.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise HardwareError(
+                f"cannot read the asv machine file {target} ({error}); fix or move it, "
+                "fwdasv will not overwrite it"
+            ) from None
+        if not isinstance(machines, dict) or machines.get("version", MACHINE_FILE_VERSION) != 1:
+            raise HardwareError(
+                f"{target} is not an asv machine file of version {MACHINE_FILE_VERSION}; "
+                "fix or move it, fwdasv will not overwrite it"
+            )
+    machines[entry["machine"]] = dict(entry)
+    machines["version"] = MACHINE_FILE_VERSION
+    write_atomic(target, json.dumps(machines, indent=4, sort_keys=True) + "\n")
+    return target
+
+
+def machine(
+    gpus: Sequence[str] | None = None,
+    name: str | None = None,
+    machine_file: str | os.PathLike[str] | None = None,
+    clock_policy: str = "auto",
+    state_file: str | os.PathLike[str] | None = None,
+) -> tuple[dict[str, str], Path]:
+    """Write this machine's entry (for the selected GPUs) into asv's machine file."""
+    inventory = read_inventory(gpus, state_file)
+    entry = machine_entry(inventory, name, clock_policy)
+    return entry, write_machine_file(entry, machine_file)
