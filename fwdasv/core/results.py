@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 from fwdasv.core.cases import BenchRequest, CaseError
 from fwdasv.core.errors import UserError
@@ -320,8 +320,9 @@ def by_case(results: Iterable[CaseResult]) -> dict[str, CaseResult]:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """A text stream to a temporary file beside `path`, renamed onto it on success.
+def atomic_output(path: str | os.PathLike[str], binary: bool = False) -> Iterator[IO[Any]]:
+    """A text (or, with `binary`, bytes) stream to a temporary file beside `path`,
+    renamed onto it on success.
 
     An interrupted write leaves the old file (or none), never half a file. The
     file gets the usual permissions (0666 minus the umask), not mkstemp's 0600:
@@ -334,7 +335,10 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[TextIO]:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
+        stream_of = (
+            os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        )
+        with stream_of as stream:
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
