@@ -14,9 +14,9 @@ per non-empty state view) are reported apart (`pre_forward_us`,
 `pre_forward_kernels`).
 
 On CPU the forward runs eagerly; each run's restore and forward sit in
-labelled ranges (`record_function`), and the rows sum each aten op's self CPU
-time over the ops inside the forward ranges only. The trace keeps the restore
-ranges, labelled.
+labelled ranges (`record_function`), and a row is an aten op's self CPU time
+per forward (median over the forwards) over the ops inside the forward ranges
+only. The trace keeps the restore ranges, labelled.
 """
 
 from __future__ import annotations
@@ -236,15 +236,42 @@ class OpRun:
 def summarize_cpu(runs: Sequence[OpRun]) -> KernelSummary:
     """Per-forward op rows (self CPU time) over eager forwards; the restores are left out.
 
-    `busy_us` sums the ops' self time; `span_us` is the forward's wall time, which also
-    holds the Python between ops.
+    A row's `us` and `calls` are medians over the forwards of that op's per-forward
+    total, not vLLM's mean: a CPU host is shared, and one preemption inside one op of
+    one forward would otherwise move that op by milliseconds. `busy_us` is the median
+    of the ops' summed self time; `span_us` the forward's wall time, which also holds
+    the Python between ops.
     """
     if not runs:
         raise ValueError("no profiled forwards to summarize")
-    forward_tally, restore_tally = _Tally(), _Tally()
+    per_run: list[dict[str, list[float]]] = []
     for run in runs:
+        totals: dict[str, list[float]] = {}
         for name, us in run.ops:
-            forward_tally.add(name, us, name)
+            entry = totals.setdefault(name, [0.0, 0])
+            entry[0] += us
+            entry[1] += 1
+        per_run.append(totals)
+    names = {name for totals in per_run for name in totals}
+    medians = {
+        name: (
+            statistics.median(t.get(name, [0.0, 0])[0] for t in per_run),
+            statistics.median_low(int(t.get(name, [0.0, 0])[1]) for t in per_run),
+        )
+        for name in names
+    }
+    grand = sum(us for us, _ in medians.values())
+    rows = sorted(
+        (
+            KernelRow(
+                name, round(us, 2), round(100 * us / grand, 2) if grand > 0 else 0.0, calls, name
+            )
+            for name, (us, calls) in medians.items()
+        ),
+        key=lambda row: (-row.us, row.name),
+    )
+    restore_tally = _Tally()
+    for run in runs:
         for name, us in run.restore_ops:
             restore_tally.add(name, us, name)
     return KernelSummary(
@@ -253,10 +280,10 @@ def summarize_cpu(runs: Sequence[OpRun]) -> KernelSummary:
         busy_us=round(statistics.median(sum(us for _, us in run.ops) for run in runs), 2),
         pre_forward_us=round(statistics.median(run.pre_forward_us for run in runs), 2),
         activities=statistics.median_low(len(run.ops) for run in runs),
-        kernels=forward_tally.rows(len(runs)),
+        kernels=tuple(rows),
         device=DEVICE_CPU,
         extra={
-            "measure": "self_cpu_time_total of aten ops",
+            "measure": "self_cpu_time_total of aten ops, median over forwards",
             "pre_forward_kernels": [row.to_json() for row in restore_tally.rows(len(runs))],
         },
     )
