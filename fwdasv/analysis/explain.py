@@ -11,7 +11,8 @@ Definitions (all per forward, in us):
 - total_delta_us = sum_k delta_k, i.e. the change of the summed kernel (op)
   time. On a GPU this is busy time; the span (`span_before_us`,
   `span_after_us`) is reported next to it. On a CPU it leaves out the Python
-  between ops, which only the span shows;
+  between ops, which only the span shows. total_delta_pct = 100 *
+  total_delta_us / sum_k before_k, the relative change;
 - share_pct_k = 100 * delta_k / total_delta_us, signed: a row that moved
   against the total has a negative share, and the shares sum to 100;
 - explained_top5_pct: with s the sign of the total, the top 5 are the (at
@@ -20,7 +21,9 @@ Definitions (all per forward, in us):
   is slower), and explained_top5_pct = 100 * sum_top5 delta_k / total_delta_us.
   It exceeds 100 when other rows moved the other way (the top five add more
   than the whole change); it is not capped, since capping would hide that.
-  With no change (total 0) every share and explained_top5_pct are 0.
+  With no change (total 0) every share and explained_top5_pct are 0. Read it
+  with total_delta_pct: over a total near 0 (noise) the shares are large and
+  mean little.
 
 Rows are listed by |delta| descending, as vLLM's own diff lists them, so a big
 offsetting change (the fused kernel that vanished) shows next to what replaced
@@ -97,6 +100,7 @@ class KernelDiff:
 
     kernels: tuple[KernelDelta, ...]
     total_delta_us: float
+    total_delta_pct: float
     explained_top5_pct: float
     top5: tuple[str, ...]
     unit: str  # "kernel" (GPU) or "op" (CPU)
@@ -119,6 +123,7 @@ class KernelDiff:
             "unit": self.unit,
             "kernels": [row.to_json() for row in self.kernels],
             "total_delta_us": self.total_delta_us,
+            "total_delta_pct": self.total_delta_pct,
             "explained_top5_pct": self.explained_top5_pct,
             "top5": list(self.top5),
             "slower": self.slower,
@@ -171,6 +176,7 @@ def diff_summaries(good: KernelSummary, bad: KernelSummary) -> KernelDiff:
         for name in names
     }
     total = round(sum(deltas.values()), 2)
+    before_total = sum(row.us for row in good.kernels)
     top5, explained = top_contributors(deltas, total)
     kernels = []
     for name in names:
@@ -193,6 +199,7 @@ def diff_summaries(good: KernelSummary, bad: KernelSummary) -> KernelDiff:
     return KernelDiff(
         kernels=tuple(kernels),
         total_delta_us=total,
+        total_delta_pct=round(100 * total / before_total, 2) if before_total > 0 else 0.0,
         explained_top5_pct=explained,
         top5=top5,
         unit=good.unit,
@@ -247,7 +254,8 @@ def headline(diff: KernelDiff, good: str = "GOOD", bad: str = "BAD") -> str:
         else "nothing to explain"
     )
     return (
-        f"{good} -> {bad}: {diff.total_delta_us:+.2f} us of {diff.unit} time per forward "
+        f"{good} -> {bad}: {diff.total_delta_us:+.2f} us ({diff.total_delta_pct:+.1f}%) of "
+        f"{diff.unit} time per forward "
         f"(busy {diff.busy_before_us:.1f} -> {diff.busy_after_us:.1f} us, span "
         f"{diff.span_before_us:.1f} -> {diff.span_after_us:.1f} us); {explained}"
     )
