@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import measuring_priority
 
 from fwdasv.analysis.explain import (
     FORMATS,
@@ -40,6 +41,7 @@ from fwdasv.core.kernels import (
     profile_paths,
     safe_case_name,
 )
+from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, TARGET, build_project
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE_KERNELS = Path(
@@ -56,7 +58,12 @@ CONTRACT_ROW_KEYS = {
     "calls_before",
     "calls_after",
 }
-DEMO_CASE = "decode_bs8_2k=8*1@2048"
+# The demo's own cases (fwdasv.demo.run.CASES).
+DEMO_DECODE, DEMO_PREFILL = "decode_bs8_2k=8*1@2048", "prefill_512=512"
+
+
+def case_name(text: str) -> str:
+    return text.partition("=")[0]
 
 
 def one_thread_env(**extra: str) -> dict[str, str]:
@@ -457,6 +464,7 @@ def test_diff_of_vllm_files_puts_an_added_kernel_on_top(tmp_path):
 def check_json_contract(diff: KernelDiff) -> dict[str, Any]:
     data = json.loads(format_diff(diff, "json"))
     assert isinstance(data["total_delta_us"], float)
+    assert isinstance(data["total_delta_pct"], float)
     assert isinstance(data["explained_top5_pct"], float)
     assert data["kernels"] and all(row.keys() >= CONTRACT_ROW_KEYS for row in data["kernels"])
     assert all(row["status"] in ("new", "vanished", "both") for row in data["kernels"])
@@ -473,8 +481,9 @@ def test_formats_carry_the_contract_and_the_rows(tmp_path):
         "aten::bmm",
         "aten::_scaled_dot_product_attention",
     ]
+    assert data["total_delta_pct"] == 22.5  # of GOOD's 160 us
     table = format_diff(diff, "table", top=2, good="abc123", bad="def456")
-    assert table.splitlines()[0].startswith("abc123 -> def456: +36.00 us of kernel time")
+    assert table.splitlines()[0].startswith("abc123 -> def456: +36.00 us (+22.5%) of kernel time")
     assert "aten::bmm" in table and "new" in table and "vanished" in table
     assert "(2 more rows with smaller changes)" in table
     markdown = format_diff(diff, "markdown")
@@ -486,13 +495,30 @@ def test_formats_carry_the_contract_and_the_rows(tmp_path):
 # --- the demo model's regression, profiled at both commits ----------------------------
 
 
+def profile_checkout(checkout: Path, profile_dir: Path, output_json: Path) -> str:
+    """`python -m fwdasv.engine --profile-dir` on the demo's two cases, `checkout` importable."""
+    argv = [sys.executable, "-m", "fwdasv.engine", "--target", TARGET, "--device", "cpu"]
+    argv += ["--case", DEMO_DECODE, "--case", DEMO_PREFILL, "--iters", "3", "--samples", "2"]
+    argv += ["--warmup-s", "0", "--profile-dir", str(profile_dir)]
+    argv += ["--output-json", str(output_json)]
+    env = one_thread_env(PYTHONPATH=os.pathsep.join([str(checkout), str(ROOT)]))
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    return proc.stdout
+
+
 @pytest.fixture(scope="module")
 def demo_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The demo repository's commits before and at "Support attention logit soft-capping",
     each checked out on its own and run through `python -m fwdasv.engine --profile-dir`
-    (one subprocess at a time), like the explain command will."""
-    from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, TARGET, build_project
+    (one subprocess at a time), as the explain command will, at raised priority.
 
+    On this shared 2-vCPU box a neighbour's burst now and then slows a whole process
+    two- or threefold, enough to hide the commit's known slowdown (about 2x busy time on
+    both cases) in one pair of profiles. As `demo_history` does for asv: a pair where
+    BAD's busy time is not at least 1.2x GOOD's on both cases was disturbed, and both
+    commits are profiled again, twice at most. The attribution is asserted on the pair kept.
+    """
     root = tmp_path_factory.mktemp("demo-explain")
     repo = root / "tinylm"
     hashes = build_project(repo)
@@ -505,77 +531,83 @@ def demo_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         timeout=60,
     ).stdout.splitlines()
     slow = subjects.index(SLOW_COMMIT_SUBJECT)
-    out: dict[str, Any] = {}
-    for label, commit in (("good", hashes[slow - 1]), ("bad", hashes[slow])):
-        checkout = root / label
+    commits = {"good": hashes[slow - 1], "bad": hashes[slow]}
+    for label, commit in commits.items():
         subprocess.run(
-            ["git", "worktree", "add", "-q", "--detach", str(checkout), commit],
+            ["git", "worktree", "add", "-q", "--detach", str(root / label), commit],
             cwd=repo,
             check=True,
             capture_output=True,
             timeout=60,
         )
-        argv = [
-            sys.executable,
-            "-m",
-            "fwdasv.engine",
-            "--target",
-            TARGET,
-            "--case",
-            DEMO_CASE,
-            "--device",
-            "cpu",
-            "--iters",
-            "3",
-            "--samples",
-            "2",
-            "--warmup-s",
-            "0",
-            "--profile-dir",
-            str(root / f"profiles-{label}"),
-            "--output-json",
-            str(root / f"{label}.json"),
-        ]
-        env = one_thread_env(PYTHONPATH=os.pathsep.join([str(checkout), str(ROOT)]))
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-        out[label] = {"results": root / f"{label}.json", "stdout": proc.stdout}
-    name = DEMO_CASE.partition("=")[0]
-    for label in ("good", "bad"):
-        out[label]["kernels"] = profile_paths(root / f"profiles-{label}", name, 0)[0]
+    names = (case_name(DEMO_DECODE), case_name(DEMO_PREFILL))
+    out: dict[str, Any] = {"rounds": 0}
+    with measuring_priority():
+        for attempt in range(3):
+            for label in commits:
+                profile_dir = root / f"profiles-{label}-{attempt}"
+                results_json = root / f"{label}-{attempt}.json"
+                out[label] = {
+                    "results": results_json,
+                    "stdout": profile_checkout(root / label, profile_dir, results_json),
+                    "kernels": {name: profile_paths(profile_dir, name)[0] for name in names},
+                }
+            out["rounds"] = attempt + 1
+            ratios = [
+                load_summary(out["bad"]["kernels"][name]).busy_us
+                / load_summary(out["good"]["kernels"][name]).busy_us
+                for name in names
+            ]
+            if min(ratios) >= 1.2:
+                break
     return out
 
 
 def test_engine_cli_profile_dir_adds_the_profile_block(demo_profiles):
     for label in ("good", "bad"):
-        (case,) = results.load(demo_profiles[label]["results"])
-        rank = case.ranks[0]
-        # The timed replays are the engine's usual ones; the profile is its own run.
-        assert case.ok and rank.latency.count == 3 * 2
-        block = rank.raw["profile"]
-        assert Path(block["summary"]) == demo_profiles[label]["kernels"]
-        assert block["device"] == "cpu" and len(block["top_kernels"]) == 10
-        assert f"profile {block['summary']}" in demo_profiles[label]["stdout"]
+        for case in results.load(demo_profiles[label]["results"]):
+            rank = case.ranks[0]
+            # The timed replays are the engine's usual ones; the profile is its own run.
+            assert case.ok and rank.latency.count == 3 * 2
+            block = rank.raw["profile"]
+            assert Path(block["summary"]) == demo_profiles[label]["kernels"][case.case]
+            assert block["device"] == "cpu" and len(block["top_kernels"]) == 10
+            assert f"{case.case}: profile {block['summary']}" in demo_profiles[label]["stdout"]
 
 
-def test_demo_softcap_commit_diff_names_the_ops_that_replaced_fused_attention(demo_profiles):
-    diff = diff_files(demo_profiles["good"]["kernels"], demo_profiles["bad"]["kernels"])
-    rows = {row.name: row for row in diff.kernels}
-    fused = rows["aten::_scaled_dot_product_flash_attention_for_cpu"]
+def demo_diff(demo_profiles: dict[str, Any], case: str) -> KernelDiff:
+    name = case_name(case)
+    diff = diff_files(demo_profiles["good"]["kernels"][name], demo_profiles["bad"]["kernels"][name])
+    fused = {row.name: row for row in diff.kernels}[
+        "aten::_scaled_dot_product_flash_attention_for_cpu"
+    ]
     assert fused.status == "vanished" and fused.delta_us < 0
-    # Explicit attention: batched matmuls for scores and output, and a softmax.
-    assert {"aten::bmm", "aten::_softmax"} <= set(diff.top5), diff.top5
-    assert rows["aten::bmm"].status == "new" and rows["aten::bmm"].calls_after == 2 * 4
-    assert rows["aten::_softmax"].calls_after == 4
     assert diff.explained_top5_pct >= 50, format_diff(diff)
     assert diff.slower and exit_status(diff) == 1
     check_json_contract(diff)
-    assert "`aten::bmm`" in format_diff(diff, "markdown")
+    return diff
+
+
+def test_demo_softcap_commit_diff_names_the_ops_that_replaced_fused_attention(demo_profiles):
+    # A prefill: scores by a batched matmul, a causal mask, a softmax, the output by bmm.
+    prefill = demo_diff(demo_profiles, DEMO_PREFILL)
+    rows = {row.name: row for row in prefill.kernels}
+    assert {"aten::bmm", "aten::_softmax"} <= set(prefill.top5), format_diff(prefill)
+    assert rows["aten::bmm"].status == "new" and rows["aten::bmm"].calls_after == 2 * 4
+    assert rows["aten::_softmax"].status == "new" and rows["aten::_softmax"].calls_after == 4
+    assert rows["aten::masked_fill_"].status == "new"
+    assert "`aten::bmm`" in format_diff(prefill, "markdown")
+    # Decodes: the two batched matmuls over the repeated K/V dominate.
+    decode = demo_diff(demo_profiles, DEMO_DECODE)
+    assert "aten::bmm" in decode.top5, format_diff(decode)
+    assert {row.name: row for row in decode.kernels}["aten::bmm"].calls_after == 2 * 4
 
 
 @pytest.mark.vllm
 def test_vllms_profile_cli_reads_fwdasv_kernels_json(demo_profiles):
-    good, bad = demo_profiles["good"]["kernels"], demo_profiles["bad"]["kernels"]
+    good, bad = (
+        demo_profiles[label]["kernels"][case_name(DEMO_PREFILL)] for label in ("good", "bad")
+    )
     proc = subprocess.run(
         [sys.executable, "-m", "vllm.benchmarks.forward.profile", str(good), str(bad)],
         env=one_thread_env(VLLM_TARGET_DEVICE="cpu"),
