@@ -265,7 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.out / "summary.json", summary)
         ranks, profiles = {}, {}
         for label, target in (("good", good), ("bad", bad), ("control", good)):
-            ranks[label], profiles[label] = measure_variant(args, target, label, case)
+            try:
+                ranks[label], profiles[label] = measure_variant(args, target, label, case)
+            except Exception as error:  # the reason goes into summary.json, not only a traceback
+                summary["error"] = f"{label}: {type(error).__name__}: {error}"
+                write_json(args.out / "summary.json", {**summary, "ok": False})
+                print(f"FAIL  {summary['error']}", file=sys.stderr, flush=True)
+                raise
         del good, bad
     summary["latency_us"] = {k: r["latency_us"]["median"] for k, r in ranks.items()}
     diff = diff_summaries(profiles["good"], profiles["bad"])
