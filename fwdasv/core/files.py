@@ -15,7 +15,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import IO, Any
 
 from fwdasv.core.errors import UserError
 
@@ -83,9 +83,14 @@ def check_output_path(
 
 @contextlib.contextmanager
 def atomic_output(
-    path: str | os.PathLike[str], *, make_parents: bool = True, what: str = "output"
-) -> Iterator[TextIO]:
-    """A text stream to a temporary file beside `path`, renamed onto it on success.
+    path: str | os.PathLike[str],
+    *,
+    make_parents: bool = True,
+    what: str = "output",
+    binary: bool = False,
+) -> Iterator[IO[Any]]:
+    """A text (or, with `binary`, bytes) stream to a temporary file beside `path`, renamed
+    onto it on success.
 
     An interrupted write leaves the old file (or none), never half a file. The
     file gets the usual permissions (0666 minus the umask), not mkstemp's 0600:
@@ -97,7 +102,8 @@ def atomic_output(
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as stream:
+        opened = os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")
+        with opened as stream:
             yield stream
             stream.flush()
             os.fsync(stream.fileno())

@@ -102,6 +102,13 @@ def _positive(name: str, value: int) -> None:
     help="Create the missing parent directories of --output-json (refused otherwise).",
 )
 @click.option(
+    "--profile-dir",
+    type=click.Path(file_okay=False),
+    help="After timing each case, profile it in separate runs that never count in the timings "
+    "(3 CUDA graph replays under torch.profiler; on CPU 3 eager forwards, per-op self time); "
+    "write DIR/<case>.rank<r>.kernels.json (vLLM's schema) and .trace.json.gz.",
+)
+@click.option(
     "--dump-output",
     type=click.Path(file_okay=False),
     help="Debug, pipeline runs: save each rank's streamed output tensors per case as "
@@ -125,6 +132,7 @@ def forward(
     output_json: str | None,
     create_dirs: bool,
     dump_output: str | None,
+    profile_dir: str | None,
 ) -> None:
     """Time the forward of exact batches of a PyTorch model, like `vllm bench forward`.
 
@@ -168,6 +176,10 @@ def forward(
         ),
     )
     if pipeline_stages > 1 or ("RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1):
+        if profile_dir is not None:
+            raise CliError(
+                "--profile-dir is not supported for pipeline runs yet; profile with one stage"
+            )
         from fwdasv.engine.pipeline_run import pipeline_main
 
         failed = pipeline_main(
@@ -178,7 +190,7 @@ def forward(
             raise CliError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
         from fwdasv.engine.runner import run_cases
 
-        outcome = run_cases(config, cases, output_json, echo=click.echo)
+        outcome = run_cases(config, cases, output_json, echo=click.echo, profile_dir=profile_dir)
         failed = [r.case for r in outcome if not r.ok]
     if failed:
         raise CliError(

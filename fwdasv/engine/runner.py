@@ -20,8 +20,8 @@ import torch
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
-from fwdasv.engine.capture import BenchOptions, bench_forward
-from fwdasv.targets.base import TargetSpec
+from fwdasv.engine.capture import BenchOptions, StateSnapshot, bench_forward
+from fwdasv.targets.base import PreparedForward, TargetSpec
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,46 @@ def _write(entries: list[dict[str, Any]], output_json: str | os.PathLike[str]) -
         ) from None
 
 
+def _profile(
+    prepared: PreparedForward,
+    snapshot: StateSnapshot,
+    device: torch.device,
+    profile_dir: str | os.PathLike[str],
+    case_name: str,
+) -> dict[str, Any]:
+    """--profile-dir: profiled runs of their own, after timing; a failure is recorded in
+    the block and keeps the case's timing."""
+    from fwdasv.engine.profile import ProfileOptions, profile_case
+
+    free_device_memory(device)
+    try:
+        return profile_case(prepared, snapshot, device, ProfileOptions(), profile_dir, case_name)
+    except Exception as error:
+        return {"error": describe_error(error)}
+
+
+def _profile_line(case_name: str, block: dict[str, Any]) -> str:
+    if "error" in block:
+        return f"[forward] {case_name}: profile FAILED: {block['error']}"
+    return (
+        f"[forward] {case_name}: profile {block['summary']} ({block['activities']} "
+        f"{'ops' if block['device'] == 'cpu' else 'GPU activities'} per forward, "
+        f"busy {block['busy_us']:.1f} us)"
+    )
+
+
 def run_cases(
     config: EngineConfig,
     cases: Sequence[BenchCase],
     output_json: str | os.PathLike[str] | None,
     echo: Callable[[str], None] = print,
+    profile_dir: str | os.PathLike[str] | None = None,
 ) -> list[results.CaseResult]:
-    """Bench every case; returns the parsed results (failed cases included)."""
+    """Bench every case; returns the parsed results (failed cases included).
+
+    With `profile_dir`, each timed case is then profiled (`fwdasv.engine.profile`)
+    and its rank dict gets vLLM's `profile` block.
+    """
     device = torch.device(config.device)
     if device.type == "cuda":
         if device.index is None:
@@ -113,17 +146,23 @@ def run_cases(
         for case in cases:
             try:
                 prepared = target.prepare(case, config.options.seed)
+                # Timing leaves the state one step on: profiling restores this one.
+                snapshot = StateSnapshot(prepared.state) if profile_dir is not None else None
                 rank = bench_forward(prepared, config.options, device)
                 rank["engine"] = engine_info
+                if snapshot is not None and profile_dir is not None:
+                    rank["profile"] = _profile(prepared, snapshot, device, profile_dir, case.name)
                 entry = results.case_entry(case.name, case.requests, [rank])
             except Exception as error:  # recorded per case; the others still run
                 entry = results.error_entry(case.name, case.requests, describe_error(error))
             finally:
-                prepared = None
+                prepared = snapshot = None
                 free_device_memory(device)
             entries.append(entry)
             if output_json is not None:
                 _write(entries, output_json)
             echo(results.parse_case_result(entry, case.name).line())
+            if profile_dir is not None and entry["ranks"]:
+                echo(_profile_line(case.name, entry["ranks"][0]["profile"]))
             sys.stdout.flush()
     return results.parse(entries, str(output_json or "<engine>"))

@@ -1,0 +1,189 @@
+"""The kernel summary of one profiled case: vLLM's `<case>.rank<r>.kernels.json`.
+
+vLLM's bench (`--profile-dir`) and fwdasv's engine write the same file, so one
+loader and one diff (`fwdasv.analysis.explain`) serve both backends, and
+vLLM's own `python -m vllm.benchmarks.forward.profile A B` reads fwdasv's files.
+
+vLLM's keys: `trace` (the chrome trace's path), `replays`, `span_us` (median
+first-to-last forward activity), `busy_us` (median summed durations),
+`pre_forward_us` (the excluded restore work), `activities` (per forward) and
+`kernels`: rows `{name, us, pct, calls, example}` per forward, sorted by `us`
+descending. fwdasv adds `device` ("cuda": GPU kernels; "cpu": aten ops and
+their self CPU time) and a few provenance keys; a file without `device` is
+vLLM's, hence GPU kernels. Other keys are kept as they are (`extra`).
+
+Torch-free on purpose: the analysis side reads these files without the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwdasv.core.errors import UserError
+
+KERNELS_SUFFIX = ".kernels.json"
+TRACE_SUFFIX = ".trace.json.gz"
+DEVICE_CUDA = "cuda"
+DEVICE_CPU = "cpu"
+_VLLM_KEYS = ("trace", "replays", "span_us", "busy_us", "pre_forward_us", "activities", "kernels")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_MAX_STEM = 100
+
+
+class ProfileError(UserError, ValueError):
+    """A kernels.json that is missing or malformed, or profiles that cannot be compared."""
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    """One kernel (GPU) or op (CPU) per forward: time, share of the total, launches."""
+
+    name: str
+    us: float
+    pct: float
+    calls: int
+    example: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "us": self.us,
+            "pct": self.pct,
+            "calls": self.calls,
+            "example": self.example,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> KernelRow:
+        if not isinstance(data, dict):
+            raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
+        name = _field(data, "name", str, where)
+        return cls(
+            name=name,
+            us=float(_field(data, "us", (int, float), where)),
+            pct=float(_field(data, "pct", (int, float), where)),
+            calls=_field(data, "calls", int, where),
+            example=str(data.get("example", "")),
+        )
+
+
+@dataclass(frozen=True)
+class KernelSummary:
+    """A whole kernels.json; `device` is None for a file without the key (vLLM's: GPU)."""
+
+    replays: int
+    span_us: float
+    busy_us: float
+    pre_forward_us: float
+    activities: int
+    kernels: tuple[KernelRow, ...]
+    trace: str | None = None
+    device: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    source: str = field(default="", compare=False)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device == DEVICE_CPU
+
+    @property
+    def unit(self) -> str:
+        """What a row is: `op` (CPU self time) or `kernel` (GPU time)."""
+        return "op" if self.is_cpu else "kernel"
+
+    def to_json(self) -> dict[str, Any]:
+        """vLLM's keys in vLLM's order, then fwdasv's and any others."""
+        data: dict[str, Any] = {
+            "trace": self.trace,
+            "replays": self.replays,
+            "span_us": self.span_us,
+            "busy_us": self.busy_us,
+            "pre_forward_us": self.pre_forward_us,
+            "activities": self.activities,
+            "kernels": [row.to_json() for row in self.kernels],
+        }
+        if self.device is not None:
+            data["device"] = self.device
+        data.update(self.extra)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> KernelSummary:
+        if not isinstance(data, dict):
+            raise ProfileError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        rows = _field(data, "kernels", list, where)
+        device = data.get("device")
+        if device is not None and device not in (DEVICE_CUDA, DEVICE_CPU):
+            raise ProfileError(f"{where}: 'device' must be 'cuda' or 'cpu', got {device!r}")
+        trace = data.get("trace")
+        return cls(
+            replays=_field(data, "replays", int, where),
+            span_us=float(_field(data, "span_us", (int, float), where)),
+            busy_us=float(_field(data, "busy_us", (int, float), where)),
+            pre_forward_us=float(_field(data, "pre_forward_us", (int, float), where)),
+            activities=_field(data, "activities", int, where),
+            kernels=tuple(
+                KernelRow.from_json(row, f"{where}: kernels[{i}]") for i, row in enumerate(rows)
+            ),
+            trace=None if trace is None else str(trace),
+            device=device,
+            extra={k: v for k, v in data.items() if k not in (*_VLLM_KEYS, "device")},
+            source=where,
+        )
+
+
+def _field(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise ProfileError(f"{where}: missing key {key!r}; is this a *{KERNELS_SUFFIX} file?")
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, kind):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise ProfileError(f"{where}: {key!r} must be {names}, got {value!r}")
+    return value
+
+
+def load_summary(path: str | os.PathLike[str]) -> KernelSummary:
+    """Read a kernels.json (vLLM's or fwdasv's); one ProfileError naming the file if it cannot."""
+    where = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(
+            f"{where}: no such file; profile the case first (--profile-dir writes "
+            f"<case>.rank<r>{KERNELS_SUFFIX})"
+        ) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ProfileError(f"{where}: cannot read it ({error})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ProfileError(f"{where}: not valid JSON ({error})") from None
+    return KernelSummary.from_json(data, where)
+
+
+def safe_case_name(case_name: str) -> str:
+    """A file-name stem for a case: unchanged when already safe, else sanitised plus a hash.
+
+    Case names may hold `/`, spaces or a leading dot; the hash keeps two names
+    that sanitise alike (`a/b`, `a_b`) apart.
+    """
+    stem = _UNSAFE.sub("_", case_name).lstrip(".")
+    if stem == case_name and 0 < len(stem) <= _MAX_STEM:
+        return stem
+    digest = hashlib.sha1(case_name.encode("utf-8")).hexdigest()[:8]
+    return f"{stem[:_MAX_STEM] or 'case'}-{digest}"
+
+
+def profile_paths(
+    profile_dir: str | os.PathLike[str], case_name: str, rank: int = 0
+) -> tuple[Path, Path]:
+    """(kernels.json, trace.json.gz) of a case and rank, as vLLM names them."""
+    prefix = f"{safe_case_name(case_name)}.rank{rank}"
+    directory = Path(profile_dir)
+    return directory / f"{prefix}{KERNELS_SUFFIX}", directory / f"{prefix}{TRACE_SUFFIX}"

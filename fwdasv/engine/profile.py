@@ -1,0 +1,457 @@
+"""Kernel (GPU) and op (CPU) profiles of a prepared forward, in runs of their own.
+
+After a case is timed, `profile_case` runs the same prepared forward a few more
+times under `torch.profiler` and writes vLLM's `<case>.rank<r>.kernels.json`
+and `.trace.json.gz` (`fwdasv.core.kernels`), so one diff serves both
+backends. These runs are never timed ones: the profiler's overhead must not
+reach a latency.
+
+On CUDA the forward is captured as `capture.py` captures it (the state restore,
+then the forward, in one graph) and a few replays are traced. The restore's
+copies are excluded as vLLM's bench excludes them: the GPU activities, in time
+order, split evenly into replays, and the first `skip` of each replay (one copy
+per non-empty state view) are reported apart (`pre_forward_us`,
+`pre_forward_kernels`).
+
+On CPU the forward runs eagerly; each run's restore and forward sit in
+labelled ranges (`record_function`), and a row is an aten op's self CPU time
+per forward (median over the forwards) over the ops inside the forward ranges
+only. The trace keeps the restore ranges, labelled.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import statistics
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, record_function
+
+from fwdasv.core.errors import UserError
+from fwdasv.core.files import atomic_output, write_atomic
+from fwdasv.core.kernels import (
+    DEVICE_CPU,
+    DEVICE_CUDA,
+    KernelRow,
+    KernelSummary,
+    profile_paths,
+)
+from fwdasv.engine.capture import StateSnapshot, synchronize, timing_events
+from fwdasv.targets.base import PreparedForward
+
+FORWARD_LABEL = "fwdasv::forward"
+RESTORE_LABEL = "fwdasv::restore"
+# What vLLM counts as a forward's GPU activity (kernels, copies, memsets).
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+# Rows of the `profile` block in the rank dict (vLLM's `top_kernels`).
+TOP_KERNELS = 10
+# Kernels named after a generic launcher are told apart by their first template argument.
+_GENERIC_LAUNCHER = re.compile(r"(^|::)(device_kernel|Kernel|kernel|KernelWrapper)$")
+# CuTe DSL kernel names carry per-shape layouts from these markers on.
+_CUTE_DSL_LAYOUT = re.compile(r"_object_at_|_tensorptr")
+_TEMPLATE_ARG_END = re.compile(r"[<>(,]")
+
+
+class ProfileRunError(UserError, RuntimeError):
+    """The profiler recorded nothing usable (e.g. another profiler holds CUPTI)."""
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """`replays`: traced graph replays (CUDA) or eager forwards (CPU); vLLM traces 3."""
+
+    replays: int = 3
+
+    def __post_init__(self) -> None:
+        if self.replays < 1:
+            raise ValueError(f"replays must be >= 1, got {self.replays}")
+
+
+# --- kernel names ---------------------------------------------------------------------
+
+
+def _opening_index(text: str, close: int, brackets: str, skip_parens: bool) -> int:
+    """Index of the bracket that opens the one closing at `close`, or -1.
+
+    With `skip_parens`, brackets inside parentheses do not count: template
+    arguments hold `operator<`, `(8)>(0)` and function types.
+    """
+    opening, closing = brackets
+    depth = parens = 0
+    for index in range(close, -1, -1):
+        char = text[index]
+        if skip_parens and char in "()":
+            parens += 1 if char == ")" else -1
+        elif parens:
+            continue
+        elif char == closing:
+            depth += 1
+        elif char == opening:
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
+
+
+def short_name(name: str) -> str:
+    """The row a GPU kernel counts under, as vLLM groups them (its `name`; `example` keeps one
+    full name): `void ns::foo<T, 4>(args)` -> `ns::foo`, with the return type, template and
+    arguments dropped; a generic launcher (`cutlass::device_kernel<Op<...>>`) keeps its first
+    template argument; a CuTe DSL kernel drops its layout suffix.
+    """
+    if name.startswith("kernel_cutlass_"):
+        return _CUTE_DSL_LAYOUT.split(name, maxsplit=1)[0]
+    head = name.strip()
+    if head.endswith(")"):
+        head = head[: max(_opening_index(head, len(head) - 1, "()", False), 0)].rstrip()
+    template = ""
+    if head.endswith(">"):
+        start = _opening_index(head, len(head) - 1, "<>", True)
+        if start > 0:
+            head, template = head[:start], head[start + 1 : -1]
+    words = head.split()
+    base = words[-1] if words else name
+    if template and _GENERIC_LAUNCHER.search(base):
+        first = _TEMPLATE_ARG_END.split(template, maxsplit=1)[0].strip()
+        if first:
+            return f"{base}<{first.removeprefix('void ')}>"
+    return base
+
+
+# --- summaries (pure) -----------------------------------------------------------------
+
+
+class _Tally:
+    """Per-name totals over several forwards, turned into per-forward rows."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, list[Any]] = {}
+
+    def add(self, name: str, us: float, example: str) -> None:
+        entry = self.totals.setdefault(name, [0.0, 0, ""])
+        entry[0] += us
+        entry[1] += 1
+        entry[2] = entry[2] or example[:300]
+
+    def rows(self, forwards: int) -> tuple[KernelRow, ...]:
+        """Mean time and (floored, as vLLM) calls per forward; pct of the summed time."""
+        grand = sum(entry[0] for entry in self.totals.values())
+        rows = [
+            KernelRow(
+                name=name,
+                us=round(total / forwards, 2),
+                pct=round(100 * total / grand, 2) if grand > 0 else 0.0,
+                calls=calls // forwards,
+                example=example,
+            )
+            for name, (total, calls, example) in self.totals.items()
+        ]
+        rows.sort(key=lambda row: (-row.us, row.name))
+        return tuple(rows)
+
+
+def gpu_activities(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A chrome trace's GPU activities (kernels, copies, memsets), in time order."""
+    return sorted(
+        (e for e in events if e.get("cat") in GPU_CATEGORIES and "dur" in e),
+        key=lambda e: e["ts"],
+    )
+
+
+def activity_name(event: dict[str, Any]) -> str:
+    """The row of a GPU activity: a kernel's short name, a copy's or memset's own name."""
+    return short_name(event["name"]) if event["cat"] == "kernel" else event["name"]
+
+
+def summarize_gpu(events: Iterable[dict[str, Any]], replays: int, skip: int) -> KernelSummary:
+    """Per-forward kernel rows from the chrome-trace events of `replays` graph replays.
+
+    Each replay first runs `skip` activities that are not the forward (the
+    state restore's copies); they go to `pre_forward_us` and
+    `pre_forward_kernels`, not to the rows.
+    """
+    activities = gpu_activities(events)
+    if not activities:
+        raise ProfileRunError(
+            "No GPU activity recorded. Another profiler (e.g. nsys) may hold CUPTI; "
+            "don't combine --profile-dir with it"
+        )
+    if len(activities) % replays:
+        raise ProfileRunError(
+            f"{len(activities)} GPU activities don't split into {replays} replays: "
+            "was other GPU work running in this process?"
+        )
+    per_replay = len(activities) // replays
+    if per_replay <= skip:
+        raise ProfileRunError(f"{per_replay} GPU activities per replay, {skip} to skip")
+    forward_tally, restore_tally = _Tally(), _Tally()
+    spans, busy, pre = [], [], []
+    for index in range(replays):
+        chunk = activities[index * per_replay : (index + 1) * per_replay]
+        restore, forward = chunk[:skip], chunk[skip:]
+        pre.append(sum(e["dur"] for e in restore))
+        spans.append(max(e["ts"] + e["dur"] for e in forward) - min(e["ts"] for e in forward))
+        busy.append(sum(e["dur"] for e in forward))
+        for tally, part in ((restore_tally, restore), (forward_tally, forward)):
+            for e in part:
+                tally.add(activity_name(e), e["dur"], e["name"])
+    return KernelSummary(
+        replays=replays,
+        # First to last forward activity; busy can exceed it when streams overlap.
+        span_us=round(statistics.median(spans), 2),
+        busy_us=round(statistics.median(busy), 2),
+        pre_forward_us=round(statistics.median(pre), 2),
+        activities=per_replay - skip,
+        kernels=forward_tally.rows(replays),
+        device=DEVICE_CUDA,
+        extra={
+            "restore_activities": skip,
+            "pre_forward_kernels": [row.to_json() for row in restore_tally.rows(replays)],
+        },
+    )
+
+
+@dataclass(frozen=True)
+class OpRun:
+    """One profiled eager forward on CPU: its wall span, its restore, and every op inside it.
+
+    `ops` and `restore_ops` are (aten op name, self CPU time in us), one per op
+    event at any depth (self times add up without double counting).
+    """
+
+    span_us: float
+    pre_forward_us: float
+    ops: tuple[tuple[str, float], ...]
+    restore_ops: tuple[tuple[str, float], ...] = ()
+
+
+def summarize_cpu(runs: Sequence[OpRun]) -> KernelSummary:
+    """Per-forward op rows (self CPU time) over eager forwards; the restores are left out.
+
+    A row's `us` and `calls` are medians over the forwards of that op's per-forward
+    total, not vLLM's mean: a CPU host is shared, and one preemption inside one op of
+    one forward would otherwise move that op by milliseconds. `busy_us` is the median
+    of the ops' summed self time; `span_us` the forward's wall time, which also holds
+    the Python between ops.
+    """
+    if not runs:
+        raise ValueError("no profiled forwards to summarize")
+    per_run: list[dict[str, list[float]]] = []
+    for run in runs:
+        totals: dict[str, list[float]] = {}
+        for name, us in run.ops:
+            entry = totals.setdefault(name, [0.0, 0])
+            entry[0] += us
+            entry[1] += 1
+        per_run.append(totals)
+    names = {name for totals in per_run for name in totals}
+    medians = {
+        name: (
+            statistics.median(t.get(name, [0.0, 0])[0] for t in per_run),
+            statistics.median_low(int(t.get(name, [0.0, 0])[1]) for t in per_run),
+        )
+        for name in names
+    }
+    grand = sum(us for us, _ in medians.values())
+    rows = sorted(
+        (
+            KernelRow(
+                name, round(us, 2), round(100 * us / grand, 2) if grand > 0 else 0.0, calls, name
+            )
+            for name, (us, calls) in medians.items()
+        ),
+        key=lambda row: (-row.us, row.name),
+    )
+    restore_tally = _Tally()
+    for run in runs:
+        for name, us in run.restore_ops:
+            restore_tally.add(name, us, name)
+    return KernelSummary(
+        replays=len(runs),
+        span_us=round(statistics.median(run.span_us for run in runs), 2),
+        busy_us=round(statistics.median(sum(us for _, us in run.ops) for run in runs), 2),
+        pre_forward_us=round(statistics.median(run.pre_forward_us for run in runs), 2),
+        activities=statistics.median_low(len(run.ops) for run in runs),
+        kernels=tuple(rows),
+        device=DEVICE_CPU,
+        extra={
+            "measure": "self_cpu_time_total of aten ops, median over forwards",
+            "pre_forward_kernels": [row.to_json() for row in restore_tally.rows(len(runs))],
+        },
+    )
+
+
+# --- profiled runs --------------------------------------------------------------------
+
+
+def _trace_graph_replays(
+    prepared: PreparedForward,
+    snapshot: StateSnapshot,
+    device: torch.device,
+    replays: int,
+    case_name: str,
+) -> torch.profiler.profile:
+    """Capture [restore, forward] as capture.py does, then trace `replays` replays."""
+    forward = prepared.forward
+    with torch.inference_mode():
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            # Per-stream init, cuBLAS workspaces and autotuning happen outside capture.
+            snapshot.restore()
+            forward()
+            snapshot.restore()
+        stream.synchronize()
+        start, end = timing_events()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            snapshot.restore()
+            start.record()
+            forward()
+            end.record()
+        graph.replay()
+        synchronize(device)
+        activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+        with (
+            torch.profiler.profile(activities=activities) as prof,
+            torch.cuda.nvtx.range(f"forward/{case_name}"),
+        ):
+            for _ in range(replays):
+                graph.replay()
+                synchronize(device)
+        del graph
+    return prof
+
+
+def _trace_eager_forwards(
+    prepared: PreparedForward, snapshot: StateSnapshot, replays: int
+) -> torch.profiler.profile:
+    forward = prepared.forward
+    with torch.inference_mode():
+        snapshot.restore()
+        forward()  # lazy init outside the profile
+        with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(replays):
+                with record_function(RESTORE_LABEL):
+                    snapshot.restore()
+                with record_function(FORWARD_LABEL):
+                    forward()
+    return prof
+
+
+def _descendants(event: Any) -> list[Any]:
+    found, stack = [], list(event.cpu_children)
+    while stack:
+        child = stack.pop()
+        found.append(child)
+        stack.extend(child.cpu_children)
+    return found
+
+
+def op_runs(prof: torch.profiler.profile, replays: int) -> list[OpRun]:
+    """The `replays` labelled forwards (and their restores) of a CPU profile, in order."""
+    events = prof.events()
+
+    def ranges(label: str) -> list[Any]:
+        return sorted((e for e in events if e.name == label), key=lambda e: e.time_range.start)
+
+    forwards, restores = ranges(FORWARD_LABEL), ranges(RESTORE_LABEL)
+    assert len(forwards) == len(restores) == replays, (len(forwards), len(restores), replays)
+    return [
+        OpRun(
+            span_us=fwd.time_range.elapsed_us(),
+            pre_forward_us=restore.time_range.elapsed_us(),
+            ops=tuple((e.name, e.self_cpu_time_total) for e in _descendants(fwd)),
+            restore_ops=tuple((e.name, e.self_cpu_time_total) for e in _descendants(restore)),
+        )
+        for fwd, restore in zip(forwards, restores, strict=True)
+    ]
+
+
+def chrome_trace(prof: torch.profiler.profile) -> bytes:
+    """The profiler's chrome trace as JSON bytes (exported beside nothing the user sees)."""
+    with tempfile.TemporaryDirectory(prefix="fwdasv-trace-") as scratch:
+        path = os.path.join(scratch, "trace.json")
+        prof.export_chrome_trace(path)
+        return Path(path).read_bytes()
+
+
+def restore_activity_count(snapshot: StateSnapshot) -> int:
+    """GPU activities one restore launches: one copy per non-empty view on the GPU."""
+    return sum(1 for view in snapshot.views if view.is_cuda and view.numel() > 0)
+
+
+# --- files and the engine's entry point -----------------------------------------------
+
+
+def write_case_profile(
+    profile_dir: str | os.PathLike[str],
+    case_name: str,
+    rank: int,
+    summary: KernelSummary,
+    trace_json: bytes,
+) -> KernelSummary:
+    """Write `<case>.rank<r>.trace.json.gz` (gzipped `trace_json`) and `.kernels.json`.
+
+    Both atomically; the case name is made safe for a file name. Returns the
+    summary as written (with `trace` set to the trace's path).
+    """
+    kernels_path, trace_path = profile_paths(profile_dir, case_name, rank)
+    with atomic_output(trace_path, binary=True) as stream:
+        stream.write(gzip.compress(trace_json, compresslevel=6, mtime=0))
+    written = replace(
+        summary,
+        trace=str(trace_path),
+        extra={**summary.extra, "case": case_name, "rank": rank},
+    )
+    # indent=1 as vLLM writes it.
+    write_atomic(kernels_path, json.dumps(written.to_json(), indent=1) + "\n")
+    return written
+
+
+def profile_block(summary: KernelSummary, kernels_path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The `profile` entry of a rank dict, as vLLM's bench fills it."""
+    return {
+        "summary": str(kernels_path),
+        "device": summary.device,
+        "span_us": summary.span_us,
+        "busy_us": summary.busy_us,
+        "activities": summary.activities,
+        "top_kernels": [row.to_json() for row in summary.kernels[:TOP_KERNELS]],
+    }
+
+
+def profile_case(
+    prepared: PreparedForward,
+    snapshot: StateSnapshot,
+    device: torch.device,
+    options: ProfileOptions,
+    profile_dir: str | os.PathLike[str],
+    case_name: str,
+    rank: int = 0,
+) -> dict[str, Any]:
+    """Profile one prepared case and write its files; returns the rank dict's `profile` block.
+
+    `snapshot` must hold the state from before the case was first run (take it
+    before timing): timing leaves the state one step on.
+    """
+    if device.type == "cuda":
+        prof = _trace_graph_replays(prepared, snapshot, device, options.replays, case_name)
+        trace_json = chrome_trace(prof)
+        events = json.loads(trace_json)["traceEvents"]
+        summary = summarize_gpu(events, options.replays, restore_activity_count(snapshot))
+    else:
+        prof = _trace_eager_forwards(prepared, snapshot, options.replays)
+        trace_json = chrome_trace(prof)
+        summary = summarize_cpu(op_runs(prof, options.replays))
+    written = write_case_profile(profile_dir, case_name, rank, summary, trace_json)
+    kernels_path, _ = profile_paths(profile_dir, case_name, rank)
+    return profile_block(written, kernels_path)
