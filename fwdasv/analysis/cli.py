@@ -20,7 +20,7 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis import compare, export, regressions
+from fwdasv.analysis import compare, explain, export, regressions
 from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
@@ -306,10 +306,91 @@ def publish_command(config: Path) -> None:
     click.echo(f"site: {html} (to view: python -m asv preview --config {project.config_path})")
 
 
+@click.command("explain", cls=AnalysisCommand, context_settings=CONTEXT)
+@click.argument("good", metavar="GOOD")
+@click.argument("bad", metavar="BAD")
+@click.argument("bench", metavar="BENCH", required=False)
+@click.option("--case", default=None, help="The case (parameter) to profile, e.g. decode_bs8.")
+@config_option()
+@format_option(
+    explain.FORMATS, "table: for a terminal; json: for scripts; markdown: for a PR comment."
+)
+@click.option(
+    "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show."
+)
+@click.option(
+    "--profile-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where the profiles go [default: .fwdasv-explain/<GOOD>-<BAD>-<suite>-<case> beside "
+    "the results directory].",
+)
+@click.option(
+    "--files",
+    is_flag=True,
+    help="GOOD and BAD are two kernels.json files (fwdasv's or vLLM's --profile-dir) to diff; "
+    "nothing is measured.",
+)
+@click.option("--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr).")
+def explain_command(
+    good: str,
+    bad: str,
+    bench: str | None,
+    case: str | None,
+    config: Path,
+    fmt: str,
+    top: int,
+    profile_dir: Path | None,
+    files: bool,
+    show_bench: bool,
+) -> None:
+    """Say what got slower between GOOD and BAD: the per-kernel (GPU) or per-op (CPU) diff.
+
+    Profiles BENCH's --case at both commits, in one go on this machine, each in
+    asv's environment for that commit (profiled runs of their own: tracked
+    latencies never come from them), then diffs the two kernel summaries:
+    time per forward at GOOD and BAD, the delta and its share of the total,
+    call counts, new and vanished kernels, and the share the top 5 explain.
+    With --files, GOOD and BAD are kernels.json files to diff. Exits 1 when
+    BAD is slower, 0 when not, 2 on bad input.
+    """
+
+    def progress(line: str) -> None:
+        click.echo(line, err=True)
+
+    if files:
+        if bench is not None:
+            raise CliError("--files takes two kernels.json files and no BENCH", EXIT_USAGE)
+        diff = explain.diff_files(good, bad)
+        label_good, label_bad = Path(good).name, Path(bad).name
+    else:
+        if bench is None:
+            raise CliError(
+                "give BENCH (e.g. forward.TinyLM.track_latency), or --files A B", EXIT_USAGE
+            )
+        project = AsvProject.load(config)
+        done = explain.explain_commits(
+            project,
+            good,
+            bad,
+            bench,
+            case,
+            profile_dir,
+            echo=progress,
+            bench_echo=progress if show_bench else None,
+        )
+        diff = done.diff
+        label_good, label_bad = done.good[:8], done.bad[:8]
+        progress(f"profiles in {done.profile_dir}")
+    click.echo(explain.format_diff(diff, fmt, top=top, good=label_good, bad=label_bad))
+    finding(explain.exit_status(diff) != 0)
+
+
 COMMANDS = (
     regressions_command,
     compare_command,
     bisect_command,
     export_command,
     publish_command,
+    explain_command,
 )

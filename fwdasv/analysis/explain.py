@@ -38,11 +38,20 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from fwdasv.core.kernels import KernelRow, KernelSummary, ProfileError, load_summary
+from fwdasv.asv.project import AsvProject
+from fwdasv.core.kernels import (
+    KernelRow,
+    KernelSummary,
+    ProfileError,
+    load_summary,
+    profile_paths,
+    safe_case_name,
+)
 from fwdasv.core.tables import markdown_cell, markdown_table, text_table
 
 __all__ = [
@@ -296,3 +305,65 @@ def format_diff(
     if more:
         lines.append(f"({more})")
     return "\n".join(lines)
+
+
+# --- measuring both commits ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Explained:
+    """A diff measured by fwdasv: which suite case, at which commits, where the profiles are."""
+
+    suite: str
+    case: str
+    good: str
+    bad: str
+    profile_dir: str
+    diff: KernelDiff
+
+
+def explain_commits(
+    project: AsvProject,
+    good: str,
+    bad: str,
+    bench: str,
+    case: str | None,
+    profile_dir: str | os.PathLike[str] | None = None,
+    echo: Callable[[str], None] | None = None,
+    bench_echo: Callable[[str], None] | None = None,
+) -> Explained:
+    """Profile one suite case at GOOD and at BAD, each in asv's environment for that commit.
+
+    The profiled runs are runs of their own (the engine's or vLLM's
+    `--profile-dir`, after the timed replays of that process); no tracked
+    latency ever comes from them. Both run in one go on this machine.
+    """
+    from fwdasv.analysis.remeasure import Remeasurer, resolve, resolve_commits
+
+    target = resolve(project, bench, case)
+    good_hash, bad_hash = resolve_commits(project, good, bad)
+    root = (
+        Path(profile_dir)
+        if profile_dir is not None
+        else (
+            project.results_dir.parent
+            / ".fwdasv-explain"
+            / f"{good_hash[:8]}-{bad_hash[:8]}-{target.suite}-{safe_case_name(target.case)}"
+        )
+    )
+    measurer = Remeasurer(project, target, root, echo=echo, bench_echo=bench_echo)
+    paths = {}
+    for label, commit in (("good", good_hash), ("bad", bad_hash)):
+        directory = root / f"{label}-{commit[:8]}"
+        if echo is not None:
+            echo(f"profiling {target.suite}({target.case}) at {label.upper()} {commit[:8]}")
+        measurer.run(commit, f"{label}-{commit[:8]}", extra=("--profile-dir", str(directory)))
+        paths[label] = profile_paths(directory, target.case)[0]
+    return Explained(
+        target.suite,
+        target.case,
+        good_hash,
+        bad_hash,
+        str(root),
+        diff_files(paths["good"], paths["bad"]),
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -98,6 +98,44 @@ def get_backend(name: str) -> Backend:
     else:
         raise UserError(f"Unknown backend {name!r}; use one of {', '.join(BACKENDS)}")
     return backend  # type: ignore[return-value]
+
+
+def find_module(python: str, module: str, extra_path: Sequence[str] = ()) -> str | None:
+    """Where `module` (a top-level name) is found by the interpreter `python`, without importing
+    it; None when it is not. A bench runs in the interpreter of its configuration (asv's
+    environment for a commit), which need not be this one."""
+    import importlib.machinery
+    import importlib.util
+
+    # Not realpath: a virtualenv's python is a link to the base interpreter, another environment.
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        spec = importlib.util.find_spec(module)
+        if spec is None and extra_path:
+            spec = importlib.machinery.PathFinder.find_spec(module, list(extra_path))
+        if spec is None:
+            return None
+        locations = spec.submodule_search_locations
+        return next(iter(locations)) if locations else (spec.origin or module)
+    import subprocess
+
+    probe = (
+        "import importlib.util, importlib.machinery, sys\n"
+        "s = importlib.util.find_spec(sys.argv[1]) or importlib.machinery.PathFinder.find_spec("
+        "sys.argv[1], sys.argv[2:])\n"
+        "print('' if s is None else (next(iter(s.submodule_search_locations)) "
+        "if s.submodule_search_locations else (s.origin or sys.argv[1])))\n"
+    )
+    try:
+        done = subprocess.run(
+            [python, "-c", probe, module, *extra_path],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and found else None
 
 
 def visible_gpus() -> int:

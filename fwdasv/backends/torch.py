@@ -6,12 +6,10 @@ or under torchrun with `--pipeline-stages N` for a pipeline.
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 from pathlib import Path
 
-from fwdasv.backends import RunConfig, visible_gpus
+from fwdasv.backends import RunConfig, find_module, visible_gpus
 from fwdasv.engine.argv import EngineArgs, engine_argv
 
 
@@ -37,13 +35,9 @@ def argv(config: RunConfig, output_json: Path) -> list[str]:
 
 def unavailable(config: RunConfig) -> str | None:
     module = config.model.partition(":")[0]
-    top = module.split(".")[0]
-    # The bench may get more of a path than this process has (the config's PYTHONPATH).
+    # The bench may get more of a path than its interpreter has (the config's PYTHONPATH).
     extra = [p for p in config.env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    found = importlib.util.find_spec(top) is not None or (
-        extra and importlib.machinery.PathFinder.find_spec(top, extra) is not None
-    )
-    if not found:
+    if find_module(config.python, module.split(".")[0], extra) is None:
         return f"target module {module!r} is not installed in this environment"
     gpus = visible_gpus()
     if (config.device.startswith("cuda") or config.timer == "graph") and gpus < 1:

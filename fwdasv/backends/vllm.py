@@ -9,10 +9,10 @@ Several GPUs (pipeline stages) run under torchrun, one process per GPU.
 
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 
-from fwdasv.backends import RunConfig, visible_gpus
+from fwdasv.backends import RunConfig, find_module, visible_gpus
 
 CLI_ENTRY = ["-m", "vllm.entrypoints.cli.main", "bench", "forward"]
 # fwdasv's in-process shim: the same parser and main, without the CLI's server imports.
@@ -51,12 +51,12 @@ def argv(config: RunConfig, output_json: Path) -> list[str]:
     return args + list(config.extra_args)
 
 
-def has_forward_bench() -> tuple[bool, str]:
-    """Whether the installed vLLM has `vllm bench forward`, without importing vLLM."""
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
+def has_forward_bench(python: str = sys.executable) -> tuple[bool, str]:
+    """Whether `python`'s vLLM has `vllm bench forward`, without importing vLLM."""
+    found = find_module(python, "vllm")
+    if found is None or not Path(found).is_dir():
         return False, "vLLM is not installed in this environment"
-    root = Path(next(iter(spec.submodule_search_locations)))
+    root = Path(found)
     if not (root / "benchmarks" / "forward" / "main.py").is_file():
         return (
             False,
@@ -66,7 +66,7 @@ def has_forward_bench() -> tuple[bool, str]:
 
 
 def unavailable(config: RunConfig) -> str | None:
-    ok, reason = has_forward_bench()
+    ok, reason = has_forward_bench(config.python)
     if not ok:
         return reason
     gpus = visible_gpus()

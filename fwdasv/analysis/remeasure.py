@@ -1,0 +1,158 @@
+"""Measure one suite case at chosen commits, outside `asv run`: for confirm and explain.
+
+A regression found in the history is re-measured by fwdasv itself: each
+commit installed by asv into its own environment (`fwdasv.asv.install`), then
+one bench process of exactly the suite's configuration and one case, started
+the way the suite starts it (`fwdasv.backends`), with the environment's
+interpreter. What comes back is that process's result: its per-sample
+medians (confirm judges on the process-level medians) or, with a profile
+directory, its kernel summary (explain diffs two of them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fwdasv.asv.install import InstalledCommit, install_commit
+from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.backends import BackendUnavailable, RunConfig, RunOutcome, get_backend, launch_bench
+from fwdasv.core import results
+from fwdasv.core.errors import UserError
+from fwdasv.core.stats import median
+
+
+class RemeasureError(UserError):
+    """The benchmark or case cannot be found, or the commit cannot be measured."""
+
+
+@dataclass(frozen=True)
+class SuiteCase:
+    """One case of one suite of the project's benchmark_dir, and its bench configuration."""
+
+    suite: str  # "forward.TinyLM"
+    case: str
+    suite_class: type
+    config: RunConfig  # the suite's configuration, this case only
+
+    @property
+    def tolerance(self) -> float:
+        return float(getattr(self.suite_class, "tolerance", results.DEFAULT_RELATIVE_RMS_TOLERANCE))
+
+
+def load_suite_class(project: AsvProject, name: str) -> tuple[str, type]:
+    """The suite class a benchmark name (`forward.TinyLM.track_latency` or `forward.TinyLM`)
+    belongs to, imported from the project's benchmark_dir."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        path = project.benchmark_dir.joinpath(*parts[:cut]).with_suffix(".py")
+        if path.is_file():
+            module_name = "fwdasv_project_suites." + ".".join(parts[:cut])
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+            suite_class = getattr(module, parts[cut], None)
+            if suite_class is None or not hasattr(suite_class, "run_config"):
+                raise RemeasureError(
+                    f"{name}: {path} has no fwdasv suite class {parts[cut]!r} "
+                    "(a subclass of asvsuite.TorchSuite or VllmSuite)"
+                )
+            return ".".join(parts[: cut + 1]), suite_class
+    raise RemeasureError(
+        f"{name}: no module of it under {project.benchmark_dir} (give BENCH as asv names it, "
+        "e.g. forward.TinyLM.track_latency)"
+    )
+
+
+def resolve(project: AsvProject, bench: str, case: str | None) -> SuiteCase:
+    suite, suite_class = load_suite_class(project, bench)
+    cases = {c.name: c for c in suite_class._parsed_cases}
+    if case is None:
+        if len(cases) != 1:
+            raise RemeasureError(
+                f"{suite} has {len(cases)} cases ({', '.join(cases)}): pick one with --case"
+            )
+        case = next(iter(cases))
+    if case not in cases:
+        raise RemeasureError(f"{suite} has no case {case!r} (cases: {', '.join(cases)})")
+    config = dataclasses.replace(suite_class().run_config(), cases=(cases[case],))
+    return SuiteCase(suite, case, suite_class, config)
+
+
+@dataclass
+class Remeasurer:
+    """Installs commits into the project's asv environment and runs one bench process each."""
+
+    project: AsvProject
+    target: SuiteCase
+    workdir: Path
+    echo: Callable[[str], None] | None = None
+    bench_echo: Callable[[str], None] | None = None
+    installed: InstalledCommit | None = None
+    runs: int = 0
+
+    def install(self, commit: str) -> InstalledCommit:
+        if self.installed is None or self.installed.commit != commit:
+            self.say(f"  installing {commit[:8]} into asv's environment")
+            self.installed = install_commit(self.project, commit, echo=self.bench_echo)
+        return self.installed
+
+    def say(self, line: str) -> None:
+        if self.echo is not None:
+            self.echo(line)
+
+    def config_for(self, commit: str, extra: Sequence[str] = ()) -> RunConfig:
+        installed = self.install(commit)
+        return dataclasses.replace(
+            self.target.config,
+            python=installed.python,
+            extra_args=(*self.target.config.extra_args, *extra),
+        )
+
+    def run(self, commit: str, tag: str, extra: Sequence[str] = ()) -> RunOutcome:
+        """One bench process of the case at `commit`; a failed or refused case is an error."""
+        config = self.config_for(commit, extra)
+        reason = get_backend(config.backend).unavailable(config)
+        if reason is not None:
+            raise BackendUnavailable(reason)
+        self.runs += 1
+        from fwdasv.launch import LaunchError
+
+        try:
+            outcome = launch_bench(config, self.workdir, echo=self.bench_echo, tag=tag)
+        except LaunchError as error:
+            raise RemeasureError(f"{commit[:8]}: the bench failed: {error.summary}") from None
+        got = results.by_case(outcome.results).get(self.target.case)
+        problems = outcome.problems.get(self.target.case, [])
+        if got is None or not got.ok or problems:
+            why = got.error if got is not None and got.error else "; ".join(problems)
+            raise RemeasureError(f"{commit[:8]} {self.target.case}: the case failed: {why}")
+        refused = results.refusals(got, self.target.tolerance)
+        if refused:
+            detail = "; ".join(f"{v.check}: {v.detail}" for v in refused)
+            raise RemeasureError(f"{commit[:8]} {self.target.case}: no latency recorded: {detail}")
+        return outcome
+
+    def process_median(self, commit: str, tag: str) -> float:
+        """One bench process's median (of its per-sample medians, seconds), as asv's samples."""
+        outcome = self.run(commit, tag)
+        got = results.by_case(outcome.results)[self.target.case]
+        return median(got.latency.block_medians(self.target.config.samples)) * 1e-6
+
+
+def resolve_commits(project: AsvProject, *revs: str) -> list[str]:
+    try:
+        return [project.resolve(rev) for rev in revs]
+    except AsvError as error:
+        raise RemeasureError(str(error)) from None
+
+
+def describe(target: SuiteCase) -> dict[str, Any]:
+    return {"suite": target.suite, "case": target.case, **target.config.describe()}

@@ -1,0 +1,132 @@
+"""One commit installed into asv's own environment, and the interpreter that runs it.
+
+Bisect measures through `asv run`; confirm (an interleaved A/B re-measure) and
+explain (profiled runs) need more control over each bench process than asv's
+runner gives, but the same per-commit build asv would make. `install_commit`
+asks asv itself to create the configuration's first environment (as `asv
+find` uses `environments[0]`) and install the project at the commit (asv's
+`Environment.install_project`: checkout, uninstall, build or build cache,
+install command), in a subprocess started through `fwdasv.launch`, and
+returns the environment's python. An existing environment installs nothing
+per commit, so it is refused with the reason.
+
+    python -m fwdasv.asv.install --config asv.conf.json --commit HASH
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fwdasv.asv.project import AsvError, AsvProject
+
+INSTALL_TIMEOUT_S = 3600.0
+_MARK = "fwdasv-install: "
+
+
+@dataclass(frozen=True)
+class InstalledCommit:
+    commit: str
+    python: str  # the environment's interpreter
+    env_name: str
+
+
+def install_commit(
+    project: AsvProject,
+    commit: str,
+    echo: Callable[[str], None] | None = None,
+    python: str = sys.executable,
+) -> InstalledCommit:
+    """Install `commit` into the project's asv environment; its interpreter."""
+    from fwdasv.launch import LaunchError, LaunchSpec, run_process
+
+    spec = LaunchSpec(
+        args=[
+            "-m",
+            "fwdasv.asv.install",
+            "--config",
+            str(project.config_path),
+            "--commit",
+            commit,
+        ],
+        python=python,
+        timeout_s=INSTALL_TIMEOUT_S,
+        cwd=str(project.config_path.parent),
+    )
+    log = project.results_dir.parent / ".fwdasv-logs" / f"install-{commit[:8]}-{os.getpid()}.log"
+    answer: list[str] = []
+
+    def listen(line: str) -> None:
+        if _MARK in line:  # asv's last log line may lack its newline
+            answer.append(line.split(_MARK, 1)[1])
+        elif echo is not None:
+            echo(line)
+
+    try:
+        completed = run_process(spec, log, listen)
+    except LaunchError as error:
+        raise AsvError(f"installing {commit[:8]} with asv failed: {error}") from None
+    if completed.returncode != 0 or not answer:
+        tail = "\n".join(completed.lines[-15:])
+        raise AsvError(
+            f"asv could not install {commit[:8]} into its environment (status "
+            f"{completed.returncode}, log {log}):\n{tail}"
+        )
+    data = json.loads(answer[-1])
+    return InstalledCommit(data["commit"], data["python"], data["env_name"])
+
+
+def _install(config: str, commit: str) -> dict[str, str]:
+    from asv import environment, util
+    from asv.config import Config
+    from asv.console import log
+    from asv.plugin_manager import plugin_manager
+    from asv.repo import get_repo
+
+    log.enable(False)
+    os.chdir(Path(config).resolve().parent)
+    conf = Config.load(config)
+    for plugin in conf.plugins:
+        plugin_manager.import_plugin(plugin)
+    environments = list(environment.get_environments(conf, None))
+    if not environments or environment.is_existing_only(environments):
+        raise util.UserError(
+            f"{config}: an existing environment installs nothing per commit, so the commits "
+            "cannot be measured apart; use an asv-managed environment (virtualenv, uv, or "
+            "fwdasv's network-free one) that installs {build_dir} per commit"
+        )
+    env = environments[0]
+    repo = get_repo(conf)
+    repo.pull()
+    commit_hash = repo.get_hash_from_name(commit)
+    env.create()
+    env.install_project(conf, repo, commit_hash)
+    return {
+        "commit": commit_hash,
+        "python": env.find_executable("python"),
+        "env_name": env.name,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m fwdasv.asv.install", description=__doc__)
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--commit", required=True)
+    args = parser.parse_args(argv)
+    from asv import util
+
+    try:
+        result = _install(args.config, args.commit)
+    except (util.UserError, util.ProcessError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+    print("\n" + _MARK + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""`fwdasv explain`: the kernel/op diff of two commits, measured through asv's environments.
+
+The measured test is real end to end: the demo model's git history, an asv
+project written by fwdasv, asv installing each commit into its virtualenv,
+fwdasv's engine profiling the case in that environment, and the diff. The
+--files mode diffs vLLM's own kernels.json from an H200 against a copy with
+one kernel added.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import measuring_priority
+
+from fwdasv.cli import main
+
+REFERENCE = Path(__file__).parent / "data" / "vllm-qwen3-0.6b-h200-decode_bs1_1k.rank0.kernels.json"
+CONTRACT = {"name", "before_us", "after_us", "delta_us", "share_pct", "calls_before", "calls_after"}
+
+
+def with_added_kernel(tmp_path: Path) -> Path:
+    data = json.loads(REFERENCE.read_text())
+    data["kernels"].append(
+        {"name": "added_kernel", "us": 300.0, "pct": 0.0, "calls": 28, "example": "added_kernel"}
+    )
+    path = tmp_path / "bad.rank0.kernels.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_files_mode_puts_the_added_kernel_on_top_and_exits_1(tmp_path: Path) -> None:
+    bad = with_added_kernel(tmp_path)
+    result = CliRunner().invoke(
+        main, ["explain", "--files", str(REFERENCE), str(bad), "--format", "json"]
+    )
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert {"kernels", "total_delta_us", "explained_top5_pct"} <= set(report)
+    top = report["kernels"][0]
+    assert set(top) >= CONTRACT
+    assert top["name"] == "added_kernel"
+    assert (top["before_us"], top["after_us"], top["calls_before"], top["calls_after"]) == (
+        0.0,
+        300.0,
+        0,
+        28,
+    )
+    assert report["total_delta_us"] == pytest.approx(300.0)
+    assert report["explained_top5_pct"] == pytest.approx(100.0)
+
+
+def test_files_mode_same_profile_is_not_slower(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["explain", "--files", str(REFERENCE), str(REFERENCE)])
+    assert result.exit_code == 0, result.output
+
+
+def test_bad_input_is_one_line_with_status_2(tmp_path: Path) -> None:
+    missing = tmp_path / "none.kernels.json"
+    result = CliRunner().invoke(main, ["explain", "--files", str(missing), str(REFERENCE)])
+    assert result.exit_code == 2
+    assert (
+        result.output.strip().startswith("Error: ") and len(result.output.strip().splitlines()) == 1
+    )
+    result = CliRunner().invoke(main, ["explain", "a", "b"])
+    assert result.exit_code == 2 and "give BENCH" in result.output
+
+
+@pytest.mark.slow
+def test_explain_names_the_ops_that_replaced_the_fused_attention(
+    tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
+    from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, build_project
+
+    repo = tmp_path / "tinylm"
+    hashes = build_project(repo)
+    subjects = subprocess.run(
+        ["git", "log", "--reverse", "--format=%s", "main"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    slow = subjects.index(SLOW_COMMIT_SUBJECT)
+    suite = torch_suite_source(
+        "TinyLM",
+        "tinylm.bench:target",
+        ("prefill_512=512",),
+        iters=2,
+        samples=2,
+        warmup_s=0.0,
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    project = write_torch_project(tmp_path / "asv", repo, "tinylm", [suite], env_dir=shared_asv_env)
+    monkeypatch.chdir(tmp_path / "asv")
+    args = ["explain", hashes[slow - 1], hashes[slow], "forward.TinyLM.track_latency"]
+    args += ["--config", str(project.config_path), "--format", "json"]
+    with measuring_priority():
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    top5 = [row["name"] for row in report["kernels"] if row["delta_us"] > 0][:5]
+    # The explicit attention: scores by batched matmul, the mask, the softmax.
+    assert {"aten::bmm", "aten::_softmax", "aten::masked_fill_"} <= set(top5), top5
+    vanished = [r for r in report["kernels"] if r["after_us"] == 0 and r["before_us"] > 0]
+    assert any("scaled_dot_product" in r["name"] for r in vanished), vanished
+    assert report["explained_top5_pct"] >= 50
+    profiles = list(
+        (tmp_path / "asv" / ".fwdasv-explain").glob("*/*/prefill_512.rank0.kernels.json")
+    )
+    assert len(profiles) == 2
