@@ -61,6 +61,7 @@ import numpy as np
 PRIOR_NOISE_PCT = 1.0  # conservative prior for a series with little history
 PRIOR_LOG_SD = math.log(3.0)  # the prior's sd of ln(noise): "within a factor 3"
 MIN_HISTORY_COMMITS = 4  # commits with data (3 differences) before the history counts
+RESOLUTION_PCT = 1e-4  # the least noise a history can show (1 ppm)
 BIWEIGHT_C = 9.0  # Mosteller & Tukey's tuning constant, in MADs
 # Effective degrees of freedom of the biweight scale of n successive differences,
 # per difference: 1 / (2 var(ln estimate)) / n on Gaussian series (measured, 4000
@@ -239,7 +240,12 @@ def estimate_noise(
     medians = commit_medians(history)
     between, used = between_from_medians(medians)
     within = within_from_samples(history)
-    noise, source, dof = shrink(between, used, prior_pct, prior_log_sd)
+    history_pct = None
+    if between is not None:
+        # Between can never be below within: a history of equal medians is noise
+        # below what one commit's samples resolve, not a noiseless series.
+        history_pct = max(between, within or 0.0, RESOLUTION_PCT)
+    noise, source, dof = shrink(history_pct, used, prior_pct, prior_log_sd)
     if within is not None and within > noise:
         noise = within
     return Noise(
