@@ -10,40 +10,47 @@ power-capped prefill. Here the threshold is a z-score on the series' noise
 The method, on x_i = ln(median of commit i) (failed commits skipped; sigma =
 noise_pct / 100 is the sd of x_i):
 
-1. Outliers are winsorized around a step-preserving smoother: r_i = the median
-   of the 5 values around i (the window clamped inside the series, so the ends
-   see 5 values too), and x_i is clipped to r_i +- WINSOR_K sigma. A running
-   median keeps a step's edge (Tukey 1977) while removing any run of at most 2
-   outliers, so one slow commit (a bad clock state) pulls no more than
-   WINSOR_K sigma, and a real step is untouched.
+1. Spikes are clipped (`despike`): a value more than SPIKE_K = 2 sigma above
+   what surrounds it (the medians of the SPIKE_CONTEXT = 5 values each side,
+   or its two immediate neighbours) is pulled back to that + 2 sigma; the same
+   downwards. A step's first commit is above its left side only, so steps are
+   untouched, while one slow commit (a bad clock state), or two close
+   together, weigh no more than 2 sigma each. Clipping rather than dropping is
+   Huber's winsorization (Huber 1981, sect. 7.7): noise is barely touched.
 2. Segmentation: the exact least-squares piecewise-constant fit of the
-   winsorized values with a penalty beta = z_threshold^2 per change and every
+   cleaned values with a penalty beta = z_threshold^2 per change and every
    segment at least MIN_SEGMENT commits long (optimal partitioning, Jackson et
-   al. 2005, the cost used by PELT, Killick et al. 2012; O(n^2)). With sigma
+   al. 2005, the cost PELT prunes, Killick et al. 2012; O(n^2)). With sigma
    known, removing a change merges two neighbour segments and raises the cost
    by exactly z^2, z = (mean_after - mean_before) / (sigma sqrt(1/n1 + 1/n2)),
    so in the optimal fit every change has |z| >= z_threshold: the fit is the
    significance test, and several steps (or a step and a later improvement)
    are separated before their levels are compared.
 3. Findings: the upward changes whose effect, 100 (exp(mean_after -
-   mean_before) - 1), is at least `min_effect_pct`.
+   mean_before) - 1), is at least `min_effect_pct` (MIN_EFFECT_PCT = 0.3%: a
+   0.5% step must pass it nearly always, or half of the 0.5% steps would be
+   lost to their own estimation error; below it a step is real but too small
+   to chase on a GPU whose machine-to-machine offsets are 1.5%).
 
-Persistence: every segment has MIN_SEGMENT = 3 commits, so a new level is
-reported only once it has held for 3 commits (a run of 1-2 slow commits is an
-outlier, not a step; a step in the last two commits waits for the next run).
-That is asv's `min_size=2` made stricter, and Otava's minimum segment length
-(PR #150) for the same reason.
+Persistence: every level holds MIN_SEGMENT = 4 commits, and the edge between
+two levels, refitted without that limit, must not move where one of them
+would hold fewer (`_settled`): a new level still forming at the end of the
+history would otherwise be reported as a smaller step a few commits early.
+So a step is reported once 4 commits show it, and runs of up to 3 slow
+commits are outliers. That is asv's `min_size=2` made stricter, as Otava's
+minimum segment length (PR #150), for the same reason.
 
-The threshold. Z_THRESHOLD is a normal quantile calibrated with
-`fwdasv.analysis.simulate` so that a 60-commit history without a step gets a
-finding in well under 1% of series (at any noise level; the minimum effect only
-helps quiet series), then Studentized: the noise is itself estimated (with
-`Noise.dof` degrees of freedom), so the z threshold becomes the t quantile of
-the same tail probability with those degrees of freedom (4.6 at 60 commits,
-much larger for short histories). For longer histories the threshold grows
-with the scan's length as the maximum of a standardized CUSUM does
+The threshold. Z_THRESHOLD = 3.6 is a normal quantile calibrated with
+`fwdasv.analysis.simulate` (scripts/verdict_quality.py): a 60-commit history
+without a step gets a finding in about 0.3% of series at any noise level (the
+minimum effect only helps quiet series). It is Studentized: the noise is itself
+estimated (`Noise.dof` degrees of freedom), so the z threshold becomes the t
+quantile of the same tail probability with those degrees of freedom: 4.0 at
+60 commits, 4.5 at 30, 5.0 at 20, 7.6 at 10. For longer histories it grows with
+the scan's length as the maximum of a standardized CUSUM does
 (P(max > c) ~ c phi(c) ln(n / L), Siegmund 1985): c^2 grows by
-2 ln(ln(n / L) / ln(60 / L)).
+2 ln(ln(n / L) / ln(60 / L)), while the t quantile shrinks with the dof (3.8 at
+200 commits).
 
 Drift: an environment change (a driver, a power cap, another host) moves every
 series of a machine at once, the canary suite included. `mark_drift` labels a
@@ -156,18 +163,23 @@ def _neighbourhood_medians(values: np.ndarray, width: int) -> tuple[np.ndarray, 
 def despike(values: np.ndarray, sigma: float, k: float = SPIKE_K) -> np.ndarray:
     """`values` with spikes pulled back to k sigma beyond what surrounds them.
 
-    Slow commits are what interference makes (a clock dip, a noisy
-    neighbour), so upward spikes are looked for twice: a value more than k
-    sigma above the medians of both its neighbourhoods (SPIKE_CONTEXT values
-    each side: one slow commit, or two close together), or more than k sigma
-    above both immediate neighbours and above one neighbourhood (an isolated
-    slow commit right before a step, whose far neighbourhood is already at the
-    new level). It is moved to the lowest of those references + k sigma, so it
-    stays with its own neighbours: a slow commit before a step stays at the
-    old level, and a step's first commit, above its left side only, is kept.
-    A fast commit must be k sigma below both neighbourhoods. Each value moves
-    only as far as makes it no spike, so Gaussian noise is barely touched.
+    A value is an upward spike when it is more than k sigma above the medians
+    of both its neighbourhoods (SPIKE_CONTEXT values each side: one slow
+    commit, or two close together), or more than k sigma above both immediate
+    neighbours and above one neighbourhood (an isolated slow commit right
+    before a step, whose far neighbourhood is already at the new level). It is
+    moved to the lowest of those references + k sigma, so it stays with its
+    own neighbours: a slow commit before a step stays at the old level, and a
+    step's first commit, above its left side only, is kept. Slow commits are
+    what interference makes (a clock dip, a noisy neighbour), so they are
+    removed first; fast ones are then found the same way, mirrored, on what is
+    left (an inlier between two slow commits is not a fast spike). Each value
+    moves only as far as makes it no spike, so Gaussian noise is barely touched.
     """
+    return -_despike_up(-_despike_up(values, k * sigma), k * sigma)
+
+
+def _despike_up(values: np.ndarray, margin: float) -> np.ndarray:
     n = values.size
     if n < 2:
         return values.copy()
@@ -177,15 +189,12 @@ def despike(values: np.ndarray, sigma: float, k: float = SPIKE_K) -> np.ndarray:
     peak = np.fmax(previous, following)
     side_high = np.fmax(left_median, right_median)
     side_low = np.fmin(left_median, right_median)
-    margin = k * sigma
     isolated = (values > peak + margin) & (values > side_low + margin)
     above_sides = values > side_high + margin
     high = np.fmin(np.where(isolated, peak, np.nan), np.where(above_sides, side_high, np.nan))
     out = values.copy()
     up = ~np.isnan(high)
     out[up] = high[up] + margin
-    down = values < side_low - margin
-    out[down] = side_low[down] - margin
     return out
 
 
@@ -225,29 +234,53 @@ def _valid(medians: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(index, dtype=np.int64), np.log([medians[i] for i in index])
 
 
+@dataclass(frozen=True)
+class _Fit:
+    """The fit behind `segments`: positions are among the commits with data."""
+
+    index: np.ndarray  # history index of each commit with data
+    clean: np.ndarray  # its despiked ln median
+    bounds: list[int]  # segment starts, then the number of commits with data
+    threshold: float
+
+
+def _fit(medians: Sequence[float | None], noise: Noise, z0: float) -> _Fit:
+    index, logs = _valid(medians)
+    if logs.size == 0:
+        return _Fit(index, logs, [0], math.inf)
+    clean = despike(logs, noise.sigma)
+    threshold = z_threshold(int(logs.size), noise.dof, z0)
+    cuts = partition(clean / noise.sigma, threshold * threshold)
+    return _Fit(index, clean, [*cuts, int(logs.size)], threshold)
+
+
+def _settled(values: np.ndarray, min_segment: int = MIN_SEGMENT) -> bool:
+    """Whether the least-squares edge of two levels in `values`, found without a length
+    limit, leaves `min_segment` values on each side (else a level is still forming)."""
+    n = values.size
+    sizes = np.arange(1, n)
+    sums = np.cumsum(values)[:-1]
+    gain = sizes * (n - sizes) / n * (sums / sizes - (values.sum() - sums) / (n - sizes)) ** 2
+    edge = int(np.argmax(gain)) + 1
+    return min_segment <= edge <= n - min_segment
+
+
 def segments(
     medians: Sequence[float | None], noise: Noise, *, z0: float = Z_THRESHOLD
 ) -> list[Segment]:
-    """The series' levels: the penalized fit of its winsorized ln medians (see the module)."""
-    index, logs = _valid(medians)
-    if logs.size == 0:
+    """The series' levels: the penalized fit of its despiked ln medians (see the module)."""
+    fit = _fit(medians, noise, z0)
+    if fit.clean.size == 0:
         return []
-    sigma = noise.sigma
-    clipped = despike(logs, sigma)
-    threshold = z_threshold(int(logs.size), noise.dof, z0)
-    cuts = partition(clipped / sigma, threshold * threshold)
-    bounds = [*cuts, int(logs.size)]
-    out = []
-    for a, b in itertools.pairwise(bounds):
-        out.append(
-            Segment(
-                start=int(index[a]),
-                stop=int(index[b - 1]) + 1,
-                commits=b - a,
-                level=math.exp(float(np.mean(clipped[a:b]))),
-            )
+    return [
+        Segment(
+            start=int(fit.index[a]),
+            stop=int(fit.index[b - 1]) + 1,
+            commits=b - a,
+            level=math.exp(float(np.mean(fit.clean[a:b]))),
         )
-    return out
+        for a, b in itertools.pairwise(fit.bounds)
+    ]
 
 
 def detect(
@@ -260,33 +293,35 @@ def detect(
     """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
 
     Each reported step has z >= the Studentized threshold (see `z_threshold`)
-    and an effect >= `min_effect_pct`; both levels held for >= MIN_SEGMENT commits.
+    and an effect >= `min_effect_pct`; both levels held for >= MIN_SEGMENT
+    commits, and the edge between them does not want to move where one would
+    hold fewer (then the new level is still forming: the step is reported
+    once it has held MIN_SEGMENT commits).
     """
     if min_effect_pct < 0:
         raise ValueError(f"min_effect_pct {min_effect_pct} must be >= 0")
-    levels = segments(medians, noise, z0=z0)
-    commits = sum(s.commits for s in levels)
-    threshold = z_threshold(commits, noise.dof, z0) if commits else math.inf
+    fit = _fit(medians, noise, z0)
     out = []
-    for old, new in itertools.pairwise(levels):
-        log_step = math.log(new.level / old.level)
-        z = log_step / (noise.sigma * math.sqrt(1 / old.commits + 1 / new.commits))
-        percent = 100 * (new.level / old.level - 1)
-        if log_step <= 0 or percent < min_effect_pct:
+    for a, b, c in zip(fit.bounds, fit.bounds[1:], fit.bounds[2:], strict=False):
+        before, after = float(np.mean(fit.clean[a:b])), float(np.mean(fit.clean[b:c]))
+        log_step = after - before
+        percent = 100 * math.expm1(log_step)
+        if log_step <= 0 or percent < min_effect_pct or not _settled(fit.clean[a:c]):
             continue
-        assert z >= threshold * (1 - 1e-9), f"a change with z {z} < {threshold} survived the fit"
+        z = log_step / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b)))
+        assert z >= fit.threshold * (1 - 1e-9), f"a change with z {z} < {fit.threshold} survived"
         out.append(
             Step(
-                before_index=old.stop - 1,
-                after_index=new.start,
-                before=old.level,
-                after=new.level,
+                before_index=int(fit.index[b - 1]),
+                after_index=int(fit.index[b]),
+                before=math.exp(before),
+                after=math.exp(after),
                 percent=percent,
                 z=z,
-                z_threshold=threshold,
+                z_threshold=fit.threshold,
                 noise_pct=noise.noise_pct,
-                commits_before=old.commits,
-                commits_after=new.commits,
+                commits_before=b - a,
+                commits_after=c - b,
             )
         )
     return out
