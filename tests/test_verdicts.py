@@ -273,6 +273,9 @@ def test_the_re_measured_pair_reaches_one_commit_past_the_finding() -> None:
     history = _history(4, between_pct=0.1, shifts=(sim.Shift(30, 1.0),))
     (step,) = detect(history.medians(), estimate_noise(history.samples))
     assert pair(step) == (28, 31)
+    medians = history.medians()
+    medians[28] = None  # failed in the history: the pair reaches past it
+    assert pair(step, medians) == (27, 31)
 
 
 # --- simulator -----------------------------------------------------------------------

@@ -123,18 +123,26 @@ def _clip(logs: np.ndarray, sd: float) -> np.ndarray:
     return np.clip(logs, centre - CLIP_SD * sd, centre + CLIP_SD * sd)
 
 
-def pair(step: Step, margin: int = MARGIN) -> tuple[int, int]:
+def pair(
+    step: Step, medians: Sequence[float | None] | None = None, margin: int = MARGIN
+) -> tuple[int, int]:
     """History indices of the commits to re-measure for a finding: (A, B).
 
     A finding's edge is an estimate: at 2 noise sds a step is placed one commit
     off one time in eight (least squares with the levels known). A and B are
     taken `margin` commits outside the finding's pair, inside its two levels
     (each holds >= MIN_SEGMENT commits), so a confirmation tests that the
-    level changed within B - A commits, which a bisect then narrows.
+    level changed within B - A commits, which a bisect then narrows. With the
+    series' `medians`, the margin counts commits with data (a commit that
+    failed in the history is not picked to be re-measured).
     """
-    before = step.before_index - min(margin, step.commits_before - 1)
-    after = step.after_index + min(margin, step.commits_after - 1)
-    return max(before, 0), after
+    back = min(margin, step.commits_before - 1)
+    ahead = min(margin, step.commits_after - 1)
+    if medians is None:
+        return max(step.before_index - back, 0), step.after_index + ahead
+    valid = [i for i, m in enumerate(medians) if m is not None and math.isfinite(m) and m > 0]
+    where_a, where_b = valid.index(step.before_index), valid.index(step.after_index)
+    return valid[max(where_a - back, 0)], valid[min(where_b + ahead, len(valid) - 1)]
 
 
 def _pct(log_ratio: float) -> float:

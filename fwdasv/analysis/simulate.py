@@ -24,9 +24,12 @@ n normal values (1.38 at n = 10; pi/2 as n grows), outliers aside.
 Where steps fall: `random_index` draws the first commit of the new level
 uniformly with at least MIN_BEFORE = 10 commits before and MIN_AFTER = 5 at the
 new level (the step commit included), so a history of 60 commits has steps at
-10..55. A confirmation re-measure (`remeasure`) runs new processes of the same
-noise model (outliers included) at two commits' *code* levels on the machine
-as it is now: an environment shift moves A and B alike and cancels.
+10..55. `simulate_machine` gives a machine: series and a canary (drawn from
+the same ranges: a canary is not assumed quieter), all shifted by +1.5% at
+one such commit. A confirmation re-measure (`remeasure`) runs new processes
+of the same noise model (outliers included) at two commits' *code* levels on
+the machine as it is now: an environment shift moves A and B alike and
+cancels. `confirm_step` runs `fwdasv.analysis.confirm` on a finding that way.
 
 `asv_regressions` runs asv's own detector on the same history exactly as
 `asv publish` does: each commit's value is the median asv stores, its weight
@@ -310,7 +313,7 @@ def confirm_step(
     A and B are `fwdasv.analysis.confirm.pair(step)`; processes are added
     while the verdict is undecided (`run_confirmation`). `options` go to it.
     """
-    a_index, b_index = pair(step)
+    a_index, b_index = pair(step, history.medians())
 
     def measure(processes: int) -> tuple[list[float], list[float]]:
         return remeasure(history, a_index, b_index, processes, rng)
