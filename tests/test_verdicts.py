@@ -94,6 +94,12 @@ def test_short_history_falls_back_to_the_prior() -> None:
     assert many.source == "history" and many.dof > few.dof > none.dof
 
 
+def test_per_process_noise_scales_with_the_processes_a_commit_pooled() -> None:
+    noise = Noise(0.2, 0.2, 0.05, 60, "history", 35.0)
+    assert noise.per_process(1) == noise
+    assert noise.per_process(4).noise_pct == pytest.approx(0.4)
+
+
 def test_failed_commits_are_skipped() -> None:
     history = _history(2)
     samples = [list(s) for s in history.samples]

@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -102,6 +102,17 @@ class Noise:
     def sigma(self) -> float:
         """noise_pct as a standard deviation of ln(median)."""
         return self.noise_pct / 100
+
+    def per_process(self, processes_per_commit: int) -> Noise:
+        """The noise of one process's median when each history commit pooled several.
+
+        A commit's median over P processes' samples varies about as the mean of
+        P process medians, so one process varies sqrt(P) times more: the floor a
+        confirmation (one median per process) needs.
+        """
+        if processes_per_commit < 1:
+            raise ValueError(f"processes_per_commit {processes_per_commit} must be >= 1")
+        return replace(self, noise_pct=self.noise_pct * math.sqrt(processes_per_commit))
 
     def to_json(self) -> dict[str, float | int | str | None]:
         return {
