@@ -27,7 +27,7 @@ is Student's t at one-sided `alpha` with the degrees of freedom of whichever
 variance was used.
 
 Before that, each side's process medians are winsorized at its median +-
-CLIP_SD sigma: a process that landed in a slow clock state (3% of runs) says
+CLIP_SD sigma: a process that landed in a slow clock state (a few % of runs) says
 nothing about the code, and one such value in 3 would otherwise decide the
 observed variance.
 

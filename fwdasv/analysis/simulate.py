@@ -138,9 +138,6 @@ class SimHistory:
     def medians(self) -> list[float | None]:
         return commit_medians(self.samples)
 
-    def code_steps(self) -> list[Shift]:
-        return [s for s in self.shifts if s.kind == CODE]
-
     def asv_stored(self) -> list[dict[str, float | list[float]] | None]:
         """What asv's results would hold per commit: median, stats (truncated), samples."""
         out: list[dict[str, float | list[float]] | None] = []
