@@ -1,0 +1,255 @@
+"""The verdict of a confirmation re-measure: is commit B really slower than commit A?
+
+A step found in the history is re-measured before anyone is alarmed (Chromium's
+Pinpoint does the same): A (the last commit at the old level) and B (the first
+at the new one) are benchmarked interleaved, A B A B ..., in one run on one
+machine, at least 3 processes each. Interleaving on one machine cancels what
+moved the history but is not the code: another host, a driver, a power cap, a
+slow hour. This module is the pure judgment of such a run; running it is the
+caller's (`run_confirmation` takes a callback that measures).
+
+Why process-level medians. Samples inside one process share its capture, its
+allocation and its clock state, so a test on them (asv's Mann-Whitney on
+samples) calls a process-to-process offset "significant". The unit of
+replication is the process: each contributes its median, and the test is on
+those. With 3 values a side, Mann-Whitney's smallest two-sided p is
+2 / C(6, 3) = 0.1, so the test is a t rule on ln(process median):
+
+    d = mean(ln B) - mean(ln A),  se = sqrt(v (1/n_A + 1/n_B)),
+    v = max(s^2, sigma^2),
+
+s^2 the pooled between-process variance of this run (n_A + n_B - 2 degrees of
+freedom) and sigma the series' noise from its history (`Noise`, with its own
+degrees of freedom). The floor keeps three processes that happen to agree from
+making a 0.1% difference significant; when this run is noisier than the history
+its own variance is used, with its own (few) degrees of freedom. The quantile q
+is Student's t at one-sided `alpha` with the degrees of freedom of whichever
+variance was used.
+
+Before that, each side's process medians are winsorized at its median +-
+CLIP_SD sigma: a process that landed in a slow clock state (a few % of runs) says
+nothing about the code, and one such value in 3 would otherwise decide the
+observed variance.
+
+Which commits: `pair` widens a finding's (before_index, after_index) by MARGIN
+commit each side, inside its levels, because the finding's edge is itself
+uncertain by about a commit at 2 noise sds; the confirmed range is then a few
+commits for bisect to split.
+
+Statuses (one-sided bounds d -+ q se, as percentages):
+
+- `confirmed`: the lower bound is above 0 (B slower at level alpha) and the
+  estimate is at least half of `min_effect_pct` (a real slowdown of a size
+  that matters);
+- `not-reproduced`: the upper bound is below the tested slowdown,
+  max(min_effect_pct, claimed_pct / 2): the run rules out the step the history
+  showed (claimed_pct is the finding's size; half of it, because a step found
+  by a scan is an overestimate, the winner's curse);
+- `undecided`: neither; measure more processes. As Pinpoint adds repeats
+  while its verdict is UNKNOWN, `run_confirmation` adds STEP_PROCESSES per
+  side up to MAX_PROCESSES (looks at 3, 6, 9, 12 processes: 4 looks at
+  alpha = 0.005 each keep the chance of confirming a no-op under
+  4 * 0.005 = 2%, Bonferroni), then leaves the finding undecided (it stays an
+  unconfirmed `regression`). `more_processes` estimates how many more per side
+  would make the bounds narrow enough: n with q sqrt(2 v / n) <= tested / 2.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fwdasv.analysis.detect import MIN_EFFECT_PCT, Step
+from fwdasv.analysis.noise import Noise, t_isf
+
+CONFIRMED, NOT_REPRODUCED, UNDECIDED = "confirmed", "not-reproduced", "undecided"
+STATUSES = (CONFIRMED, NOT_REPRODUCED, UNDECIDED)
+
+ALPHA = 0.005  # one-sided, per look
+CLIP_SD = 3.0  # process medians beyond this many sds of their side's median are clipped
+MARGIN = 1  # commits the re-measured pair reaches past a finding's, each side
+MIN_PROCESSES = 3  # per side, the first look
+STEP_PROCESSES = 3  # added per side while undecided
+MAX_PROCESSES = 12  # per side, the last look
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What an A/B re-measure says about B vs A (percentages are B over A)."""
+
+    status: str
+    percent: float  # 100 (exp(d) - 1)
+    lower_pct: float  # one-sided (1 - alpha) lower bound
+    upper_pct: float  # one-sided (1 - alpha) upper bound
+    t: float  # d / se
+    t_threshold: float  # q
+    processes_a: int
+    processes_b: int
+    sd_pct: float  # per-process sd used: max(observed, floor)
+    observed_sd_pct: float | None  # this run's pooled between-process sd
+    floor_pct: float  # the history's noise
+    variance: str  # "observed" or "floor": which one set sd_pct
+    dof: float
+    tested_pct: float  # the slowdown `not-reproduced` rules out
+    more_processes: int = 0  # per side, suggested when undecided
+
+    def __post_init__(self) -> None:
+        assert self.status in STATUSES, f"status {self.status!r} not in {STATUSES}"
+
+    def to_json(self) -> dict[str, float | int | str | None]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def summary(self) -> str:
+        return (
+            f"{self.status}: B {self.percent:+.2f}% vs A "
+            f"[{self.lower_pct:+.2f}%, {self.upper_pct:+.2f}%], "
+            f"{self.processes_a}+{self.processes_b} processes, sd {self.sd_pct:.3f}% "
+            f"({self.variance})"
+        )
+
+
+def _logs(values: Sequence[float]) -> np.ndarray:
+    array = np.asarray(list(values), dtype=np.float64)
+    array = array[np.isfinite(array) & (array > 0)]
+    return np.log(array)
+
+
+def _clip(logs: np.ndarray, sd: float) -> np.ndarray:
+    """Values beyond CLIP_SD sd of the side's median moved to that bound (Huber winsorizing)."""
+    centre = float(np.median(logs))
+    return np.clip(logs, centre - CLIP_SD * sd, centre + CLIP_SD * sd)
+
+
+def pair(
+    step: Step, medians: Sequence[float | None] | None = None, margin: int = MARGIN
+) -> tuple[int, int]:
+    """History indices of the commits to re-measure for a finding: (A, B).
+
+    A finding's edge is an estimate: at 2 noise sds a step is placed one commit
+    off one time in eight (least squares with the levels known). A and B are
+    taken `margin` commits outside the finding's pair, inside its two levels
+    (each holds >= MIN_SEGMENT commits), so a confirmation tests that the
+    level changed within B - A commits, which a bisect then narrows. With the
+    series' `medians`, the margin counts commits with data (a commit that
+    failed in the history is not picked to be re-measured).
+    """
+    back = min(margin, step.commits_before - 1)
+    ahead = min(margin, step.commits_after - 1)
+    if medians is None:
+        return max(step.before_index - back, 0), step.after_index + ahead
+    valid = [i for i, m in enumerate(medians) if m is not None and math.isfinite(m) and m > 0]
+    where_a, where_b = valid.index(step.before_index), valid.index(step.after_index)
+    return valid[max(where_a - back, 0)], valid[min(where_b + ahead, len(valid) - 1)]
+
+
+def _pct(log_ratio: float) -> float:
+    return 100 * math.expm1(log_ratio)
+
+
+def judge(
+    a: Sequence[float],
+    b: Sequence[float],
+    noise: Noise | float,
+    *,
+    claimed_pct: float | None = None,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    alpha: float = ALPHA,
+) -> Confirmation:
+    """Judge per-process medians of A (last good) and B (first bad), measured interleaved.
+
+    `noise` is the series' `Noise` (or its noise_pct, taken as exactly known):
+    the floor of the per-process variance. Needs at least one finite value a
+    side; the run's own variance counts from three values in all.
+    """
+    la, lb = _logs(a), _logs(b)
+    if la.size == 0 or lb.size == 0:
+        raise ValueError(f"need process medians on both sides, got {la.size} and {lb.size}")
+    if not 0 < alpha < 0.5:
+        raise ValueError(f"alpha {alpha} must be in (0, 0.5)")
+    if isinstance(noise, Noise):
+        floor, floor_dof = noise.sigma, noise.dof
+    else:
+        floor, floor_dof = float(noise) / 100, math.inf
+    if not floor > 0:
+        raise ValueError(f"noise {noise} must be positive")
+    la, lb = _clip(la, floor), _clip(lb, floor)
+    na, nb = int(la.size), int(lb.size)
+    run_dof = na + nb - 2
+    observed = None
+    if run_dof > 0:
+        ss = float(np.sum((la - la.mean()) ** 2) + np.sum((lb - lb.mean()) ** 2))
+        observed = math.sqrt(ss / run_dof)
+    if observed is not None and observed > floor:
+        sd, dof, variance = observed, float(run_dof), "observed"
+    else:
+        sd, dof, variance = floor, floor_dof, "floor"
+    se = sd * math.sqrt(1 / na + 1 / nb)
+    d = float(lb.mean() - la.mean())
+    q = t_isf(alpha, dof)
+    lower, upper = d - q * se, d + q * se
+    tested = max(min_effect_pct, (claimed_pct or 0.0) / 2)
+    tested_log = math.log1p(tested / 100)
+    more = 0
+    if lower > 0 and d >= math.log1p(min_effect_pct / 200):
+        status = CONFIRMED
+    elif upper < tested_log:
+        status = NOT_REPRODUCED
+    else:
+        status = UNDECIDED
+        # q sqrt(2 v / n) <= tested / 2  <=>  n >= 2 v (2 q / tested)^2
+        needed = math.ceil(2 * sd * sd * (2 * q / tested_log) ** 2) if tested_log > 0 else 0
+        more = max(needed - min(na, nb), 1)
+    return Confirmation(
+        status=status,
+        percent=_pct(d),
+        lower_pct=_pct(lower),
+        upper_pct=_pct(upper),
+        t=d / se,
+        t_threshold=q,
+        processes_a=na,
+        processes_b=nb,
+        sd_pct=100 * sd,
+        observed_sd_pct=None if observed is None else 100 * observed,
+        floor_pct=100 * floor,
+        variance=variance,
+        dof=dof,
+        tested_pct=tested,
+        more_processes=more,
+    )
+
+
+Measure = Callable[[int], tuple[Sequence[float], Sequence[float]]]
+
+
+def run_confirmation(
+    measure: Measure,
+    noise: Noise | float,
+    *,
+    claimed_pct: float | None = None,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    alpha: float = ALPHA,
+    start: int = MIN_PROCESSES,
+    step: int = STEP_PROCESSES,
+    max_processes: int = MAX_PROCESSES,
+) -> Confirmation:
+    """Measure, judge, and measure more while undecided, up to `max_processes` a side.
+
+    `measure(k)` runs k more processes of A and of B, interleaved A B A B in
+    one run on one machine, and returns their medians (A's, B's).
+    """
+    if not 1 <= start <= max_processes or step < 1:
+        raise ValueError(f"start {start}, step {step}, max {max_processes}: need 1 <= start <= max")
+    a, b = (list(side) for side in measure(start))
+    while True:
+        verdict = judge(
+            a, b, noise, claimed_pct=claimed_pct, min_effect_pct=min_effect_pct, alpha=alpha
+        )
+        taken = min(len(a), len(b))
+        if verdict.status != UNDECIDED or taken >= max_processes:
+            return verdict
+        more_a, more_b = measure(min(step, max_processes - taken))
+        a.extend(more_a)
+        b.extend(more_b)

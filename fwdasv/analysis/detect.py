@@ -1,0 +1,389 @@
+"""Upward steps in one series, with a threshold from that series' own noise.
+
+asv's publish fits a weighted-L1 piecewise-constant function (`asv.step_detect`)
+and reports upward steps above a fixed fraction (5% by default) of the level.
+A fixed fraction is wrong both ways on GPU series whose run-to-run noise spans
+0.05-5%: it misses every 1% step of a quiet decode and flags the noise of a
+power-capped prefill. Here the threshold is a z-score on the series' noise
+(`fwdasv.analysis.noise`), plus a minimum effect in percent.
+
+The method, on x_i = ln(median of commit i) (failed commits skipped; sigma =
+noise_pct / 100 is the sd of x_i):
+
+1. Spikes are clipped (`despike`): a value more than SPIKE_K = 2 sigma above
+   what surrounds it (the medians of the SPIKE_CONTEXT = 5 values each side,
+   or its two immediate neighbours) is pulled back to that + 2 sigma; the same
+   downwards. A step's first commit is above its left side only, so steps are
+   untouched, while one slow commit (a bad clock state), or two close
+   together, weigh no more than 2 sigma each. Clipping rather than dropping is
+   Huber's winsorization (Huber 1981, sect. 7.7): noise is barely touched.
+2. Segmentation: the exact least-squares piecewise-constant fit of the
+   cleaned values with a penalty beta = z_threshold^2 per change and every
+   segment at least MIN_SEGMENT commits long (optimal partitioning, Jackson et
+   al. 2005, the cost PELT prunes, Killick et al. 2012; O(n^2)). With sigma
+   known, removing a change merges two neighbour segments and raises the cost
+   by exactly z^2, z = (mean_after - mean_before) / (sigma sqrt(1/n1 + 1/n2)),
+   so in the optimal fit every change has |z| >= z_threshold: the fit is the
+   significance test, and several steps (or a step and a later improvement)
+   are separated before their levels are compared.
+3. Findings: the upward changes whose effect, 100 (exp(mean_after -
+   mean_before) - 1), is at least `min_effect_pct` (MIN_EFFECT_PCT = 0.3%: a
+   0.5% step must pass it nearly always, or half of the 0.5% steps would be
+   lost to their own estimation error; below it a step is real but too small
+   to chase on a GPU whose machine-to-machine offsets are 1.5%).
+
+Persistence: every level holds MIN_SEGMENT = 4 commits, and the edge between
+two levels, refitted without that limit, must not move where one of them
+would hold fewer (`_settled`): a new level still forming at the end of the
+history would otherwise be reported as a smaller step a few commits early.
+So a step is reported once 4 commits show it, and runs of up to 3 slow
+commits are outliers. That is asv's `min_size=2` made stricter, as Otava's
+minimum segment length (PR #150), for the same reason.
+
+The threshold. Z_THRESHOLD = 3.6 is a normal quantile calibrated with
+`fwdasv.analysis.simulate` (scripts/verdict_quality.py): a 60-commit history
+without a step gets a finding in about 0.3% of series at any noise level (the
+minimum effect only helps quiet series). It is Studentized: the noise is itself
+estimated (`Noise.dof` degrees of freedom), so the z threshold becomes the t
+quantile of the same tail probability with those degrees of freedom: 4.0 at
+60 commits, 4.5 at 30, 5.0 at 20, 7.6 at 10. For longer histories it grows with
+the scan's length as the maximum of a standardized CUSUM does
+(P(max > c) ~ c phi(c) ln(n / L), Siegmund 1985): c^2 grows by
+2 ln(ln(n / L) / ln(60 / L)), while the t quantile shrinks with the dof (3.8 at
+200 commits).
+
+Drift: an environment change (a driver, a power cap, another host) moves every
+series of a machine at once, the canary suite included. `mark_drift` labels a
+finding `drift` when the machine's canary steps up at the same place (+-1
+commit). The canary is tested at that place, not scanned: its own finding
+would need the scan's threshold and its own edge estimate, and missing the
+canary's step on one machine would turn all its series into regressions.
+Drift findings are kept out of regression verdicts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from statistics import NormalDist
+
+import numpy as np
+
+from fwdasv.analysis.noise import Noise, t_isf
+
+MIN_EFFECT_PCT = 0.3  # smallest step reported, whatever its significance
+Z_THRESHOLD = 3.6  # normal quantile before Studentization, for 60 commits
+SPIKE_K = 2.0  # spikes are clipped to +- this many sigma beyond their neighbourhood
+SPIKE_CONTEXT = 5  # commits each side whose median is a value's neighbourhood
+MIN_SEGMENT = 4  # commits at a level, the new one included, before it counts
+CALIBRATION_COMMITS = 60  # the history length Z_THRESHOLD was calibrated at
+DRIFT_TOLERANCE = 1  # commits between a finding and the canary's step
+DRIFT_Z = 3.0  # the canary's one-sided z there
+DRIFT_FRACTION = 0.5  # and at least this fraction of the finding's step
+DRIFT_WINDOW = 10  # commits each side the canary's step is measured over
+
+REGRESSION, DRIFT = "regression", "drift"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Commits [start, stop) of the series (history indices) at one level."""
+
+    start: int
+    stop: int  # one past the last commit with data
+    commits: int  # commits with data in it
+    level: float  # exp(mean of winsorized ln medians): a robust geometric mean
+
+
+@dataclass(frozen=True)
+class Step:
+    """An upward step: the level moved between `before_index` and `after_index`.
+
+    Indices are positions in the history given to `detect` (failed commits
+    count). `before_index` is the last commit at the old level, `after_index`
+    the first at the new one; commits between them (failed) are in the range.
+    """
+
+    before_index: int
+    after_index: int
+    before: float  # old level (the series' unit)
+    after: float  # new level
+    percent: float  # 100 * (after / before - 1)
+    z: float  # (ln after - ln before) / (sigma * sqrt(1/n_before + 1/n_after))
+    z_threshold: float  # what z had to reach (Studentized)
+    noise_pct: float
+    commits_before: int
+    commits_after: int
+    status: str = REGRESSION
+
+    def to_json(self) -> dict[str, float | int | str]:
+        return {
+            "before_index": self.before_index,
+            "after_index": self.after_index,
+            "before": self.before,
+            "after": self.after,
+            "percent": self.percent,
+            "z": self.z,
+            "z_threshold": self.z_threshold,
+            "noise_pct": self.noise_pct,
+            "commits_before": self.commits_before,
+            "commits_after": self.commits_after,
+            "status": self.status,
+        }
+
+
+def z_threshold(commits: int, dof: float, z0: float = Z_THRESHOLD) -> float:
+    """The threshold a change's z must reach in a history of `commits`, noise with `dof`.
+
+    z0 is lengthened for scans longer than CALIBRATION_COMMITS, then converted
+    to the t quantile of the same one-sided tail probability with `dof`.
+    """
+    c = z0
+    if commits > CALIBRATION_COMMITS:
+        ratio = math.log(commits / MIN_SEGMENT) / math.log(CALIBRATION_COMMITS / MIN_SEGMENT)
+        c = math.sqrt(z0 * z0 + 2 * math.log(ratio))
+    tail = NormalDist().cdf(-c)
+    return t_isf(tail, dof)
+
+
+def _neighbourhood_medians(values: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per value, the median of the `width` values before it and of those after (NaN: none)."""
+    n = values.size
+    padded = np.concatenate((np.full(width, np.nan), values, np.full(width, np.nan)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, width)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows past the ends
+        medians = np.nanmedian(windows, axis=1)
+    return medians[:n], medians[width + 1 : width + 1 + n]
+
+
+def despike(values: np.ndarray, sigma: float, k: float = SPIKE_K) -> np.ndarray:
+    """`values` with spikes pulled back to k sigma beyond what surrounds them.
+
+    A value is an upward spike when it is more than k sigma above the medians
+    of both its neighbourhoods (SPIKE_CONTEXT values each side: one slow
+    commit, or two close together), or more than k sigma above both immediate
+    neighbours and above one neighbourhood (an isolated slow commit right
+    before a step, whose far neighbourhood is already at the new level). It is
+    moved to the lowest of those references + k sigma, so it stays with its
+    own neighbours: a slow commit before a step stays at the old level, and a
+    step's first commit, above its left side only, is kept. Slow commits are
+    what interference makes (a clock dip, a noisy neighbour), so they are
+    removed first; fast ones are then found the same way, mirrored, on what is
+    left (an inlier between two slow commits is not a fast spike). Each value
+    moves only as far as makes it no spike, so Gaussian noise is barely touched.
+    """
+    return -_despike_up(-_despike_up(values, k * sigma), k * sigma)
+
+
+def _despike_up(values: np.ndarray, margin: float) -> np.ndarray:
+    n = values.size
+    if n < 2:
+        return values.copy()
+    left_median, right_median = _neighbourhood_medians(values, SPIKE_CONTEXT)
+    previous = np.concatenate(([np.nan], values[:-1]))
+    following = np.concatenate((values[1:], [np.nan]))
+    peak = np.fmax(previous, following)
+    side_high = np.fmax(left_median, right_median)
+    side_low = np.fmin(left_median, right_median)
+    isolated = (values > peak + margin) & (values > side_low + margin)
+    above_sides = values > side_high + margin
+    high = np.fmin(np.where(isolated, peak, np.nan), np.where(above_sides, side_high, np.nan))
+    out = values.copy()
+    up = ~np.isnan(high)
+    out[up] = high[up] + margin
+    return out
+
+
+def partition(values: np.ndarray, penalty: float, min_segment: int = MIN_SEGMENT) -> list[int]:
+    """Start positions of the segments of the least-squares fit with `penalty` per change.
+
+    Optimal partitioning: F(j) = min_i F(i) + SSE(i, j) + penalty over
+    i <= j - min_segment, F(0) = -penalty; SSE from cumulative sums. `values`
+    must already be in units of sigma.
+    """
+    n = values.size
+    if n < 2 * min_segment:
+        return [0]
+    s1 = np.concatenate(([0.0], np.cumsum(values)))
+    s2 = np.concatenate(([0.0], np.cumsum(values * values)))
+    best = np.full(n + 1, np.inf)
+    best[0] = -penalty
+    last = np.zeros(n + 1, dtype=np.int64)
+    for j in range(min_segment, n + 1):
+        starts = np.arange(0, j - min_segment + 1)
+        lengths = j - starts
+        sse = (s2[j] - s2[starts]) - (s1[j] - s1[starts]) ** 2 / lengths
+        total = best[starts] + sse + penalty
+        i = int(np.argmin(total))
+        best[j] = total[i]
+        last[j] = starts[i]
+    cuts = []
+    j = n
+    while j > 0:
+        j = int(last[j])
+        cuts.append(j)
+    return sorted(cuts)
+
+
+def _valid(medians: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
+    index = [i for i, m in enumerate(medians) if m is not None and math.isfinite(m) and m > 0]
+    return np.asarray(index, dtype=np.int64), np.log([medians[i] for i in index])
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """The fit behind `segments`: positions are among the commits with data."""
+
+    index: np.ndarray  # history index of each commit with data
+    clean: np.ndarray  # its despiked ln median
+    bounds: list[int]  # segment starts, then the number of commits with data
+    threshold: float
+
+
+def _fit(medians: Sequence[float | None], noise: Noise, z0: float) -> _Fit:
+    index, logs = _valid(medians)
+    if logs.size == 0:
+        return _Fit(index, logs, [0], math.inf)
+    clean = despike(logs, noise.sigma)
+    threshold = z_threshold(int(logs.size), noise.dof, z0)
+    cuts = partition(clean / noise.sigma, threshold * threshold)
+    return _Fit(index, clean, [*cuts, int(logs.size)], threshold)
+
+
+def _settled(values: np.ndarray, min_segment: int = MIN_SEGMENT) -> bool:
+    """Whether the least-squares edge of two levels in `values`, found without a length
+    limit, leaves `min_segment` values on each side (else a level is still forming)."""
+    n = values.size
+    sizes = np.arange(1, n)
+    sums = np.cumsum(values)[:-1]
+    gain = sizes * (n - sizes) / n * (sums / sizes - (values.sum() - sums) / (n - sizes)) ** 2
+    edge = int(np.argmax(gain)) + 1
+    return min_segment <= edge <= n - min_segment
+
+
+def segments(
+    medians: Sequence[float | None], noise: Noise, *, z0: float = Z_THRESHOLD
+) -> list[Segment]:
+    """The series' levels: the penalized fit of its despiked ln medians (see the module)."""
+    fit = _fit(medians, noise, z0)
+    if fit.clean.size == 0:
+        return []
+    return [
+        Segment(
+            start=int(fit.index[a]),
+            stop=int(fit.index[b - 1]) + 1,
+            commits=b - a,
+            level=math.exp(float(np.mean(fit.clean[a:b]))),
+        )
+        for a, b in itertools.pairwise(fit.bounds)
+    ]
+
+
+def detect(
+    medians: Sequence[float | None],
+    noise: Noise,
+    *,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    z0: float = Z_THRESHOLD,
+) -> list[Step]:
+    """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
+
+    Each reported step has z >= the Studentized threshold (see `z_threshold`)
+    and an effect >= `min_effect_pct`; both levels held for >= MIN_SEGMENT
+    commits, and the edge between them does not want to move where one would
+    hold fewer (then the new level is still forming: the step is reported
+    once it has held MIN_SEGMENT commits).
+    """
+    if min_effect_pct < 0:
+        raise ValueError(f"min_effect_pct {min_effect_pct} must be >= 0")
+    fit = _fit(medians, noise, z0)
+    out = []
+    for a, b, c in zip(fit.bounds, fit.bounds[1:], fit.bounds[2:], strict=False):
+        before, after = float(np.mean(fit.clean[a:b])), float(np.mean(fit.clean[b:c]))
+        log_step = after - before
+        percent = 100 * math.expm1(log_step)
+        if log_step <= 0 or percent < min_effect_pct or not _settled(fit.clean[a:c]):
+            continue
+        z = log_step / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b)))
+        assert z >= fit.threshold * (1 - 1e-9), f"a change with z {z} < {fit.threshold} survived"
+        out.append(
+            Step(
+                before_index=int(fit.index[b - 1]),
+                after_index=int(fit.index[b]),
+                before=math.exp(before),
+                after=math.exp(after),
+                percent=percent,
+                z=z,
+                z_threshold=fit.threshold,
+                noise_pct=noise.noise_pct,
+                commits_before=b - a,
+                commits_after=c - b,
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class CanaryStep:
+    """The canary's own change at a commit: z and percent over DRIFT_WINDOW commits each side."""
+
+    after_index: int
+    percent: float
+    z: float
+
+
+def canary_step(
+    canary_medians: Sequence[float | None],
+    canary_noise: Noise,
+    after_index: int,
+    window: int = DRIFT_WINDOW,
+) -> CanaryStep | None:
+    """The canary's step at `after_index`: its despiked ln medians, up to `window` commits
+    with data before `after_index` against as many from it on. None: fewer than 2 a side."""
+    index, logs = _valid(canary_medians)
+    if logs.size < 4:
+        return None
+    sigma = canary_noise.sigma
+    clean = despike(logs, sigma)
+    split = int(np.searchsorted(index, after_index))
+    before, after = clean[max(0, split - window) : split], clean[split : split + window]
+    if before.size < 2 or after.size < 2:
+        return None
+    log_step = float(after.mean() - before.mean())
+    z = log_step / (sigma * math.sqrt(1 / before.size + 1 / after.size))
+    return CanaryStep(after_index, 100 * math.expm1(log_step), z)
+
+
+def mark_drift(
+    findings: Sequence[Step],
+    canary_medians: Sequence[float | None],
+    canary_noise: Noise,
+    *,
+    tolerance: int = DRIFT_TOLERANCE,
+) -> list[Step]:
+    """`findings` with status `drift` where the machine's canary stepped up with them.
+
+    The canary (same machine, same commits, None where it failed) stepped up
+    with a finding when, at the finding's first new commit +-`tolerance`, its
+    own step has z >= DRIFT_Z (one-sided, at a known place: no scan) and is at
+    least DRIFT_FRACTION of the finding's size (in ln terms): a canary moving
+    by 0.2% does not explain a 2% step. Missing a drift costs a confirmation
+    run (on one machine A and B see the same environment and the finding is
+    not reproduced); calling a regression drift would hide it, so the rule
+    leans to regression.
+    """
+    out = []
+    for step in findings:
+        needed = DRIFT_FRACTION * math.log1p(step.percent / 100)
+        drift = False
+        for offset in range(-tolerance, tolerance + 1):
+            moved = canary_step(canary_medians, canary_noise, step.after_index + offset)
+            if moved and moved.z >= DRIFT_Z and math.log1p(moved.percent / 100) >= needed:
+                drift = True
+                break
+        out.append(replace(step, status=DRIFT) if drift else step)
+    return out
