@@ -6,8 +6,9 @@ noise, with its status) replace asv's own fixed-threshold list:
 
 - `html/regressions.json`, in asv's format, so asv's Regressions page shows
   them; the status is written after the entry's name
-  (`forward.TinyLM.track_latency('prefill_512') [confirmed]`), where asv's page
-  shows it and its links still work (they use the name before `(`);
+  (`forward.TinyLM.track_latency('prefill_512') [confirmed]`,
+  `bench.Plain.track_latency() [regression]` without parameters), where asv's
+  page shows it and its links still work (they use the name before `(`);
 - `html/regressions.xml`, the Atom feed, written by asv's own feed code from
   that list;
 - `html/fwdasv/findings.html`, linked from the site's navigation bar: every
@@ -119,9 +120,28 @@ def asv_entries(
         latest = finding.latest if finding.latest is not None else finding.step.after
         best = min(finding.step.before, latest)
         out.append(
-            [f"{name} [{finding.status}]", graph_path, varying, param_index, latest, best, [jump]]
+            [
+                status_name(name, finding.status),
+                graph_path,
+                varying,
+                param_index,
+                latest,
+                best,
+                [jump],
+            ]
         )
     return out
+
+
+def status_name(name: str, status: str) -> str:
+    """The entry's name with its status after it.
+
+    asv's page and feed take the benchmark's name as what comes before the
+    first "(" (`benchmark_name.replace(/\\(.*/, '')`, `name[: name.index('(')]`):
+    a benchmark without parameters gets an empty "()", else its status would be
+    read as part of its name (a KeyError in the feed, a broken page).
+    """
+    return f"{name if '(' in name else name + '()'} [{status}]"
 
 
 def _write_feed(project: AsvProject, index: Mapping[str, Any], entries: list[list[Any]]) -> None:
