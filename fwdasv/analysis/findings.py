@@ -27,7 +27,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,7 @@ class Finding:
     commits: tuple[Commit, ...] = ()  # the range's commits (after before_commit), oldest first
     verdict: dict[str, Any] | None = None  # the stored confirmation (and explain) of this finding
     min_effect_pct: float = detect.MIN_EFFECT_PCT
+    graph_params: dict[str, Any] = field(default_factory=dict)  # see `graph_params`
 
     @property
     def percent(self) -> float:
@@ -136,7 +137,14 @@ class Finding:
     def commit_range(self) -> tuple[str, str]:
         return self.before_commit, self.after_commit
 
+    @property
+    def best(self) -> float:
+        """The best value since the step (asv's `best`): the old level, or the latest if lower."""
+        return self.step.before if self.latest is None else min(self.step.before, self.latest)
+
     def to_json(self) -> dict[str, Any]:
+        from fwdasv.analysis.regressions import graph_file_path
+
         return {
             "benchmark": self.key.benchmark,
             "entry": self.key.name,
@@ -144,6 +152,8 @@ class Finding:
             "case": self.key.case,
             "machine": self.key.machine,
             "env_name": self.key.env_name,
+            "graph_params": dict(self.graph_params),
+            "graph_path": graph_file_path(self.graph_params, self.key.benchmark) + ".json",
             "before_commit": self.before_commit,
             "after_commit": self.after_commit,
             "single_commit": len(self.commits) <= 1,
@@ -152,6 +162,7 @@ class Finding:
             "after": self.step.after,
             "percent": self.percent,
             "latest": self.latest,
+            "best": self.best,
             "unit": self.unit,
             "status": self.status,
             "noise_pct": self.noise.noise_pct,
@@ -273,6 +284,7 @@ def find(
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
     order, all_series = load_series(project, machine)
     verdicts = read_verdicts(project)
+    graphs: dict[tuple[str, str], dict[str, Any]] = {}
     out: list[Finding] = []
     for key, series in sorted(all_series.items(), key=lambda item: _sort_key(item[0])):
         if not _latency(key, series) or key.suite_class.startswith(CANARY_PREFIX):
@@ -297,11 +309,36 @@ def find(
                 latest=latest,
                 status=step.status,
                 min_effect_pct=min_effect_pct,
+                graph_params=graphs.setdefault(
+                    (key.machine, key.env_name), graph_params(project, key.machine, key.env_name)
+                ),
             )
             out.append(apply_verdict(finding, verdicts))
     if subjects:
         out = attach_commits(out, project)
     return out
+
+
+def graph_params(project: AsvProject, machine: str, env_name: str) -> dict[str, Any]:
+    """The parameters `asv publish` files this machine's and environment's graphs under: a
+    result file's params and environment variables, and the branch (the first configured).
+
+    asv also fills in, as null, keys that only other result files have: where results
+    of different machines or environments have different keys, the published graph
+    path has those too.
+    """
+    params: dict[str, Any] = {"machine": machine}
+    for path in sorted((project.results_dir / machine).glob(f"*-{env_name}.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("params"), dict):
+            params = {k: "" if v is None else v for k, v in data["params"].items()}
+            params.update({f"env-{k}": v for k, v in (data.get("env_vars") or {}).items()})
+            break
+    params["branch"] = project.branches[0] if project.branches else None
+    return params
 
 
 def _sort_key(key: SeriesKey) -> tuple[str, str, str, str]:
@@ -444,6 +481,8 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
                 "regressions": [f.to_json() for f in findings],
                 "count": len(findings),
                 "gating": gating,
+                # Its name before the verdicts: findings that fail the check.
+                "above_threshold": gating,
             },
             indent=2,
             allow_nan=False,

@@ -118,7 +118,6 @@ def asv_entries(
             finding.step.after,
         ]
         latest = finding.latest if finding.latest is not None else finding.step.after
-        best = min(finding.step.before, latest)
         out.append(
             [
                 status_name(name, finding.status),
@@ -126,7 +125,7 @@ def asv_entries(
                 varying,
                 param_index,
                 latest,
-                best,
+                finding.best,
                 [jump],
             ]
         )
