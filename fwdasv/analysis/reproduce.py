@@ -45,6 +45,19 @@ class Interleaved:
         return more_a, more_b
 
 
+def processes_per_commit(
+    history: Sequence[Sequence[float]], samples_per_process: int, launches: int
+) -> int:
+    """How many bench processes each history commit pooled: its stored samples over the
+    samples one process gives (the median commit), so commits that asv's
+    `--append-samples` measured again (bisect, a second round) count all their
+    processes; `launches` (the suite's) when nothing is stored."""
+    counts = sorted(len(samples) for samples in history if samples)
+    if not counts or samples_per_process < 1:
+        return launches
+    return max(1, round(counts[len(counts) // 2] / samples_per_process))
+
+
 def confirm_findings(
     project: AsvProject,
     found: Sequence[Finding],
@@ -79,10 +92,14 @@ def confirm_findings(
             f"B {b[:8]}, interleaved"
         )
         interleaved = Interleaved(measurer, a, b, say)
-        launches = int(getattr(target.suite_class, "launches", 1)) or 1
+        processes = processes_per_commit(
+            all_series[finding.key].history,
+            target.config.samples,
+            int(getattr(target.suite_class, "launches", 1)) or 1,
+        )
         verdict = confirm.run_confirmation(
             interleaved.measure,
-            finding.noise.per_process(launches),
+            finding.noise.per_process(processes),
             claimed_pct=finding.percent,
             min_effect_pct=finding.min_effect_pct,
             start=min(start, max_processes),
