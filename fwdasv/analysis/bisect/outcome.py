@@ -111,7 +111,8 @@ class BisectResult:
             "first_bad": self.first_bad if self.reproducible else None,
             "reproducible": self.reproducible,
             "last_good": self.last_good,
-            "subject": self.subject,
+            # The first bad commit's subject: as unnamed as the commit when not reproducible.
+            "subject": self.subject if self.reproducible else None,
             "before_median": self.before_median,
             "after_median": self.after_median,
             "percent": self.percent,
