@@ -99,7 +99,9 @@ def run(out: Path, name: str, argv: list[str], timeout: float) -> tuple[int, str
     started = time.perf_counter()
     with open(out / f"{name}.log", "w") as log:
         try:
-            done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout)
+            done = subprocess.run(
+                argv, stdout=subprocess.PIPE, stderr=log, text=True, timeout=timeout
+            )
             code, text = done.returncode, done.stdout
         except subprocess.TimeoutExpired:
             code, text = 124, ""
@@ -124,14 +126,31 @@ def main() -> None:
     size = "tiny" if args.quick else "llama3-8b-layers"
     case = "decode_bs8=8*1@256" if args.quick else "decode_bs1_1k=1*1@1024"
     hashes, slow = build_repo(work / "gpulm", size, args.before, args.after)
-    summary: dict = {"hashes": hashes, "slow_index": slow, "slow_commit": hashes[slow], "case": case}
+    summary: dict = {
+        "hashes": hashes,
+        "slow_index": slow,
+        "slow_commit": hashes[slow],
+        "case": case,
+    }
     fwdasv = [sys.executable, "-m", "fwdasv"]
     timer = "host" if args.device == "cpu" else "graph"
     code, _ = run(
         out,
         "init",
-        [*fwdasv, "init", "--repo", str(work / "gpulm"), "--target", f"{PACKAGE}.bench:target",
-         "--case", case, "--dir", str(work / "asv"), "--timer", timer],
+        [
+            *fwdasv,
+            "init",
+            "--repo",
+            str(work / "gpulm"),
+            "--target",
+            f"{PACKAGE}.bench:target",
+            "--case",
+            case,
+            "--dir",
+            str(work / "asv"),
+            "--timer",
+            timer,
+        ],
         300,
     )
     summary["init_exit"] = code
@@ -142,12 +161,27 @@ def main() -> None:
     code, _ = run(
         out,
         "asv_run",
-        [sys.executable, "-m", "asv", "run", "--config", config, "--record-samples",
-         "--launch-method", "spawn", "--machine", "chainbox", "--show-stderr", "ALL"],
+        [
+            sys.executable,
+            "-m",
+            "asv",
+            "run",
+            "--config",
+            config,
+            "--record-samples",
+            "--launch-method",
+            "spawn",
+            "--machine",
+            "chainbox",
+            "--show-stderr",
+            "ALL",
+        ],
         900,
     )
     summary.update(asv_run_exit=code, asv_run_s=round(time.perf_counter() - started, 1))
-    code, text = run(out, "regressions", [*fwdasv, "regressions", "--config", config, "--format", "json"], 300)
+    code, text = run(
+        out, "regressions", [*fwdasv, "regressions", "--config", config, "--format", "json"], 300
+    )
     summary["regressions_exit"] = code
     try:
         found = json.loads(text)["regressions"]
@@ -158,7 +192,9 @@ def main() -> None:
     later = set(hashes[slow + 1 :])
     summary["findings_after_slow_commit"] = [f for f in found if f.get("after_commit") in later]
     started = time.perf_counter()
-    code, text = run(out, "confirm", [*fwdasv, "confirm", "--config", config, "--format", "json"], 900)
+    code, text = run(
+        out, "confirm", [*fwdasv, "confirm", "--config", config, "--format", "json"], 900
+    )
     summary.update(confirm_exit=code, confirm_s=round(time.perf_counter() - started, 1))
     try:
         summary["confirmed"] = json.loads(text)
