@@ -9,7 +9,8 @@ B (one after it) in turn into asv's environment and runs one bench process
 each, A B A B A B (3 a side at most), judges the process medians, appends
 the verdict to fwdasv-verdicts.jsonl, profiles A and B and stores the op
 diff; `fwdasv regressions` then says `confirmed` and exits 1, and nightly
-gates on it.
+gates on it. An undecided confirmation (a neighbour on this shared VM slowed a
+whole process) is run once more, as on any noisy machine.
 """
 
 from __future__ import annotations
@@ -58,22 +59,33 @@ def confirmed(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
         f"no finding of {CASE} at the injected commit after {demo_history.passes} pass(es) "
         f"of the demo history: {[(f.key.name, f.after_commit[:8], f.percent) for f in found]}"
     )
+    attempts = []
     with measuring_priority():
-        result = CliRunner().invoke(
-            main,
-            [
-                "confirm",
-                "--config",
-                str(project.config_path),
-                "--bench",
-                CASE,
-                "--max-processes",
-                "3",
-                "--format",
-                "json",
-            ],
-        )
-    return {"project": project, "result": result, "finding": found[0]}
+        # A neighbour on this shared VM can slow one whole bench process by 50%; with
+        # 3 processes a side the run's own variance then leaves the verdict undecided
+        # (seen in one of two full test runs), and the finding stays a regression. As one would:
+        # confirm once more (a fresh 3 + 3), not more.
+        for _ in range(2):
+            attempts.append(
+                CliRunner().invoke(
+                    main,
+                    [
+                        "confirm",
+                        "--config",
+                        str(project.config_path),
+                        "--bench",
+                        CASE,
+                        "--max-processes",
+                        "3",
+                        "--format",
+                        "json",
+                    ],
+                )
+            )
+            statuses = [f.status for f in findings.find(project) if f.key.case == CASE]
+            if statuses != [findings.REGRESSION]:
+                break
+    return {"project": project, "result": attempts[-1], "attempts": attempts, "finding": found[0]}
 
 
 @pytest.mark.slow
@@ -99,10 +111,13 @@ def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confi
         json.loads(line)
         for line in (project.results_dir / findings.VERDICTS_FILE).read_text().splitlines()
     ]
-    # The confirmation, then its explanation: appended, both about this finding.
-    assert [line["status"] for line in lines] == ["confirmed", "confirmed"], lines
+    # The confirmation, then its explanation: appended, both about this finding (after an
+    # undecided first attempt's line, if there was one).
+    undecided = len(confirmed["attempts"]) - 1
+    statuses = [line["status"] for line in lines]
+    assert statuses == ["undecided"] * undecided + ["confirmed", "confirmed"], lines
     assert all(line["finding"] == confirmed["finding"].ident for line in lines)
-    confirmation = lines[0]["confirmation"]
+    confirmation = lines[undecided]["confirmation"]
     assert (confirmation["a_commit"], confirmation["b_commit"]) == (a, b)
     assert confirmation["processes_a"] == confirmation["processes_b"] == 3
     assert confirmation["status"] == "confirmed"
@@ -117,7 +132,7 @@ def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confi
     assert confirmation["floor_pct"] == pytest.approx(expected_floor)
     assert confirmation["summary"].startswith("confirmed: B +")
 
-    explain = lines[1]["explain"]
+    explain = lines[-1]["explain"]
     # The injected commit computes attention explicitly: matmuls, a mask, a softmax.
     assert {"aten::bmm", "aten::_softmax"} & set(explain["top5"]), explain["top5"]
     assert explain["total_delta_us"] > 0
