@@ -45,6 +45,12 @@ def main() -> None:
 )
 @click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
 @click.option("--machine-file", help="asv machine file to write (default ~/.asv-machine.json).")
+@click.option(
+    "--confirm/--no-confirm",
+    default=True,
+    help="Re-measure each new regression (A/B on this machine) and gate on confirmed ones; "
+    "without, gate on every regression found.",
+)
 def nightly_command(
     config: str,
     machine: str | None,
@@ -55,11 +61,13 @@ def nightly_command(
     existing_python: str | None,
     commit: str | None,
     machine_file: str | None,
+    confirm: bool,
 ) -> None:
-    """Setup, machine file, asv run, publish, regressions gate, reset (even on failure).
+    """Setup, machine file, asv run, findings, confirm, publish, gate, reset (even on failure).
 
-    Exit status: 0 nothing above threshold, 1 a regression above threshold,
-    2 the run could not be made (asv failed, a pre-flight check failed).
+    Exit status: 0 no confirmed regression, 1 a confirmed regression (with
+    --no-confirm: any regression), 2 the run could not be made (asv failed, a
+    pre-flight check failed).
     """
     from fwdasv.hw.nvml import parse_gpu_selection
     from fwdasv.nightly import run_nightly
@@ -74,6 +82,7 @@ def nightly_command(
         existing_python=existing_python,
         commit=commit,
         machine_file=machine_file,
+        confirm=confirm,
         echo=click.echo,
     )
     raise SystemExit(status)

@@ -3,12 +3,16 @@
 In this order: optional hardware setup (locked clocks, persistence), this
 machine's asv machine entry, the pre-flight checks, `asv run` (the new commits
 of the configured branches, or one prepared build on an existing environment
-with `--set-commit-hash`), `asv publish`, the regressions listing as the exit
-status, and the hardware reset. The reset runs whatever happened before it (a
-failed run, a failed check, Ctrl-C): the box is never left with locked clocks.
+with `--set-commit-hash`), the findings (each series judged by its own noise),
+their confirmation by an interleaved A/B re-measure on this machine (and the
+kernel diff of a confirmed one), `asv publish` with the findings in the site,
+the gate as the exit status, and the hardware reset. The reset runs whatever
+happened before it (a failed run, a failed check, Ctrl-C): the box is never
+left with locked clocks.
 
-Exit status: 0 nothing above threshold, 1 a regression above threshold,
-2 the run could not be made (asv failed, a pre-flight check failed).
+Exit status: 0 no confirmed regression, 1 a confirmed regression (without
+confirmation: any regression), 2 the run could not be made (asv failed, a
+pre-flight check failed).
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from fwdasv.analysis import regressions
+from fwdasv.analysis import findings
+from fwdasv.analysis.confirm import CONFIRMED
+from fwdasv.analysis.publish import publish
+from fwdasv.analysis.reproduce import confirm_findings
 from fwdasv.asv import project as asv_project
 from fwdasv.core.errors import UserError
 from fwdasv.hw import checks as hw_checks
@@ -25,6 +32,27 @@ from fwdasv.hw import setup as hw_setup
 from fwdasv.hw.nvml import read_inventory
 
 STATUS_OK, STATUS_REGRESSION, STATUS_FAILED = 0, 1, 2
+# What `asv run` says (with status 1) when the range holds no commit to measure.
+NOTHING_SELECTED = "No commit hashes selected"
+
+
+def _run_new(
+    project: asv_project.AsvProject, spec: str, machine: str, echo: Callable[[str], None]
+) -> int:
+    """`asv run SPEC`; a night without new commits is not a failure (asv exits 1 then)."""
+    lines: list[str] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        echo(f"  {line}")
+
+    try:
+        return asv_project.run_spec(project, spec, machine, echo=say)
+    except asv_project.AsvError:
+        if not any(NOTHING_SELECTED in line for line in lines):
+            raise
+        echo("[nightly] no new commit to measure; the stored results are judged again")
+        return 0
 
 
 def run_nightly(
@@ -38,6 +66,7 @@ def run_nightly(
     existing_python: str | None = None,
     commit: str | None = None,
     machine_file: str | None = None,
+    confirm: bool = True,
     echo: Callable[[str], None] = print,
 ) -> int:
 
@@ -90,16 +119,29 @@ def run_nightly(
             )
         else:
             echo(f"[nightly] 4/6 asv run {spec}")
-            status = asv_project.run_spec(project, spec, name, echo=lambda line: echo(f"  {line}"))
+            status = _run_new(project, spec, name, echo)
         if status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
-        echo("[nightly] 5/6 asv publish")
-        asv_project.publish(project, echo=None)
-        found = regressions.load_regressions(project)
-        echo("[nightly] 6/6 regressions")
-        for line in regressions.format_table(found).splitlines():
+        if confirm and existing_python:
+            echo("[nightly] an existing environment installs nothing per commit: no confirmation")
+            confirm = False
+        found = findings.find(project, machine=name)
+        if confirm and any(f.status == findings.REGRESSION for f in found):
+            echo("[nightly] 5/6 confirm the new regressions (A/B re-measure, then explain)")
+            confirm_findings(project, found, echo=lambda line: echo(f"  {line}"))
+        else:
+            echo(
+                "[nightly] 5/6 nothing to confirm" if confirm else "[nightly] 5/6 confirm: skipped"
+            )
+        echo("[nightly] 6/6 asv publish with the findings")
+        found = publish(project, echo=None)
+        found = [f for f in found if f.key.machine == name]
+        for line in findings.format_findings(found, "table").splitlines():
             echo(f"  {line}")
-        return regressions.exit_status(found)
+        gating = (
+            any(f.status == CONFIRMED for f in found) if confirm else findings.exit_status(found)
+        )
+        return STATUS_REGRESSION if gating else STATUS_OK
     finally:
         if locked:
             echo("[nightly] reset: restoring the saved GPU state")

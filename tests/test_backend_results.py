@@ -32,7 +32,8 @@ from fwdasv.core import results
 from fwdasv.core.cases import BenchCase, BenchRequest
 
 DATA = Path(__file__).resolve().parent / "data"
-VLLM_FILES = sorted(DATA.glob("vllm-*.json"))
+# vLLM's --output-json files (the kernel summaries beside them are another format).
+VLLM_FILES = sorted(p for p in DATA.glob("vllm-*.json") if not p.name.endswith(".kernels.json"))
 SINGLE = DATA / "vllm-0.33.0-forward-h200-qwen3-0.6b.json"
 PIPELINE = DATA / "vllm-0.33.0-forward-2xh200-qwen3-0.6b-pp2.json"
 # The recorded runs used vLLM's defaults: 20 replays per sample, 5 samples.

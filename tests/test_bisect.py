@@ -1,9 +1,11 @@
-"""fwdasv bisect: the decision rule on numbers, refusals, and a real bisect with asv.
+"""fwdasv bisect: the decision rule on numbers, refusals, and real bisects with asv.
 
-The real one runs in its own asv project (fresh results dir, the demo model's
-repository, the session's shared virtualenv) where only GOOD and BAD are
-stored, taken from the demo history's run: every other commit it needs it
-must measure with asv, one run per probe.
+A gradual slowdown (+3% a commit, three commits) measured with asv: GOOD and
+BAD differ, but no single commit does, so bisect names none ("not
+reproducible"). Then the demo: in its own asv project (fresh results dir, the
+demo model's repository, the session's shared virtualenv) where only GOOD and
+BAD are stored, taken from the demo history's run: every other commit it
+needs it must measure with asv, one run per probe.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from fwdasv.analysis.bisect.rules import (
     BAD,
     DIFFERENT,
     GOOD,
+    PART_WAY,
     SAME,
     UNKNOWN,
     classify,
@@ -61,10 +64,13 @@ def test_compare_step_is_directional() -> None:
 def test_classify_table() -> None:
     assert classify(LOW, _draws(1.0, 5), HIGH, 1).verdict == GOOD
     assert classify(LOW, _draws(1.5, 6), HIGH, 1).verdict == BAD
-    # Part way (differs from both ends): it goes with the nearer end, so a process
-    # that ran somewhat slow is not taken for the step.
-    assert classify(LOW, _draws(1.15, 7), HIGH, 1).verdict == GOOD
-    assert classify(LOW, _draws(1.35, 14), HIGH, 1).verdict == BAD
+    # Part way (differs from both ends): neither end, whichever is nearer. The driver
+    # measures GOOD, the probe and BAD again (the ends may have been measured in
+    # another machine state) and decides by the closer median only after that.
+    for level, seed in ((1.15, 7), (1.35, 14)):
+        decision = classify(LOW, _draws(level, seed), HIGH, 1)
+        assert decision.verdict == PART_WAY, decision
+        assert decision.from_good.outcome == decision.to_bad.outcome == DIFFERENT
     # Too few samples, or a mixture neither end explains: measure again.
     assert classify(LOW, _draws(1.5, 8, n=3), HIGH, 1).verdict == UNKNOWN
     noisy = _draws(1.0, 9, n=6, noise=0.3) + _draws(1.5, 10, n=6, noise=0.3)
@@ -158,6 +164,114 @@ def test_verify_measured_refuses_results_not_from_per_commit_installs(tmp_path: 
     assert verify_measured(project, "box", [commit]) == []
 
 
+# --- a gradual slowdown: no commit to name --------------------------------------------------
+
+CREEP_SCALES = (1.00, 1.03, 1.06)  # each commit +3%: within bisect's 5% factor, the range beyond
+
+CREEP_BENCH = """
+\"\"\"The installed package's SCALE, as seeded draws (a fresh seed each run: new samples).\"\"\"
+
+import random
+from pathlib import Path
+
+import creep
+
+RUNS = Path(__file__).resolve().parent.parent / "runs.txt"
+
+
+class Creep:
+    unit = "seconds"
+
+    def track_latency(self):
+        runs = int(RUNS.read_text()) if RUNS.exists() else 0
+        RUNS.write_text(str(runs + 1))
+        rng = random.Random(runs)
+        samples = [1e-3 * creep.SCALE * (1 + 0.002 * rng.gauss(0, 1)) for _ in range(25)]
+        return {"samples": samples, "number": 1}
+"""
+
+
+def _creep_repo(repo: Path) -> list[str]:
+    import os
+    import subprocess
+
+    repo.mkdir()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
+        ).stdout.strip()
+
+    git("init", "-q", "-b", "main")
+    (repo / "creep").mkdir()
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
+        '\n[project]\nname = "creep"\nversion = "0.1"\n\n[tool.setuptools]\npackages = ["creep"]\n'
+    )
+    hashes = []
+    for i, scale in enumerate(CREEP_SCALES):
+        (repo / "creep" / "__init__.py").write_text(f"SCALE = {scale}\n")
+        stamp = f"2026-02-01T00:{i:02d}:00+00:00"
+        git("add", "-A")
+        env.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
+        git("commit", "-q", "--no-gpg-sign", "-m", f"Slower by 3% ({i})")
+        hashes.append(git("rev-parse", "HEAD"))
+    return hashes
+
+
+@pytest.mark.slow
+def test_bisect_names_no_commit_when_the_final_pair_does_not_differ(
+    tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path
+) -> None:
+    good, middle, bad = _creep_repo(tmp_path / "creep")
+    project = write_torch_project(
+        tmp_path / "asv", tmp_path / "creep", "creep", [], env_dir=shared_asv_env
+    )
+    (project.benchmark_dir / "forward.py").write_text(CREEP_BENCH)
+    result_json = tmp_path / "bisect.json"
+    result = CliRunner().invoke(
+        main,
+        [
+            "bisect",
+            f"{good}..{bad}",
+            "Creep.track_latency",
+            "--config",
+            str(project.config_path),
+            "--machine",
+            "testbox",
+            "--max-remeasure",
+            "1",
+            "--json",
+            str(result_json),
+        ],
+    )
+    # GOOD -> BAD is +6%: beyond the factor, so there is something to bisect ...
+    (ends,) = [line for line in result.stderr.splitlines() if line.startswith("GOOD ")]
+    assert ends.startswith(f"GOOD {good[:8]}") and ends.endswith(": different"), result.output
+    # ... but the middle commit is 3% from each end: it cannot be placed (measured again,
+    # then the closer median), and the final pair, measured again too, does not differ.
+    assert "final pair" in result.stderr and "measuring both again" in result.stderr
+    assert result.exit_code == 1, result.output
+    summary = result.stdout.strip()
+    assert summary.startswith("not reproducible: forward.Creep.track_latency"), summary
+    assert "no commit is named" in summary
+    assert "first bad commit:" not in result.output  # how a named commit is given
+    assert "Slower by 3%" not in result.stdout  # no subject either
+    document = json.loads(result_json.read_text())
+    assert document["reproducible"] is False and document["first_bad"] is None, document
+    (probe,) = document["probes"]
+    assert probe["commit"] == middle and probe["decided_by"] == "closer-median", probe
+    # Runs: GOOD and BAD, the middle, the middle again, the final pair again.
+    assert (document["asv_runs"], document["remeasures"]) == (4, 2), document
+
+
 # --- a real bisect -----------------------------------------------------------------------
 
 
@@ -204,6 +318,8 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
         )
     bisect_project["result"] = result
     log = "\n".join(lines)
+    # The final pair (last good, first bad) differs: only then is a commit named.
+    assert result.reproducible and result.final_step.outcome == DIFFERENT, log
     assert result.first_bad == demo_history.slow_commit, log
     assert result.last_good == demo_history.hashes[demo_history.slow_index - 1], log
     assert result.subject == "Support attention logit soft-capping"
@@ -233,7 +349,9 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
 
 
 @pytest.mark.slow
-def test_bisect_again_reuses_stored_results(demo_history, bisect_project: dict) -> None:
+def test_bisect_again_reuses_stored_results(
+    demo_history, bisect_project: dict, tmp_path: Path
+) -> None:
     project, first = bisect_project["project"], bisect_project.get("result")
     if first is None or first.first_bad != demo_history.slow_commit:
         pytest.skip("needs the successful bisect of the previous test")
@@ -247,12 +365,20 @@ def test_bisect_again_reuses_stored_results(demo_history, bisect_project: dict) 
             "decode_bs8_2k",
             "--config",
             str(project.config_path),
+            "--json",
+            str(tmp_path / "again.json"),
         ],
     )
-    assert result.exit_code == (0 if first.certain else 1), result.output
+    again = json.loads((tmp_path / "again.json").read_text())
+    # Its own certainty: the stored samples are not the first run's at its start (a
+    # probe part way between the ends had GOOD and BAD measured again), so a probe the
+    # first run placed by the closer median may be placed on samples now, or the other way.
+    assert result.exit_code == (0 if again["certain"] else 1), result.output
     assert f"first bad commit: {demo_history.slow_commit[:8]}" in result.stdout
-    if first.certain:
-        # Every probe was decided on stored samples: nothing to measure again.
+    assert again["reproducible"] and again["first_bad"] == demo_history.slow_commit
+    if first.certain and first.remeasures == 0:
+        # Every probe was decided on the samples it found, and those are still all there:
+        # the same decisions, nothing to measure again.
         assert "0 asv runs" in result.stdout, result.output
         assert "asv run 1" not in result.stderr
     assert "stored samples, reused" in result.stderr

@@ -2,6 +2,7 @@
 
 The hardware is faked at the NVML boundary (tests/fake_nvml.py, as in
 test_hardware.py) only where clocks are locked; asv, git and the engine are real.
+The gate on confirmed findings over a real confirmation is in test_confirm.py.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from fake_nvml import FakeNvml
 
-from fwdasv.analysis.regressions import exit_status, load_regressions
+from fwdasv.analysis import findings
 from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
 from fwdasv.cli import main
 from fwdasv.demo.project import build_project
@@ -67,28 +68,35 @@ def _commit(repo: Path, message: str) -> str:
 def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) -> None:
     config = str(project.config_path)
     first = CliRunner().invoke(main, ["nightly", "--config", config, "--machine", "nightlybox"])
-    # The exit status is the regressions gate over what was just published.
-    assert first.exit_code == exit_status(load_regressions(project)), first.output
+    # Two commits: no level holds the four a finding needs, so nothing to confirm or gate.
+    assert findings.find(project) == []
+    assert first.exit_code == 0, first.output
     steps = [line for line in first.output.splitlines() if line.startswith("[nightly] ")]
     assert [s.split()[1] for s in steps] == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"], steps
     assert "asv run NEW" in steps[3]
+    assert steps[4] == "[nightly] 5/6 nothing to confirm", steps
+    assert steps[5] == "[nightly] 6/6 asv publish with the findings", steps
     repo = Path(project.repo)  # a local path: write_torch_project resolves it
     hashes = subprocess.run(
         ["git", "rev-list", "main"], cwd=repo, check=True, capture_output=True, text=True
     ).stdout.split()
     assert _stored(project) == {h[:8] for h in hashes}
     assert (project.html_dir / "index.json").is_file()
+    # fwdasv's publish: the findings (none) on asv's page, and the findings page.
+    assert (project.html_dir / "regressions.json").read_text() == '{"regressions":[]}'
+    assert (project.html_dir / "fwdasv" / "findings.html").is_file()
     machine = (project.results_dir / "nightlybox" / "machine.json").read_text()
     assert '"gpu": "none"' in machine  # this CPU box, recorded as such
-    # The next night measures only what is new.
+    # The next night measures only what is new; without confirmation it gates on every
+    # regression found (none in three commits either).
     new = _commit(repo, "Add notes")
-    second = CliRunner().invoke(main, ["nightly", "--config", config, "--machine", "nightlybox"])
-    # A no-op commit may still read as a step on this noisy CPU box; either way the
-    # status is the gate's.
-    assert second.exit_code == exit_status(load_regressions(project)), second.output
-    assert second.exit_code in (0, 1)
+    second = CliRunner().invoke(
+        main, ["nightly", "--config", config, "--machine", "nightlybox", "--no-confirm"]
+    )
+    assert second.exit_code == findings.exit_status(findings.find(project)) == 0, second.output
+    assert "[nightly] 5/6 confirm: skipped" in second.output
     assert _stored(project) == {h[:8] for h in [*hashes, new]}
-    assert second.output.count("forward.Nightly.track_latency") >= 1
+    assert "No regressions in the stored results." in second.output
 
 
 @pytest.fixture

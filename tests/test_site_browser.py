@@ -1,15 +1,16 @@
 """The published demo site in a real browser: Debian's chromium, headless, through selenium.
 
 `demo_history` measures the demo model's 12 commits with real asv and runs
-`asv publish`; this module serves that html/ directory over HTTP on 127.0.0.1
+`fwdasv publish`; this module serves that html/ directory over HTTP on 127.0.0.1
 and checks, from the rendered page (its DOM and flot's plot objects, never the
 JSON files), that
 
 - the graph page of `forward.TinyLM.track_latency` draws one point per
   measured commit (12) for a case, each point drawn on flot's canvas, and
-- the regressions page lists that benchmark at the injected slow commit
-  ("Support attention logit soft-capping"), shown as asv shows hashes
-  (`hash_length` characters).
+- asv's regressions page lists fwdasv's finding of that benchmark at the
+  injected slow commit ("Support attention logit soft-capping") with its
+  status after the name, shown as asv shows hashes (`hash_length`
+  characters), and the navigation bar links fwdasv's findings page.
 
 Screenshots go to tests/artifacts/ (git-ignored) and their paths are in every
 assertion message.
@@ -390,7 +391,15 @@ def test_regressions_page_lists_the_injected_commit(request: pytest.FixtureReque
         f"{short[slow]} ({demo_history.subjects[slow]}){context}"
     )
     for row in hits:
+        # fwdasv's finding, its status after the name (asv's page shows the entry's name).
+        assert row["benchmark"].endswith(" [regression]"), context
         # The row links to the benchmark's graph with the commit highlighted.
         assert row["href"].startswith(f"#{demo_history.benchmark}?"), context
         assert short[slow] in urllib.parse.unquote(row["href"]), context
         assert float(row["factor"].rstrip("x")) > 1.0, context
+    # The navigation bar links fwdasv's findings page, and the page is served.
+    link = driver.execute_script("return $('#nav-li-fwdasv a').attr('href') || null;")
+    assert link == "fwdasv/findings.html", context
+    _load(driver, site.url.rsplit("/", 1)[0] + "/" + link)
+    assert driver.title.startswith("fwdasv findings"), context
+    assert demo_history.slow_commit[:8] in driver.page_source, context

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis import compare, explain, export, regressions
+from fwdasv.analysis import compare, confirm, detect, explain, export, findings
 from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
 from fwdasv.asv.history import History, resolve_commits
-from fwdasv.asv.project import AsvProject, publish
+from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
@@ -46,31 +46,120 @@ from fwdasv.core.files import write_atomic
 @click.command("regressions", cls=AnalysisCommand, context_settings=CONTEXT)
 @config_option()
 @format_option(
-    regressions.FORMATS,
+    findings.FORMATS,
     "table: for a terminal; json: for scripts; markdown: for a pull-request comment.",
 )
-@click.option(
-    "--threshold",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Percent above which a regression fails the check [default: asv's own, from the "
-    "configuration's regressions_thresholds, else 5].",
-)
+@machine_option("Only this machine's results [default: every machine].")
 @bench_option
+@click.option(
+    "--min-effect",
+    "--threshold",
+    "min_effect",
+    type=click.FloatRange(min=0),
+    default=detect.MIN_EFFECT_PCT,
+    show_default=True,
+    help="Smallest step reported, in percent, however significant (--threshold: its old name).",
+)
+@click.option(
+    "--confirm",
+    "run_confirm",
+    is_flag=True,
+    help="Re-measure each new regression first (`fwdasv confirm`), on this machine.",
+)
 def regressions_command(
-    config: Path, fmt: str, threshold: float | None, bench: tuple[str, ...]
+    config: Path,
+    fmt: str,
+    machine: str | None,
+    bench: tuple[str, ...],
+    min_effect: float,
+    run_confirm: bool,
 ) -> None:
-    """List the regressions `asv publish` found (html/regressions.json).
+    """List the regressions in the stored results, each series judged by its own noise.
 
-    One line per upward step: benchmark, parameters, machine, the commit range
-    (with subjects when the repository is local), the level before and after,
-    and the change. Exits 1 when any is above the threshold, so CI can gate on
-    it; 2 when the site is missing (run `asv publish` first).
+    Reads asv's results directory directly (no `asv publish` needed). For every
+    latency series (benchmark, case, machine, environment) the run-to-run noise
+    is estimated from its own history and the upward steps it cannot explain
+    are listed, with their status: regression (detected), confirmed or
+    not-reproduced (by `fwdasv confirm`), drift (the environment canary or the
+    GPU clock stepped at the same commit). Exits 1 on any regression or
+    confirmed finding, 0 otherwise, 2 when the results cannot be read.
     """
     project = AsvProject.load(config)
-    found = regressions.load_regressions(project, bench=bench, threshold_pct=threshold)
-    click.echo(regressions.format_regressions(found, fmt))
-    finding(regressions.exit_status(found) != 0)
+    found = findings.find(project, machine=machine, bench=bench, min_effect_pct=min_effect)
+    if run_confirm:
+        found = _confirm(project, found, machine, bench, min_effect)
+    click.echo(findings.format_findings(found, fmt))
+    finding(findings.exit_status(found) != 0)
+
+
+def _confirm(project, found, machine, bench, min_effect, **options):
+    from fwdasv.analysis.reproduce import confirm_findings
+
+    def progress(line: str) -> None:
+        click.echo(line, err=True)
+
+    confirm_findings(project, found, echo=progress, **options)
+    return findings.find(project, machine=machine, bench=bench, min_effect_pct=min_effect)
+
+
+@click.command("confirm", cls=AnalysisCommand, context_settings=CONTEXT)
+@config_option()
+@machine_option("Only this machine's findings [default: every machine with results].")
+@bench_option
+@format_option(findings.FORMATS, "How the findings are listed after the re-measure.")
+@click.option(
+    "--max-processes",
+    type=click.IntRange(min=1),
+    default=confirm.MAX_PROCESSES,
+    show_default=True,
+    help="Bench processes per side at most (measured 3 at a time while undecided).",
+)
+@click.option(
+    "--explain/--no-explain",
+    default=True,
+    show_default=True,
+    help="Profile a confirmed regression at both commits and keep the kernel diff.",
+)
+@click.option("--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr).")
+def confirm_command(
+    config: Path,
+    machine: str | None,
+    bench: tuple[str, ...],
+    fmt: str,
+    max_processes: int,
+    explain: bool,
+    show_bench: bool,
+) -> None:
+    """Re-measure every regression found: A and B interleaved on this machine, then explain.
+
+    For each finding with status `regression`, the commit before its step (A)
+    and the one after (B) are installed in turn into asv's environment and
+    measured one bench process at a time, A B A B ..., at least 3 processes a
+    side (more while undecided). The verdict is on the process-level medians,
+    so the variance between processes counts: `confirmed` or `not-reproduced`,
+    appended to <results_dir>/fwdasv-verdicts.jsonl. A confirmed regression is
+    explained (a kernel or op diff of A and B). Exits 1 when a regression or a
+    confirmed one remains, 0 otherwise, 2 on bad input.
+    """
+
+    def progress(line: str) -> None:
+        click.echo(line, err=True)
+
+    from fwdasv.analysis.reproduce import confirm_findings
+
+    project = AsvProject.load(config)
+    found = findings.find(project, machine=machine, bench=bench)
+    confirm_findings(
+        project,
+        found,
+        max_processes=max_processes,
+        run_explain=explain,
+        echo=progress,
+        bench_echo=progress if show_bench else None,
+    )
+    found = findings.find(project, machine=machine, bench=bench)
+    click.echo(findings.format_findings(found, fmt))
+    finding(findings.exit_status(found) != 0)
 
 
 @click.command("compare", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -79,9 +168,18 @@ def regressions_command(
 @config_option()
 @machine_option()
 @factor_option(
-    compare.DEFAULT_FACTOR, "A change counts only beyond this ratio of medians (asv's --factor)."
+    compare.DEFAULT_FACTOR,
+    "A floor: a change counts only beyond this ratio of medians (asv's --factor).",
 )
-@alpha_option(help="Significance level of the Mann-Whitney test on the samples (asv's is 0.002).")
+@alpha_option(help="Significance level (two-sided) of the test (asv's is 0.002).")
+@click.option(
+    "--method",
+    type=click.Choice(compare.METHODS),
+    default=compare.NOISE,
+    show_default=True,
+    help="noise: each series' run-to-run noise from its history; mann-whitney: asv's rule "
+    "(the stored samples of the two commits only).",
+)
 @bench_option
 @format_option(compare.FORMATS, "table, json or markdown.")
 @click.option("--only-changed", is_flag=True, help="Hide unchanged and unknown results.")
@@ -92,20 +190,24 @@ def compare_command(
     machine: str | None,
     factor: float,
     alpha: float,
+    method: str,
     bench: tuple[str, ...],
     fmt: str,
     only_changed: bool,
 ) -> None:
-    """Compare the stored results of commits A (before) and B (after) on their samples.
+    """Compare the stored results of commits A (before) and B (after).
 
     A and B are hashes (or prefixes), branches or tags of the asv repository.
-    Verdicts follow asv: significant (Mann-Whitney p < alpha on the stored
-    samples, else non-overlapping 99% CIs) and beyond --factor. Unknown: too
-    few samples and no finite CI, or measured at one commit only. Exits 1 when
-    anything got worse (asv compare always exits 0, asv#884).
+    A change is significant when it exceeds what the series' own run-to-run
+    noise (estimated from its stored history) explains, at --alpha, and counts
+    beyond --factor, a floor. --method mann-whitney is asv's rule instead.
+    Unknown: too few samples and no finite CI, or measured at one commit only.
+    Exits 1 when anything got worse (asv compare always exits 0, asv#884).
     """
     project = AsvProject.load(config)
-    found = compare.compare_commits(project, a, b, machine, factor=factor, alpha=alpha, bench=bench)
+    found = compare.compare_commits(
+        project, a, b, machine, factor=factor, alpha=alpha, bench=bench, method=method
+    )
     label_a, label_b = compare.resolve_commit(project, a), compare.resolve_commit(project, b)
     click.echo(
         compare.format_comparisons(
@@ -296,14 +398,22 @@ def export_command(
 @click.command("publish", cls=AnalysisCommand, context_settings=CONTEXT)
 @config_option("asv configuration.")
 def publish_command(config: Path) -> None:
-    """`asv publish`, then the site made to work without the internet.
+    """`asv publish`, with fwdasv's findings in the site, working without the internet.
 
+    asv's Regressions page and Atom feed list fwdasv's findings (each series
+    judged by its own noise) with their status; a Findings page, linked from
+    the navigation bar, adds the noise, the confirmation and the kernel diff.
     asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
     the copies it ships, so the site opens on a closed network too.
     """
+    from fwdasv.analysis.publish import publish
+
     project = AsvProject.load(config)
-    html = publish(project, echo=click.echo)
-    click.echo(f"site: {html} (to view: python -m asv preview --config {project.config_path})")
+    found = publish(project, echo=click.echo)
+    click.echo(findings.summary_line(found) if found else "no regressions in the stored results")
+    click.echo(
+        f"site: {project.html_dir} (to view: python -m asv preview --config {project.config_path})"
+    )
 
 
 @click.command("explain", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -388,6 +498,7 @@ def explain_command(
 
 COMMANDS = (
     regressions_command,
+    confirm_command,
     compare_command,
     bisect_command,
     export_command,

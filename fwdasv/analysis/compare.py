@@ -1,19 +1,21 @@
-"""Two commits' stored asv results compared on their samples, with an exit status for CI.
+"""Two commits' stored asv results compared, with an exit status for CI.
 
-The verdict is asv's (`asv.commands.compare._is_result_better`): a change counts
-only when the two results are statistically different *and* the ratio of
-medians is beyond `factor` (strictly: `before < after / factor` is worse). The
-difference test is asv's too, on the raw samples asv stored with
-`--record-samples`: two-sided Mann-Whitney U, different when p < alpha
-(`fwdasv.core.stats`, cross-checked against asv's `_stats`).
+By default each series (benchmark, case, machine, environment) is judged by
+its own run-to-run noise, estimated from its whole stored history
+(`fwdasv.analysis.noise`: robust to outlier commits and to steps, never below
+the in-run standard error, a conservative prior for a short history): the
+change of medians is significant when |ln(B / A)| exceeds the Student t
+quantile (two-sided alpha) times sigma * sqrt(2), and it counts only beyond
+`factor`, a floor (0.3% by default). Mann-Whitney on one process's samples
+sees none of the variance a new process, capture or clock state adds: on
+histories with H200-like noise it raised a false alarm in most step-free
+pairs at 1%.
 
-Where the samples cannot decide, asv's fallback is used: 99% confidence
-intervals that do not overlap mean different, overlapping ones mean not
-different (`method = "ci-overlap"`). This happens when a side has no samples,
-or too few for the test to ever reach alpha (fwdasv's rule: the most extreme
-ordering's p = 2 / C(m+n, m) must be below alpha; asv tries the test from
-1 / C(m+n, m), where it can only answer "not different"). A result with
-neither usable samples nor a finite CI (one sample, a scalar track) is
+`--method mann-whitney` is asv's rule (`asv.commands.compare._is_result_better`):
+two-sided Mann-Whitney U on the samples asv stored with `--record-samples`
+(different when p < alpha; `fwdasv.core.stats`, cross-checked against asv's
+`_stats`), else 99% confidence intervals that do not overlap (`ci-overlap`),
+and beyond `factor`. A result with neither usable samples nor a finite CI is
 *unknown*, never a regression. Unlike `asv compare`, which always exits 0
 (asv#884), `fwdasv compare` exits 1 when anything got worse.
 
@@ -26,17 +28,22 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, sample_test
+from fwdasv.analysis.noise import Noise, t_sf
 from fwdasv.asv.history import CommitFilter, History
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
 
-DEFAULT_FACTOR = 1.05
+# A floor under the noise test: changes below 0.3% are real but too small to chase
+# (the detector's minimum effect, fwdasv.analysis.detect.MIN_EFFECT_PCT).
+DEFAULT_FACTOR = 1.003
+NOISE, MANN_WHITNEY = "noise", "mann-whitney"
+METHODS = (NOISE, MANN_WHITNEY)
 
 IMPROVED, WORSE, UNCHANGED, UNKNOWN, FAILED, FIXED = (
     "improved",
@@ -107,8 +114,19 @@ def judge(
     after: Measurement,
     factor: float = DEFAULT_FACTOR,
     alpha: float = DEFAULT_ALPHA,
+    noise: Noise | None = None,
 ) -> Judgement:
-    """asv's rule on one pair: different (samples, else CIs) and beyond `factor`."""
+    """One pair: different, and beyond `factor`.
+
+    With the series' `noise` (the default of `compare_commits`): different
+    when |ln(after / before)| exceeds the Student t quantile (two-sided
+    `alpha`, the noise's degrees of freedom) times the noise of a difference
+    of two commit medians (sigma * sqrt 2): the run-to-run variance a new
+    process, capture and clock state add counts, which Mann-Whitney on one
+    process's samples never sees. A history too short to estimate the noise
+    (the prior alone) uses the prior's 1% as known. Without `noise`, asv's
+    rule: Mann-Whitney on the stored samples, else non-overlapping 99% CIs.
+    """
     if before.status == "failed" or after.status == "failed":
         if before.status == "failed" and after.status == "failed":
             return Judgement(UNKNOWN, reason="failed at both commits")
@@ -121,7 +139,15 @@ def judge(
     different: bool | None = None
     p_value = None
     method = "none"
-    if before.samples and after.samples:
+    if noise is not None and before.median > 0 and after.median > 0:
+        t_value = math.log(ratio) / (noise.sigma * math.sqrt(2))
+        # A history too short to estimate anything gives the prior alone: a noise chosen
+        # high (1%), taken as known; an estimate counts with its degrees of freedom.
+        dof = math.inf if noise.source == "prior" else noise.dof
+        p_value = min(1.0, 2 * t_sf(abs(t_value), dof))
+        different = p_value < alpha
+        method = "noise"
+    elif before.samples and after.samples:
         tested = sample_test(before.samples, after.samples, alpha)
         different, p_value = tested.different, tested.p_value
         if different is not None:
@@ -162,6 +188,7 @@ class Comparison:
     before: Measurement | None
     after: Measurement | None
     judgement: Judgement = field(default_factory=lambda: Judgement(UNKNOWN))
+    noise: Noise | None = None  # the series' noise, when judged by it
 
     @property
     def verdict(self) -> str:
@@ -195,6 +222,7 @@ class Comparison:
             "ratio": _finite(self.judgement.ratio),
             "p_value": self.judgement.p_value,
             "method": self.judgement.method,
+            "noise_pct": None if self.noise is None else self.noise.noise_pct,
             "reason": self.judgement.reason,
             "before": side(self.before),
             "after": side(self.after),
@@ -210,10 +238,13 @@ def pair(
     records_b: Iterable[dict[str, Any]],
     factor: float = DEFAULT_FACTOR,
     alpha: float = DEFAULT_ALPHA,
+    noises: Mapping[tuple[str, str, str, str], Noise] | None = None,
 ) -> list[Comparison]:
     """Pair history records by (machine, env, benchmark, case) and judge each pair.
 
-    A case present at one commit only is `unknown` ("not measured at ...").
+    `noises` (by that key) makes `judge` use each series' noise; a series
+    missing from it is judged by asv's rule. A case present at one commit only
+    is `unknown` ("not measured at ...").
     """
 
     def key(record: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -232,7 +263,7 @@ def pair(
             where = "the first commit" if before is None else "the second commit"
             judgement = Judgement(UNKNOWN, reason=f"not measured at {where}")
         else:
-            judgement = judge(before, after, factor, alpha)
+            judgement = judge(before, after, factor, alpha, (noises or {}).get(k))
         out.append(
             Comparison(
                 benchmark=template["benchmark"],
@@ -244,6 +275,7 @@ def pair(
                 before=before,
                 after=after,
                 judgement=judgement,
+                noise=(noises or {}).get(k),
             )
         )
     return out
@@ -305,9 +337,16 @@ def compare_commits(
     factor: float = DEFAULT_FACTOR,
     alpha: float = DEFAULT_ALPHA,
     bench: Sequence[str] = (),
+    method: str = NOISE,
 ) -> list[Comparison]:
-    """Compare commit `a` (before) with `b` (after) on `project`'s stored results."""
+    """Compare commit `a` (before) with `b` (after) on `project`'s stored results.
+
+    `method` "noise" judges each series by its run-to-run noise, estimated from
+    its whole stored history (`fwdasv.analysis.noise`); "mann-whitney" is asv's rule.
+    """
     check_rule(factor, alpha)
+    if method not in METHODS:
+        raise CompareError(f"--method {method!r}: one of {', '.join(METHODS)}")
     hash_a, hash_b = resolve_commit(project, a), resolve_commit(project, b)
     records = load_records(project, [hash_a, hash_b], machine, bench)
     machines = sorted({r["machine"] for rs in records.values() for r in rs})
@@ -329,7 +368,22 @@ def compare_commits(
                 f"{rev} matches results of several commits ({', '.join(sorted(hashes))}): "
                 "give more of the hash"
             )
-    return pair(records[hash_a], records[hash_b], factor, alpha)
+    noises = series_noise(project, machine) if method == NOISE else None
+    return pair(records[hash_a], records[hash_b], factor, alpha, noises)
+
+
+def series_noise(
+    project: AsvProject, machine: str | None = None
+) -> dict[tuple[str, str, str, str], Noise]:
+    """Each series' noise from its whole stored history."""
+    from fwdasv.analysis.findings import load_series
+    from fwdasv.analysis.noise import estimate_noise
+
+    _, series = load_series(project, machine)
+    return {
+        (k.machine, k.env_name, k.benchmark, k.case): estimate_noise(s.history)
+        for k, s in series.items()
+    }
 
 
 # --- formatting -----------------------------------------------------------------------
@@ -341,6 +395,8 @@ def _row(c: Comparison) -> list[str]:
     j = c.judgement
     n = "/".join(str(len(m.samples)) if m else "-" for m in (c.before, c.after))
     p = f"{j.p_value:.2g}" if j.p_value is not None else ("ci" if j.method == "ci-overlap" else "")
+    if j.method == "noise" and c.noise is not None:
+        p += f" (noise {c.noise.noise_pct:.2f}%)"
     return [
         j.verdict,
         human_value(c.before.median if c.before else None, c.unit),
@@ -394,7 +450,15 @@ def format_comparisons(
     if fmt == "markdown":
         title = f"### Benchmarks: `{a[:8]}` -> `{b[:8]}` ({summary(comparisons)})\n\n"
         body = markdown_table(HEADERS, rows) if rows else "Nothing to show."
-        return title + body + f"\n\nMann-Whitney U on asv's stored samples, {rule}.\n"
+        methods = sorted({c.judgement.method for c in shown} - {"none"})
+        how = (
+            "each series' run-to-run noise from its stored history"
+            if methods == ["noise"]
+            else "Mann-Whitney U on asv's stored samples"
+            if methods == ["mann-whitney"]
+            else ", ".join(methods) or "no test"
+        )
+        return title + body + f"\n\nJudged by {how}, {rule}.\n"
     if fmt == "table":
         head = f"{a[:8]} -> {b[:8]} ({rule})"
         body = text_table(HEADERS, rows) if rows else "(nothing to show)"

@@ -21,18 +21,21 @@ and then
 
     GOOD->M different, M->BAD same       M is bad (the step is at or before M)
     GOOD->M same,      M->BAD different  M is good (the step is after M)
-    GOOD->M different, M->BAD different  M is part way: it goes with the end it is
-                                         nearer to (in log ratio), so a process that
-                                         ran 10% slow is not taken for an 80% step
+    GOOD->M different, M->BAD different  M is part way: GOOD, M and BAD are measured
+                                         again (the ends may have been measured in
+                                         another machine state), then it is placed again
     anything else                        unknown: measure M again (asv --append-samples)
 
-So the commit found is where the benchmark crossed half of the GOOD->BAD change:
-the step, for one step; the larger share of it, for several.
+After `max_remeasure` extra runs a probe still unknown (or part way) is decided
+by the closer median (in log ratio) and the result is marked uncertain. The
+probes halve the first-parent range, so a range of N commits needs about
+ceil(log2 N) asv runs, plus re-measures; stored results with enough samples are
+reused, not re-run. A probe whose benchmark fails is skipped (the next
+candidate nearest the middle is taken), as `asv find` shifts past failed
+commits.
 
-After `max_remeasure` extra runs a probe still unknown is decided by the closer
-median (in log ratio) and the result is marked uncertain. The probes halve the
-first-parent range, so a range of N commits needs about ceil(log2 N) asv runs,
-plus re-measures; stored results with enough samples are reused, not re-run.
-A probe whose benchmark fails is skipped (the next candidate nearest the middle
-is taken), as `asv find` shifts past failed commits.
+The answer is named only when the final pair (the last good and the first bad
+commit) differs significantly, measured once more if it does not at first;
+otherwise bisect says "not reproducible" and names no commit: under load a
+probe can be put on the wrong side, and the final pair is where that shows.
 """

@@ -32,6 +32,7 @@ from fwdasv.analysis.bisect.rules import (
     DEFAULT_MAX_REMEASURE,
     DIFFERENT,
     FAILED,
+    PART_WAY,
     UNKNOWN,
     Classification,
     classify,
@@ -298,14 +299,23 @@ class Bisector:
             g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
             decision = classify(g, s, b, direction, self.factor, self.alpha)
             verdict, decided_by = decision.verdict, "samples"
-            if verdict == UNKNOWN and tries == self.max_remeasure:
+            if verdict in (UNKNOWN, PART_WAY) and tries == self.max_remeasure:
                 verdict, decided_by = closer(g, s, b), "closer-median"
-            if verdict != UNKNOWN:
+            if verdict not in (UNKNOWN, PART_WAY):
                 break
-            self.say(f"[{count}] {commit[:8]}: unclear ({_both(decision)}): measuring again")
             tries += 1
             self.remeasures += 1
-            self.measure([commit], f"probe {count}, re-measure {tries}")
+            if verdict == PART_WAY:
+                # It differs from both ends: measure the ends again (the machine may
+                # have moved since they were measured), and the probe with them.
+                self.say(
+                    f"[{count}] {commit[:8]}: differs from both ends ({_both(decision)}): "
+                    "measuring GOOD, the probe and BAD again"
+                )
+                self.measure([self.good_hash, commit, self.bad_hash], f"probe {count}, ends again")
+            else:
+                self.say(f"[{count}] {commit[:8]}: unclear ({_both(decision)}): measuring again")
+                self.measure([commit], f"probe {count}, re-measure {tries}")
         self.say(
             f"[{count}] {commit[:8]} {title or ''}: {human_value(stats.median(s), self.target.unit)} "
             f"(n={len(s)}); {_both(decision)} -> {verdict}"
@@ -355,8 +365,19 @@ class Bisector:
     def finish(
         self, lo: int, hi: int, direction: int, probes: list[Probe], skipped: set[int]
     ) -> BisectResult:
+        """The answer, if the final pair shows the step: a commit is named only when the last
+        good and the first bad differ significantly (measured again once if they do not)."""
         before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
         effect = compare_step(before, after, direction, self.factor, self.alpha)
+        if effect.outcome != DIFFERENT and self.max_remeasure > 0:
+            self.say(
+                f"final pair {self.line[lo][:8]} -> {self.line[hi][:8]}: {step_text(effect)}; "
+                "measuring both again"
+            )
+            self.remeasures += 1
+            self.measure([self.line[lo], self.line[hi]], "the final pair")
+            before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
+            effect = compare_step(before, after, direction, self.factor, self.alpha)
         assert self.target is not None and self.series is not None
         for note in dict.fromkeys(self.series.notes):
             self.say(f"note: {note}")
@@ -380,6 +401,8 @@ class Bisector:
             remeasures=self.remeasures,
             probes=tuple(probes),
             skipped=tuple(self.line[i] for i in sorted(skipped) if lo < i < hi),
+            reproducible=effect.outcome == DIFFERENT,
+            final_step=effect,
         )
 
 

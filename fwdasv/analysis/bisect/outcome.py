@@ -43,6 +43,10 @@ class BisectResult:
     remeasures: int
     probes: tuple[Probe, ...] = ()
     skipped: tuple[str, ...] = ()  # candidates between last_good and first_bad that failed
+    # Whether the final pair (last good, first bad) differs significantly: if not, no
+    # commit is named (the step did not reproduce where the probes put it).
+    reproducible: bool = True
+    final_step: Step | None = None
 
     @property
     def percent(self) -> float:
@@ -50,22 +54,37 @@ class BisectResult:
 
     @property
     def certain(self) -> bool:
-        return not self.skipped and all(p.decided_by != "closer-median" for p in self.probes)
+        return (
+            self.reproducible
+            and not self.skipped
+            and all(p.decided_by != "closer-median" for p in self.probes)
+        )
 
     @property
     def name(self) -> str:
         return f"{self.benchmark}({self.case})" if self.case else self.benchmark
 
     def summary(self) -> str:
+        runs = (
+            f"{self.asv_runs} asv run{'s' if self.asv_runs != 1 else ''} "
+            f"({self.remeasures} re-measure{'s' if self.remeasures != 1 else ''}) "
+            f"over {self.range_size} commits"
+        )
+        if not self.reproducible:
+            step = self.final_step
+            moved = f"{100 * (step.ratio - 1):+.1f}%" if step and step.ratio else "no change"
+            return (
+                f"not reproducible: {self.name} did not step significantly between the last "
+                f"good and the first bad commit the probes left ({self.last_good[:8]} -> "
+                f"{self.first_bad[:8]}: {moved}, {step.outcome if step else 'unknown'}); no "
+                f"commit is named; {runs}. Measure on a quieter machine or with more samples."
+            )
         p = f", p={self.p_value:.2g}" if self.p_value is not None else ""
         label = self.first_bad[:8] + (f" {self.subject}" if self.subject else "")
         line = (
             f"first bad commit: {label}: {self.name} "
             f"{human_value(self.before_median, self.unit)} -> "
-            f"{human_value(self.after_median, self.unit)} ({self.percent:+.1f}%{p}); "
-            f"{self.asv_runs} asv run{'s' if self.asv_runs != 1 else ''} "
-            f"({self.remeasures} re-measure{'s' if self.remeasures != 1 else ''}) "
-            f"over {self.range_size} commits"
+            f"{human_value(self.after_median, self.unit)} ({self.percent:+.1f}%{p}); {runs}"
         )
         if self.skipped:
             line += (
@@ -89,9 +108,11 @@ class BisectResult:
             "bad": self.bad,
             "range_size": self.range_size,
             "direction": "slower" if self.direction > 0 else "faster",
-            "first_bad": self.first_bad,
+            "first_bad": self.first_bad if self.reproducible else None,
+            "reproducible": self.reproducible,
             "last_good": self.last_good,
-            "subject": self.subject,
+            # The first bad commit's subject: as unnamed as the commit when not reproducible.
+            "subject": self.subject if self.reproducible else None,
             "before_median": self.before_median,
             "after_median": self.after_median,
             "percent": self.percent,

@@ -18,6 +18,7 @@ DEFAULT_MAX_REMEASURE = 2
 
 DIFFERENT, SAME, UNKNOWN = "different", "same", "unknown"
 GOOD, BAD, FAILED = "good", "bad", "failed"
+PART_WAY = "part-way"
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,9 @@ def classify(
     elif from_good.outcome == SAME and to_bad.outcome == DIFFERENT:
         verdict = GOOD
     elif from_good.outcome == DIFFERENT and to_bad.outcome == DIFFERENT:
-        verdict = closer(good, probe, bad)
+        # Part way between the ends: either a step of several commits, or the ends
+        # (or the probe) measured in another machine state. The ends are measured again.
+        verdict = PART_WAY
     else:
         verdict = UNKNOWN
     return Classification(verdict, from_good, to_bad)

@@ -1,0 +1,514 @@
+"""Findings: the regressions in asv's stored results, each series judged by its own noise.
+
+The results directory is read directly (`fwdasv.asv.history`), no publish
+needed. A *series* is one latency benchmark (unit seconds) and case on one
+machine and environment; its commits are put in the branch's first-parent
+order (commit date when the repository is not on disk). For each series
+`fwdasv.analysis.noise` estimates the run-to-run noise from its own history
+and `fwdasv.analysis.detect` finds the upward steps that noise cannot
+explain. A finding's status:
+
+    regression       detected, not (yet) re-measured
+    confirmed        an A/B re-measure on one machine reproduced it (`fwdasv confirm`)
+    not-reproduced   the re-measure ruled it out
+    drift            the machine changed, not the code: the environment canary
+                     (a suite whose class name starts with `Canary`) stepped at the
+                     same commit (+-1), or the GPU's SM clock fell there
+
+Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`, one JSON
+object per line, appended and never rewritten (a results repository shared by
+several machines merges it line by line); the last line about a finding wins.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from fwdasv.analysis import detect
+from fwdasv.analysis.confirm import CONFIRMED, NOT_REPRODUCED
+from fwdasv.analysis.noise import Noise, commit_medians, estimate_noise
+from fwdasv.asv.history import History
+from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.core.errors import UserError
+from fwdasv.core.tables import human_value, markdown_table, text_table
+
+REGRESSION, DRIFT = detect.REGRESSION, detect.DRIFT
+STATUSES = (REGRESSION, CONFIRMED, NOT_REPRODUCED, DRIFT)
+GATING = frozenset({REGRESSION, CONFIRMED})
+LATENCY_UNIT = "seconds"
+CANARY_PREFIX = "Canary"
+# The suite's GPU clock series (fwdasv.asv.suite): a clock that fell explains a slower step.
+CLOCK_METRIC = "track_sm_clock_mhz"
+VERDICTS_FILE = "fwdasv-verdicts.jsonl"
+FORMATS = ("table", "json", "markdown")
+
+
+class FindingsError(UserError):
+    """The results cannot be read, or a filter names nothing."""
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    machine: str
+    env_name: str
+    benchmark: str  # "forward.TinyLM.track_latency"
+    case: str  # the parameter label ("" for a benchmark without parameters)
+
+    @property
+    def suite(self) -> str:
+        return self.benchmark.rpartition(".")[0]
+
+    @property
+    def suite_class(self) -> str:
+        return self.suite.rpartition(".")[2]
+
+    @property
+    def name(self) -> str:
+        return f"{self.benchmark}({self.case})" if self.case else self.benchmark
+
+
+@dataclass
+class Series:
+    """One series over the commit order: each commit's samples (empty: not measured/failed)."""
+
+    key: SeriesKey
+    unit: str | None
+    params: dict[str, str]
+    history: list[list[float]]
+
+    def medians(self) -> list[float | None]:
+        return commit_medians(self.history)
+
+
+@dataclass(frozen=True)
+class Commit:
+    hash: str
+    subject: str | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One upward step of one series, with its status."""
+
+    key: SeriesKey
+    unit: str | None
+    params: dict[str, str]
+    step: detect.Step
+    noise: Noise
+    before_commit: str  # the last commit at the old level
+    after_commit: str  # the first commit at the new level
+    latest: float | None
+    status: str = REGRESSION
+    commits: tuple[Commit, ...] = ()  # the range's commits (after before_commit), oldest first
+    verdict: dict[str, Any] | None = None  # the stored confirmation (and explain) of this finding
+    min_effect_pct: float = detect.MIN_EFFECT_PCT
+    graph_params: dict[str, Any] = field(default_factory=dict)  # see `graph_params`
+
+    @property
+    def percent(self) -> float:
+        return self.step.percent
+
+    @property
+    def gating(self) -> bool:
+        return self.status in GATING
+
+    @property
+    def ident(self) -> dict[str, str]:
+        """What identifies a finding in the verdicts file."""
+        return {
+            "machine": self.key.machine,
+            "env_name": self.key.env_name,
+            "benchmark": self.key.benchmark,
+            "case": self.key.case,
+            "after_commit": self.after_commit,
+        }
+
+    @property
+    def range_label(self) -> str:
+        return f"{self.before_commit[:8]}..{self.after_commit[:8]}"
+
+    def commit_range(self) -> tuple[str, str]:
+        return self.before_commit, self.after_commit
+
+    @property
+    def best(self) -> float:
+        """The best value since the step (asv's `best`): the old level, or the latest if lower."""
+        return self.step.before if self.latest is None else min(self.step.before, self.latest)
+
+    def to_json(self) -> dict[str, Any]:
+        from fwdasv.analysis.regressions import graph_file_path
+
+        return {
+            "benchmark": self.key.benchmark,
+            "entry": self.key.name,
+            "params": dict(self.params),
+            "case": self.key.case,
+            "machine": self.key.machine,
+            "env_name": self.key.env_name,
+            "graph_params": dict(self.graph_params),
+            "graph_path": graph_file_path(self.graph_params, self.key.benchmark) + ".json",
+            "before_commit": self.before_commit,
+            "after_commit": self.after_commit,
+            "single_commit": len(self.commits) <= 1,
+            "commits": [{"hash": c.hash, "subject": c.subject} for c in self.commits],
+            "before": self.step.before,
+            "after": self.step.after,
+            "percent": self.percent,
+            "latest": self.latest,
+            "best": self.best,
+            "unit": self.unit,
+            "status": self.status,
+            "noise_pct": self.noise.noise_pct,
+            "noise": self.noise.to_json(),
+            "z": self.step.z,
+            "z_threshold": self.step.z_threshold,
+            "commits_before": self.step.commits_before,
+            "commits_after": self.step.commits_after,
+            "threshold_pct": self.min_effect_pct,
+            "above_threshold": self.gating,
+            "verdict": self.verdict,
+        }
+
+
+# --- the series ------------------------------------------------------------------------
+
+
+def commit_order(project: AsvProject, records: Iterable[dict[str, Any]]) -> list[str]:
+    """The commits with results, oldest first: the branches' first-parent order when the
+    repository is on disk (as `asv publish` plots them), else commit dates."""
+    dated: dict[str, float] = {}
+    for record in records:
+        dated.setdefault(record["commit_hash"], _date_key(record.get("commit_date")))
+    order: list[str] = []
+    try:
+        for branch in project.branches:
+            for commit in project.git("rev-list", "--first-parent", "--reverse", branch).split():
+                if commit in dated and commit not in order:
+                    order.append(commit)
+    except AsvError:
+        order = []
+    if not order:
+        order = sorted(dated, key=lambda c: (dated[c], c))
+    return order
+
+
+def _date_key(value: Any) -> float:
+    if not isinstance(value, str):
+        return math.inf
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return math.inf
+
+
+def load_series(
+    project: AsvProject, machine: str | None = None
+) -> tuple[list[str], dict[SeriesKey, Series]]:
+    """Every series of the results (all benchmarks: canaries and clocks judge drift)."""
+    try:
+        history = History(project.results_dir, machines=[machine] if machine else (), samples=True)
+    except UserError as error:
+        raise FindingsError(str(error)) from None
+    records = list(history.records())
+    order = commit_order(project, records)
+    position = {commit: i for i, commit in enumerate(order)}
+    series: dict[SeriesKey, Series] = {}
+    for record in records:
+        index = position.get(record["commit_hash"])
+        if index is None:
+            continue  # not on the branch: asv publish leaves it out too
+        key = SeriesKey(record["machine"], record["env_name"], record["benchmark"], record["case"])
+        entry = series.get(key)
+        if entry is None:
+            entry = series[key] = Series(
+                key, record["unit"], dict(record["params"]), [[] for _ in order]
+            )
+        if record["status"] != "ok":
+            continue
+        samples = [s for s in record.get("samples") or [] if s is not None and not math.isnan(s)]
+        if not samples and record["median"] is not None:
+            samples = [float(record["median"])]
+        entry.history[index].extend(samples)
+    return order, series
+
+
+# --- findings -------------------------------------------------------------------------------
+
+
+def _latency(key: SeriesKey, series: Series) -> bool:
+    return series.unit == LATENCY_UNIT
+
+
+def _drift_series(
+    key: SeriesKey, all_series: dict[SeriesKey, Series]
+) -> list[tuple[list[float | None], Noise]]:
+    """What can show the machine changed under `key`: its canaries' latencies, and its own
+    case's SM clock inverted (a clock down by x% reads as a latency up by x%)."""
+    out = []
+    for other, series in all_series.items():
+        if other.machine != key.machine or other.env_name != key.env_name:
+            continue
+        if other.suite_class.startswith(CANARY_PREFIX) and _latency(other, series):
+            out.append((series.medians(), estimate_noise(series.history)))
+        elif (other.suite, other.case) == (key.suite, key.case) and other.benchmark.endswith(
+            "." + CLOCK_METRIC
+        ):
+            inverted = [[1 / v for v in commit if v > 0] for commit in series.history]
+            out.append((commit_medians(inverted), estimate_noise(inverted)))
+    return out
+
+
+def find(
+    project: AsvProject,
+    *,
+    machine: str | None = None,
+    bench: Sequence[str] = (),
+    min_effect_pct: float = detect.MIN_EFFECT_PCT,
+    subjects: bool = True,
+) -> list[Finding]:
+    """The findings of `project`'s results (every machine, or `machine`), newest status applied."""
+    try:
+        patterns = [re.compile(p) for p in bench]
+    except re.error as error:
+        raise FindingsError(f"--bench: bad regular expression: {error}") from None
+    if min_effect_pct < 0:
+        raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
+    order, all_series = load_series(project, machine)
+    verdicts = read_verdicts(project)
+    graphs: dict[tuple[str, str], dict[str, Any]] = {}
+    out: list[Finding] = []
+    for key, series in sorted(all_series.items(), key=lambda item: _sort_key(item[0])):
+        if not _latency(key, series) or key.suite_class.startswith(CANARY_PREFIX):
+            continue
+        if patterns and not any(p.search(key.benchmark) or p.search(key.name) for p in patterns):
+            continue
+        noise = estimate_noise(series.history)
+        medians = series.medians()
+        steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
+        for canary_medians, canary_noise in _drift_series(key, all_series):
+            steps = detect.mark_drift(steps, canary_medians, canary_noise)
+        latest = next((m for m in reversed(medians) if m is not None), None)
+        for step in steps:
+            finding = Finding(
+                key=key,
+                unit=series.unit,
+                params=series.params,
+                step=step,
+                noise=noise,
+                before_commit=order[step.before_index],
+                after_commit=order[step.after_index],
+                latest=latest,
+                status=step.status,
+                min_effect_pct=min_effect_pct,
+                graph_params=graphs.setdefault(
+                    (key.machine, key.env_name), graph_params(project, key.machine, key.env_name)
+                ),
+            )
+            out.append(apply_verdict(finding, verdicts))
+    if subjects:
+        out = attach_commits(out, project)
+    return out
+
+
+def graph_params(project: AsvProject, machine: str, env_name: str) -> dict[str, Any]:
+    """The parameters `asv publish` files this machine's and environment's graphs under: a
+    result file's params and environment variables, and the branch (the first configured).
+
+    asv also fills in, as null, keys that only other result files have: where results
+    of different machines or environments have different keys, the published graph
+    path has those too.
+    """
+    params: dict[str, Any] = {"machine": machine}
+    for path in sorted((project.results_dir / machine).glob(f"*-{env_name}.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("params"), dict):
+            params = {k: "" if v is None else v for k, v in data["params"].items()}
+            params.update({f"env-{k}": v for k, v in (data.get("env_vars") or {}).items()})
+            break
+    params["branch"] = project.branches[0] if project.branches else None
+    return params
+
+
+def _sort_key(key: SeriesKey) -> tuple[str, str, str, str]:
+    return (key.machine, key.env_name, key.benchmark, key.case)
+
+
+def attach_commits(findings: Sequence[Finding], project: AsvProject) -> list[Finding]:
+    """Each range's commits (first-parent, after the old level's commit) with their subjects."""
+    if project.local_repo is None:
+        return list(findings)
+    cache: dict[tuple[str, str], tuple[Commit, ...]] = {}
+    out = []
+    for finding in findings:
+        span = (finding.before_commit, finding.after_commit)
+        if span not in cache:
+            try:
+                listed = project.git(
+                    "log",
+                    "--first-parent",
+                    "--reverse",
+                    "--format=%H%x00%s",
+                    f"{span[0]}..{span[1]}",
+                )
+                commits = [Commit(*line.split("\x00", 1)) for line in listed.splitlines()]
+            except AsvError:
+                commits = [Commit(span[1])]
+            cache[span] = tuple(commits) or (Commit(span[1]),)
+        out.append(replace(finding, commits=cache[span]))
+    return out
+
+
+def exit_status(findings: Iterable[Finding]) -> int:
+    """1 when any finding is a regression or a confirmed one (CI's gate), else 0."""
+    return 1 if any(f.gating for f in findings) else 0
+
+
+# --- the verdicts file ---------------------------------------------------------------------
+
+
+def verdicts_path(project: AsvProject) -> Path:
+    return project.results_dir / VERDICTS_FILE
+
+
+def read_verdicts(project: AsvProject) -> dict[tuple[str, ...], dict[str, Any]]:
+    """The last stored verdict of each finding; an unreadable line is an error naming it."""
+    path = verdicts_path(project)
+    out: dict[tuple[str, ...], dict[str, Any]] = {}
+    if not path.is_file():
+        return out
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            ident = tuple(entry["finding"][k] for k in _IDENT)
+        except (ValueError, KeyError, TypeError):
+            raise FindingsError(
+                f"{path}:{number}: not a fwdasv verdict line; fix or remove that line "
+                "(the file is appended to, one JSON object per line)"
+            ) from None
+        previous = out.get(ident, {})
+        out[ident] = {**previous, **entry}
+    return out
+
+
+_IDENT = ("machine", "env_name", "benchmark", "case", "after_commit")
+
+
+def apply_verdict(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> Finding:
+    stored = verdicts.get(tuple(finding.ident[k] for k in _IDENT))
+    if stored is None or finding.status == DRIFT:
+        return finding
+    status = stored.get("status")
+    return replace(
+        finding,
+        status=status if status in (CONFIRMED, NOT_REPRODUCED) else finding.status,
+        verdict={k: v for k, v in stored.items() if k != "finding"},
+    )
+
+
+def record_verdict(project: AsvProject, finding: Finding, **fields: Any) -> None:
+    """Append one verdict line about `finding` (its status, confirmation, explain ...)."""
+    from datetime import datetime, timezone
+
+    path = verdicts_path(project)
+    line = {
+        "finding": finding.ident,
+        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **fields,
+    }
+    # Appended, never rewritten: a line already there is never lost.
+    with open(path, "a", encoding="utf-8") as stream:
+        stream.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
+
+
+# --- formatting ---------------------------------------------------------------------------
+
+HEADERS = (
+    "status",
+    "benchmark",
+    "case",
+    "machine",
+    "commits",
+    "before",
+    "after",
+    "change",
+    "noise",
+)
+
+
+def _row(finding: Finding) -> list[str]:
+    if len(finding.commits) == 1:
+        commits = finding.commits[0].hash[:8] + (
+            f" {finding.commits[0].subject}" if finding.commits[0].subject else ""
+        )
+    elif finding.commits:
+        commits = f"{finding.range_label} ({len(finding.commits)}): " + "; ".join(
+            c.hash[:8] + (f" {c.subject}" if c.subject else "") for c in finding.commits
+        )
+    else:
+        commits = finding.range_label
+    return [
+        finding.status,
+        finding.key.benchmark,
+        finding.key.case,
+        finding.key.machine,
+        commits,
+        human_value(finding.step.before, finding.unit),
+        human_value(finding.step.after, finding.unit),
+        f"{finding.percent:+.2f}%",
+        f"{finding.noise.noise_pct:.2f}%",
+    ]
+
+
+def format_findings(findings: Sequence[Finding], fmt: str) -> str:
+    gating = sum(f.gating for f in findings)
+    if fmt == "json":
+        return json.dumps(
+            {
+                "regressions": [f.to_json() for f in findings],
+                "count": len(findings),
+                "gating": gating,
+                # Its name before the verdicts: findings that fail the check.
+                "above_threshold": gating,
+            },
+            indent=2,
+            allow_nan=False,
+            default=str,
+        )
+    rows = [_row(f) for f in findings]
+    counts = defaultdict(int)
+    for f in findings:
+        counts[f.status] += 1
+    tally = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
+    if fmt == "markdown":
+        if not findings:
+            return "### Performance regressions\n\nNo regressions in the stored results.\n"
+        return (
+            f"### Performance regressions: {tally}\n\n"
+            + markdown_table(HEADERS, rows)
+            + "\n\nEach series judged by its own run-to-run noise (`noise`); `regression`: "
+            "detected, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
+            "changed, not the code.\n"
+        )
+    if fmt == "table":
+        if not findings:
+            return "No regressions in the stored results."
+        return text_table(HEADERS, rows) + f"\n\n{len(findings)} finding(s): {tally}"
+    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def summary_line(findings: Sequence[Finding]) -> str:
+    return format_findings(findings, "table").splitlines()[-1]
