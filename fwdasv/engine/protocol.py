@@ -34,6 +34,7 @@ timed replays.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,16 +127,15 @@ def run_protocol(
     sleep: Callable[[float], None] = time.sleep,
 ) -> BlockRun:
     """Warm up and time `samples` blocks of `iters` replays the protocol's way."""
-    # One waited replay: its wall time sizes the warmup and long blocks.
-    begin = clock()
-    replayer.timed()
-    per_replay_s = max(clock() - begin, 1e-6)
     run = BlockRun(times_us=[], iters=iters)
-    if protocol.name == LONG_BLOCKS:
-        run.iters = max(iters, math.ceil(protocol.block_s / per_replay_s))
     if protocol.name == DUTY_CYCLED:
+        # No sizing probe: its replays would make a burst longer than `burst_s`.
         _duty_cycled_warmup(replayer, warmup_s, protocol, run, clock, sleep)
-    elif warmup_s > 0:
+    else:
+        per_replay_s = _replay_wall_s(replayer, clock)
+        if protocol.name == LONG_BLOCKS:
+            run.iters = max(iters, math.ceil(protocol.block_s / per_replay_s))
+    if protocol.name != DUTY_CYCLED and warmup_s > 0:
         # The seed's warmup: ~warmup_s of replays queued back to back (at least a block).
         count = max(iters, int(warmup_s / per_replay_s))
         for _ in range(count):
@@ -152,6 +152,18 @@ def run_protocol(
             if read_telemetry is not None:
                 run.readings.append(read_telemetry())
     return run
+
+
+def _replay_wall_s(replayer: Replayer, clock: Callable[[], float], probes: int = 5) -> float:
+    """The median wall time of a few waited replays (up to `probes`, ~50 ms at most):
+    it sizes the warmup and long blocks; one replay alone can be an outlier."""
+    walls: list[float] = []
+    start = clock()
+    while len(walls) < probes and (not walls or clock() - start < 0.05):
+        begin = clock()
+        replayer.timed()
+        walls.append(clock() - begin)
+    return max(statistics.median(walls), 1e-6)
 
 
 def _burst(
