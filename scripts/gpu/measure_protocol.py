@@ -21,8 +21,12 @@ around it), for the side-by-side with vLLM's own protocol.
 Robust for a short lease: every process has a timeout, a failure is recorded
 and the run goes on, and summary.json / summary.md are rewritten after every
 step; no process starts once `--deadline-s` would be passed by it (estimated
-from the same protocol's earlier processes). About 5-6 minutes on an H200 with
-the defaults (3 rounds x 3 protocols; `--rounds 2` for about 4).
+from the same protocol's earlier processes). About 5.5 minutes on an H200 with
+the defaults (3 rounds x 3 protocols, iters 20 x samples 6), estimated from the
+engine's H200 medians (1.7 / 5.3 / 17 / 19.5 ms per replay, docs/measurements.md
+section 1) and ~15 s to start a process and build the 8 layers: per process
+~11 s steady, ~27 s duty-cycled, ~30 s long-blocks. `--samples 10 --rounds 2`
+gives the asv suites' sample count in about the same time.
 
     python scripts/gpu/measure_protocol.py --out /tmp/protocol
     python scripts/gpu/measure_protocol.py --out /tmp/protocol \\
@@ -74,13 +78,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
     parser.add_argument("--rounds", type=int, default=3, help="Fresh processes per protocol.")
     parser.add_argument("--iters", type=int, default=20)
-    parser.add_argument("--samples", type=int, default=10)
+    parser.add_argument("--samples", type=int, default=6)
     parser.add_argument("--warmup-s", type=float, default=1.0)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--target", default=None)
     parser.add_argument("--case", action="append", default=None)
     parser.add_argument("--timeout-s", type=float, default=180.0, help="Per process.")
-    parser.add_argument("--deadline-s", type=float, default=330.0, help="Whole run.")
+    parser.add_argument("--deadline-s", type=float, default=345.0, help="Whole run.")
     parser.add_argument(
         "--quick", action="store_true", help="Dry run: tiny target and cases, 1 round, no warmup."
     )
