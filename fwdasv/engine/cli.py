@@ -156,21 +156,27 @@ def forward(
     """
     cases = collect_cases(case, shapes, suite)
     pipeline = pipeline_stages > 1 or _under_torchrun()
-    # Before anything is measured: a bad path must cost nothing.
-    if output_json is not None:
-        check_output_path(output_json, make_parents=create_dirs, what="--output-json")
-    if dump_output is not None:
-        if not pipeline:
-            raise CliError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
-        check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
+    if pipeline and protocol not in (AUTO, STEADY):
+        raise CliError(
+            f"--protocol {protocol} is for single-stage runs: a pipeline streams its "
+            "microbatches back to back (use --protocol steady or auto)"
+        )
+    if dump_output is not None and not pipeline:
+        raise CliError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
     options = parse_options(target_options)
     # A misspelt target fails before torch is imported, in a fraction of a second.
     spec = TargetSpec.parse(target, options)
     spec.resolve()
     if pipeline_stages > 1 and not _under_torchrun():
+        # Before any rank starts (64 stages of a 4-layer target ran a box out of memory).
         spec.check_stages(pipeline_stages)
     if dtype != "auto":
         check_dtype_name(dtype)
+    # Before anything is measured: a bad path must cost nothing.
+    if output_json is not None:
+        check_output_path(output_json, make_parents=create_dirs, what="--output-json")
+    if dump_output is not None:
+        check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
 
     # Import torch only once the arguments are known to be good.
     from fwdasv.engine.capture import BenchOptions
@@ -182,15 +188,7 @@ def forward(
         timer = resolve_timer(timer, device)
     except ValueError as error:
         raise CliError(str(error)) from None
-    if not pipeline:
-        protocol = resolve_protocol(protocol, timer)
-    elif protocol in (AUTO, STEADY):
-        protocol = STEADY
-    else:
-        raise CliError(
-            f"--protocol {protocol} is for single-stage runs: a pipeline streams its "
-            "microbatches back to back (use --protocol steady or auto)"
-        )
+    protocol = STEADY if pipeline else resolve_protocol(protocol, timer)
     dtype = resolve_dtype(dtype, device)
     torch_dtype(dtype)
     config = EngineConfig(
