@@ -60,6 +60,19 @@ PASSED_ENV = ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST")
 
 TAIL_LINES = 40
 
+# gloo ranks on a CPU host: beyond one per CPU they share CPUs (a warning), beyond
+# this many per CPU a run is refused before it starts (64 ranks of a 2-CPU box ran
+# it out of memory).
+MAX_RANKS_PER_CPU = 2
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity), not the host's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
 
 class LaunchError(UserError, RuntimeError):
     """A bench subprocess that timed out, failed, or wrote no (or partial) results.
@@ -79,6 +92,8 @@ class LaunchError(UserError, RuntimeError):
         pid: int | None = None,
         timed_out: bool = False,
         summary: str | None = None,
+        failed_rank: RankFailure | None = None,
+        rank_error: str | None = None,
     ):
         super().__init__(message)
         self.returncode = returncode
@@ -88,6 +103,34 @@ class LaunchError(UserError, RuntimeError):
         self.timed_out = timed_out
         # One line for a results entry: why it failed, and the rank's error if seen.
         self.summary = summary or message.splitlines()[0]
+        self.failed_rank = failed_rank
+        self.rank_error = rank_error
+
+    def headline(self, what: str = "the bench") -> str:
+        """One line for a terminal: the rank that failed first and its exit status (when
+        torchrun names it) or why the launch failed, then the log."""
+        if self.failed_rank is not None and not self.timed_out:
+            text = f"{what}: {self.failed_rank.describe()}"
+            if self.rank_error:
+                text += f" ({self.rank_error})"
+        else:
+            text = self.summary
+        return f"{text}; full log: {self.log_path}"
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    """torchrun's "Root Cause (first observed failure)": the rank that failed first."""
+
+    rank: int
+    exitcode: int
+    signal: str | None = None
+
+    def describe(self) -> str:
+        if self.exitcode < 0:
+            name = self.signal or f"signal {-self.exitcode}"
+            return f"rank {self.rank} was killed by {name}"
+        return f"rank {self.rank} exited with status {self.exitcode}"
 
 
 @dataclass(frozen=True)
@@ -231,10 +274,20 @@ class Completed:
     log_path: Path
     lines: tuple[str, ...]  # the last TAIL_LINES lines
     rank_error: str | None
+    failed_rank: RankFailure | None = None
 
     def error(self, reason: str) -> LaunchError:
+        if self.failed_rank is not None:
+            reason = f"{reason} ({self.failed_rank.describe()})"
         return _error(
-            self.spec, reason, self.returncode, self.log_path, self.lines, self.pid, self.rank_error
+            self.spec,
+            reason,
+            self.returncode,
+            self.log_path,
+            self.lines,
+            self.pid,
+            self.rank_error,
+            failed_rank=self.failed_rank,
         )
 
 
@@ -303,7 +356,15 @@ def run_process(
     if tree.alive():
         kill_tree(child, tree, spec.kill_grace_s)
     reader.join(timeout=10.0)
-    return Completed(spec, returncode, child.pid, log_path, reader.tail, reader.rank_error)
+    return Completed(
+        spec,
+        returncode,
+        child.pid,
+        log_path,
+        reader.tail,
+        reader.rank_error,
+        reader.failed_rank,
+    )
 
 
 class _Reader(threading.Thread):
@@ -349,20 +410,34 @@ class _Reader(threading.Thread):
         with self.lock:
             return self.errors.first
 
+    @property
+    def failed_rank(self) -> RankFailure | None:
+        with self.lock:
+            return self.errors.root_cause
+
 
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
 # Tracebacks of torchrun itself, reporting (not causing) a worker's failure.
 _LAUNCHER_ERRORS = ("ChildFailedError", "SignalException")
 
 
+_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:.*\((SIG[A-Z0-9]+)\))?")
+
+
 class _ErrorScanner:
-    """The first exception line of a worker's traceback in the output."""
+    """The first exception line of a worker's traceback in the output, and the rank
+    torchrun names as the root cause (its "Root Cause (first observed failure)" block)."""
 
     def __init__(self) -> None:
         self.first: str | None = None
         self._in_traceback = False
+        self.root_cause: RankFailure | None = None
+        self._in_root_cause = False
+        self._root_rank: int | None = None
 
     def feed(self, line: str) -> None:
+        self._feed_root_cause(line)
         if self.first is not None:
             return
         text = _RANK_PREFIX.sub("", line)
@@ -372,6 +447,24 @@ class _ErrorScanner:
             self._in_traceback = False
             if not any(name in text for name in _LAUNCHER_ERRORS):
                 self.first = text.strip()
+
+    def _feed_root_cause(self, line: str) -> None:
+        if self.root_cause is not None:
+            return
+        if line.startswith("Root Cause"):
+            self._in_root_cause = True
+            return
+        if not self._in_root_cause:
+            return
+        rank = _ROOT_RANK.match(line)
+        if rank:
+            self._root_rank = int(rank.group(1))
+            return
+        exit_match = _ROOT_EXIT.match(line)
+        if exit_match and self._root_rank is not None:
+            self.root_cause = RankFailure(
+                self._root_rank, int(exit_match.group(1)), exit_match.group(2)
+            )
 
 
 def _error(
@@ -383,6 +476,7 @@ def _error(
     pid: int | None,
     rank_error: str | None,
     timed_out: bool = False,
+    failed_rank: RankFailure | None = None,
 ) -> LaunchError:
     tail = "\n".join(lines)
     what = "torchrun group" if spec.distributed else "bench"
@@ -399,6 +493,8 @@ def _error(
         tail=tail,
         pid=pid,
         timed_out=timed_out,
+        failed_rank=failed_rank,
+        rank_error=rank_error,
     )
 
 

@@ -26,6 +26,7 @@ from fwdasv.analysis.publish import publish
 from fwdasv.analysis.reproduce import confirm_findings
 from fwdasv.asv import project as asv_project
 from fwdasv.core.errors import UserError
+from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks as hw_checks
 from fwdasv.hw import machine as hw_machine
 from fwdasv.hw import setup as hw_setup
@@ -73,6 +74,8 @@ def run_nightly(
     project = asv_project.AsvProject.load(config)
     if existing_python and not commit:
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
+    # Before the clocks are touched or anything runs.
+    check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
     locked = False
     try:
         if lock_clocks:

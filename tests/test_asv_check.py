@@ -190,6 +190,10 @@ def expected_methods(cls: type) -> dict[str, str]:
         "track_latency": "seconds",
         "track_spread_pct": "%",
         "track_graph_vs_eager": "relative rms",
+        "track_sm_clock_mhz": "MHz",
+        "track_sm_clock_min_mhz": "MHz",
+        "track_power_capped_pct": "%",
+        "track_thermal_capped_pct": "%",
     }
     if issubclass(cls, asvsuite.PipelineSuite):
         methods["track_clock_uncertainty_us"] = "us"

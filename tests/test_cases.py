@@ -12,6 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwdasv.core.cases import (
+    MAX_KV_LEN,
+    MAX_REQUESTS,
+    MAX_TOKENS,
     SUITES,
     BenchCase,
     BenchRequest,
@@ -122,6 +125,40 @@ def test_zero_request_case_is_rejected(text):
 
 def test_a_zero_count_item_next_to_real_requests_is_fine():
     assert parse_case("x=0*4,2").requests == (R(2),)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # The MemoryError: refused before any request list is built.
+        ("big=99999999999*1@64", "has 99999999999 requests; at most 65536"),
+        ("d=65537*1@64", "has 65537 requests; at most 65536"),
+        ("d=40000*1@64,40000*1@64", "has 80000 requests"),
+        ("p=2000000", "Request too large"),
+        ("p=2*600000", "has 1200000 query tokens; at most 1048576"),
+        ("k=1@16777217", "Request too large"),
+        # More digits than Python converts to an int.
+        ("x=1@" + "9" * 5000, "the number 99999999999999999999... is too large"),
+    ],
+)
+def test_parse_case_bounds_requests_and_tokens_while_parsing(text, message):
+    with pytest.raises(CaseError) as info:
+        parse_case(text)
+    assert message in str(info.value)
+
+
+def test_the_largest_allowed_batches_parse():
+    assert len(parse_case(f"d={MAX_REQUESTS}*1@64").requests) == MAX_REQUESTS
+    assert parse_case(f"p={MAX_TOKENS}").num_tokens == MAX_TOKENS
+    assert parse_case(f"k=1@{MAX_KV_LEN}").max_kv_len == MAX_KV_LEN
+
+
+def test_shapes_files_are_bounded_before_expanding(tmp_path):
+    path = tmp_path / "s.json"
+    rows = [{"query_len": 1, "kv_len": 64, "count": 10**12}]
+    path.write_text(json.dumps({"cases": [{"name": "big", "requests": rows}]}))
+    with pytest.raises(CaseError, match="has 1000000000000 requests; at most 65536"):
+        load_cases(path)
 
 
 @pytest.mark.parametrize("text", ["=32*1@8192", " =4", "\t=4"])

@@ -132,7 +132,7 @@ def test_two_stage_cli_streams_the_single_process_output_and_records_failures(
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     # Exit 3: some cases failed, each with its error recorded, the others timed.
     assert done.returncode == 3, done.stdout + done.stderr
-    assert "2 case(s) failed: boom, long" in done.stderr
+    assert f"2 case(s) failed: boom (error), long (error) (details in {out})" in done.stderr
     assert "[forward] d: 2 reqs, 2 tokens, median" in done.stdout
     by_case = results.by_case(results.load(out))
     assert list(by_case) == ["d", "boom", "long", "mix"]
@@ -159,10 +159,20 @@ def test_three_stage_pipeline_main_matches_single_process(tmp_path: Path, clean_
         options=BenchOptions(iters=ITERS, samples=SAMPLES, seed=0, warmup_s=0.0, timer="host"),
     )
     lines: list[str] = []
-    failed = pipeline_main(
-        config, cases, 3, out, timeout_s=240, dump_output=dump, echo=lines.append
+    warnings: list[str] = []
+    judged = pipeline_main(
+        config,
+        cases,
+        3,
+        out,
+        timeout_s=240,
+        dump_output=dump,
+        echo=lines.append,
+        warn=warnings.append,
     )
-    assert failed == []
+    assert [(r.case, r.ok, r.refused) for r in judged] == [("hit", True, ()), ("verify", True, ())]
+    # 3 ranks on a 2-CPU box share CPUs: said once, before any rank starts.
+    assert all(w.startswith("Warning: ") for w in warnings)
     assert any(line.startswith("[forward] hit: 1 reqs, 16 tokens") for line in lines)
     loaded = results.load(out)
     assert [r.case for r in loaded] == ["hit", "verify"]

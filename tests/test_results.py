@@ -320,7 +320,7 @@ def set_value(value, *keys):
         (set_value(None, "ranks", 0, "num_tokens"), ["'num_tokens'"]),
         (set_value("fast", "ranks", 0, "latency_us", "median"), ["'median'"]),
         (set_value(None, "ranks", 0, "latency_us", "count"), ["'count'"]),
-        (set_value(None, "ranks", 0, "graph_vs_eager", "max_abs"), ["'max_abs'"]),
+        (set_value("x", "ranks", 0, "graph_vs_eager", "max_abs"), ["'max_abs'"]),
         (set_value("yes", "ranks", 0, "finite"), ["'finite'"]),
         (set_value(7, "requests"), ["bad request entry"]),
         (set_value({"max_abs": 0}, "ranks", 0, "pipeline_vs_eager"), ["pipeline_vs_eager"]),

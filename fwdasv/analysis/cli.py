@@ -40,7 +40,7 @@ from fwdasv.core.clitools import (
     machine_option,
 )
 from fwdasv.core.errors import EXIT_USAGE
-from fwdasv.core.files import write_atomic
+from fwdasv.core.files import check_output_path, write_atomic
 
 
 @click.command("regressions", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -282,8 +282,7 @@ def bisect_command(
     if not sep or not good or not bad or bad.startswith("."):
         raise CliError(f"{commit_range!r}: write the range as GOOD..BAD", EXIT_USAGE)
     if json_path is not None:
-        from fwdasv.core.files import check_output_path
-
+        # Before any asv run: a path that cannot be written costs no measurement.
         check_output_path(json_path, what="--json")
 
     def progress(line: str) -> None:
@@ -306,7 +305,12 @@ def bisect_command(
     )
     click.echo(result.summary())
     if json_path is not None:
-        write_atomic(json_path, json.dumps(result.to_json(), indent=2) + "\n")
+        write_atomic(
+            json_path,
+            json.dumps(result.to_json(), indent=2) + "\n",
+            make_parents=False,
+            what="--json",
+        )
     finding(not result.certain)
 
 
@@ -380,6 +384,8 @@ def export_command(
     benchmarks.json are dropped, as `asv publish` drops them. An unreadable
     result file is reported on stderr and skipped.
     """
+    if output != "-":
+        check_output_path(output, what="--output")
     commit_filter = resolve_commits(commits, repo) if commits else None
     history = History(
         results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples

@@ -321,10 +321,21 @@ def load_records(
         samples=True,
     )
     by_commit: dict[str, list[dict[str, Any]]] = {c: [] for c in commits}
-    for record in history.records():
+    files = history.files()
+    for record in history.records(files):
         for commit in commits:
             if record["commit_hash"].startswith(commit.lower()):
                 by_commit[commit].append(record)
+    # A result file that may hold one of the commits and cannot be read would
+    # otherwise read as "no stored results", or silently drop its results.
+    names = {str(f.path) for f in files}
+    unreadable = [p for p in history.report.problems if p.path in names]
+    if unreadable:
+        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+        raise CompareError(
+            f"result file {unreadable[0].line()}{more}; fix or remove it (or run `asv run` "
+            "for that commit again), then compare"
+        )
     return by_commit
 
 

@@ -187,6 +187,6 @@ def export(
         if to_stdout:
             writer(records, sys.stdout, history.fields)
         else:
-            with atomic_output(output) as stream:  # type: ignore[arg-type]
+            with atomic_output(output, make_parents=False, what="--output") as stream:  # type: ignore[arg-type]
                 writer(records, stream, history.fields)
     return history.report

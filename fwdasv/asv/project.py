@@ -84,7 +84,11 @@ class AsvProject:
             raise AsvError(
                 f"asv has not cloned {self.repo} yet; run `asv run` (or `asv fetch`) once first"
             )
-        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+        try:
+            proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+        except (FileNotFoundError, NotADirectoryError) as error:
+            # A repository moved or deleted since asv.conf.json was written, or no git.
+            raise AsvError(f"git {' '.join(args)} cannot run in {repo}: {error.strerror}") from None
         if proc.returncode != 0:
             raise AsvError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
         return proc.stdout.strip()

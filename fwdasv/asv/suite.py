@@ -12,6 +12,9 @@ the suite reads the cached results:
   replays), not raw replays, which are autocorrelated.
 - `track_spread_pct` and `track_graph_vs_eager` record the sample spread and
   the graph-vs-eager error as series of their own.
+- `track_sm_clock_mhz`, `track_sm_clock_min_mhz`, `track_power_capped_pct`
+  and `track_thermal_capped_pct` record the GPU's state while the case ran
+  (fwdasv.hw.telemetry), so a latency step can be told from a machine change.
 
 A case that fails validation fails its `track_latency` (no latency is recorded
 for a forward that computed garbage). A suite that cannot run here (no GPU for
@@ -32,6 +35,7 @@ import itertools
 import linecache
 import math
 import os
+import statistics
 import sys
 import time
 import types
@@ -59,6 +63,30 @@ def _ran(cache: dict[str, Any], case: str) -> dict[str, Any]:
     if entry.get("error") is not None:
         raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
     return entry
+
+
+def _telemetry(cache: dict[str, Any], case: str, key: str, combine) -> float:
+    """`combine` of one telemetry figure over the case's launches; NaN (skipped) without any."""
+    summaries = _ran(cache, case).get("telemetry") or []
+    values = [s[key] for s in summaries if s.get(key) is not None]
+    return float(combine(values)) if values else math.nan
+
+
+def _weighted_mean(cache: dict[str, Any], case: str):
+    """A mean of per-launch percentages weighted by each launch's number of readings."""
+    summaries = [
+        s
+        for s in _ran(cache, case).get("telemetry") or []
+        if s.get("readings") and s.get("power_capped_pct") is not None
+    ]
+
+    def mean(values: list[float]) -> float:
+        if len(values) != len(summaries):
+            return statistics.fmean(values)
+        weights = [s["readings"] for s in summaries]
+        return sum(v * w for v, w in zip(values, weights, strict=True)) / sum(weights)
+
+    return mean
 
 
 def _value_or_skip(value: float | None) -> float:
@@ -106,6 +134,8 @@ class ForwardSuite(abc.ABC):
     samples: ClassVar[int] = 10
     seed: ClassVar[int] = 0
     warmup_s: ClassVar[float] = 1.0
+    # torch suites: the engine's timing protocol (fwdasv.engine.protocol); auto: its default.
+    protocol: ClassVar[str] = "auto"
     max_model_len: ClassVar[int | None] = None
     extra_args: ClassVar[tuple[str, ...]] = ()
     env: ClassVar[dict[str, str]] = {}
@@ -184,6 +214,7 @@ class ForwardSuite(abc.ABC):
             samples=_env_int(ENV_SAMPLES, self.samples),
             seed=self.seed,
             warmup_s=self.warmup_s,
+            protocol=self.protocol,
             model_options=dict(self.model_options),
             max_model_len=self.max_model_len,
             extra_args=tuple(self.extra_args),
@@ -227,6 +258,33 @@ class ForwardSuite(abc.ABC):
         return _value_or_skip(_ran(cache, case)["graph_vs_eager"])
 
     track_graph_vs_eager.unit = "relative rms"  # type: ignore[attr-defined]
+
+    # GPU telemetry (fwdasv.hw.telemetry), so a step in latency can be told from a
+    # change of machine state: NaN (skipped) where no GPU was read (CPU, no NVML).
+
+    def track_sm_clock_mhz(self, cache: dict[str, Any], case: str) -> float:
+        """Median SM clock while the case ran (median over launches of each launch's median)."""
+        return _telemetry(cache, case, "sm_clock_median_mhz", statistics.median)
+
+    track_sm_clock_mhz.unit = "MHz"  # type: ignore[attr-defined]
+
+    def track_sm_clock_min_mhz(self, cache: dict[str, Any], case: str) -> float:
+        """Lowest SM clock read while the case ran, over every launch."""
+        return _telemetry(cache, case, "sm_clock_min_mhz", min)
+
+    track_sm_clock_min_mhz.unit = "MHz"  # type: ignore[attr-defined]
+
+    def track_power_capped_pct(self, cache: dict[str, Any], case: str) -> float:
+        """Percent of readings (blocks, in fwdasv's engine) whose clocks were cut for power."""
+        return _telemetry(cache, case, "power_capped_pct", _weighted_mean(cache, case))
+
+    track_power_capped_pct.unit = "%"  # type: ignore[attr-defined]
+
+    def track_thermal_capped_pct(self, cache: dict[str, Any], case: str) -> float:
+        """Percent of readings whose clocks were cut for heat."""
+        return _telemetry(cache, case, "thermal_capped_pct", _weighted_mean(cache, case))
+
+    track_thermal_capped_pct.unit = "%"  # type: ignore[attr-defined]
 
 
 def _own_setup_cache(cls: type) -> types.FunctionType:

@@ -43,6 +43,8 @@ class RunConfig:
     seed: int = 0
     # torch only: seconds of replays before timing (vLLM's bench fixes ~1 s).
     warmup_s: float = 1.0
+    # torch only: the engine's timing protocol (fwdasv.engine.protocol); auto: its default.
+    protocol: str = "auto"
     # torch only: keyword options of the target factory.
     model_options: Mapping[str, Any] = field(default_factory=dict)
     # vllm only.
@@ -221,5 +223,17 @@ def launch_bench(
         env=env,
         timeout_s=config.timeout_s,
     )
-    outcome = launch(spec, output_json, log_path, echo=echo, cases=[c.name for c in config.cases])
+    names = [c.name for c in config.cases]
+    if config.backend != "vllm":
+        # fwdasv's engine reads the GPU at every block boundary itself.
+        outcome = launch(spec, output_json, log_path, echo=echo, cases=names)
+        return RunOutcome(config, outcome, log_path, shape_problems(config, outcome))
+    from fwdasv.backends import telemetry
+
+    with telemetry.sampling(config.pipeline_stages) as sampler:
+        outcome = launch(
+            spec, output_json, log_path, echo=telemetry.marking(echo, sampler, names), cases=names
+        )
+    if sampler is not None:
+        outcome = telemetry.attach(output_json, sampler)
     return RunOutcome(config, outcome, log_path, shape_problems(config, outcome))

@@ -88,8 +88,9 @@ def pool(
 
     The entry holds the samples asv gets (per-sample medians, in seconds, of
     every launch), the validation refusals, the worst graph-vs-eager error, the
-    clock uncertainty, the timer, and the median and spread over the pooled
-    samples.
+    clock uncertainty, the timer, each launch's GPU telemetry summary (the
+    worst GPU's, `results.Telemetry` as a dict), and the median and spread over
+    the pooled samples.
     """
     entry = pooled.setdefault(
         case.name,
@@ -100,6 +101,7 @@ def pool(
             "graph_vs_eager": None,
             "clock_uncertainty_us": None,
             "timer": None,
+            "telemetry": [],
         },
     )
     got = results.by_case(outcome.results).get(case.name)
@@ -124,6 +126,9 @@ def pool(
             got.clock_uncertainty_us, entry["clock_uncertainty_us"] or 0.0
         )
     entry["timer"] = latency.timer
+    telemetry = got.telemetry
+    if telemetry is not None:
+        entry["telemetry"].append(dataclasses.asdict(telemetry))
     medians_us = [s * 1e6 for s in entry["samples_s"]]
     entry["median_us"] = median(medians_us)
     entry["spread_pct"] = spread_pct(medians_us, entry["median_us"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from fwdasv.backends import RunConfig, find_module, visible_gpus
 from fwdasv.engine.argv import EngineArgs, engine_argv
+from fwdasv.launch import MAX_RANKS_PER_CPU, usable_cpus
 
 
 def argv(config: RunConfig, output_json: Path) -> list[str]:
@@ -27,6 +28,7 @@ def argv(config: RunConfig, output_json: Path) -> list[str]:
             samples=config.samples,
             seed=config.seed,
             warmup_s=config.warmup_s,
+            protocol=config.protocol,
             pipeline_stages=config.pipeline_stages,
             extra=config.extra_args,
         )
@@ -45,4 +47,10 @@ def unavailable(config: RunConfig) -> str | None:
     # On GPUs a pipeline takes one device per stage; without GPUs it runs on CPU (gloo).
     if config.pipeline_stages > 1 and 0 < gpus < config.pipeline_stages and config.device != "cpu":
         return f"{config.pipeline_stages} pipeline stages need {config.pipeline_stages} GPUs; {gpus} visible"
+    on_cpu = config.device == "cpu" or (gpus == 0 and not config.device.startswith("cuda"))
+    if on_cpu and config.pipeline_stages > MAX_RANKS_PER_CPU * usable_cpus():
+        return (
+            f"{config.pipeline_stages} pipeline stages on CPU need at least "
+            f"{-(-config.pipeline_stages // MAX_RANKS_PER_CPU)} usable CPUs; {usable_cpus()} here"
+        )
     return None

@@ -5,7 +5,9 @@ The grammar and the shapes-file schema are vLLM 0.33's (`vllm bench forward
 to vLLM's bench. fwdasv is stricter where vLLM is silently wrong: a case with no
 requests (`x=0*4`), an empty name, a name with `=` (a shapes file's only; its
 `NAME=REQS` string would not read back), and shapes-file fields of the wrong
-type are errors here.
+type are errors here, and so are batches beyond `MAX_REQUESTS` requests,
+`MAX_TOKENS` tokens or `MAX_KV_LEN` KV length: they are refused while parsing,
+before a request list is built (`big=99999999999*1@64` would not fit in memory).
 """
 
 from __future__ import annotations
@@ -22,6 +24,14 @@ from fwdasv.core.errors import UserError
 
 class CaseError(UserError, ValueError):
     """A case string or shapes file the user wrote is not a valid batch."""
+
+
+# Far above any batch a serving engine schedules (vLLM's max_num_seqs is 256-1024,
+# its max_num_batched_tokens 8k-64k; the longest contexts are ~10M tokens), far
+# below what would exhaust memory while the request list is built.
+MAX_REQUESTS = 1 << 16
+MAX_TOKENS = 1 << 20
+MAX_KV_LEN = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,11 @@ class BenchRequest:
     def __post_init__(self) -> None:
         if self.query_len < 1 or self.kv_len < self.query_len or self.num_draft_tokens < 0:
             raise CaseError(f"Invalid request: {self}")
+        if self.query_len > MAX_TOKENS or self.kv_len > MAX_KV_LEN:
+            raise CaseError(
+                f"Request too large: {self} (at most {MAX_TOKENS} query tokens and a KV "
+                f"length of {MAX_KV_LEN})"
+            )
         if self.num_draft_tokens and not self.is_decode:
             raise CaseError(f"Verify needs query_len == 1 + num_draft_tokens and a prefix: {self}")
         if self.chunked and (self.is_decode or not self.prefix_len):
@@ -89,6 +104,9 @@ class BenchRequest:
 class BenchCase:
     name: str
     requests: tuple[BenchRequest, ...]
+
+    def __post_init__(self) -> None:
+        _check_size(repr(self.name), len(self.requests), self.num_tokens)
 
     @property
     def num_tokens(self) -> int:
@@ -143,20 +161,41 @@ def parse_case(text: str) -> BenchCase:
     name, sep, body = text.partition("=")
     if not sep:
         name, body = text, text
-    requests: list[BenchRequest] = []
+    groups: list[tuple[BenchRequest, int]] = []
     for item in body.split(","):
         match = _REQUEST_RE.match(item.strip())
         if match is None:
             raise CaseError(f"Invalid request {item!r} in case {text!r}; expected {GRAMMAR_HELP}")
-        count, query, kv, chunked, drafts = match.groups()
+        count, query, kv, drafts = (
+            None if digits is None else _number(digits, text) for digits in match.group(1, 2, 3, 5)
+        )
         try:
             request = BenchRequest(
-                int(query), int(kv or query), int(drafts or 0), chunked=bool(chunked)
+                query, query if kv is None else kv, drafts or 0, chunked=bool(match.group(4))
             )
         except CaseError as error:
             raise CaseError(f"Case {text!r}: {error}") from None
-        requests.extend([request] * int(count or 1))
+        groups.append((request, 1 if count is None else count))
+    # Sizes are checked before the request list is built.
+    _check_size(repr(text), sum(n for _, n in groups), sum(r.query_len * n for r, n in groups))
+    requests = [request for request, count in groups for _ in range(count)]
     return _checked_case(name, requests, source=repr(text))
+
+
+def _number(digits: str, text: str) -> int:
+    """A number of the grammar; one of absurd length is refused before `int` sees it
+    (Python refuses to convert more than 4300 digits); the limits are checked after."""
+    if len(digits.lstrip("0")) > 18:
+        shown = digits if len(digits) <= 20 else digits[:20] + "..."
+        raise CaseError(f"Case {text!r}: the number {shown} is too large")
+    return int(digits)
+
+
+def _check_size(source: str, requests: int, tokens: int) -> None:
+    if requests > MAX_REQUESTS:
+        raise CaseError(f"Case {source} has {requests} requests; at most {MAX_REQUESTS} per case")
+    if tokens > MAX_TOKENS:
+        raise CaseError(f"Case {source} has {tokens} query tokens; at most {MAX_TOKENS} per case")
 
 
 def _checked_case(name: str, requests: Sequence[BenchRequest], source: str) -> BenchCase:
@@ -221,12 +260,14 @@ def load_cases(path: str | Path) -> list[BenchCase]:
             )
         if not isinstance(raw_case.get("requests"), list):
             raise CaseError(f"{at} ({raw_case['name']}): missing 'requests' list")
-        requests: list[BenchRequest] = []
-        for j, raw in enumerate(raw_case["requests"]):
-            requests.extend(_shapes_request(raw, f"{at}.requests[{j}]"))
-        cases.append(
-            _checked_case(raw_case["name"], requests, source=f"{raw_case['name']!r} in {where}")
-        )
+        source = f"{raw_case['name']!r} in {where}"
+        groups = [
+            _shapes_request(raw, f"{at}.requests[{j}]")
+            for j, raw in enumerate(raw_case["requests"])
+        ]
+        _check_size(source, sum(n for _, n in groups), sum(r.query_len * n for r, n in groups))
+        requests = [request for request, count in groups for _ in range(count)]
+        cases.append(_checked_case(raw_case["name"], requests, source=source))
     if not cases:
         raise CaseError(f"{where} has an empty 'cases' list")
     return cases
@@ -241,7 +282,8 @@ def _syntax_error(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
-def _shapes_request(raw: Any, at: str) -> list[BenchRequest]:
+def _shapes_request(raw: Any, at: str) -> tuple[BenchRequest, int]:
+    """One row of a shapes file: the request and its count."""
     if not isinstance(raw, dict):
         raise CaseError(f"{at}: a request must be a mapping, got {raw!r}")
     unknown = set(raw) - _SHAPES_REQUEST_KEYS
@@ -262,7 +304,7 @@ def _shapes_request(raw: Any, at: str) -> list[BenchRequest]:
     if count < 0:
         raise CaseError(f"{at}: count must be >= 0, got {count}")
     try:
-        return [BenchRequest(**fields)] * count
+        return BenchRequest(**fields), count
     except CaseError as error:
         raise CaseError(f"{at}: {error}") from None
 

@@ -24,6 +24,74 @@ class OutputPathError(UserError, ValueError):
     """A path fwdasv will not write to (not a regular file, or no such directory)."""
 
 
+def _kind(mode: int) -> str:
+    return (
+        "a symbolic link"
+        if stat.S_ISLNK(mode)
+        else "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
+
+
+def _parent_ready(path: Path, make_parents: bool, what: str) -> None:
+    parent = path.parent
+    if not parent.is_dir():
+        if parent.exists():
+            raise OutputPathError(f"{what} {path}: {parent} is not a directory")
+        if not make_parents:
+            raise OutputPathError(
+                f"{what} {path}: the directory {parent} does not exist; create it first"
+            )
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise OutputPathError(
+                f"{what} {path}: cannot create {parent} ({error.strerror})"
+            ) from None
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{what} {path}: the directory {parent} is not writable")
+
+
+def check_output_dir(
+    path: str | os.PathLike[str], *, make_parents: bool = False, what: str = "output directory"
+) -> Path:
+    """`path` as a Path, when fwdasv may write files into it; else one clear error.
+
+    An existing real directory must be writable; a missing one is created (its
+    parent must exist unless `make_parents`). A symlink, a file, a FIFO or a
+    device at the path is refused. The files written inside are each checked
+    with `check_output_path`.
+    """
+    path = Path(path)
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as error:
+        raise OutputPathError(f"{what} {path}: cannot be checked ({error.strerror})") from None
+    if mode is not None:
+        if not stat.S_ISDIR(mode):
+            raise OutputPathError(
+                f"{what} {path} is {_kind(mode)}; give a directory (new or existing)"
+            )
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise OutputPathError(f"{what} {path}: the directory is not writable")
+        return path
+    _parent_ready(path, make_parents, what)
+    try:
+        path.mkdir()
+    except OSError as error:
+        raise OutputPathError(f"{what} {path}: cannot create it ({error.strerror})") from None
+    return path
+
+
 def check_output_path(
     path: str | os.PathLike[str], *, make_parents: bool = False, what: str = "output"
 ) -> Path:
@@ -45,39 +113,11 @@ def check_output_path(
     except OSError as error:
         raise OutputPathError(f"{what} {path}: cannot be checked ({error.strerror})") from None
     if mode is not None and not stat.S_ISREG(mode):
-        kind = (
-            "a symbolic link"
-            if stat.S_ISLNK(mode)
-            else "a directory"
-            if stat.S_ISDIR(mode)
-            else "a FIFO"
-            if stat.S_ISFIFO(mode)
-            else "a device"
-            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket"
-            if stat.S_ISSOCK(mode)
-            else "not a regular file"
-        )
         raise OutputPathError(
-            f"{what} {path} is {kind}; fwdasv writes only regular files (and replaces them "
-            "atomically): give the path of a new or regular file"
+            f"{what} {path} is {_kind(mode)}; fwdasv writes only regular files (and replaces "
+            "them atomically): give the path of a new or regular file"
         )
-    parent = path.parent
-    if not parent.is_dir():
-        if parent.exists():
-            raise OutputPathError(f"{what} {path}: {parent} is not a directory")
-        if not make_parents:
-            raise OutputPathError(
-                f"{what} {path}: the directory {parent} does not exist; create it first"
-            )
-        try:
-            parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise OutputPathError(
-                f"{what} {path}: cannot create {parent} ({error.strerror})"
-            ) from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{what} {path}: the directory {parent} is not writable")
+    _parent_ready(path, make_parents, what)
     return path
 
 

@@ -1,10 +1,18 @@
 """The forward-bench JSON: vLLM's `--output-json` schema, loaded, written, judged.
 
 fwdasv's engine writes the same schema, so one parser serves both backends.
-fwdasv adds two things vLLM does not write: a case that failed carries
-`"error"` (and no ranks), and each rank dict may carry the engine's settings.
-vLLM's bench never fails on bad validation values; `verdicts` is where fwdasv
-refuses to record a latency for a forward that computed garbage.
+fwdasv adds what vLLM does not write, all optional for the parser: a case that
+failed carries `"error"` (and no ranks); a case that ran carries `"refused"`
+(the failed checks of `refusals`, empty when none) and `"unstable"` (sample
+spread above `UNSTABLE_SPREAD_PCT`); each rank dict may carry the engine's
+settings (`"engine"`) and the GPU's clocks, power and clock event reasons
+while it ran (`"telemetry"`, see `Telemetry`). vLLM's bench never fails on bad
+validation values; `verdicts` is where fwdasv refuses to record a latency for
+a forward that computed garbage.
+
+vLLM writes a non-finite number as a bare `NaN` (Python's `json.dump`), which
+is not JSON; fwdasv writes `null` there (`dump`), and the parser reads a null
+comparison as NaN, so such a case is still refused.
 """
 
 from __future__ import annotations
@@ -68,11 +76,89 @@ class RankResult:
     pipeline_vs_eager: dict[str, TensorDiff] = field(default_factory=dict)
     intermediate_graph_vs_eager: dict[str, TensorDiff] = field(default_factory=dict)
     clock_uncertainty_us: float | None = None
+    telemetry: Telemetry | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def is_pipeline(self) -> bool:
         return self.pp_rank is not None
+
+
+# A rank's telemetry summary: what `fwdasv.hw.telemetry.summarize` writes.
+TELEMETRY_NUMBERS = (
+    "readings",
+    "sm_clock_min_mhz",
+    "sm_clock_median_mhz",
+    "sm_clock_max_mhz",
+    "memory_clock_min_mhz",
+    "memory_clock_median_mhz",
+    "power_median_w",
+    "power_max_w",
+    "temperature_max_c",
+    "power_capped_pct",
+    "thermal_capped_pct",
+)
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    """One GPU's state while a case ran, from NVML readings (None: not readable there).
+
+    `readings` is how many readings the summary holds: one per sample block in
+    fwdasv's engine, one per sampler tick around vLLM's bench. A reading is
+    power (or thermally) capped when NVML's clock event reasons said so.
+    """
+
+    readings: int
+    sm_clock_min_mhz: float | None = None
+    sm_clock_median_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    memory_clock_min_mhz: float | None = None
+    memory_clock_median_mhz: float | None = None
+    power_median_w: float | None = None
+    power_max_w: float | None = None
+    temperature_max_c: float | None = None
+    power_capped_pct: float | None = None
+    thermal_capped_pct: float | None = None
+    scope: str | None = None
+
+    def worst(self, other: Telemetry) -> Telemetry:
+        """The slower GPU's view of two ranks: lowest clocks, highest power and capping."""
+
+        def pick(a: float | None, b: float | None, better) -> float | None:
+            values = [v for v in (a, b) if v is not None]
+            return better(values) if values else None
+
+        return Telemetry(
+            readings=self.readings + other.readings,
+            sm_clock_min_mhz=pick(self.sm_clock_min_mhz, other.sm_clock_min_mhz, min),
+            sm_clock_median_mhz=pick(self.sm_clock_median_mhz, other.sm_clock_median_mhz, min),
+            sm_clock_max_mhz=pick(self.sm_clock_max_mhz, other.sm_clock_max_mhz, min),
+            memory_clock_min_mhz=pick(self.memory_clock_min_mhz, other.memory_clock_min_mhz, min),
+            memory_clock_median_mhz=pick(
+                self.memory_clock_median_mhz, other.memory_clock_median_mhz, min
+            ),
+            power_median_w=pick(self.power_median_w, other.power_median_w, max),
+            power_max_w=pick(self.power_max_w, other.power_max_w, max),
+            temperature_max_c=pick(self.temperature_max_c, other.temperature_max_c, max),
+            power_capped_pct=pick(self.power_capped_pct, other.power_capped_pct, max),
+            thermal_capped_pct=pick(self.thermal_capped_pct, other.thermal_capped_pct, max),
+            scope=self.scope or other.scope,
+        )
+
+    def line(self) -> str:
+        """`SM 1605-1980 MHz (median 1755), 100% of blocks power-capped`, or what is known."""
+        parts = []
+        if self.sm_clock_min_mhz is not None and self.sm_clock_max_mhz is not None:
+            parts.append(
+                f"SM {self.sm_clock_min_mhz:.0f}-{self.sm_clock_max_mhz:.0f} MHz "
+                f"(median {self.sm_clock_median_mhz:.0f})"
+            )
+        if self.power_capped_pct:
+            parts.append(f"{self.power_capped_pct:.0f}% power-capped")
+        if self.thermal_capped_pct:
+            parts.append(f"{self.thermal_capped_pct:.0f}% thermally capped")
+        return ", ".join(parts) or "no GPU telemetry"
 
 
 @dataclass(frozen=True)
@@ -95,10 +181,28 @@ class CaseResult:
     median_us: float | None
     ranks: tuple[RankResult, ...]
     error: str | None = None
+    # fwdasv's engine: the refusing checks that failed, as "check: detail" (see `refusals`).
+    refused: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
+        """The case ran (it may still be refused: see `refused` and `refusals`)."""
         return self.error is None
+
+    @property
+    def unstable(self) -> bool:
+        return bool(self.ranks) and not (self.latency.sample_spread_pct <= UNSTABLE_SPREAD_PCT)
+
+    @property
+    def telemetry(self) -> Telemetry | None:
+        """The worst GPU's telemetry over the ranks (None without any)."""
+        found = [r.telemetry for r in self.ranks if r.telemetry is not None]
+        if not found:
+            return None
+        worst = found[0]
+        for other in found[1:]:
+            worst = worst.worst(other)
+        return worst
 
     @property
     def latency(self) -> Latency:
@@ -139,6 +243,10 @@ class CaseResult:
         """The one-line summary vLLM's bench prints per case."""
         if self.error is not None:
             return f"[forward] {self.case}: FAILED: {self.error}"
+        if self.refused:
+            return f"[forward] {self.case}: REFUSED (no latency recorded): " + "; ".join(
+                self.refused
+            )
         rank0 = self.ranks[0]
         latency = rank0.latency
         compare = rank0.graph_vs_eager
@@ -191,8 +299,35 @@ def _optional(data: dict[str, Any], key: str, where: str, check, expected: str) 
     return value
 
 
+def _measured(data: dict[str, Any], key: str, where: str) -> float:
+    """A number, or null for a non-finite one (fwdasv writes NaN as null): NaN."""
+    if _require(data, key, where) is None:
+        return math.nan
+    return _number(data, key, where)
+
+
 def _tensor_diff(data: Any, where: str) -> TensorDiff:
-    return TensorDiff(_number(data, "max_abs", where), _number(data, "relative_rms", where))
+    return TensorDiff(_measured(data, "max_abs", where), _measured(data, "relative_rms", where))
+
+
+def _telemetry(data: Any, where: str) -> Telemetry | None:
+    if data is None:
+        return None
+    summary = _require(data, "summary", where)
+    if summary is None:
+        return None
+    where = f"{where}.summary"
+    values = {}
+    for key in TELEMETRY_NUMBERS:
+        value = _optional(summary, key, where, _is_number, "a number")
+        values[key] = value
+    if values["readings"] is None:
+        raise ResultsError(f"{where}: missing key 'readings'")
+    scope = data.get("scope")
+    return Telemetry(
+        **{k: (int(v) if k == "readings" else v) for k, v in values.items()},
+        scope=scope if isinstance(scope, str) else None,
+    )
 
 
 def _tensor_diffs(data: Any, where: str) -> dict[str, TensorDiff]:
@@ -259,6 +394,7 @@ def parse_rank(data: dict[str, Any], rank: int, where: str) -> RankResult:
             data.get("intermediate_graph_vs_eager"), f"{where}.intermediate_graph_vs_eager"
         ),
         clock_uncertainty_us=_optional(data, "clock_uncertainty_us", where, _is_number, "a number"),
+        telemetry=_telemetry(data.get("telemetry"), f"{where}.telemetry"),
         raw=data,
     )
 
@@ -277,11 +413,15 @@ def parse_case_result(data: dict[str, Any], where: str) -> CaseResult:
     ranks = _require(data, "ranks", where)
     if not isinstance(ranks, list) or not ranks:
         raise ResultsError(f"{where}: 'ranks' must be a non-empty list")
+    refused = data.get("refused") or []
+    if not isinstance(refused, list) or not all(isinstance(r, str) for r in refused):
+        raise ResultsError(f"{where}: 'refused' must be a list of strings")
     return CaseResult(
         case=name,
         requests=requests,
         median_us=_number(data, "median_us", where),
         ranks=tuple(parse_rank(r, i, f"{where}.ranks[{i}]") for i, r in enumerate(ranks)),
+        refused=tuple(refused),
     )
 
 
@@ -327,9 +467,38 @@ def dump(
     make_parents: bool = True,
     what: str = "results file",
 ) -> None:
-    """Write case entries as vLLM does (`json.dump(results, f, indent=2)`), atomically."""
-    text = json.dumps(list(entries), indent=2, allow_nan=True) + "\n"
+    """Write case entries as vLLM does (`json.dump(results, f, indent=2)`), atomically,
+    except that a non-finite number is written as null: the file is valid JSON."""
+    text = json.dumps(finite_json(list(entries)), indent=2, allow_nan=False) + "\n"
     write_atomic(path, text, make_parents=make_parents, what=what)
+
+
+def finite_json(value: Any) -> Any:
+    """`value` with every NaN or infinity (in dicts, lists, tuples) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(item) for item in value]
+    return value
+
+
+def judge_entry(
+    entry: dict[str, Any], tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE
+) -> CaseResult:
+    """Add fwdasv's verdict fields to a case entry that ran: `refused`, `unstable`.
+
+    The rule is the asv suites' (`refusals`): a non-finite output, a graph (or
+    pipeline) output that differs from eager, or replays that differ refuse
+    the case; a sample spread above 0.5% marks it unstable. Returns the parsed
+    result with the fields set.
+    """
+    if entry.get("error") is None:
+        parsed = parse_case_result(entry, entry["case"])
+        entry["refused"] = [f"{v.check}: {v.detail}" for v in refusals(parsed, tolerance)]
+        entry["unstable"] = parsed.unstable
+    return parse_case_result(entry, entry["case"])
 
 
 def case_entry(

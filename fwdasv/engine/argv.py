@@ -34,6 +34,7 @@ class EngineArgs:
     samples: int = 5
     seed: int = 0
     warmup_s: float = 1.0
+    protocol: str = "auto"
     pipeline_stages: int = 1
     dump_output: str | os.PathLike[str] | None = None
     profile_dir: str | os.PathLike[str] | None = None
@@ -60,6 +61,8 @@ def engine_argv(args: EngineArgs) -> list[str]:
         str(args.seed),
         "--warmup-s",
         str(args.warmup_s),
+        "--protocol",
+        args.protocol,
     ]
     if args.output_json is not None:
         argv += ["--output-json", str(args.output_json)]

@@ -5,8 +5,9 @@ whose replays restore the state the forward writes and then run the forward
 between two timing events. The events live inside the graph, after the
 restore, so neither the restore nor host launch gaps reach the timed interval.
 Before timing, the graph is validated against the eager forward and replayed
-twice to check that replays are bitwise deterministic, then replayed for about
-a second so clocks and caches reach a steady state.
+twice to check that replays are bitwise deterministic, then warmed up and
+timed as the timing protocol lays the replays out (`fwdasv.engine.protocol`),
+with the GPU's telemetry read at every block boundary when it is given.
 
 Without a GPU the same steps run eagerly (restore, forward) around a host
 timer; `timer` says so and the graph-only fields are null.
@@ -15,14 +16,17 @@ timer; `timer` says so and the graph-only fields are null.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from fwdasv.core.stats import Latency
+from fwdasv.engine.protocol import PROTOCOLS, STEADY, BlockRun, Protocol, Replayer, run_protocol
 from fwdasv.targets.base import PreparedForward
+
+if TYPE_CHECKING:
+    from fwdasv.hw.telemetry import GpuTelemetry
 
 TIMER_GRAPH = "graph_events"
 TIMER_HOST = "host_perf_counter"
@@ -37,8 +41,12 @@ class BenchOptions:
     warmup_s: float = 1.0
     # "graph" (CUDA only) or "host".
     timer: str = "graph"
+    # A name of fwdasv.engine.protocol.PROTOCOLS (resolved: not "auto").
+    protocol: str = STEADY
 
     def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.iters < 1 or self.samples < 1:
             raise ValueError(f"iters ({self.iters}) and samples ({self.samples}) must be >= 1")
         if self.warmup_s < 0:
@@ -93,27 +101,59 @@ def timing_events() -> tuple[torch.cuda.Event, torch.cuda.Event]:
 
 
 def bench_forward(
-    prepared: PreparedForward, options: BenchOptions, device: torch.device
+    prepared: PreparedForward,
+    options: BenchOptions,
+    device: torch.device,
+    telemetry: GpuTelemetry | None = None,
 ) -> dict[str, Any]:
-    """The rank dict of vLLM's schema for one prepared case."""
+    """The rank dict of vLLM's schema for one prepared case (plus `protocol`, `telemetry`)."""
     snapshot = StateSnapshot(prepared.state)
     if options.timer == "graph":
         if device.type != "cuda":
             raise ValueError("the graph timer needs a CUDA device; use --timer host on CPU")
-        result = _bench_graph(prepared, snapshot, options, device)
+        result, run = _bench_graph(prepared, snapshot, options, device, telemetry)
     else:
-        result = _bench_host(prepared, snapshot, options, device)
-    return {
+        result, run = _bench_host(prepared, snapshot, options, device, telemetry)
+    rank = {
         "num_tokens": prepared.num_tokens,
         "timing_scope": "target_only",
         **result,
         "state_reset_bytes": snapshot.nbytes,
+        "protocol": {
+            **Protocol.named(options.protocol).to_json(),
+            "iters_per_block": run.iters,
+            "warmup_replays": run.warmup_replays,
+            "timed_busy_s": round(run.busy_s, 4),
+            "timed_idle_s": round(run.idle_s, 4),
+        },
     }
+    if telemetry is not None:
+        from fwdasv.hw.telemetry import rank_telemetry
+
+        rank["telemetry"] = rank_telemetry(
+            telemetry, run.readings, "one reading after each sample block", keep_readings=True
+        )
+    return rank
+
+
+def _timed(replayer: Replayer, options: BenchOptions, telemetry: GpuTelemetry | None) -> BlockRun:
+    return run_protocol(
+        replayer,
+        options.iters,
+        options.samples,
+        options.warmup_s,
+        Protocol.named(options.protocol),
+        read_telemetry=telemetry.read if telemetry is not None else None,
+    )
 
 
 def _bench_host(
-    prepared: PreparedForward, snapshot: StateSnapshot, options: BenchOptions, device: torch.device
-) -> dict[str, Any]:
+    prepared: PreparedForward,
+    snapshot: StateSnapshot,
+    options: BenchOptions,
+    device: torch.device,
+    telemetry: GpuTelemetry | None,
+) -> tuple[dict[str, Any], BlockRun]:
     forward = prepared.forward
     with torch.inference_mode():
         forward()  # eager warmup: lazy init, allocator, autotuning
@@ -131,30 +171,23 @@ def _bench_host(
             synchronize(device)
             return (time.perf_counter() - begin) * 1e6
 
-        _warmup(run_once, options)
-        times = [run_once() for _ in range(options.iters * options.samples)]
+        run = _timed(Replayer(run_once, run_once, lambda: None), options, telemetry)
     return {
         "eager_repeat": tensor_diff(reference, eager),
         "graph_vs_eager": None,
         "graph_deterministic": None,
         "finite": bool(reference.isfinite().all()),
-        "latency_us": Latency.from_replays(times, options.samples, TIMER_HOST).to_json(),
-    }
-
-
-def _warmup(run_once: Callable[[], float], options: BenchOptions) -> None:
-    """Run until `warmup_s` has passed (at least `iters` runs when warmup_s > 0)."""
-    if options.warmup_s <= 0:
-        return
-    per_run = max(run_once(), 1.0) * 1e-6
-    count = max(options.iters, int(options.warmup_s / per_run))
-    for _ in range(count):
-        run_once()
+        "latency_us": Latency.from_replays(run.times_us, options.samples, TIMER_HOST).to_json(),
+    }, run
 
 
 def _bench_graph(
-    prepared: PreparedForward, snapshot: StateSnapshot, options: BenchOptions, device: torch.device
-) -> dict[str, Any]:
+    prepared: PreparedForward,
+    snapshot: StateSnapshot,
+    options: BenchOptions,
+    device: torch.device,
+    telemetry: GpuTelemetry | None,
+) -> tuple[dict[str, Any], BlockRun]:
     forward = prepared.forward
     with torch.inference_mode():
         stream = torch.cuda.Stream(device)
@@ -193,17 +226,10 @@ def _bench_graph(
             end.synchronize()
             return start.elapsed_time(end) * 1000
 
-        def replay_host_timed() -> float:
-            begin = time.perf_counter()
-            graph.replay()
-            synchronize(device)
-            return (time.perf_counter() - begin) * 1e6
-
-        if options.warmup_s > 0:
-            per_replay = max(replay_host_timed(), 1.0) * 1e-6
-            for _ in range(max(options.iters, int(options.warmup_s / per_replay))):
-                graph.replay()
-            synchronize(device)
-        times = [replay_once() for _ in range(options.iters * options.samples)]
-    result["latency_us"] = Latency.from_replays(times, options.samples, TIMER_GRAPH).to_json()
-    return result
+        run = _timed(
+            Replayer(replay_once, graph.replay, lambda: synchronize(device)), options, telemetry
+        )
+    result["latency_us"] = Latency.from_replays(
+        run.times_us, options.samples, TIMER_GRAPH
+    ).to_json()
+    return result, run

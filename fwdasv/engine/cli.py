@@ -13,7 +13,9 @@ import click
 
 from fwdasv.core.cases import GRAMMAR_HELP, load_cases, parse_case, suite_cases, unique_cases
 from fwdasv.core.clitools import CliError, Command
-from fwdasv.core.files import check_output_path
+from fwdasv.core.errors import CasesFailed
+from fwdasv.core.files import check_output_dir, check_output_path
+from fwdasv.engine.protocol import AUTO, DEFAULT_GPU_PROTOCOL, PROTOCOLS, STEADY, resolve_protocol
 from fwdasv.targets.base import DEFAULT_TARGET, TargetSpec, check_dtype_name, parse_options
 
 
@@ -26,11 +28,6 @@ def collect_cases(case: tuple[str, ...], shapes: str | None, suite: tuple[str, .
     if not cases:
         raise CliError("No cases: pass at least one --case, --shapes or --suite")
     return unique_cases(cases)
-
-
-def _positive(name: str, value: int) -> None:
-    if value < 1:
-        raise CliError(f"{name} must be at least 1, got {value}")
 
 
 @click.command(
@@ -59,10 +56,18 @@ def _positive(name: str, value: int) -> None:
 @click.option(
     "--suite", multiple=True, help="A named case suite of fwdasv.core.cases.SUITES. Repeatable."
 )
-@click.option("--iters", type=int, default=20, help="Replays per sample.")
-@click.option("--samples", type=int, default=5, help="Samples (blocks of --iters replays).")
+@click.option("--iters", type=click.IntRange(min=1), default=20, help="Replays per sample.")
 @click.option(
-    "--seed", type=int, default=0, help="Seed of the weights, tokens and cached prefixes."
+    "--samples",
+    type=click.IntRange(min=1, max=100_000),
+    default=5,
+    help="Samples (blocks of --iters replays).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0, max=2**32 - 1),
+    default=0,
+    help="Seed of the weights, tokens and cached prefixes.",
 )
 @click.option(
     "--dtype",
@@ -77,17 +82,30 @@ def _positive(name: str, value: int) -> None:
     help="graph: CUDA events inside a CUDA graph; host: perf_counter around eager forwards. auto: graph on CUDA.",
 )
 @click.option(
-    "--warmup-s", type=float, default=1.0, help="Seconds of replays before timing (steady clocks)."
+    "--warmup-s",
+    type=click.FloatRange(min=0, max=3600),
+    default=1.0,
+    help="Seconds of replays before timing (steady clocks).",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice([AUTO, *PROTOCOLS]),
+    default=AUTO,
+    help="How the timed blocks are laid out in time: steady (back to back, vLLM's), "
+    "duty-cycled (short bursts with 3x idle: the GPU stays off its power cap), long-blocks "
+    f"(blocks of at least 1 s). auto: {DEFAULT_GPU_PROTOCOL} for CUDA graphs, steady for the "
+    "host timer. See fwdasv/engine/protocol.py.",
 )
 @click.option(
     "--pipeline-stages",
-    type=int,
+    type=click.IntRange(min=1),
     default=1,
-    help="Split the target into N stages, one process each (torchrun).",
+    help="Split the target into N stages, one process each (torchrun); at most the target's "
+    "layers and the visible GPUs (CUDA) or twice the usable CPUs (gloo).",
 )
 @click.option(
     "--timeout-s",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=3600.0,
     help="Pipeline runs: kill the torchrun group after this long.",
 )
@@ -99,7 +117,8 @@ def _positive(name: str, value: int) -> None:
 @click.option(
     "--create-dirs",
     is_flag=True,
-    help="Create the missing parent directories of --output-json (refused otherwise).",
+    help="Create the missing parent directories of --output-json and --dump-output "
+    "(refused otherwise).",
 )
 @click.option(
     "--profile-dir",
@@ -127,6 +146,7 @@ def forward(
     device: str,
     timer: str,
     warmup_s: float,
+    protocol: str,
     pipeline_stages: int,
     timeout_s: float,
     output_json: str | None,
@@ -137,22 +157,34 @@ def forward(
     """Time the forward of exact batches of a PyTorch model, like `vllm bench forward`.
 
     Prints one line per case and writes the results JSON as each case finishes.
-    Exits 3 when some cases failed (their errors are in the JSON), 1 on bad input.
+    A case whose output is non-finite, differs from eager or replays
+    non-deterministically is refused (no latency recorded, the reason in the
+    JSON); a sample spread above 0.5% is marked `unstable` with a warning.
+    Exits 3 when some cases failed or were refused, 1 on bad input, 2 on bad usage.
     """
-    _positive("--iters", iters)
-    _positive("--samples", samples)
-    _positive("--pipeline-stages", pipeline_stages)
-    if warmup_s < 0:
-        raise CliError(f"--warmup-s must be >= 0, got {warmup_s}")
     cases = collect_cases(case, shapes, suite)
-    if output_json is not None:
-        # Before anything is measured: a bad path must cost nothing.
-        check_output_path(output_json, make_parents=create_dirs, what="--output-json")
+    pipeline = pipeline_stages > 1 or _under_torchrun()
+    if pipeline and protocol not in (AUTO, STEADY):
+        raise CliError(
+            f"--protocol {protocol} is for single-stage runs: a pipeline streams its "
+            "microbatches back to back (use --protocol steady or auto)"
+        )
+    if dump_output is not None and not pipeline:
+        raise CliError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
     options = parse_options(target_options)
     # A misspelt target fails before torch is imported, in a fraction of a second.
-    TargetSpec.parse(target, options).resolve()
+    spec = TargetSpec.parse(target, options)
+    spec.resolve()
+    if pipeline_stages > 1 and not _under_torchrun():
+        # Before any rank starts (64 stages of a 4-layer target ran a box out of memory).
+        spec.check_stages(pipeline_stages)
     if dtype != "auto":
         check_dtype_name(dtype)
+    # Before anything is measured: a bad path must cost nothing.
+    if output_json is not None:
+        check_output_path(output_json, make_parents=create_dirs, what="--output-json")
+    if dump_output is not None:
+        check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
 
     # Import torch only once the arguments are known to be good.
     from fwdasv.engine.capture import BenchOptions
@@ -164,6 +196,7 @@ def forward(
         timer = resolve_timer(timer, device)
     except ValueError as error:
         raise CliError(str(error)) from None
+    protocol = STEADY if pipeline else resolve_protocol(protocol, timer)
     dtype = resolve_dtype(dtype, device)
     torch_dtype(dtype)
     config = EngineConfig(
@@ -172,27 +205,49 @@ def forward(
         device=device,
         dtype=dtype,
         options=BenchOptions(
-            iters=iters, samples=samples, seed=seed, warmup_s=warmup_s, timer=timer
+            iters=iters,
+            samples=samples,
+            seed=seed,
+            warmup_s=warmup_s,
+            timer=timer,
+            protocol=protocol,
         ),
     )
-    if pipeline_stages > 1 or ("RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1):
+    if pipeline:
         if profile_dir is not None:
             raise CliError(
                 "--profile-dir is not supported for pipeline runs yet; profile with one stage"
             )
         from fwdasv.engine.pipeline_run import pipeline_main
 
-        failed = pipeline_main(
-            config, cases, pipeline_stages, output_json, timeout_s, dump_output, echo=click.echo
+        outcome = pipeline_main(
+            config,
+            cases,
+            pipeline_stages,
+            output_json,
+            timeout_s,
+            dump_output,
+            echo=click.echo,
+            warn=_warn,
         )
     else:
-        if dump_output is not None:
-            raise CliError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
         from fwdasv.engine.runner import run_cases
 
-        outcome = run_cases(config, cases, output_json, echo=click.echo, profile_dir=profile_dir)
-        failed = [r.case for r in outcome if not r.ok]
-    if failed:
-        raise CliError(
-            f"{len(failed)} case(s) failed: {', '.join(failed)} (errors in the output)", exit_code=3
+        outcome = run_cases(
+            config, cases, output_json, echo=click.echo, warn=_warn, profile_dir=profile_dir
         )
+    failed = [r for r in outcome if not r.ok or r.refused]
+    if failed:
+        raise CasesFailed(
+            f"{len(failed)} case(s) failed: "
+            + ", ".join(f"{r.case} ({'refused' if r.ok else 'error'})" for r in failed)
+            + (f" (details in {output_json})" if output_json else "")
+        )
+
+
+def _under_torchrun() -> bool:
+    return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def _warn(line: str) -> None:
+    click.echo(line, err=True)

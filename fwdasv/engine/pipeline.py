@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 from fwdasv.core.cases import BenchCase
+from fwdasv.core.files import check_output_path
 from fwdasv.core.stats import Latency
 from fwdasv.engine.capture import StateSnapshot, synchronize, tensor_diff
 from fwdasv.engine.clock import HostClock, PipelineClock
@@ -430,9 +431,17 @@ def _rank_dict(
 
 
 def _dump(directory: Path, case: BenchCase, rank: int, output: dict[str, torch.Tensor]) -> None:
-    """Debug output: this rank's streamed tensors, for checks outside the engine."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{_safe_name(case.name)}.rank{rank}.pt"
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save({name: t.detach().cpu().clone() for name, t in output.items()}, tmp)
-    os.replace(tmp, path)
+    """Debug output: this rank's streamed tensors, for checks outside the engine.
+
+    Written beside and renamed onto a regular file only (`check_output_path`).
+    """
+    path = check_output_path(
+        directory / f"{_safe_name(case.name)}.rank{rank}.pt", what="--dump-output"
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        torch.save({name: t.detach().cpu().clone() for name, t in output.items()}, tmp)
+        check_output_path(path, what="--dump-output")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -4,6 +4,12 @@
 `fwdasv.launch` with the engine's own command line (`fwdasv.engine.argv`);
 under torchrun each rank builds its stage of the target, runs every case with
 `fwdasv.engine.pipeline.bench_case`, and rank 0 prints and writes the results.
+
+The relaunch checks the limits first (stages against the visible GPUs, or the
+usable CPUs for gloo; the target's layers were checked by the command line),
+so a bad count costs no process. torchrun's own output goes to the log only;
+the terminal gets the per-case lines, and a failure is one line naming the
+failing rank, its exit status and the log.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import torch.distributed as dist
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
+from fwdasv.core.errors import EXIT_INTERRUPTED, UserError
 from fwdasv.engine.pipeline import RankContext, bench_case
 from fwdasv.engine.ranks import (
     CaseFailed,
@@ -30,7 +37,8 @@ from fwdasv.engine.ranks import (
     init_groups,
     rank_device,
 )
-from fwdasv.engine.runner import EngineConfig, describe_error, free_device_memory
+from fwdasv.engine.runner import EngineConfig, announce, describe_error, free_device_memory
+from fwdasv.launch import MAX_RANKS_PER_CPU, usable_cpus
 from fwdasv.targets.base import TargetSpec
 
 
@@ -41,8 +49,9 @@ def run_rank(
     output_json: str | os.PathLike[str] | None,
     dump_output: str | os.PathLike[str] | None = None,
     echo: Callable[[str], None] = print,
-) -> list[str]:
-    """This rank's part of a pipeline run (under torchrun); returns the failed cases.
+    warn: Callable[[str], None] = print,
+) -> list[results.CaseResult]:
+    """This rank's part of a pipeline run (under torchrun); returns the judged results.
 
     Rank 0 prints one line per case and rewrites `output_json` after each.
     """
@@ -58,11 +67,11 @@ def run_rank(
         topology, groups, device, config, Path(dump_output) if dump_output else None
     )
     with torch.inference_mode():
-        failed = _run_cases(context, cases, output_json, echo)
+        judged = _run_cases(context, cases, output_json, echo, warn)
     # Only after a clean finish: a rank that raised leaves the group to torchrun,
     # which stops the others; tearing down NCCL with transfers in flight can hang.
     dist.destroy_process_group()
-    return failed
+    return judged
 
 
 def _run_cases(
@@ -70,10 +79,11 @@ def _run_cases(
     cases: Sequence[BenchCase],
     output_json: str | os.PathLike[str] | None,
     echo: Callable[[str], None],
-) -> list[str]:
+    warn: Callable[[str], None],
+) -> list[results.CaseResult]:
     topology, config = context.topology, context.config
     entries: list[dict[str, Any]] = []
-    failed: list[str] = []
+    judged: list[results.CaseResult] = []
     error = None
     target = None
     try:
@@ -89,9 +99,8 @@ def _run_cases(
         # Nothing can run: every case carries the build error.
         for case in cases:
             entries.append(results.error_entry(case.name, case.requests, str(failure)))
-            failed.append(case.name)
-            _publish(topology, entries, output_json, echo)
-        return failed
+            judged.append(_publish(topology, entries, output_json, echo, warn))
+        return judged
     assert target is not None
     for case in cases:
         try:
@@ -99,12 +108,11 @@ def _run_cases(
             entry = results.case_entry(case.name, case.requests, ranks)
         except CaseFailed as failure:
             entry = results.error_entry(case.name, case.requests, str(failure))
-            failed.append(case.name)
         finally:
             free_device_memory(context.device)
         entries.append(entry)
-        _publish(topology, entries, output_json, echo)
-    return failed
+        judged.append(_publish(topology, entries, output_json, echo, warn))
+    return judged
 
 
 def _publish(
@@ -112,13 +120,15 @@ def _publish(
     entries: list[dict[str, Any]],
     output_json: str | os.PathLike[str] | None,
     echo: Callable[[str], None],
-) -> None:
-    if topology.rank != 0:
-        return
-    if output_json is not None:
-        results.dump(entries, output_json, make_parents=False, what="--output-json")
-    entry = entries[-1]
-    echo(results.parse_case_result(entry, entry["case"]).line())
+    warn: Callable[[str], None],
+) -> results.CaseResult:
+    """Judge the newest entry (every rank, the same verdict); rank 0 writes and prints it."""
+    result = results.judge_entry(entries[-1])
+    if topology.rank == 0:
+        if output_json is not None:
+            results.dump(entries, output_json, make_parents=False, what="--output-json")
+        announce(result, echo, warn)
+    return result
 
 
 # --- entry point: relaunch under torchrun, or run this rank ---------------------------
@@ -132,21 +142,47 @@ def pipeline_main(
     timeout_s: float,
     dump_output: str | os.PathLike[str] | None = None,
     echo: Callable[[str], None] = print,
-) -> list[str]:
-    """Run `cases` through a `stages`-stage pipeline; return the failed case names.
+    warn: Callable[[str], None] = print,
+) -> list[results.CaseResult]:
+    """Run `cases` through a `stages`-stage pipeline; return the judged results.
 
     Under torchrun (RANK set) this is one rank's part, and only rank 0
-    returns the failed cases. Otherwise it starts
+    returns the results. Otherwise it starts
     `torchrun --nproc-per-node stages -m fwdasv.engine ...` with the same
     settings through `fwdasv.launch` (killed after `timeout_s`) and reads the
     results back, so `fwdasv forward --pipeline-stages N` just works.
     """
     if "RANK" in os.environ:
-        failed = run_rank(config, cases, stages, output_json, dump_output, echo)
+        judged = run_rank(config, cases, stages, output_json, dump_output, echo, warn)
         # Every rank knows which cases failed; rank 0, which prints and writes
         # the results, is the one to report them (and exit 3).
-        return failed if int(os.environ["RANK"]) == 0 else []
-    return _relaunch(config, cases, stages, output_json, timeout_s, dump_output, echo)
+        return judged if int(os.environ["RANK"]) == 0 else []
+    return _relaunch(config, cases, stages, output_json, timeout_s, dump_output, echo, warn)
+
+
+def check_stage_resources(stages: int, device: str, warn: Callable[[str], None] = print) -> None:
+    """Refuse more stages than this host can hold, before anything starts.
+
+    CUDA: one GPU per stage. gloo: `MAX_RANKS_PER_CPU` ranks per usable CPU;
+    beyond one per CPU the ranks share CPUs and the timings include it, so
+    that is a warning.
+    """
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count()
+        if stages > count:
+            raise PipelineError(f"{stages} pipeline stages need {stages} GPUs; {count} visible")
+        return
+    cpus = usable_cpus()
+    if stages > MAX_RANKS_PER_CPU * cpus:
+        raise PipelineError(
+            f"--pipeline-stages {stages}: on CPU (gloo) each stage is a process; this host "
+            f"gives {cpus} usable CPU(s), so at most {MAX_RANKS_PER_CPU * cpus} stages"
+        )
+    if stages > cpus:
+        warn(
+            f"Warning: {stages} pipeline stages on {cpus} usable CPU(s): the ranks share "
+            "CPUs, so the timings include the sharing"
+        )
 
 
 def _relaunch(
@@ -157,14 +193,12 @@ def _relaunch(
     timeout_s: float,
     dump_output: str | os.PathLike[str] | None,
     echo: Callable[[str], None],
-) -> list[str]:
+    warn: Callable[[str], None],
+) -> list[results.CaseResult]:
     from fwdasv.engine.argv import EngineArgs, engine_argv
-    from fwdasv.launch import LaunchSpec, launch
+    from fwdasv.launch import LaunchError, LaunchSpec, launch
 
-    if config.device.startswith("cuda") and torch.cuda.device_count() < stages:
-        raise PipelineError(
-            f"{stages} pipeline stages need {stages} GPUs; {torch.cuda.device_count()} visible"
-        )
+    check_stage_resources(stages, config.device, warn)
     workdir = Path(tempfile.mkdtemp(prefix="fwdasv-pipeline-"))
     results_path = Path(output_json) if output_json is not None else workdir / "results.json"
     options = config.options
@@ -181,13 +215,37 @@ def _relaunch(
         samples=options.samples,
         seed=options.seed,
         warmup_s=options.warmup_s,
+        protocol=options.protocol,
         pipeline_stages=stages,
         dump_output=dump_output,
     )
     spec = LaunchSpec(engine_argv(args), nproc_per_node=stages, timeout_s=timeout_s)
-    outcome = launch(
-        spec, results_path, workdir / "torchrun.log", echo=echo, cases=[c.name for c in cases]
-    )
-    # On failure launch raised and the log stays for the user; here all went through.
+    log = workdir / "torchrun.log"
+
+    def progress(line: str) -> None:
+        # Rank 0's case lines and warnings; torchrun's own output stays in the log.
+        if line.startswith("[forward] "):
+            echo(line)
+        elif line.startswith("Warning: "):
+            warn(line)
+
+    try:
+        outcome = launch(spec, results_path, log, echo=progress, cases=[c.name for c in cases])
+    except LaunchError as error:
+        raise PipelineFailed(error.headline(f"{stages}-stage pipeline")) from None
+    except KeyboardInterrupt:
+        raise PipelineFailed(
+            f"interrupted; every rank was stopped (their output: {log})",
+            exit_code=EXIT_INTERRUPTED,
+        ) from None
+    # On failure the log stays for the user; here all went through.
     shutil.rmtree(workdir, ignore_errors=True)
-    return [r.case for r in outcome if not r.ok]
+    return outcome
+
+
+class PipelineFailed(UserError):
+    """The torchrun group failed or was interrupted: one line, the log kept."""
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -1,9 +1,12 @@
 """Run a list of cases through the single-stage bench and write vLLM's JSON.
 
-The target is built once; each case is prepared, timed and written out as soon
-as it finishes (the whole file rewritten atomically), so a crash later loses
-nothing already measured. A case that fails (a shape the target refuses, CUDA
-out of memory) is recorded with its error and the next case still runs.
+The target is built once; each case is prepared, timed, judged and written
+out as soon as it finishes (the whole file rewritten atomically), so a crash
+later loses nothing already measured. A case that fails (a shape the target
+refuses, CUDA out of memory) is recorded with its error and the next case
+still runs; a case that ran but computed garbage (non-finite output, graph
+unlike eager, replays that differ) is recorded with `refused`, the asv suites'
+rule (`fwdasv.core.results.judge_entry`), and counts as failed too.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
+from fwdasv.core.stats import UNSTABLE_SPREAD_PCT
 from fwdasv.engine.capture import BenchOptions, StateSnapshot, bench_forward
 from fwdasv.targets.base import PreparedForward, TargetSpec
 
@@ -120,49 +124,95 @@ def _profile_line(case_name: str, block: dict[str, Any]) -> str:
     )
 
 
+def announce(
+    result: results.CaseResult, echo: Callable[[str], None], warn: Callable[[str], None]
+) -> None:
+    """The case's line (vLLM's), its GPU state, and a warning when its timing is unstable."""
+    line = result.line()
+    telemetry = result.telemetry
+    if result.ok and telemetry is not None and telemetry.readings:
+        line += f"; GPU {telemetry.line()}"
+    echo(line)
+    if result.ok and not result.refused and result.unstable:
+        warn(
+            f"Warning: {result.case}: unstable timing (sample spread "
+            f"{result.latency.sample_spread_pct:.2f}% > {UNSTABLE_SPREAD_PCT}%); "
+            "the point is marked unstable"
+        )
+
+
+def open_telemetry(device: torch.device) -> tuple[Any, str | None]:
+    """The NVML view of the CUDA device (None and why, when NVML cannot read it)."""
+    from fwdasv.hw.telemetry import TelemetryUnavailable, open_for_device
+
+    props = torch.cuda.get_device_properties(device)
+    uuid = getattr(props, "uuid", None)
+    try:
+        return open_for_device(str(uuid) if uuid is not None else None, device.index or 0), None
+    except TelemetryUnavailable as error:
+        return None, str(error)
+
+
 def run_cases(
     config: EngineConfig,
     cases: Sequence[BenchCase],
     output_json: str | os.PathLike[str] | None,
     echo: Callable[[str], None] = print,
+    warn: Callable[[str], None] = print,
     profile_dir: str | os.PathLike[str] | None = None,
 ) -> list[results.CaseResult]:
-    """Bench every case; returns the parsed results (failed cases included).
+    """Bench every case; returns the judged results (failed and refused cases included).
 
     With `profile_dir`, each timed case is then profiled (`fwdasv.engine.profile`)
     and its rank dict gets vLLM's `profile` block.
     """
     device = torch.device(config.device)
+    telemetry, no_telemetry = None, None
     if device.type == "cuda":
         if device.index is None:
             # set_device refuses a bare "cuda" (what --device auto gives).
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
+        telemetry, no_telemetry = open_telemetry(device)
     spec = TargetSpec.parse(config.target, config.target_options)
     engine_info = config.describe()
     entries: list[dict[str, Any]] = []
-    with torch.inference_mode():
-        target = spec.build(config.device, config.dtype)
-        for case in cases:
-            try:
-                prepared = target.prepare(case, config.options.seed)
-                # Timing leaves the state one step on: profiling restores this one.
-                snapshot = StateSnapshot(prepared.state) if profile_dir is not None else None
-                rank = bench_forward(prepared, config.options, device)
-                rank["engine"] = engine_info
-                if snapshot is not None and profile_dir is not None:
-                    rank["profile"] = _profile(prepared, snapshot, device, profile_dir, case.name)
-                entry = results.case_entry(case.name, case.requests, [rank])
-            except Exception as error:  # recorded per case; the others still run
-                entry = results.error_entry(case.name, case.requests, describe_error(error))
-            finally:
-                prepared = snapshot = None
-                free_device_memory(device)
-            entries.append(entry)
-            if output_json is not None:
-                _write(entries, output_json)
-            echo(results.parse_case_result(entry, case.name).line())
-            if profile_dir is not None and entry["ranks"]:
-                echo(_profile_line(case.name, entry["ranks"][0]["profile"]))
-            sys.stdout.flush()
-    return results.parse(entries, str(output_json or "<engine>"))
+    judged: list[results.CaseResult] = []
+    try:
+        with torch.inference_mode():
+            target = spec.build(config.device, config.dtype)
+            for case in cases:
+                snapshot = None
+                try:
+                    prepared = target.prepare(case, config.options.seed)
+                    # Timing leaves the state one step on: profiling restores this one.
+                    snapshot = StateSnapshot(prepared.state) if profile_dir is not None else None
+                    rank = bench_forward(prepared, config.options, device, telemetry)
+                    if no_telemetry is not None:
+                        from fwdasv.hw.telemetry import unavailable_telemetry
+
+                        rank["telemetry"] = unavailable_telemetry(no_telemetry)
+                    rank["engine"] = engine_info
+                    if snapshot is not None and profile_dir is not None:
+                        rank["profile"] = _profile(
+                            prepared, snapshot, device, profile_dir, case.name
+                        )
+                    entry = results.case_entry(case.name, case.requests, [rank])
+                except Exception as error:  # recorded per case; the others still run
+                    entry = results.error_entry(case.name, case.requests, describe_error(error))
+                finally:
+                    prepared = snapshot = None
+                    free_device_memory(device)
+                result = results.judge_entry(entry)
+                entries.append(entry)
+                judged.append(result)
+                if output_json is not None:
+                    _write(entries, output_json)
+                announce(result, echo, warn)
+                if profile_dir is not None and entry["ranks"]:
+                    echo(_profile_line(case.name, entry["ranks"][0]["profile"]))
+                sys.stdout.flush()
+    finally:
+        if telemetry is not None:
+            telemetry.close()
+    return judged

@@ -15,6 +15,7 @@ import click
 
 from fwdasv.core.clitools import CliError, Group
 from fwdasv.core.errors import EXIT_CHECKS_FAILED
+from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks, statefile
 from fwdasv.hw import machine as hw_machine
 from fwdasv.hw import setup as hw_setup
@@ -80,7 +81,7 @@ def hw() -> None:
 )
 @click.option(
     "--allow-pid",
-    type=int,
+    type=click.IntRange(min=1),
     multiple=True,
     help="A compute process allowed on the GPUs (e.g. the benchmark itself); repeatable. "
     "[default: none]",
@@ -235,6 +236,8 @@ def machine(
     state_file: Path | None,
 ) -> None:
     """Write this machine (GPU model, UUIDs, driver, CUDA, clock policy) into asv's machine file."""
+    # Before NVML is asked anything: a path that cannot be written is one line, at once.
+    check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
     entry, path = hw_machine.machine(
         gpus=parse_gpu_selection(gpus),
         name=name,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fwdasv.core.files import write_atomic
+from fwdasv.core.files import check_output_path, write_atomic
 from fwdasv.hw.checks import CLOCK_POLICIES
 from fwdasv.hw.errors import HardwareError, NoDriver
 from fwdasv.hw.nvml import GpuInfo, Inventory, read_inventory
@@ -118,7 +118,9 @@ def this_machine(
 
 def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | None = None) -> Path:
     """Merge `entry` into asv's machine file (other machines kept), atomically."""
-    target = Path(path if path is not None else DEFAULT_MACHINE_FILE).expanduser()
+    target = machine_file_path(path)
+    # Before it is read: a FIFO would block the read, a symlink or device must not be replaced.
+    check_output_path(target, what="machine file")
     machines: dict[str, Any] = {}
     if target.exists():
         try:
@@ -135,8 +137,18 @@ def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | Non
             )
     machines[entry["machine"]] = dict(entry)
     machines["version"] = MACHINE_FILE_VERSION
-    write_atomic(target, json.dumps(machines, indent=4, sort_keys=True) + "\n")
+    write_atomic(
+        target,
+        json.dumps(machines, indent=4, sort_keys=True) + "\n",
+        make_parents=False,
+        what="machine file",
+    )
     return target
+
+
+def machine_file_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """asv's machine file: `path`, or ~/.asv-machine.json."""
+    return Path(path if path is not None else DEFAULT_MACHINE_FILE).expanduser()
 
 
 def machine(

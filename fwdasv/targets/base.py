@@ -5,6 +5,11 @@ A target is built once per process by a factory named `package.module:callable`
 batch: the inputs, a forward closure over them, and the state tensors the
 forward writes, which the engine restores before every timed replay. A pipeline
 run builds the same target once per rank as one stage of N.
+
+A factory may also tell how many stages its target splits into, without
+building it: a `max_stages(**options) -> int` attribute (the bundled decoder's
+is its layer count). `fwdasv forward --pipeline-stages N` checks it before any
+rank starts.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -101,6 +107,29 @@ class TargetSpec:
             raise TargetError(f"Target {self.factory!r} is not callable")
         return obj
 
+    def max_stages(self) -> int | None:
+        """The factory's `max_stages(**options)`, or None when it does not say."""
+        limit = getattr(self.resolve(), "max_stages", None)
+        if limit is None:
+            return None
+        try:
+            return int(limit(**self.options))
+        except TargetError:
+            raise
+        except Exception as error:
+            raise TargetError(
+                f"Target {self.factory!r}: its max_stages failed: {_one_line(error)}"
+            ) from None
+
+    def check_stages(self, stages: int) -> None:
+        """Refuse `stages` beyond what the target splits into, before any rank starts."""
+        limit = self.max_stages()
+        if limit is not None and stages > limit:
+            raise TargetError(
+                f"--pipeline-stages {stages}: target {self.factory!r} splits into at most "
+                f"{limit} stage(s) (one per layer); use at most {limit}"
+            )
+
     def build(self, device: str, dtype: str, stage: int = 0, num_stages: int = 1) -> Target:
         factory = self.resolve()
         kwargs = {"device": device, "dtype": dtype, "stage": stage, "num_stages": num_stages}
@@ -125,13 +154,32 @@ class TargetSpec:
                     f"Target {self.factory!r} takes no option(s) {unknown}; "
                     f"it accepts {sorted(set(parameters) - {'device', 'dtype', 'stage', 'num_stages'})}"
                 )
-        target = factory(**kwargs, **self.options)
+        try:
+            target = factory(**kwargs, **self.options)
+        except TargetError:
+            raise
+        except Exception as error:
+            # The project's own code failed: one line, with where it failed.
+            raise TargetError(
+                f"Target {self.factory!r} failed to build: {_one_line(error)}{_where(error)}"
+            ) from error
         if not isinstance(target, Target):
             raise TargetError(
                 f"Target {self.factory!r} returned {type(target).__name__}, which has no "
                 "`name` and `prepare(case, seed)`"
             )
         return target
+
+
+def _one_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+def _where(error: BaseException) -> str:
+    """` (at file:line)` of the innermost frame of the traceback, when there is one."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def parse_options(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -429,8 +429,15 @@ def _sized(size: str, doc: str) -> Callable[..., DecoderTarget]:
     ) -> DecoderTarget:
         return decoder(size, device, dtype, stage, num_stages, seed, num_layers)
 
+    def max_stages(num_layers: int | None = None, **_: object) -> int:
+        """One layer per stage at least (a bad num_layers is reported by the build)."""
+        if isinstance(num_layers, int) and not isinstance(num_layers, bool) and num_layers >= 1:
+            return num_layers
+        return SIZES[size].num_layers
+
     factory.__name__ = factory.__qualname__ = size.replace("-", "_").replace(".", "_")
     factory.__doc__ = doc
+    factory.max_stages = max_stages  # type: ignore[attr-defined]
     return factory
 
 

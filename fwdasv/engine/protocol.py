@@ -1,0 +1,216 @@
+"""When the timed replays run: the timing protocol, and telemetry at block boundaries.
+
+A case's timed replays are `samples` blocks of `iters` replays; the block
+medians are the samples asv gets, their spread the stability figure. How the
+blocks are laid out in time decides how much a power-capped GPU moves them:
+
+- `steady` (vLLM's and fwdasv's protocol until issue 11): about `warmup_s` of
+  back-to-back replays, then every block back to back. On the shared H200 the
+  heavy cases of the 8B-layer decoder sit at the 700 W cap; the SM clock moves
+  between 1605 and 1980 MHz from block to block and the sample spread is 2-5.7%.
+- `duty-cycled`: replays run in bursts of at most `burst_s` (50 ms) of busy
+  time, each followed by `gap_ratio` (3) times its length of idle GPU, in the
+  warmup too, so every timed block starts from the same periodic state. The
+  average power is a quarter of the steady one and a burst is short next to the
+  power controller's reaction, so the GPU stays at (or near) its top clock
+  instead of cycling through the cap. Measured on the H200 with whole blocks as
+  bursts: decode_bs32_8k's spread 3.2% -> 1.6%, 0.29% on the blocks at the top
+  clocks; bursts of 50 ms aim at that top-clock regime for every block.
+  It costs (1 + gap_ratio) times the timed wall time.
+- `long-blocks`: blocks of at least `block_s` (1 s) of replays (iters rounded
+  up per case), back to back: each block median averages over many cycles of
+  the power controller instead of catching one phase of it (vLLM's blocks of
+  Llama-3.1-8B, 4x longer than the 8-layer target's, show half its spread).
+
+`auto` is `duty-cycled` for CUDA graphs and `steady` for the host timer (a
+CPU has no power cap to dodge, and the CPU figures were made with `steady`).
+scripts/gpu/measure_protocol.py measures all three side by side on an H200,
+in fresh processes, with their telemetry; docs/measurements.md records it.
+
+Telemetry (`fwdasv.hw.telemetry`) is read once after each block, outside the
+timed replays.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+STEADY, DUTY_CYCLED, LONG_BLOCKS = "steady", "duty-cycled", "long-blocks"
+PROTOCOLS = (STEADY, DUTY_CYCLED, LONG_BLOCKS)
+AUTO = "auto"
+# The protocol `auto` gives CUDA-graph timing.
+DEFAULT_GPU_PROTOCOL = DUTY_CYCLED
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """A named layout of the timed replays in time (see the module docstring)."""
+
+    name: str = STEADY
+    # duty-cycled: idle time per busy time, and the longest busy stretch.
+    gap_ratio: float = 0.0
+    burst_s: float = math.inf
+    # long-blocks: the shortest block.
+    block_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.name not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.name!r}")
+        if self.gap_ratio < 0 or self.burst_s <= 0 or self.block_s < 0:
+            raise ValueError(f"bad protocol parameters: {self}")
+
+    @classmethod
+    def named(cls, name: str) -> Protocol:
+        if name == DUTY_CYCLED:
+            return cls(DUTY_CYCLED, gap_ratio=3.0, burst_s=0.05)
+        if name == LONG_BLOCKS:
+            return cls(LONG_BLOCKS, block_s=1.0)
+        return cls(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "gap_ratio": self.gap_ratio,
+            "burst_s": None if math.isinf(self.burst_s) else self.burst_s,
+            "block_s": self.block_s,
+        }
+
+
+def resolve_protocol(name: str, timer: str) -> str:
+    """`auto` -> the protocol for this timer; a named one as is."""
+    if name == AUTO:
+        return DEFAULT_GPU_PROTOCOL if timer == "graph" else STEADY
+    if name not in PROTOCOLS:
+        raise ValueError(f"--protocol must be auto or one of {', '.join(PROTOCOLS)}, got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class Replayer:
+    """How the protocol drives one prepared forward.
+
+    `timed()` runs one replay and waits for it, returning its time in µs (the
+    timer's: CUDA events inside the graph, or the host clock); `launch()` runs
+    one without waiting; `wait()` waits for the device.
+    """
+
+    timed: Callable[[], float]
+    launch: Callable[[], None]
+    wait: Callable[[], None]
+
+
+@dataclass
+class BlockRun:
+    """The timed replays of one case and what the protocol did around them."""
+
+    times_us: list[float]
+    iters: int  # replays per block (long-blocks may raise it)
+    readings: list[Any] = field(default_factory=list)  # one telemetry Reading per block
+    busy_s: float = 0.0
+    idle_s: float = 0.0
+    warmup_replays: int = 0
+
+
+def run_protocol(
+    replayer: Replayer,
+    iters: int,
+    samples: int,
+    warmup_s: float,
+    protocol: Protocol,
+    read_telemetry: Callable[[], Any] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BlockRun:
+    """Warm up and time `samples` blocks of `iters` replays the protocol's way."""
+    run = BlockRun(times_us=[], iters=iters)
+    if protocol.name == DUTY_CYCLED:
+        # No sizing probe: its replays would make a burst longer than `burst_s`.
+        _duty_cycled_warmup(replayer, warmup_s, protocol, run, clock, sleep)
+    else:
+        per_replay_s = _replay_wall_s(replayer, clock)
+        if protocol.name == LONG_BLOCKS:
+            run.iters = max(iters, math.ceil(protocol.block_s / per_replay_s))
+    if protocol.name != DUTY_CYCLED and warmup_s > 0:
+        # The seed's warmup: ~warmup_s of replays queued back to back (at least a block).
+        count = max(iters, int(warmup_s / per_replay_s))
+        for _ in range(count):
+            replayer.launch()
+        replayer.wait()
+        run.warmup_replays = count
+    for _ in range(samples):
+        if protocol.name == DUTY_CYCLED:
+            _duty_cycled_block(replayer, run, protocol, clock, sleep, read_telemetry)
+        else:
+            begin = clock()
+            run.times_us.extend(replayer.timed() for _ in range(run.iters))
+            run.busy_s += clock() - begin
+            if read_telemetry is not None:
+                run.readings.append(read_telemetry())
+    return run
+
+
+def _replay_wall_s(replayer: Replayer, clock: Callable[[], float], probes: int = 5) -> float:
+    """The median wall time of a few waited replays (up to `probes`, ~50 ms at most):
+    it sizes the warmup and long blocks; one replay alone can be an outlier."""
+    walls: list[float] = []
+    start = clock()
+    while len(walls) < probes and (not walls or clock() - start < 0.05):
+        begin = clock()
+        replayer.timed()
+        walls.append(clock() - begin)
+    return max(statistics.median(walls), 1e-6)
+
+
+def _burst(
+    replayer: Replayer, limit: int, burst_s: float, clock: Callable[[], float]
+) -> tuple[list[float], float]:
+    """Waited replays until `burst_s` of wall time has passed or `limit` ran."""
+    times: list[float] = []
+    begin = clock()
+    while len(times) < limit:
+        times.append(replayer.timed())
+        if clock() - begin >= burst_s:
+            break
+    return times, clock() - begin
+
+
+def _duty_cycled_block(
+    replayer: Replayer,
+    run: BlockRun,
+    protocol: Protocol,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    read_telemetry: Callable[[], Any] | None,
+) -> None:
+    done = 0
+    while done < run.iters:
+        times, busy = _burst(replayer, run.iters - done, protocol.burst_s, clock)
+        run.times_us.extend(times)
+        done += len(times)
+        run.busy_s += busy
+        if done == run.iters and read_telemetry is not None:
+            # At the end of the block's last burst: the loaded state, before the gap.
+            run.readings.append(read_telemetry())
+        sleep(protocol.gap_ratio * busy)
+        run.idle_s += protocol.gap_ratio * busy
+
+
+def _duty_cycled_warmup(
+    replayer: Replayer,
+    warmup_s: float,
+    protocol: Protocol,
+    run: BlockRun,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> None:
+    """The timed pattern itself for `warmup_s` of wall time: the periodic state is reached."""
+    begin = clock()
+    while clock() - begin < warmup_s:
+        times, busy = _burst(replayer, 1 << 30, protocol.burst_s, clock)
+        run.warmup_replays += len(times)
+        sleep(protocol.gap_ratio * busy)
