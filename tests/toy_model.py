@@ -78,6 +78,8 @@ class Target:
         self.model = MyModel(seed=seed, device=device)
 
     def prepare(self, case, seed):
+        if any(request.num_draft_tokens for request, _ in case.groups()):
+            raise ValueError(f"{case.name}: mymodel times decode and prefill steps only")
         tokens = sum(request.query_len * count for request, count in case.groups())
         g = torch.Generator().manual_seed(seed)
         ids = torch.randint(0, 512, (tokens,), generator=g).to(self.device)
