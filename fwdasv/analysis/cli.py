@@ -25,7 +25,7 @@ from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
 from fwdasv.asv.history import History, resolve_commits
-from fwdasv.asv.project import AsvProject, publish
+from fwdasv.asv.project import AsvError, AsvProject, publish
 from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
@@ -209,7 +209,8 @@ def bisect_command(
 
 
 @click.command("export", cls=Command, context_settings=CONTEXT)
-@click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("results_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@config_option("The asv configuration whose results_dir is exported (when no RESULTS_DIR).")
 @format_option(
     export.FORMATS,
     "csv: one row per record; jsonl: one JSON object per line; markdown: a table to read.",
@@ -239,7 +240,8 @@ def bisect_command(
 @click.option(
     "--repo",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The benchmarked project's git clone, to resolve --commits A..B.",
+    help="The benchmarked project's git clone, to resolve --commits A..B. "
+    "[default: --config's repository]",
 )
 @click.option(
     "--samples/--no-samples",
@@ -259,7 +261,8 @@ def bisect_command(
     help="Exit 1 when a result file could not be read (the others are still written).",
 )
 def export_command(
-    results_dir: Path,
+    results_dir: Path | None,
+    config: Path,
     fmt: str,
     output: str,
     machines: tuple[str, ...],
@@ -270,7 +273,7 @@ def export_command(
     progress: bool | None,
     strict: bool,
 ) -> None:
-    """Export asv results (RESULTS_DIR: asv's results_dir) as flat records.
+    """Export asv results as flat records: RESULTS_DIR, else --config's results_dir.
 
     One record per commit, machine, environment, benchmark and case: median,
     99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
@@ -278,6 +281,14 @@ def export_command(
     benchmarks.json are dropped, as `asv publish` drops them. An unreadable
     result file is reported on stderr and skipped.
     """
+    if results_dir is None:
+        try:
+            project = AsvProject.load(config)
+        except AsvError as error:
+            raise AsvError(f"{error}, or give the results directory (RESULTS_DIR)") from None
+        results_dir = project.results_dir
+        if repo is None and commits:
+            repo = project.local_repo
     commit_filter = resolve_commits(commits, repo) if commits else None
     history = History(
         results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples
