@@ -9,7 +9,9 @@ JSON files), that
   measured commit (12) for a case, each point drawn on flot's canvas, and
 - the regressions page lists that benchmark at the injected slow commit
   ("Support attention logit soft-capping"), shown as asv shows hashes
-  (`hash_length` characters).
+  (`hash_length` characters), and
+- the summary grid draws a line in every tile: no empty tile for a series
+  the host timer does not measure (graph vs eager).
 
 Screenshots go to tests/artifacts/ (git-ignored) and their paths are in every
 assertion message.
@@ -394,3 +396,32 @@ def test_regressions_page_lists_the_injected_commit(request: pytest.FixtureReque
         assert row["href"].startswith(f"#{demo_history.benchmark}?"), context
         assert short[slow] in urllib.parse.unquote(row["href"]), context
         assert float(row["factor"].rstrip("x")) > 1.0, context
+
+
+_SUMMARY_JS = """
+var tiles = $('#summarygrid-display .benchmark-plot');
+if (!tiles.length) { return null; }
+$(window).trigger('scroll');  // tiles load their graph when scrolled into view
+var out = [], pending = false;
+tiles.each(function() {
+    var plot = $(this).data('plot');
+    if (!plot) { pending = true; return; }
+    var points = 0;
+    $.each(plot.getData(), function(i, series) {
+        points += series.data.filter(function(p) { return p[1] !== null; }).length;
+    });
+    out.push({id: this.id, points: points});
+});
+return pending ? null : out;
+"""
+
+
+def test_summary_grid_has_no_empty_tile(request: pytest.FixtureRequest) -> None:
+    demo_history, site, driver = _open(request)
+    _load(driver, site.url)
+    shot_name = "site-summary.png"
+    tiles = _wait_for(driver, site, _SUMMARY_JS, "every summary tile plotted", shot_name)
+    context = f"{_context(driver, site, _screenshot(driver, shot_name))}\ntiles: {tiles}"
+    names = sorted(t["id"].removeprefix("summarygrid-") for t in tiles)
+    assert names == ["forward.TinyLM.track_latency", "forward.TinyLM.track_spread_pct"], context
+    assert all(t["points"] == len(demo_history.hashes) for t in tiles), context

@@ -25,7 +25,7 @@ from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
 from fwdasv.asv.history import History, resolve_commits
-from fwdasv.asv.project import AsvError, AsvProject, publish
+from fwdasv.asv.project import AsvError, AsvProject, publish, site_hint
 from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
@@ -310,11 +310,14 @@ def publish_command(config: Path) -> None:
     """`asv publish`, then the site made to work without the internet.
 
     asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
-    the copies it ships, so the site opens on a closed network too.
+    the copies it ships, so the site opens on a closed network too. Series no
+    timer measured (graph vs eager under the host timer) are left out. Prints
+    where the site is and how to open it.
     """
     project = AsvProject.load(config)
-    html = publish(project, echo=click.echo)
-    click.echo(f"site: {html} (to view: python -m asv preview --config {project.config_path})")
+    publish(project, echo=click.echo)
+    for line in site_hint(project):
+        click.echo(line)
 
 
 COMMANDS = (

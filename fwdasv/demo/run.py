@@ -18,7 +18,6 @@ Re-running reuses the repository, the environment and every stored result.
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -177,6 +176,7 @@ def run_demo(
     say(
         f"done in {outcome.wall_s:.0f} s. The injected regression is the commit '{SLOW_COMMIT_SUBJECT}'."
     )
-    say(f"open the site: {sys.executable} -m asv preview --config {project.config_path}")
-    say(f"   or: fwdasv regressions --config {project.config_path} --format markdown")
+    for line in asv_project.site_hint(project):
+        say(line)
+    say(f"regressions: fwdasv regressions --config {project.config_path} --format markdown")
     return outcome
