@@ -2,7 +2,9 @@
 
 Real asv (its own Config, environment classes and plugin loading) over a real
 git history of a small model package, with pip told to reach no index
-(PIP_NO_INDEX=1) and no wheel directory (an empty PIP_FIND_LINKS).
+(PIP_NO_INDEX=1), no wheel directory (an empty PIP_FIND_LINKS) and no pip
+configuration file (PIP_CONFIG_FILE=/dev/null: this box's names a local index
+and a wheel directory).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """pip as on an air-gapped host: no index, no wheel directory."""
+    """pip as on an air-gapped host: no index, no wheel directory, no configuration file."""
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
 
 
 def _asv_environment(config: Path):
@@ -73,6 +76,26 @@ def test_the_link_names_what_the_parent_imports_but_not_its_stdlib_or_working_di
     stdlib = os.path.dirname(os.__file__)
     assert not [p for p in linked if p == stdlib or p.startswith(stdlib + "/lib-dynload")]
     assert parent_site_packages()  # and in-process too
+
+
+def test_the_stable_link_command_of_older_configurations_still_links(tmp_path: Path) -> None:
+    """`python -m fwdasv.asvenv link {env_dir}`, as configurations written before name it."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site_packages = tmp_path / "env" / "lib" / version / "site-packages"
+    site_packages.mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "fwdasv.asvenv", "link", str(tmp_path / "env")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = (site_packages / PTH_NAME).read_text().splitlines()
+    import asv_runner
+
+    assert (
+        f"import site; site.addsitedir({str(Path(asv_runner.__file__).parent.parent)!r})" in lines
+    )
+    assert done.stdout.strip() == f"fwdasv: linked {site_packages / PTH_NAME}"
 
 
 def test_an_environment_is_created_and_commits_installed_with_no_index(

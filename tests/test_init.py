@@ -187,7 +187,9 @@ def test_a_detached_head_needs_a_branch(repo: Path, tmp_path: Path) -> None:
     args = ["--repo", str(clone), "--target", TARGET, "--dir", str(tmp_path / "p"), "--no-check"]
     result = init(*args)
     assert "is on a detached HEAD; pass --branch NAME" in one_error_line(result)
-    assert init(*args, "--branch", "nope").exit_code == 1
+    refused = init(*args, "--branch", "nope")
+    assert refused.exit_code == 1
+    assert f"--branch nope: no such branch in {clone} (it has: main)" in one_error_line(refused)
     result = init(*args, "--branch", "main")
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "p" / "asv.conf.json").read_text())["branches"] == ["main"]

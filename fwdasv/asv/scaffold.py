@@ -239,6 +239,11 @@ class Repository:
         ).stdout.strip()
         return cls(root, head, branch or None)
 
+    def branches(self) -> list[str]:
+        """Its local branches."""
+        listed = _git(self.root, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+        return listed.splitlines()
+
     def distribution_name(self) -> str | None:
         """The `[project] name` of its pyproject.toml at HEAD, if it has one."""
         try:
@@ -397,8 +402,9 @@ def init_project(
                 "branch whose history asv measures)"
             )
         branch = repository.branch
-    else:
-        _git(repository.root, "rev-parse", "--verify", f"refs/heads/{branch}")
+    elif branch not in repository.branches():
+        known = ", ".join(repository.branches()) or "none"
+        raise InitError(f"--branch {branch}: no such branch in {repository.root} (it has: {known})")
     checked = None
     if check:
         if echo:
