@@ -5,10 +5,17 @@ A fresh git repository of a small PyTorch package (tests/toy_model.py:
 doubles the forward's time) sits at ~/src/mymodel of a temporary HOME. The
 commands of the README's block run one after another in that HOME, each as
 its own process (`fwdasv` and `asv` as `python -m fwdasv` / `python -m asv`
-of this interpreter), with PIP_NO_INDEX=1 and an empty PIP_FIND_LINKS:
+of this interpreter), with PIP_NO_INDEX=1, an empty PIP_FIND_LINKS and no
+pip configuration file (this box's names a local index and wheels):
 init, hw machine, asv run over every commit, publish, regressions (exit 1,
 naming the commit), export (rows written). Each command's wall time is kept
 in tests/artifacts/own-model-e2e.txt.
+
+On this shared 2-core box a whole benchmark process now and then comes out
+1.5-2x slow, and asv's detector then misses the step (seen once in three
+runs). The README says what to do then (`asv run --append-samples ...`, then
+publish): when regressions finds nothing, the test does that, at most twice,
+and the report says how many extra rounds it took.
 """
 
 from __future__ import annotations
@@ -35,15 +42,25 @@ COMMITS, SLOW_INDEX = 8, 5
 pytestmark = pytest.mark.slow
 
 
-def readme_commands() -> list[str]:
-    """The lines of the section's first sh block, continuations joined, comments dropped."""
+def readme_section() -> str:
     text = README.read_text()
     assert SECTION in text, f"README.md has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL)
+    return text.split(SECTION, 1)[1].split("\n## ", 1)[0]
+
+
+def readme_commands() -> list[str]:
+    """The lines of the section's first sh block, continuations joined, comments dropped."""
+    block = re.search(r"```sh\n(.*?)```", readme_section(), re.DOTALL)
     assert block, f"no sh block in {SECTION!r}"
     lines = block.group(1).replace("\\\n", " ").splitlines()
     return [" ".join(shlex.split(line, comments=True)) for line in lines if line.strip()]
+
+
+def readme_noisy_round() -> str:
+    """The README's command for a busy machine: another round of samples."""
+    found = re.findall(r"`(asv run --append-samples [^`]*)`", readme_section())
+    assert len(found) == 1, found
+    return found[0]
 
 
 @dataclass
@@ -54,15 +71,21 @@ class Step:
     seconds: float
 
 
-def run_as_written(commands: list[str], home: Path) -> list[Step]:
+def _status(steps: list[Step], command: str) -> int | None:
+    matching = [s.status for s in steps if s.line.startswith(command)]
+    return matching[-1] if matching else None
+
+
+def run_as_written(commands: list[str], home: Path, cwd: Path | None = None) -> list[Step]:
     env = {
         **os.environ,
         "HOME": str(home),
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": "",
+        "PIP_CONFIG_FILE": os.devnull,
         "PYTHONUNBUFFERED": "1",
     }
-    cwd = home
+    cwd = cwd or home
     steps = []
     for line in commands:
         argv = [str(home) + a[1:] if a.startswith("~/") else a for a in shlex.split(line)]
@@ -102,14 +125,22 @@ def test_readme_commands_run_as_written_offline(tmp_path: Path, measuring) -> No
     started = time.perf_counter()
     with measuring():
         steps = run_as_written(commands, home)
+        extra_rounds = 0
+        while extra_rounds < 2 and _status(steps, "fwdasv regressions") == 0:
+            # As the README says for a busy machine: another round, published again.
+            extra_rounds += 1
+            again = [readme_noisy_round(), "fwdasv publish", "fwdasv regressions"]
+            steps += run_as_written(again, home, cwd=home / "mymodel-asv")
     wall_s = time.perf_counter() - started
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     report = [f"{s.seconds:7.1f} s  exit {s.status}  {s.line}" for s in steps]
-    report.append(f"{wall_s:7.1f} s  in all ({COMMITS} commits, PIP_NO_INDEX=1)")
+    report.append(
+        f"{wall_s:7.1f} s  in all ({COMMITS} commits, PIP_NO_INDEX=1, {extra_rounds} extra rounds)"
+    )
     (ARTIFACTS / "own-model-e2e.txt").write_text("\n".join(report) + "\n")
     log = "\n".join(f"$ {s.line}  (exit {s.status})\n{s.output[-4000:]}" for s in steps)
 
-    statuses = {s.line.split()[1]: s.status for s in steps}
+    statuses = {s.line.split()[1]: s.status for s in steps}  # the last of each
     assert statuses == {
         "init": 0,
         "hw": 0,
@@ -119,7 +150,7 @@ def test_readme_commands_run_as_written_offline(tmp_path: Path, measuring) -> No
         "export": 0,
     }, log
 
-    regressions = next(s for s in steps if s.line.startswith("fwdasv regressions")).output
+    regressions = [s for s in steps if s.line.startswith("fwdasv regressions")][-1].output
     slow = hashes[SLOW_INDEX]
     flagged = [
         line
