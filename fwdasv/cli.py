@@ -10,6 +10,7 @@ import click
 
 from fwdasv import __version__
 from fwdasv.analysis.cli import COMMANDS as ANALYSIS_COMMANDS
+from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
 from fwdasv.core.clitools import CONTEXT, AnalysisCommand, Group, config_option
 from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
@@ -88,5 +89,5 @@ def nightly_command(
     raise SystemExit(status)
 
 
-for command in (forward, hw, *ANALYSIS_COMMANDS, demo_command, nightly_command):
+for command in (forward, hw, *ASV_COMMANDS, *ANALYSIS_COMMANDS, demo_command, nightly_command):
     main.add_command(command)

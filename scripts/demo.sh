@@ -10,6 +10,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "[demo.sh] creating .venv with $($python --version)"
   "$python" -m venv .venv
 fi
-echo "[demo.sh] installing fwdasv into .venv"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e .
+# pip's own progress (what it downloads, e.g. torch the first time, and builds)
+# stays visible: a first install takes minutes.
+echo "[demo.sh] installing fwdasv and its dependencies (torch, asv) into .venv"
+.venv/bin/python -m pip install --disable-pip-version-check --progress-bar on -e .
 exec .venv/bin/fwdasv demo "$@"

@@ -215,7 +215,7 @@ def demo_history(
 
     from fwdasv.analysis.publish import publish
     from fwdasv.asv import project as asv_project
-    from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
+    from fwdasv.asv.scaffold import SuiteSpec, init_project
     from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, build_project
 
     root = tmp_path_factory.mktemp("demo-history")
@@ -228,17 +228,20 @@ def demo_history(
         capture_output=True,
         text=True,
     ).stdout.splitlines()
-    suite = torch_suite_source(
-        "TinyLM",
+    suite = SuiteSpec(
         "tinylm.bench:target",
         DEMO_CASES,
+        class_name="TinyLM",
         iters=5,
         samples=10,
         warmup_s=0.05,
         env={"OMP_NUM_THREADS": "1"},
         launches=2,
     )
-    project = write_torch_project(root / "asv", repo, "tinylm", [suite], env_dir=shared_asv_env)
+    # As `fwdasv init` writes it (the target checked at HEAD), in the shared env dir.
+    project = init_project(
+        root / "asv", repo, suite, project="tinylm", env_dir=shared_asv_env
+    ).project
     lines: list[str] = []
     slow_commit = hashes[subjects.index(SLOW_COMMIT_SUBJECT)]
     with measuring_priority():
@@ -271,7 +274,7 @@ def demo_history(
         machine=DEMO_MACHINE,
         cases=DEMO_CASES,
         samples_per_result=10,
-        suite_source=suite,
+        suite_source=suite.source(),
         env_dir=shared_asv_env,
         status=status,
         output="\n".join(lines),

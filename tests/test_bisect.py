@@ -129,7 +129,7 @@ def test_existing_environments_are_refused(tmp_path: Path) -> None:
     (line,) = result.stderr.strip().splitlines()
     assert "environment_type is 'existing'" in line
     assert "every commit would look the same" in line
-    assert '"environment_type": "virtualenv"' in line
+    assert '"environment_type": "fwdasv"' in line
     result = CliRunner().invoke(main, ["bisect", "a", "track_latency"])
     assert result.exit_code == 2 and "GOOD..BAD" in result.stderr
 
@@ -345,7 +345,7 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
         for p in (project.results_dir / demo_history.machine).glob("*-*.json")
     }
     assert set(stored) == {good, bad, *(p.commit for p in result.probes)}
-    assert all(env.startswith("virtualenv-") for env in stored.values())
+    assert all(env.startswith("fwdasv-") for env in stored.values())
 
 
 @pytest.mark.slow

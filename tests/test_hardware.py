@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -761,6 +762,51 @@ def test_cli_machine_prints_the_entry(fake: FakeNvml, tmp_path: Path):
     assert entry == json.loads(path.read_text())["h200-a"]
     assert entry["gpu_uuids"] == fake.gpus[0].uuid
     assert "asv run --machine h200-a" in result.stderr
+
+
+@pytest.mark.parametrize("why", ["driver not loaded", "no GPU"])
+def test_cli_machine_without_a_gpu_writes_a_cpu_entry(
+    monkeypatch: pytest.MonkeyPatch, state_file: Path, tmp_path: Path, why: str
+):
+    from importlib import metadata
+
+    from asv.machine import Machine
+
+    if why == "no GPU":
+        FakeNvml([]).install(monkeypatch)
+    else:
+        FakeNvml.h200().install(monkeypatch).init_error = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    path = tmp_path / "m.json"
+    result = invoke("machine", "--machine-file", str(path))
+    assert result.exit_code == 0, result.output
+    entry = json.loads(result.stdout)
+    host = platform.node()
+    assert entry["machine"] == f"{hw_machine._slug(host.split('.')[0])}-cpu"
+    defaults = Machine.get_defaults()
+    assert {k: entry[k] for k in ("os", "arch", "cpu", "num_cpu", "ram")} == {
+        k: str(defaults[k]) for k in ("os", "arch", "cpu", "num_cpu", "ram")
+    }
+    assert (entry["host"], entry["torch"], entry["gpu"], entry["gpu_count"]) == (
+        host,
+        metadata.version("torch"),
+        "none",
+        "0",
+    )
+    assert json.loads(path.read_text())[entry["machine"]] == entry
+    assert result.stderr.startswith("no NVIDIA GPU found (")
+    assert "a CPU machine entry" in result.stderr.splitlines()[0]
+    loaded = Machine.load(machine_name=entry["machine"], _path=str(path))
+    assert loaded.torch == entry["torch"] and loaded.cpu == entry["cpu"]
+
+
+def test_cli_machine_for_named_gpus_without_a_driver_is_still_exit_4(
+    monkeypatch: pytest.MonkeyPatch, state_file: Path, tmp_path: Path
+):
+    FakeNvml.h200().install(monkeypatch).init_error = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    result = invoke("machine", "--machine-file", str(tmp_path / "m.json"), "--gpus", "0")
+    assert result.exit_code == 4
+    assert "drop --gpus for a CPU machine entry" in one_error_line(result)
+    assert not (tmp_path / "m.json").exists()
 
 
 def test_every_option_has_help():

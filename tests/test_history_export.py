@@ -531,6 +531,37 @@ def test_cli_formats_filters_and_progress(tree: dict[str, Any], tmp_path: Path) 
     assert result.exit_code == 2 and "Invalid value for '--format'" in result.stderr
 
 
+def test_cli_defaults_to_the_results_dir_of_the_configuration(
+    tree: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = CliRunner()
+    c1, _, c3 = tree["commits"]
+    explicit = runner.invoke(main, ["export", str(tree["results"]), "--format", "jsonl"])
+    assert explicit.exit_code == 0, explicit.output
+    monkeypatch.chdir(tree["repo"])  # asv.conf.json here, as for the other commands
+    default = runner.invoke(main, ["export", "--format", "jsonl"])
+    assert default.exit_code == 0, default.output
+    assert default.stdout == explicit.stdout and default.stdout
+
+    # --config from elsewhere; its repository resolves --commits ranges.
+    monkeypatch.chdir(tmp_path)
+    config = str(tree["repo"] / "asv.conf.json")
+    ranged = runner.invoke(
+        main, ["export", "--config", config, "--format", "jsonl", "--commits", f"{c1}..{c3}"]
+    )
+    assert ranged.exit_code == 0, ranged.output
+    assert {json.loads(line)["commit_hash"] for line in ranged.stdout.splitlines()} == set(
+        tree["commits"][1:]
+    )
+
+    missing = runner.invoke(main, ["export"])
+    assert missing.exit_code == 1
+    assert missing.stderr.splitlines() == [
+        f"Error: asv configuration {tmp_path / 'asv.conf.json'} does not exist; pass --config "
+        "PATH, or give the results directory (RESULTS_DIR)"
+    ]
+
+
 def test_operator_script_runs_the_same_command(tree: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "history.csv"
     done = subprocess.run(

@@ -49,3 +49,69 @@ def test_an_unknown_cdn_library_is_an_error_not_a_silently_broken_site() -> None
     page = '<script src="https://cdn.example.org/new-lib.js"></script>'
     with pytest.raises(SiteError, match=r"new-lib\.js"):
         localize(page, COPIES)
+
+
+# --- series no timer measured ---------------------------------------------------------------
+
+
+def _site(tmp_path: Path, graphs: dict[str, list]) -> Path:
+    """A published tree: index.json listing every benchmark, and its graph files."""
+    import json
+
+    html = tmp_path / "html"
+    names = sorted({Path(path).stem for path in graphs})
+    index = {"project": "p", "benchmarks": {name: {"name": name} for name in names}}
+    html.mkdir()
+    (html / "index.json").write_text(json.dumps(index))
+    for path, points in graphs.items():
+        target = html / "graphs" / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(points))
+    return html
+
+
+def test_a_benchmark_no_timer_measured_is_not_published(tmp_path: Path) -> None:
+    import json
+
+    from fwdasv.asv.unmeasured import drop_unmeasured
+
+    cpu, gpu = "machine-cpu/python-3.11", "machine-gpu/python-3.11"
+    html = _site(
+        tmp_path,
+        {
+            f"{cpu}/f.S.track_latency.json": [[1, [0.5, 0.7]], [2, [0.6, None]]],
+            "summary/f.S.track_latency.json": [[1, 0.6], [2, 0.6]],
+            # graph vs eager: NaN under the host timer, which asv publishes as nothing
+            f"{cpu}/f.S.track_graph_vs_eager.json": [],
+            "summary/f.S.track_graph_vs_eager.json": [],
+            # measured by one machine's timer only: kept
+            f"{cpu}/f.S.track_clock_uncertainty_us.json": [[1, [None, None]]],
+            f"{gpu}/f.S.track_clock_uncertainty_us.json": [[1, [12.5, None]]],
+        },
+    )
+    assert drop_unmeasured(html) == ["f.S.track_graph_vs_eager"]
+    index = json.loads((html / "index.json").read_text())
+    assert sorted(index["benchmarks"]) == ["f.S.track_clock_uncertainty_us", "f.S.track_latency"]
+    assert not list(html.rglob("f.S.track_graph_vs_eager.json"))
+    assert (html / "graphs" / cpu / "f.S.track_clock_uncertainty_us.json").is_file()
+    # Again: nothing left to drop, nothing changed.
+    assert drop_unmeasured(html) == []
+    assert json.loads((html / "index.json").read_text()) == index
+
+
+@pytest.mark.slow
+def test_publish_says_where_the_site_is_and_how_to_open_it(drawn_history) -> None:
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+
+    history = drawn_history("site-hint", [1.0, 1.0, 1.5], samples=10)
+    config = history.project.config_path
+    result = CliRunner().invoke(main, ["publish", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    index = history.project.html_dir / "index.html"
+    assert index.is_file() and f"site: {index}" in lines
+    (view,) = [line for line in lines if line.startswith("to view it: ")]
+    assert f"asv preview --config {config}" in view
+    assert any("file:// does not work" in line for line in lines)

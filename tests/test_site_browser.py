@@ -11,6 +11,8 @@ JSON files), that
   injected slow commit ("Support attention logit soft-capping") with its
   status after the name, shown as asv shows hashes (`hash_length`
   characters), and the navigation bar links fwdasv's findings page.
+- the summary grid draws a line in every tile: no empty tile for a series
+  the host timer does not measure (graph vs eager).
 
 Screenshots go to tests/artifacts/ (git-ignored) and their paths are in every
 assertion message.
@@ -403,3 +405,32 @@ def test_regressions_page_lists_the_injected_commit(request: pytest.FixtureReque
     _load(driver, site.url.rsplit("/", 1)[0] + "/" + link)
     assert driver.title.startswith("fwdasv findings"), context
     assert demo_history.slow_commit[:8] in driver.page_source, context
+
+
+_SUMMARY_JS = """
+var tiles = $('#summarygrid-display .benchmark-plot');
+if (!tiles.length) { return null; }
+$(window).trigger('scroll');  // tiles load their graph when scrolled into view
+var out = [], pending = false;
+tiles.each(function() {
+    var plot = $(this).data('plot');
+    if (!plot) { pending = true; return; }
+    var points = 0;
+    $.each(plot.getData(), function(i, series) {
+        points += series.data.filter(function(p) { return p[1] !== null; }).length;
+    });
+    out.push({id: this.id, points: points});
+});
+return pending ? null : out;
+"""
+
+
+def test_summary_grid_has_no_empty_tile(request: pytest.FixtureRequest) -> None:
+    demo_history, site, driver = _open(request)
+    _load(driver, site.url)
+    shot_name = "site-summary.png"
+    tiles = _wait_for(driver, site, _SUMMARY_JS, "every summary tile plotted", shot_name)
+    context = f"{_context(driver, site, _screenshot(driver, shot_name))}\ntiles: {tiles}"
+    names = sorted(t["id"].removeprefix("summarygrid-") for t in tiles)
+    assert names == ["forward.TinyLM.track_latency", "forward.TinyLM.track_spread_pct"], context
+    assert all(t["points"] == len(demo_history.hashes) for t in tiles), context

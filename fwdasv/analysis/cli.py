@@ -25,7 +25,7 @@ from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
 from fwdasv.asv.history import History, resolve_commits
-from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project import AsvError, AsvProject, site_hint
 from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
@@ -315,7 +315,8 @@ def bisect_command(
 
 
 @click.command("export", cls=Command, context_settings=CONTEXT)
-@click.argument("results_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("results_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@config_option("The asv configuration whose results_dir is exported (when no RESULTS_DIR).")
 @format_option(
     export.FORMATS,
     "csv: one row per record; jsonl: one JSON object per line; markdown: a table to read.",
@@ -345,7 +346,8 @@ def bisect_command(
 @click.option(
     "--repo",
     type=click.Path(file_okay=False, path_type=Path),
-    help="The benchmarked project's git clone, to resolve --commits A..B.",
+    help="The benchmarked project's git clone, to resolve --commits A..B. "
+    "[default: --config's repository]",
 )
 @click.option(
     "--samples/--no-samples",
@@ -365,7 +367,8 @@ def bisect_command(
     help="Exit 1 when a result file could not be read (the others are still written).",
 )
 def export_command(
-    results_dir: Path,
+    results_dir: Path | None,
+    config: Path,
     fmt: str,
     output: str,
     machines: tuple[str, ...],
@@ -376,7 +379,7 @@ def export_command(
     progress: bool | None,
     strict: bool,
 ) -> None:
-    """Export asv results (RESULTS_DIR: asv's results_dir) as flat records.
+    """Export asv results as flat records: RESULTS_DIR, else --config's results_dir.
 
     One record per commit, machine, environment, benchmark and case: median,
     99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
@@ -384,6 +387,14 @@ def export_command(
     benchmarks.json are dropped, as `asv publish` drops them. An unreadable
     result file is reported on stderr and skipped.
     """
+    if results_dir is None:
+        try:
+            project = AsvProject.load(config)
+        except AsvError as error:
+            raise AsvError(f"{error}, or give the results directory (RESULTS_DIR)") from None
+        results_dir = project.results_dir
+        if repo is None and commits:
+            repo = project.local_repo
     if output != "-":
         check_output_path(output, what="--output")
     commit_filter = resolve_commits(commits, repo) if commits else None
@@ -410,16 +421,17 @@ def publish_command(config: Path) -> None:
     judged by its own noise) with their status; a Findings page, linked from
     the navigation bar, adds the noise, the confirmation and the kernel diff.
     asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
-    the copies it ships, so the site opens on a closed network too.
+    the copies it ships, so the site opens on a closed network too. Series no
+    timer measured (graph vs eager under the host timer) are left out. Prints
+    where the site is and how to open it.
     """
     from fwdasv.analysis.publish import publish
 
     project = AsvProject.load(config)
     found = publish(project, echo=click.echo)
     click.echo(findings.summary_line(found) if found else "no regressions in the stored results")
-    click.echo(
-        f"site: {project.html_dir} (to view: python -m asv preview --config {project.config_path})"
-    )
+    for line in site_hint(project):
+        click.echo(line)
 
 
 @click.command("explain", cls=AnalysisCommand, context_settings=CONTEXT)

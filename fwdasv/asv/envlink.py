@@ -1,20 +1,26 @@
 """Let asv's per-commit environments see the parent environment's packages.
 
 asv builds a virtualenv per configuration and installs the project under test
-into it at every commit. Reinstalling torch (and fwdasv) there costs gigabytes
-and minutes; instead `link` writes a .pth file into the env's site-packages
-that adds the parent environment's site-packages *after* the env's own, with
-their .pth files processed (editable installs included). The project installed
-into the env per commit is still found first.
+into it at every commit. Reinstalling torch (and fwdasv, asv's runner) there
+costs gigabytes, minutes and a package index; instead `link` writes a .pth
+file into the env's site-packages that adds, *after* the env's own, every
+directory the parent interpreter imports from: its site-packages (with their
+.pth files processed, editable installs included), its user site, and the
+folders on its PYTHONPATH (a checkout of fwdasv, asv unpacked on an offline
+host). The env then imports torch, fwdasv and asv_runner exactly as the parent
+does, while the project installed into the env per commit is still found first.
 
-asv runs it from `install_command`, with the parent's interpreter:
+fwdasv's environment type (`fwdasv.asv.envplugin`) links each environment it
+creates. Older configurations run it from `install_command`, with the parent's
+interpreter:
 
-    "/path/to/parent/python -m fwdasv.asv.envlink link {env_dir}"
+    "/path/to/parent/python -m fwdasv.asvenv link {env_dir}"
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import site
 import sys
 import sysconfig
@@ -34,13 +40,38 @@ def env_site_packages(env_dir: str | Path) -> Path:
     return found[0]
 
 
+def _is_stdlib(path: str) -> bool:
+    """Whether `path` is the standard library or a folder of it (lib-dynload), not a site dir."""
+    stdlib = os.path.realpath(os.path.dirname(os.__file__))
+    real = os.path.realpath(path)
+    if real != stdlib and not real.startswith(stdlib + os.sep):
+        return False
+    return not any(part in ("site-packages", "dist-packages") for part in Path(real).parts)
+
+
 def parent_site_packages() -> list[str]:
-    paths = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-    paths += site.getsitepackages() if hasattr(site, "getsitepackages") else []
+    """The directories this interpreter imports packages from, in its order.
+
+    Its sys.path without the standard library (the env has its own, of the
+    same version) and without the script's directory or the working
+    directory (sys.path[0]: for an `install_command` that is the project's
+    checkout, which must not shadow the installed commit).
+    """
+    entries = list(sys.path if sys.flags.safe_path else sys.path[1:])
+    # The site directories even where sys.path lacks them (python -S, a user site
+    # switched off here but on in the env).
+    entries += [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    entries += site.getsitepackages() if hasattr(site, "getsitepackages") else []
     unique: list[str] = []
-    for path in paths:
-        if path not in unique and Path(path).is_dir():
-            unique.append(path)
+    for path in entries:
+        if not path:
+            continue
+        path = os.path.abspath(path)
+        if path in unique or not Path(path).is_dir():
+            continue
+        if _is_stdlib(path):
+            continue
+        unique.append(path)
     return unique
 
 
@@ -63,7 +94,7 @@ def link(env_dir: str | Path, parents: list[str] | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m fwdasv.asv.envlink", description=__doc__.split("\n\n")[0]
+        prog="python -m fwdasv.asvenv", description=__doc__.split("\n\n")[0]
     )
     sub = parser.add_subparsers(dest="command", required=True)
     link_parser = sub.add_parser("link", help="share this interpreter's packages with an asv env")

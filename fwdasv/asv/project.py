@@ -221,9 +221,28 @@ def run_spec(
 def publish(
     project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
 ) -> Path:
-    """`asv publish`, then the site made to work offline (fwdasv.asv.offline_site)."""
+    """`asv publish`, then the site made to work offline (fwdasv.asv.offline_site), without
+    the series no timer measured (fwdasv.asv.unmeasured)."""
     from fwdasv.asv.offline_site import make_self_contained
+    from fwdasv.asv.unmeasured import drop_unmeasured
 
     run_asv(project, "publish", python=python, echo=echo)
     make_self_contained(project.html_dir)
+    dropped = drop_unmeasured(project.html_dir)
+    if dropped and echo is not None:
+        echo(f"not published (measured by no timer here): {', '.join(dropped)}")
     return project.html_dir
+
+
+def site_hint(project: AsvProject) -> list[str]:
+    """Where the published site is and how to open it (it loads JSON: it needs a web server)."""
+    import shutil
+
+    asv = "asv" if shutil.which("asv") else f"{sys.executable} -m asv"
+    return [
+        f"site: {project.html_dir / 'index.html'}",
+        f"to view it: {asv} preview --config {project.config_path}   (serves it and prints "
+        "the address; --browser opens it)",
+        f"   or copy {project.html_dir}/ to any web server; file:// does not work (the page "
+        "loads JSON)",
+    ]

@@ -1,104 +1,151 @@
-"""asv projects for PyTorch model repositories timed through the torch backend.
+"""A new asv project for a PyTorch model repository: what `fwdasv init` (and the demo) write.
 
-`write_torch_project` writes an asv configuration and a benchmarks/ directory
-next to a model repository: asv builds one virtualenv, links it to the parent
-environment (torch and fwdasv come from there, see `fwdasv.asv.envlink`), installs
-the repository at each commit, and times its target with fwdasv's engine.
+`init_project` checks the repository and the target first, then writes, in
+one directory, `asv.conf.json` and `benchmarks/forward.py`: one suite that
+times the repository's target (`package.module:callable`) through fwdasv's
+engine (CUDA graphs on a GPU, a host timer on CPU). asv creates one
+network-free environment (`fwdasv.asv.envplugin`: linked to this Python,
+whose torch, fwdasv and asv it uses) and installs the repository into it at
+each commit it measures.
+
+The configuration carries the verdict settings too: asv's own
+`regressions_thresholds` (a latency step above 5% is listed; the validation
+series are never flagged) and a `"fwdasv"` block, which asv ignores (it keeps
+unknown top-level keys as attributes and never reads them) and fwdasv's
+calibrated verdicts read:
+
+    "fwdasv": {"min_effect_pct": 1.0, "confirm": true}
+
+- `min_effect_pct`: the smallest change of a series' median, in percent,
+  that may be called a regression, however quiet the series is;
+- `confirm`: re-measure a detected step (an A/B of its two commits in one run)
+  before calling it a regression.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
+import subprocess
 import sys
-import textwrap
-from collections.abc import Sequence
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from fwdasv.asv import envplugin
 from fwdasv.asv.project import AsvProject
-from fwdasv.core.cases import parse_case
+from fwdasv.core.cases import parse_case, unique_cases
+from fwdasv.core.errors import UserError
 from fwdasv.core.files import write_atomic
+from fwdasv.targets.base import TargetSpec
+
+# Decode at two batch sizes and contexts, and a prefill: the steps that move
+# independently when attention, the MLP or the KV cache code changes.
+DEFAULT_CASES = ("decode_bs1_1k=1*1@1024", "decode_bs16_4k=16*1@4096", "prefill_1k=1024")
+VERDICT_SETTINGS: dict[str, Any] = {"min_effect_pct": 1.0, "confirm": True}
+DEFAULT_THRESHOLD = 0.05  # asv's regressions_thresholds for latency: a fraction
+SUITE_MODULE = "forward"
+CHECK_TIMEOUT_S = 900.0
 
 
-def torch_suite_source(
-    class_name: str,
-    target: str,
-    cases: Sequence[str],
-    *,
-    iters: int = 10,
-    samples: int = 10,
-    warmup_s: float = 0.2,
-    timer: str = "auto",
-    env: dict[str, str] | None = None,
-    doc: str = "",
-    launches: int = 1,
-) -> str:
-    for text in cases:
-        parse_case(text)  # refuse bad cases before asv sees them
-    lines = [
-        f"class {class_name}(asvsuite.TorchSuite):",
-        f'    """{doc or f"Forward latency of {target}."}"""',
-        "",
-        f"    model = {target!r}",
-        f"    iters = {iters}",
-        f"    samples = {samples}",
-        f"    warmup_s = {warmup_s}",
-        f"    timer = {timer!r}",
-        f"    env = {dict(env or {})!r}",
-        f"    launches = {launches}",
-        f"    cases = {tuple(cases)!r}",
-        '    version = "1"',
-    ]
-    return "\n".join(lines) + "\n"
+class InitError(UserError):
+    """The repository, target or directory cannot make an asv project (the fix in the message)."""
 
 
-def write_torch_project(
-    root: str | Path,
-    repo: str | Path,
+@dataclass(frozen=True)
+class SuiteSpec:
+    """One suite class timing `target` on `cases` (the source asv imports)."""
+
+    target: str
+    cases: tuple[str, ...] = DEFAULT_CASES
+    class_name: str | None = None  # default: from the target's package, e.g. Mymodel
+    iters: int = 20
+    samples: int = 10
+    warmup_s: float = 1.0
+    timer: str = "auto"
+    env: Mapping[str, str] = field(default_factory=dict)
+    launches: int = 1
+    doc: str = ""
+
+    def __post_init__(self) -> None:
+        # Refuse bad input before anything is written or asv sees it.
+        TargetSpec.parse(self.target)
+        if not self.cases:
+            raise InitError("no cases: give at least one --case (or none for the defaults)")
+        unique_cases(parse_case(text) for text in self.cases)
+        if self.class_name is not None and not self.class_name.isidentifier():
+            raise InitError(f"suite class name {self.class_name!r} is not a Python identifier")
+
+    @property
+    def package(self) -> str:
+        """The top-level package of the target (what the repository must contain)."""
+        return self.target.partition(":")[0].split(".")[0]
+
+    @property
+    def name(self) -> str:
+        if self.class_name:
+            return self.class_name
+        words = [w for w in re.split(r"[^A-Za-z0-9]+", self.package) if w]
+        name = "".join(w[:1].upper() + w[1:] for w in words) or "Model"
+        return name if name[0].isalpha() else f"Model{name}"
+
+    def source(self) -> str:
+        lines = [
+            f"class {self.name}(asvsuite.TorchSuite):",
+            f'    """{self.doc or f"Forward latency of {self.target}."}"""',
+            "",
+            f"    model = {self.target!r}",
+            f"    iters = {self.iters}",
+            f"    samples = {self.samples}",
+            f"    warmup_s = {self.warmup_s}",
+            f"    timer = {self.timer!r}",
+            f"    env = {dict(self.env)!r}",
+            f"    launches = {self.launches}",
+            f"    cases = {tuple(self.cases)!r}",
+            '    version = "1"',
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def torch_suite_source(class_name: str, target: str, cases: Sequence[str], **options: Any) -> str:
+    """The source of one suite class (see `SuiteSpec`)."""
+    return SuiteSpec(target, tuple(cases), class_name=class_name, **options).source()
+
+
+# --------------------------------------------------------------------------- the files
+
+
+def project_config(
+    repo: str,
     project: str,
-    suites: Sequence[str],
     *,
-    python: str = sys.executable,
-    env_dir: str | Path | None = None,
-    regression_threshold: float = 0.05,
     branch: str = "main",
-) -> AsvProject:
-    """Write root/asv.conf.json and root/benchmarks/ for `repo`; returns the project.
-
-    `suites` are class sources (see `torch_suite_source`). The per-commit
-    virtualenv uses this interpreter's Python version and sees its packages.
-    """
-    root = Path(root).resolve()
-    benchmarks = root / "benchmarks"
-    benchmarks.mkdir(parents=True, exist_ok=True)
-    write_atomic(benchmarks / "__init__.py", '"""asv suites (written by fwdasv)."""\n')
-    module = textwrap.dedent(
-        '''\
-        """Forward latency per commit, timed by fwdasv's engine (written by fwdasv)."""
-
-        from fwdasv import asvsuite
-
-        '''
-    )
-    write_atomic(benchmarks / "forward.py", module + "\n\n".join(suites))
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    config = {
+    env_dir: str = "env",
+    regression_threshold: float = DEFAULT_THRESHOLD,
+) -> dict[str, Any]:
+    """asv.conf.json for a repository installed per commit into fwdasv's environment."""
+    return {
         "version": 1,
         "project": project,
-        "repo": str(Path(repo).resolve()),
+        "repo": repo,
         "branches": [branch],
         "dvcs": "git",
-        "environment_type": "virtualenv",
-        "pythons": [version],
-        "build_command": [],
-        "install_command": [
-            f"{python} -m fwdasv.asvenv link {{env_dir}}",
-            "in-dir={env_dir} python -m pip install --no-deps --no-build-isolation --no-index {build_dir}",
-        ],
-        "uninstall_command": [f"return-code=any python -m pip uninstall -y {project}"],
+        # Per-commit virtualenvs linked to this Python; nothing from an index.
+        "plugins": [envplugin.PLUGIN],
+        "environment_type": envplugin.TOOL_NAME,
+        "pythons": [f"{sys.version_info.major}.{sys.version_info.minor}"],
+        "build_command": envplugin.BUILD_COMMAND,
+        "install_command": envplugin.INSTALL_COMMAND,
+        "uninstall_command": envplugin.UNINSTALL_COMMAND,
         "benchmark_dir": "benchmarks",
         "results_dir": "results",
         "html_dir": "html",
-        "env_dir": str(Path(env_dir).resolve()) if env_dir else "env",
+        "env_dir": env_dir,
         "launch_method": "spawn",
         "default_benchmark_timeout": 1800,
         "regressions_thresholds": {".*track_latency.*": regression_threshold},
@@ -107,6 +154,269 @@ def write_torch_project(
             ".*track_graph_vs_eager.*": None,
             ".*track_clock_uncertainty_us.*": None,
         },
+        "fwdasv": dict(VERDICT_SETTINGS),
     }
+
+
+def write_project(root: Path, config: dict[str, Any], suites: Sequence[str]) -> AsvProject:
+    """Write root/asv.conf.json and root/benchmarks/; returns the project."""
+    benchmarks = root / "benchmarks"
+    benchmarks.mkdir(parents=True, exist_ok=True)
+    write_atomic(benchmarks / "__init__.py", '"""asv suites (written by fwdasv)."""\n')
+    module = (
+        '"""Forward latency per commit, timed by fwdasv\'s engine (written by fwdasv init)."""\n'
+        "\n"
+        "from fwdasv import asvsuite\n\n\n"
+    )
+    write_atomic(benchmarks / f"{SUITE_MODULE}.py", module + "\n\n".join(suites))
     write_atomic(root / "asv.conf.json", json.dumps(config, indent=4) + "\n")
     return AsvProject.load(root / "asv.conf.json")
+
+
+def write_torch_project(
+    root: str | Path,
+    repo: str | Path,
+    project: str,
+    suites: Sequence[str],
+    *,
+    env_dir: str | Path | None = None,
+    regression_threshold: float = DEFAULT_THRESHOLD,
+    branch: str = "main",
+) -> AsvProject:
+    """Write (or rewrite) an asv project for `repo` with suite sources `suites`; no checks."""
+    root = Path(root).resolve()
+    config = project_config(
+        str(Path(repo).resolve()),
+        project,
+        branch=branch,
+        env_dir=str(Path(env_dir).resolve()) if env_dir else "env",
+        regression_threshold=regression_threshold,
+    )
+    return write_project(root, config, suites)
+
+
+# --------------------------------------------------------------------------- the repository
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise InitError(f"git {' '.join(args)} in {repo} could not run: {error}") from None
+    if proc.returncode != 0:
+        raise InitError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Repository:
+    """A local git repository at its HEAD."""
+
+    root: Path
+    head: str
+    branch: str | None  # None: a detached HEAD
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Repository:
+        path = Path(path).expanduser().resolve()
+        if not path.is_dir():
+            raise InitError(f"--repo {path}: no such directory; give a local git clone")
+        try:
+            root = Path(_git(path, "rev-parse", "--show-toplevel"))
+        except InitError:
+            raise InitError(
+                f"--repo {path} is not a git repository; asv measures commits: give a git clone"
+            ) from None
+        try:
+            head = _git(root, "rev-parse", "--verify", "HEAD^{commit}")
+        except InitError:
+            raise InitError(f"--repo {root} has no commit yet; commit the model first") from None
+        branch = subprocess.run(
+            ["git", "symbolic-ref", "--quiet", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return cls(root, head, branch or None)
+
+    def branches(self) -> list[str]:
+        """Its local branches."""
+        listed = _git(self.root, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+        return listed.splitlines()
+
+    def distribution_name(self) -> str | None:
+        """The `[project] name` of its pyproject.toml at HEAD, if it has one."""
+        try:
+            text = _git(self.root, "show", f"{self.head}:pyproject.toml")
+        except InitError:
+            return None
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            match = re.search(r'^\s*name\s*=\s*"([^"]+)"', text, re.MULTILINE)
+            return match.group(1) if match else None
+        try:
+            name = tomllib.loads(text).get("project", {}).get("name")
+        except tomllib.TOMLDecodeError:
+            return None
+        return name if isinstance(name, str) and name else None
+
+    def export(self, commit: str, destination: Path) -> None:
+        """The tree of `commit` written into `destination` (the repository is not touched)."""
+        proc = subprocess.run(
+            ["git", "archive", "--format=tar", commit], cwd=self.root, capture_output=True
+        )
+        if proc.returncode != 0:
+            raise InitError(f"git archive {commit[:8]} in {self.root} failed: {proc.stderr!r}")
+        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
+            if hasattr(tarfile, "data_filter"):
+                archive.extractall(destination, filter="data")
+            else:  # pragma: no cover (Python without extraction filters)
+                archive.extractall(destination)  # our own repository's tree
+
+
+def import_root(tree: Path, package: str) -> Path | None:
+    """Where `package` is importable from in a source tree: the tree itself or its src/."""
+    for base in (tree, tree / "src"):
+        if (base / package).is_dir() or (base / f"{package}.py").is_file():
+            return base
+    return None
+
+
+def check_target(
+    repo: Repository,
+    suite: SuiteSpec,
+    *,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    python: str = sys.executable,
+) -> str:
+    """Import the target from the repository's HEAD, build it and prepare every case.
+
+    Runs `python -m fwdasv.targets.check` in a child (torch and the model stay
+    out of this process) on a copy of HEAD's tree; returns the child's summary
+    line, or raises InitError with its last lines.
+    """
+    from fwdasv.launch import LaunchError, LaunchSpec, run_process
+
+    commit = repo.head[:8]
+    with tempfile.TemporaryDirectory(prefix="fwdasv-init-") as tmp:
+        tree = Path(tmp) / "tree"
+        tree.mkdir()
+        repo.export(repo.head, tree)
+        base = import_root(tree, suite.package)
+        if base is None:
+            raise InitError(
+                f"--target {suite.target}: package {suite.package!r} is not in {repo.root} at "
+                f"{commit} (looked in ./ and src/); the target must come from the repository "
+                "asv installs at each commit"
+            )
+        path = [str(base), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        args = ["-m", "fwdasv.targets.check", "--target", suite.target]
+        for case in suite.cases:
+            args += ["--case", case]
+        spec = LaunchSpec(
+            args=args,
+            python=python,
+            env={**dict(suite.env), "PYTHONPATH": os.pathsep.join(path)},
+            timeout_s=timeout_s,
+            cwd=tmp,
+        )
+        try:
+            completed = run_process(spec, Path(tmp) / "check.log")
+        except LaunchError as error:
+            raise InitError(
+                f"--target {suite.target} at {commit}: the check {error}; pass --no-check to "
+                "skip it"
+            ) from None
+    if completed.returncode != 0:
+        lines = [line for line in completed.lines if line.strip()]
+        why = lines[-1] if lines else f"exit status {completed.returncode}"
+        raise InitError(
+            f"--target {suite.target} at {commit} of {repo.root}: {why.removeprefix('fwdasv: ')} "
+            "(fix the target, or pass --no-check when it needs a build first)"
+        )
+    summary = [line for line in completed.lines if line.startswith("ok:")]
+    return summary[-1].removeprefix("ok: ") if summary else "ok"
+
+
+# --------------------------------------------------------------------------- init
+
+
+def _repo_field(repo: Path, root: Path) -> str:
+    """The repository as the configuration names it: relative when one holds the other."""
+    if repo == root or root in repo.parents or repo in root.parents:
+        return os.path.relpath(repo, root)
+    return str(repo)
+
+
+def existing_files(root: Path) -> list[Path]:
+    """What `init` would replace in `root`."""
+    names = ("asv.conf.json", "asv.conf.jsonc", f"benchmarks/{SUITE_MODULE}.py")
+    return [root / name for name in names if (root / name).exists()]
+
+
+@dataclass(frozen=True)
+class Initialized:
+    """What `init_project` wrote and checked."""
+
+    project: AsvProject
+    repo: Repository
+    suite: SuiteSpec
+    checked: str | None  # the target check's summary; None when skipped
+    replaced: tuple[Path, ...]
+
+
+def init_project(
+    directory: str | os.PathLike[str],
+    repo: str | os.PathLike[str],
+    suite: SuiteSpec,
+    *,
+    project: str | None = None,
+    branch: str | None = None,
+    env_dir: str | os.PathLike[str] | None = None,
+    regression_threshold: float = DEFAULT_THRESHOLD,
+    force: bool = False,
+    check: bool = True,
+    echo: Callable[[str], None] | None = None,
+) -> Initialized:
+    """Write an asv project in `directory` that times `suite` at each commit of `repo`.
+
+    Refuses an existing project there unless `force` (results, environments
+    and the site are never touched). With `check`, first imports the target
+    from the repository's HEAD and prepares every case.
+    """
+    root = Path(directory).expanduser().resolve()
+    repository = Repository.open(repo)
+    if root.exists() and not root.is_dir():
+        raise InitError(f"--dir {root} is a file; give a directory for the asv project")
+    replaced = existing_files(root)
+    if replaced and not force:
+        raise InitError(
+            f"{replaced[0]} exists: {root} already holds an asv project; pass --force to "
+            "replace its configuration and suite (results are kept), or choose another --dir"
+        )
+    if branch is None:
+        if repository.branch is None:
+            raise InitError(
+                f"--repo {repository.root} is on a detached HEAD; pass --branch NAME (the "
+                "branch whose history asv measures)"
+            )
+        branch = repository.branch
+    elif branch not in repository.branches():
+        known = ", ".join(repository.branches()) or "none"
+        raise InitError(f"--branch {branch}: no such branch in {repository.root} (it has: {known})")
+    checked = None
+    if check:
+        if echo:
+            echo(f"checking {suite.target} at {repository.head[:8]} (HEAD of {repository.root})")
+        checked = check_target(repository, suite)
+    name = project or repository.distribution_name() or repository.root.name
+    config = project_config(
+        _repo_field(repository.root, root),
+        name,
+        branch=branch,
+        env_dir=str(Path(env_dir).resolve()) if env_dir else "env",
+        regression_threshold=regression_threshold,
+    )
+    written = write_project(root, config, [suite.source()])
+    return Initialized(written, repository, suite, checked, tuple(replaced))

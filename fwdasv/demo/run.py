@@ -18,7 +18,6 @@ Re-running reuses the repository, the environment and every stored result.
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from pathlib import Path
 import click
 
 from fwdasv.asv import project as asv_project
-from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
+from fwdasv.asv.scaffold import SuiteSpec, init_project
 from fwdasv.demo.project import HISTORY_LENGTH, SLOW_COMMIT_SUBJECT, TARGET, build_project
 
 SUITE_CLASS = "TinyLM"
@@ -106,10 +105,10 @@ def run_demo(
 
     say(f"1/5 demo project: a {HISTORY_LENGTH}-commit history of tinylm in {root / 'tinylm'}")
     hashes = build_project(root / "tinylm")
-    suite = torch_suite_source(
-        SUITE_CLASS,
+    suite = SuiteSpec(
         TARGET,
         CASES,
+        class_name=SUITE_CLASS,
         iters=5,
         samples=10,
         warmup_s=0.1,
@@ -120,9 +119,17 @@ def run_demo(
         env={"OMP_NUM_THREADS": "1"},
         doc="tinylm's forward: 8 decodes over 2048 cached tokens, and a 512-token prefill.",
     )
-    project = write_torch_project(
-        root, root / "tinylm", "tinylm", [suite], regression_threshold=0.10
-    )
+    # What `fwdasv init` does, with the demo's suite settings; the demo owns its
+    # directory, so a re-run rewrites its own (identical) files.
+    project = init_project(
+        root,
+        root / "tinylm",
+        suite,
+        project="tinylm",
+        regression_threshold=0.10,
+        force=True,
+        echo=lambda line: echo(f"  {line}"),
+    ).project
     entry = hw_machine.this_machine(machine)
     hw_machine.write_machine_file(entry)
     say(f"2/5 asv project {project.config_path} (machine {machine}: gpu {entry.get('gpu')})")
@@ -169,6 +176,7 @@ def run_demo(
     say(
         f"done in {outcome.wall_s:.0f} s. The injected regression is the commit '{SLOW_COMMIT_SUBJECT}'."
     )
-    say(f"open the site: {sys.executable} -m asv preview --config {project.config_path}")
-    say(f"   or: fwdasv regressions --config {project.config_path} --format markdown")
+    for line in asv_project.site_hint(project):
+        say(line)
+    say(f"regressions: fwdasv regressions --config {project.config_path} --format markdown")
     return outcome

@@ -2,7 +2,8 @@
 
 The commands only parse options and print; fwdasv.hw.nvml does the work. Exit
 statuses: 0 ok, 1 a user error, 2 bad usage, 3 a required pre-flight check
-failed, 4 no NVIDIA driver or GPU, 5 root needed (or NVML refused the change).
+failed, 4 no NVIDIA driver or GPU (except `machine`, which then writes a CPU
+entry unless --gpus names GPUs), 5 root needed (or NVML refused the change).
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def hw() -> None:
     """GPU hygiene: pre-flight checks, clock lock/unlock, asv's machine file.
 
     Exit statuses: 0 ok, 1 error, 2 usage, 3 a required check failed,
-    4 no NVIDIA driver/GPU, 5 root needed.
+    4 no NVIDIA driver/GPU (machine: a CPU entry instead, unless --gpus names GPUs),
+    5 root needed.
     """
 
 
@@ -211,7 +213,8 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
 @click.option(
     "--name",
     default=None,
-    help="asv machine name. [default: <host>-<count>x<model>-<digest of the GPU UUIDs>]",
+    help="asv machine name. [default: <host>-<count>x<model>-<digest of the GPU UUIDs>; "
+    "without GPUs <host>-cpu]",
 )
 @click.option(
     "--machine-file",
@@ -235,18 +238,25 @@ def machine(
     gpus: str,
     state_file: Path | None,
 ) -> None:
-    """Write this machine (GPU model, UUIDs, driver, CUDA, clock policy) into asv's machine file."""
+    """Write this machine into asv's machine file: GPU model, UUIDs, driver, CUDA, clock policy;
+    on a box without NVIDIA GPUs, a CPU entry (host, CPU model, cores, RAM, OS, torch)."""
     # Before NVML is asked anything: a path that cannot be written is one line, at once.
     check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
-    entry, path = hw_machine.machine(
+    recorded = hw_machine.record_machine(
         gpus=parse_gpu_selection(gpus),
         name=name,
         machine_file=machine_file,
         clock_policy=clock_policy,
         state_file=state_file,
     )
+    entry = recorded.entry
+    if recorded.no_gpu is not None:
+        click.echo(
+            f"no NVIDIA GPU found ({recorded.no_gpu}): a CPU machine entry, for the host timer",
+            err=True,
+        )
     click.echo(json.dumps(entry, indent=4, sort_keys=True))
     click.echo(
-        f"wrote machine '{entry['machine']}' to {path} (asv run --machine {entry['machine']})",
+        f"wrote machine '{entry['machine']}' to {recorded.path} (asv run --machine {entry['machine']})",
         err=True,
     )

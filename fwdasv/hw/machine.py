@@ -11,6 +11,7 @@ import os
 import platform
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,46 @@ def machine_entry(
     }
 
 
+def default_cpu_machine_name(host: str) -> str:
+    """hostname-cpu: a box timed by the host timer (its CPU model is a param of every result)."""
+    return f"{_slug(host.split('.')[0]) if host else 'host'}-cpu"
+
+
+def torch_version() -> str:
+    """The installed torch's version, read without importing torch ('none' without it)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def cpu_machine_entry(
+    name: str | None = None, defaults: dict[str, str] | None = None
+) -> dict[str, str]:
+    """asv's machine entry for a box without NVIDIA GPUs: host, CPU, cores, RAM, OS, torch.
+
+    On a CPU the host timer measures torch's own kernels, so the torch version
+    is part of the machine: another torch starts a new series.
+    """
+    if defaults is None:
+        from asv.machine import Machine  # asv's own detection, as `asv machine --yes` does
+
+        defaults = Machine.get_defaults()
+    host = platform.node()
+    entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
+    entry.update(
+        machine=name or default_cpu_machine_name(host),
+        host=host,
+        gpu="none",
+        gpu_count="0",
+        clock_policy="n/a",
+        torch=torch_version(),
+    )
+    return entry
+
+
 def this_machine(
     name: str | None = None, gpus: Sequence[str] | None = None, clock_policy: str = "auto"
 ) -> dict[str, str]:
@@ -103,17 +144,7 @@ def this_machine(
     try:
         return machine_entry(read_inventory(gpus, None), name=name, clock_policy=clock_policy)
     except NoDriver:
-        from asv.machine import Machine
-
-        defaults = Machine.get_defaults()
-        entry = {key: str(defaults.get(key, "")) for key in ("os", "arch", "cpu", "num_cpu", "ram")}
-        entry.update(
-            machine=name or _slug(platform.node().split(".")[0]) or "cpu",
-            gpu="none",
-            gpu_count="0",
-            clock_policy="n/a",
-        )
-        return entry
+        return cpu_machine_entry(name)
 
 
 def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | None = None) -> Path:
@@ -162,3 +193,35 @@ def machine(
     inventory = read_inventory(gpus, state_file)
     entry = machine_entry(inventory, name, clock_policy)
     return entry, write_machine_file(entry, machine_file)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What `record_machine` wrote: the entry, the file, and why it is a CPU entry."""
+
+    entry: dict[str, str]
+    path: Path
+    no_gpu: str | None  # NVML's reason when no GPU was found; None for a GPU entry
+
+
+def record_machine(
+    gpus: Sequence[str] | None = None,
+    name: str | None = None,
+    machine_file: str | os.PathLike[str] | None = None,
+    clock_policy: str = "auto",
+    state_file: str | os.PathLike[str] | None = None,
+) -> Recorded:
+    """`fwdasv hw machine`: the GPU entry, or, on a box without NVIDIA GPUs, a CPU entry.
+
+    GPUs asked for by index or UUID that NVML cannot see stay an error
+    (`NoDriver`): the run that follows would not time them.
+    """
+    try:
+        entry, path = machine(gpus, name, machine_file, clock_policy, state_file)
+        return Recorded(entry, path, None)
+    except NoDriver as error:
+        if gpus is not None:
+            raise NoDriver(f"{error} (or drop --gpus for a CPU machine entry)") from None
+        entry = cpu_machine_entry(name)
+        reason = str(error).split(";")[0]
+        return Recorded(entry, write_machine_file(entry, machine_file), reason)

@@ -16,8 +16,9 @@ from fwdasv.asv.history import ResultFileError, result_header
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.errors import UserError
 
-# asv environment types that install the project at every commit.
-PER_COMMIT_ENVS = ("virtualenv", "uv", "conda", "mamba", "rattler")
+# asv environment types that install the project at every commit ("fwdasv": the
+# network-free virtualenv of fwdasv.asv.envplugin).
+PER_COMMIT_ENVS = ("fwdasv", "virtualenv", "uv", "conda", "mamba", "rattler")
 
 
 class BisectError(UserError):
@@ -31,8 +32,8 @@ def check_environment(project: AsvProject, python: str | None = None) -> None:
         "environment (environment_type 'existing', --python=same, or a python path) runs "
         "the one build already installed for every commit, so every commit would look "
         "the same (asv find's pitfall). Use an asv-managed environment: "
-        '"environment_type": "virtualenv" (or "uv") with "pythons": ["X.Y"] and an '
-        "install_command that installs {build_dir} per commit"
+        '"environment_type": "fwdasv" (what `fwdasv init` writes), "virtualenv" or "uv" '
+        'with "pythons": ["X.Y"] and an install_command that installs {build_dir} per commit'
     )
     env_type = project.environment_type
     if env_type == "existing":

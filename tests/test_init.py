@@ -1,0 +1,229 @@
+"""`fwdasv init`: an asv project for your own repository, checked at HEAD, never overwritten.
+
+Real git histories of a small model package (tests/toy_model.py); the target
+check runs for real (a child Python importing the package from HEAD's tree).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from toy_model import TARGET, build_repo
+
+from fwdasv.asv.scaffold import DEFAULT_CASES, VERDICT_SETTINGS
+from fwdasv.cli import main
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("init") / "mymodel"
+    build_repo(path, commits=3, slow_index=2)
+    return path
+
+
+def init(*args: str):
+    return CliRunner().invoke(main, ["init", *args])
+
+
+def one_error_line(result) -> str:
+    """The one error line, last on stderr (after the progress line of the check, if any)."""
+    lines = result.stderr.strip().splitlines()
+    errors = [line for line in lines if line.startswith("Error: ")]
+    assert errors == lines[-1:], result.stderr
+    assert len(lines) <= 2 and all(line.startswith("checking ") for line in lines[:-1]), lines
+    return lines[-1]
+
+
+def suite_of(directory: Path) -> dict:
+    """The suite class's assignments in benchmarks/forward.py, read without importing it."""
+    tree = ast.parse((directory / "benchmarks" / "forward.py").read_text())
+    (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    values = {
+        node.targets[0].id: ast.literal_eval(node.value)
+        for node in cls.body
+        if isinstance(node, ast.Assign)
+    }
+    return {"name": cls.name, "bases": [ast.unparse(b) for b in cls.bases], **values}
+
+
+def test_init_writes_a_project_asv_reads_and_prints_the_next_commands(
+    repo: Path, tmp_path: Path
+) -> None:
+    from asv.config import Config
+
+    target_dir = tmp_path / "mymodel-asv"
+    result = init(
+        "--repo", str(repo), "--target", TARGET, "--case", "prefill_64=64", "--dir", str(target_dir)
+    )
+    assert result.exit_code == 0, result.output
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert (
+        f"checked at {head[:8]}: {TARGET} imports, builds on cpu (float32) and prepares prefill_64"
+        in result.stdout
+    )
+
+    conf = Config.load(str(target_dir / "asv.conf.json"))  # asv keeps the unknown "fwdasv" key
+    assert conf.fwdasv == VERDICT_SETTINGS
+    assert conf.project == "mymodel"  # pyproject.toml's name
+    assert conf.branches == ["main"]
+    assert conf.environment_type == "fwdasv" and conf.plugins == [".fwdasv.asv.envplugin"]
+    assert conf.repo == str(repo)
+    assert conf.regressions_thresholds == {".*track_latency.*": 0.05}
+    assert conf.launch_method == "spawn"
+    assert "--no-index" in conf.install_command[0] and conf.build_command == []
+
+    suite = suite_of(target_dir)
+    assert suite["name"] == "Mymodel" and suite["bases"] == ["asvsuite.TorchSuite"]
+    assert suite["model"] == TARGET and suite["cases"] == ("prefill_64=64",)
+    assert (target_dir / "benchmarks" / "__init__.py").is_file()
+
+    lines = result.stdout.splitlines()
+    steps = [line.split("#")[0].strip() for line in lines[lines.index("next:") + 1 :]]
+    assert steps[0] == f"cd {target_dir}"
+    assert steps[1].startswith("fwdasv hw machine --name ")
+    machine = steps[1].split()[-1]
+    assert steps[2:] == [
+        f"asv run --record-samples --machine {machine} ALL",
+        "fwdasv publish",
+        "fwdasv regressions",
+    ]
+
+
+def test_without_cases_the_defaults_are_written(repo: Path, tmp_path: Path) -> None:
+    result = init("--repo", str(repo), "--target", TARGET, "--dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert suite_of(tmp_path)["cases"] == DEFAULT_CASES
+    assert "prepares decode_bs1_1k, decode_bs16_4k, prefill_1k" in result.stdout
+
+
+def test_an_existing_project_is_refused_unless_force_and_results_are_kept(
+    repo: Path, tmp_path: Path
+) -> None:
+    args = ["--repo", str(repo), "--target", TARGET, "--dir", str(tmp_path), "--no-check"]
+    assert init(*args, "--case", "a=8").exit_code == 0
+    config = tmp_path / "asv.conf.json"
+    (tmp_path / "results" / "box").mkdir(parents=True)
+    stored = tmp_path / "results" / "box" / "0123abcd-fwdasv-py3.11.json"
+    stored.write_text('{"kept": true}')
+    before = config.read_text(), (tmp_path / "benchmarks" / "forward.py").read_text()
+
+    refused = init(*args, "--case", "b=16")
+    assert refused.exit_code == 1
+    assert one_error_line(refused) == (
+        f"Error: {config} exists: {tmp_path} already holds an asv project; pass --force to "
+        "replace its configuration and suite (results are kept), or choose another --dir"
+    )
+    assert (config.read_text(), (tmp_path / "benchmarks" / "forward.py").read_text()) == before
+
+    forced = init(*args, "--case", "b=16", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert forced.stdout.startswith(f"replaced {config}")
+    assert suite_of(tmp_path)["cases"] == ("b=16",)
+    assert stored.read_text() == '{"kept": true}'
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--target", "mymodel.bench"],
+            "Target 'mymodel.bench' is not of the form package.module:callable",
+        ),
+        (["--case", "decode=8*"], "decode=8*"),
+        (["--case", "a=8", "--case", "a=16"], "Two cases are named 'a'"),
+        (
+            ["--target", "fwdasv.targets.decoder:tiny"],
+            "package 'fwdasv' is not in {repo} at {head} (looked in ./ and src/)",
+        ),
+        (
+            ["--target", "mymodel.nothere:target"],
+            "module 'mymodel.nothere' cannot be imported",
+        ),
+        (["--target", "mymodel.bench:missing"], "mymodel.bench has no attribute 'missing'"),
+        (
+            ["--case", "spec=4*4@512:3"],
+            "cannot prepare case spec (4*4@512:3): ValueError: spec: mymodel times decode and "
+            "prefill steps only",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    repo: Path, tmp_path: Path, args: list[str], expected: str
+) -> None:
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=8", "HEAD"], cwd=repo, capture_output=True, text=True
+    ).stdout.strip()
+    argv = ["--repo", str(repo), "--dir", str(tmp_path / "p"), *args]
+    if "--target" not in args:
+        argv += ["--target", TARGET]
+    result = init(*argv)
+    assert result.exit_code == 1, result.output
+    assert expected.format(repo=repo, head=head) in one_error_line(result)
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_repository_is_required(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    result = init("--repo", str(plain), "--target", TARGET, "--dir", str(tmp_path / "p"))
+    assert result.exit_code == 1
+    assert f"--repo {plain} is not a git repository" in one_error_line(result)
+    subprocess.run(["git", "init", "-q", str(plain)], check=True)
+    result = init("--repo", str(plain), "--target", TARGET, "--dir", str(tmp_path / "p"))
+    assert f"--repo {plain} has no commit yet" in one_error_line(result)
+
+
+def test_a_detached_head_needs_a_branch(repo: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    subprocess.run(["git", "checkout", "-q", "--detach", "HEAD~1"], cwd=clone, check=True)
+    args = ["--repo", str(clone), "--target", TARGET, "--dir", str(tmp_path / "p"), "--no-check"]
+    result = init(*args)
+    assert "is on a detached HEAD; pass --branch NAME" in one_error_line(result)
+    refused = init(*args, "--branch", "nope")
+    assert refused.exit_code == 1
+    assert f"--branch nope: no such branch in {clone} (it has: main)" in one_error_line(refused)
+    result = init(*args, "--branch", "main")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "p" / "asv.conf.json").read_text())["branches"] == ["main"]
+
+
+def test_a_project_inside_the_repository_names_it_relatively(repo: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    result = init(
+        "--repo", str(clone), "--target", TARGET, "--dir", str(clone / "asv"), "--no-check"
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((clone / "asv" / "asv.conf.json").read_text())["repo"] == ".."
+
+
+def test_the_demo_builds_its_project_through_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwdasv.demo import run as demo_run
+
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def recorded(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise Stop
+
+    monkeypatch.setattr(demo_run, "init_project", recorded)
+    with pytest.raises(Stop):
+        demo_run.run_demo(tmp_path, echo=lambda _: None)
+    ((args, kwargs),) = calls
+    directory, repo, suite = args
+    assert (directory, repo) == (tmp_path.resolve(), tmp_path.resolve() / "tinylm")
+    assert suite.target == "tinylm.bench:target" and suite.cases == demo_run.CASES
+    assert kwargs["force"] is True  # the demo's own directory, re-run

@@ -1,0 +1,151 @@
+"""A small PyTorch model package with a git history, as a user's own repository would be.
+
+`mymodel` is an MLP stack over token embeddings; `mymodel.bench:target` is a
+target of fwdasv's engine (see fwdasv/targets/base.py). Its history has
+`commits` commits; the one at `slow_index` ("Refine every hidden state with a
+second pass") runs the layer stack twice, which doubles the forward's time.
+The others change docs, tests, metadata and refactors. One thread: host
+timings of a 2-core shared box stay steady enough for asv's detector.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+PACKAGE = "mymodel"
+TARGET = "mymodel.bench:target"
+SLOW_SUBJECT = "Refine every hidden state with a second pass"
+
+_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "mymodel"
+version = "{version}"
+requires-python = ">=3.10"
+dependencies = []
+
+[tool.setuptools]
+packages = ["mymodel"]
+"""
+
+_MODEL = '''"""An MLP stack over token embeddings."""
+
+import torch
+
+
+class MyModel:
+    def __init__(self, hidden=128, inner=256, layers=2, vocab=512, seed=0, device="cpu"):
+        g = torch.Generator(device=device).manual_seed(seed)
+
+        def weight(*shape):
+            return torch.randn(*shape, generator=g, device=device) * 0.05
+
+        self.embed = weight(vocab, hidden)
+        self.layers = [(weight(inner, hidden), weight(hidden, inner)) for _ in range(layers)]
+
+    def block(self, x):
+        for up, down in self.layers:
+            x = x + torch.nn.functional.gelu(x @ up.t()) @ down.t()
+        return x
+
+    def forward(self, tokens):
+        x = self.embed[tokens]
+        {passes}
+'''
+
+_ONE_PASS = "return self.block(x)"
+SLOW_PASS = "return self.block(self.block(x))"
+
+_BENCH = '''"""fwdasv target: `mymodel.bench:target`."""
+
+import torch
+
+from fwdasv.targets.base import PreparedForward
+from mymodel.model import MyModel
+
+
+class Target:
+    name = "mymodel"
+
+    def __init__(self, device="cpu", dtype="float32", seed=0):
+        torch.set_num_threads(1)
+        self.device = device
+        self.model = MyModel(seed=seed, device=device)
+
+    def prepare(self, case, seed):
+        if any(request.num_draft_tokens for request, _ in case.groups()):
+            raise ValueError(f"{case.name}: mymodel times decode and prefill steps only")
+        tokens = sum(request.query_len * count for request, count in case.groups())
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.randint(0, 512, (tokens,), generator=g).to(self.device)
+
+        def forward():
+            return {"hidden_states": self.model.forward(ids)}
+
+        return PreparedForward(forward=forward, state=[], num_tokens=tokens)
+
+
+def target(device="cpu", dtype="float32", seed=0):
+    return Target(device=device, dtype=dtype, seed=seed)
+'''
+
+
+def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
+
+
+def build_repo(path: str | os.PathLike[str], commits: int = 8, slow_index: int = 5) -> list[str]:
+    """Create the repository at `path`; returns its hashes, oldest first."""
+    path = Path(path)
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "main")
+    subjects = [
+        "Initial MLP model and its fwdasv target",
+        "Add a README",
+        "Add a license",
+        "Describe the model in the package docstring",
+        "Bump version to 0.1.1",
+        "Add a changelog",
+        "Note the hidden size in the README",
+        "Bump version to 0.2.0",
+    ]
+    if not 0 < slow_index < commits <= len(subjects):
+        raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
+    subjects = subjects[:commits]
+    subjects[slow_index] = SLOW_SUBJECT
+    hashes = []
+    for index, subject in enumerate(subjects):
+        version = "0.1.0" if index < 4 else "0.1.1"
+        files = {
+            "pyproject.toml": _PYPROJECT.format(version=version),
+            "mymodel/__init__.py": f'"""mymodel {index}."""\n',
+            "mymodel/model.py": _MODEL.format(
+                passes=SLOW_PASS if index >= slow_index else _ONE_PASS
+            ),
+            "mymodel/bench.py": _BENCH,
+            "README.md": f"# mymodel\n\nRevision {index}.\n",
+        }
+        for name, text in files.items():
+            (path / name).parent.mkdir(parents=True, exist_ok=True)
+            (path / name).write_text(text)
+        stamp = f"2026-10-{index + 1:02d}T12:00:00+00:00"
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "dev",
+            "GIT_AUTHOR_EMAIL": "dev@example.com",
+            "GIT_COMMITTER_NAME": "dev",
+            "GIT_COMMITTER_EMAIL": "dev@example.com",
+            "GIT_AUTHOR_DATE": stamp,
+            "GIT_COMMITTER_DATE": stamp,
+        }
+        _git(path, "add", "-A", env=env)
+        _git(path, "commit", "-q", "--no-gpg-sign", "-m", subject, env=env)
+        hashes.append(_git(path, "rev-parse", "HEAD"))
+    return hashes
