@@ -135,8 +135,16 @@ TALLY: Counter[str] = Counter()
 
 
 def _stricter(case) -> bool:
-    """A vLLM case fwdasv rejects on purpose."""
-    return not case.requests or not case.name.strip()
+    """A vLLM case fwdasv rejects on purpose: empty, unnamed, or beyond fwdasv's size limits."""
+    from fwdasv.core.cases import MAX_KV_LEN, MAX_REQUESTS, MAX_TOKENS
+
+    return (
+        not case.requests
+        or not case.name.strip()
+        or len(case.requests) > MAX_REQUESTS
+        or sum(r.query_len for r in case.requests) > MAX_TOKENS
+        or any(r.query_len > MAX_TOKENS or r.kv_len > MAX_KV_LEN for r in case.requests)
+    )
 
 
 def check_same_meaning(shapes, text: str) -> None:
