@@ -31,6 +31,7 @@ from fwdasv.targets.decoder import SIZES, DecoderTarget
 from dataclasses import replace
 
 ATTENTION_GAIN = {gain}
+NUM_LAYERS = {num_layers}
 
 
 class GpuLM(DecoderTarget):
@@ -43,9 +44,7 @@ class GpuLM(DecoderTarget):
 
 
 def target(device="cpu", dtype="float32", stage=0, num_stages=1, seed=0, num_layers=None):
-    config = SIZES["{size}"]
-    if num_layers is not None:
-        config = replace(config, num_layers=num_layers)
+    config = replace(SIZES["{size}"], num_layers=num_layers or NUM_LAYERS)
     model = GpuLM(config, device, dtype, stage, num_stages, seed, name="gpulm")
     import torch
 
@@ -60,7 +59,9 @@ def git(repo: Path, *args: str, env: dict | None = None) -> str:
     ).stdout.strip()
 
 
-def build_repo(repo: Path, size: str, before: int, after: int) -> tuple[list[str], int]:
+def build_repo(
+    repo: Path, size: str, num_layers: int, before: int, after: int
+) -> tuple[list[str], int]:
     """The history; returns its hashes and the index of the slower commit."""
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
@@ -77,7 +78,9 @@ def build_repo(repo: Path, size: str, before: int, after: int) -> tuple[list[str
     steps += [(f"Tests: case {i}", True) for i in range(1, after + 1)]
     hashes = []
     for index, (subject, gain) in enumerate(steps):
-        (repo / PACKAGE / "bench.py").write_text(BENCH.format(gain=gain, size=size))
+        (repo / PACKAGE / "bench.py").write_text(
+            BENCH.format(gain=gain, size=size, num_layers=num_layers)
+        )
         (repo / "README.md").write_text(f"# gpulm\n\n{subject}\n" * (index + 1))
         stamp = f"2026-11-{index + 1:02d}T12:00:00+00:00"
         env = {
@@ -110,13 +113,22 @@ def run(out: Path, name: str, argv: list[str], timeout: float) -> tuple[int, str
     return code, text
 
 
+def save(out: Path, summary: dict) -> None:
+    """summary.json as it stands: a run cut short keeps what it measured."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a CPU dry run)")
     parser.add_argument("--before", type=int, default=6, help="commits before the slower one")
-    parser.add_argument("--after", type=int, default=3, help="commits after it (no-ops)")
+    # 4 after: a level must hold 4 commits before fwdasv's detector reports it.
+    parser.add_argument("--after", type=int, default=4, help="commits after it (no-ops)")
+    parser.add_argument(
+        "--num-layers", type=int, default=4, help="decoder layers (8B-sized; 4: ~1.5%% step)"
+    )
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -125,15 +137,15 @@ def main() -> None:
         subprocess.run(["rm", "-rf", str(work)], check=True)
     size = "tiny" if args.quick else "llama3-8b-layers"
     case = "decode_bs8=8*1@256" if args.quick else "decode_bs1_1k=1*1@1024"
-    hashes, slow = build_repo(work / "gpulm", size, args.before, args.after)
+    hashes, slow = build_repo(work / "gpulm", size, args.num_layers, args.before, args.after)
     summary: dict = {
         "hashes": hashes,
         "slow_index": slow,
         "slow_commit": hashes[slow],
         "case": case,
+        "num_layers": args.num_layers,
     }
     fwdasv = [sys.executable, "-m", "fwdasv"]
-    timer = "host" if args.device == "cpu" else "graph"
     code, _ = run(
         out,
         "init",
@@ -148,8 +160,6 @@ def main() -> None:
             case,
             "--dir",
             str(work / "asv"),
-            "--timer",
-            timer,
         ],
         300,
     )
@@ -176,9 +186,10 @@ def main() -> None:
             "--show-stderr",
             "ALL",
         ],
-        900,
+        float(os.environ.get("CHAIN_ASV_TIMEOUT_S", 900)),
     )
     summary.update(asv_run_exit=code, asv_run_s=round(time.perf_counter() - started, 1))
+    save(out, summary)
     code, text = run(
         out, "regressions", [*fwdasv, "regressions", "--config", config, "--format", "json"], 300
     )
@@ -191,6 +202,7 @@ def main() -> None:
     summary["found_at_slow_commit"] = [f for f in found if f.get("after_commit") == hashes[slow]]
     later = set(hashes[slow + 1 :])
     summary["findings_after_slow_commit"] = [f for f in found if f.get("after_commit") in later]
+    save(out, summary)
     started = time.perf_counter()
     code, text = run(
         out, "confirm", [*fwdasv, "confirm", "--config", config, "--format", "json"], 900
@@ -200,7 +212,7 @@ def main() -> None:
         summary["confirmed"] = json.loads(text)
     except ValueError:
         summary["confirmed"] = None
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    save(out, summary)
     print(json.dumps({k: v for k, v in summary.items() if k != "hashes"}, indent=2)[:4000])
 
 
