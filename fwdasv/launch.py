@@ -1,4 +1,5 @@
-"""The one place a bench subprocess is started: one process or a torchrun group.
+"""The one place a subprocess is started: a bench (one process or a torchrun group), or a
+short helper command (git, a Python probe: `run_captured`).
 
 fwdasv never runs a forward bench in its own process: the bench owns the GPU,
 may need several ranks and may hang in NCCL or crash. `launch` starts it from
@@ -289,6 +290,33 @@ class Completed:
             self.rank_error,
             failed_rank=self.failed_rank,
         )
+
+
+# A helper command (git, an import probe) that takes longer than this is stuck.
+HELPER_TIMEOUT_S = 120.0
+
+
+def run_captured(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = HELPER_TIMEOUT_S,
+    text: bool = True,
+) -> subprocess.CompletedProcess:
+    """A short helper command: an argv list (no shell), output captured, a timeout.
+
+    Raises OSError when it cannot start (no such program or directory) and
+    subprocess.TimeoutExpired past `timeout_s`; the caller words both for its user.
+    """
+    return subprocess.run(
+        list(argv),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=text,
+        timeout=timeout_s,
+    )
 
 
 def run_process(

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.core.errors import UserError
+from fwdasv.launch import run_captured
 
 RESULTS_API_VERSION = 2  # asv.results.Results.api_version in asv 0.6.6
 
@@ -222,11 +223,8 @@ def _rev_list(range_spec: str, repo: str | os.PathLike[str] | None) -> list[str]
     if not repo.is_dir():
         raise HistoryError(f"--repo {repo}: no such directory (give the project's git clone)")
     try:
-        done = subprocess.run(
-            ["git", "-C", str(repo), "rev-list", range_spec, "--"],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
+        done = run_captured(
+            ["git", "-C", str(repo), "rev-list", range_spec, "--"], timeout_s=GIT_TIMEOUT_S
         )
     except FileNotFoundError:
         raise HistoryError("git is not installed; give commit hashes instead of a range") from None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.core.errors import UserError
+from fwdasv.launch import run_captured
 
 
 class AsvError(UserError):
@@ -85,10 +86,12 @@ class AsvProject:
                 f"asv has not cloned {self.repo} yet; run `asv run` (or `asv fetch`) once first"
             )
         try:
-            proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
-        except (FileNotFoundError, NotADirectoryError) as error:
+            proc = run_captured(["git", *args], cwd=repo)
+        except OSError as error:
             # A repository moved or deleted since asv.conf.json was written, or no git.
             raise AsvError(f"git {' '.join(args)} cannot run in {repo}: {error.strerror}") from None
+        except subprocess.TimeoutExpired:
+            raise AsvError(f"git {' '.join(args)} in {repo} did not finish in time") from None
         if proc.returncode != 0:
             raise AsvError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
         return proc.stdout.strip()
@@ -105,7 +108,7 @@ class AsvProject:
         good_hash, bad_hash = self.resolve(good), self.resolve(bad)
         if good_hash == bad_hash:
             raise AsvError(f"{good} and {bad} are the same commit")
-        is_ancestor = subprocess.run(
+        is_ancestor = run_captured(
             ["git", "merge-base", "--is-ancestor", good_hash, bad_hash], cwd=self.local_repo
         ).returncode
         if is_ancestor != 0:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
 from fwdasv.core.errors import UserError
+from fwdasv.launch import run_captured
 
 BACKENDS = ("torch", "vllm")
 
@@ -128,12 +129,7 @@ def find_module(python: str, module: str, extra_path: Sequence[str] = ()) -> str
         "if s.submodule_search_locations else (s.origin or sys.argv[1])))\n"
     )
     try:
-        done = subprocess.run(
-            [python, "-c", probe, module, *extra_path],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        done = run_captured([python, "-c", probe, module, *extra_path])
     except (OSError, subprocess.TimeoutExpired):
         return None
     found = done.stdout.strip()
