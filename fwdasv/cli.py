@@ -48,9 +48,10 @@ def main() -> None:
 @click.option("--machine-file", help="asv machine file to write (default ~/.asv-machine.json).")
 @click.option(
     "--confirm/--no-confirm",
-    default=True,
+    default=None,
     help="Re-measure each new regression (A/B on this machine) and gate on confirmed ones; "
-    "without, gate on every regression found.",
+    "without, gate on every regression found [default: asv.conf.json's fwdasv.confirm, "
+    "else --confirm].",
 )
 def nightly_command(
     config: str,
@@ -62,7 +63,7 @@ def nightly_command(
     existing_python: str | None,
     commit: str | None,
     machine_file: str | None,
-    confirm: bool,
+    confirm: bool | None,
 ) -> None:
     """Setup, machine file, asv run, findings, confirm, publish, gate, reset (even on failure).
 

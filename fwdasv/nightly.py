@@ -67,11 +67,13 @@ def run_nightly(
     existing_python: str | None = None,
     commit: str | None = None,
     machine_file: str | None = None,
-    confirm: bool = True,
+    confirm: bool | None = None,
     echo: Callable[[str], None] = print,
 ) -> int:
 
     project = asv_project.AsvProject.load(config)
+    if confirm is None:
+        confirm = findings.settings(project).confirm
     if existing_python and not commit:
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
     # Before the clocks are touched or anything runs.

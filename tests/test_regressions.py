@@ -411,6 +411,52 @@ def test_an_unreadable_verdict_line_is_one_clear_error(stepped, tmp_path: Path) 
         assert path.read_bytes() == before  # the file is never rewritten, not even to fix it
 
 
+def _with_settings(project: AsvProject, block: object) -> AsvProject:
+    raw = json.loads(project.config_path.read_text())
+    raw["fwdasv"] = block
+    project.config_path.write_text(json.dumps(raw, indent=2))
+    return AsvProject.load(project.config_path)
+
+
+@pytest.mark.slow
+def test_the_configurations_min_effect_is_the_default_and_the_flag_overrides_it(
+    stepped, tmp_path: Path
+) -> None:
+    # The step is about 2%: a configured minimum effect of 5% leaves it out.
+    project = _with_settings(_copy(stepped, tmp_path), {"min_effect_pct": 5, "confirm": False})
+    quiet = _invoke(project, "--format", "json")
+    assert quiet.exit_code == 0, quiet.output
+    assert json.loads(quiet.stdout)["count"] == 0
+    loud = _invoke(project, "--format", "json", "--min-effect", "1")
+    assert loud.exit_code == 1, loud.output
+    document = json.loads(loud.stdout)
+    assert document["count"] == 2
+    assert {entry["threshold_pct"] for entry in document["regressions"]} == {1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("block", "named"),
+    [
+        ([1], "'fwdasv' must be an object"),
+        ({"min_effect": 1}, "unknown key(s) min_effect"),
+        ({"min_effect_pct": -1}, "min_effect_pct must be a number >= 0, not -1"),
+        ({"min_effect_pct": "1"}, "min_effect_pct must be a number >= 0, not '1'"),
+        ({"confirm": "yes"}, "confirm must be true or false, not 'yes'"),
+    ],
+)
+def test_a_malformed_settings_block_is_one_line_naming_the_key(
+    stepped, tmp_path: Path, block: object, named: str
+) -> None:
+    project = _with_settings(_copy(stepped, tmp_path), block)
+    for command in ("regressions", "publish"):
+        result = _invoke(project, command=command)
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"Error: {project.config_path}: ") and named in line, line
+    assert not project.html_dir.exists()  # publish refused before writing a site
+
+
 # --- fwdasv publish ---------------------------------------------------------------------
 
 

@@ -56,9 +56,11 @@ from fwdasv.core.files import check_output_path, write_atomic
     "--threshold",
     "min_effect",
     type=click.FloatRange(min=0),
-    default=detect.MIN_EFFECT_PCT,
-    show_default=True,
-    help="Smallest step reported, in percent, however significant (--threshold: its old name).",
+    default=None,
+    help=(
+        "Smallest step reported, in percent, however significant (--threshold: its old name) "
+        f"[default: asv.conf.json's fwdasv.min_effect_pct, else {detect.MIN_EFFECT_PCT}]."
+    ),
 )
 @click.option(
     "--confirm",
@@ -71,7 +73,7 @@ def regressions_command(
     fmt: str,
     machine: str | None,
     bench: tuple[str, ...],
-    min_effect: float,
+    min_effect: float | None,
     run_confirm: bool,
 ) -> None:
     """List the regressions in the stored results, each series judged by its own noise.

@@ -73,8 +73,8 @@ from statistics import NormalDist
 import numpy as np
 
 from fwdasv.analysis.noise import Noise, t_isf
+from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
-MIN_EFFECT_PCT = 0.3  # smallest step reported, whatever its significance
 Z_THRESHOLD = 3.6  # normal quantile before Studentization, for 60 commits
 SPIKE_K = 2.0  # spikes are clipped to +- this many sigma beyond their neighbourhood
 SPIKE_CONTEXT = 5  # commits each side whose median is a value's neighbourhood

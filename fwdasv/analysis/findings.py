@@ -38,6 +38,7 @@ from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
+from fwdasv.core.verdicts import VerdictSettings
 
 REGRESSION, DRIFT = detect.REGRESSION, detect.DRIFT
 STATUSES = (REGRESSION, CONFIRMED, NOT_REPRODUCED, DRIFT)
@@ -267,19 +268,29 @@ def _drift_series(
     return out
 
 
+def settings(project: AsvProject) -> VerdictSettings:
+    """The project's verdict settings (asv.conf.json's `"fwdasv"` block)."""
+    return VerdictSettings.from_config(project.raw, str(project.config_path))
+
+
 def find(
     project: AsvProject,
     *,
     machine: str | None = None,
     bench: Sequence[str] = (),
-    min_effect_pct: float = detect.MIN_EFFECT_PCT,
+    min_effect_pct: float | None = None,
     subjects: bool = True,
 ) -> list[Finding]:
-    """The findings of `project`'s results (every machine, or `machine`), newest status applied."""
+    """The findings of `project`'s results (every machine, or `machine`), newest status applied.
+
+    `min_effect_pct` None: the configuration's (`VerdictSettings`).
+    """
     try:
         patterns = [re.compile(p) for p in bench]
     except re.error as error:
         raise FindingsError(f"--bench: bad regular expression: {error}") from None
+    if min_effect_pct is None:
+        min_effect_pct = settings(project).min_effect_pct
     if min_effect_pct < 0:
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
     order, all_series = load_series(project, machine)

@@ -50,6 +50,7 @@ def _in_directory(path: Path) -> Iterator[None]:
 
 def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> list[Finding]:
     """asv publish, then the findings written into the site; returns them."""
+    findings_mod.settings(project)  # a malformed settings block is refused before any work
     asv_publish(project, echo=echo)
     found = findings_mod.find(project)
     write_site_findings(project, found)

@@ -124,7 +124,7 @@ def init_command(
             "every commit of the branch (add --steps 20 on a long history)",
         ),
         ("fwdasv publish", "the site, in html/"),
-        ("fwdasv regressions", "the steps asv flagged; exit 1 above the threshold"),
+        ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
     ]
     width = max(len(command) for command, _ in steps)
     click.echo("next:")

@@ -9,17 +9,19 @@ whose torch, fwdasv and asv it uses) and installs the repository into it at
 each commit it measures.
 
 The configuration carries the verdict settings too: asv's own
-`regressions_thresholds` (a latency step above 5% is listed; the validation
-series are never flagged) and a `"fwdasv"` block, which asv ignores (it keeps
-unknown top-level keys as attributes and never reads them) and fwdasv's
-calibrated verdicts read:
+`regressions_thresholds` (for asv's own detector on the published site: a
+latency step above 5%; the validation series are never flagged) and a
+`"fwdasv"` block, which asv ignores (it keeps unknown top-level keys as
+attributes and never reads them) and fwdasv's calibrated verdicts read
+(`fwdasv.core.verdicts`):
 
-    "fwdasv": {"min_effect_pct": 1.0, "confirm": true}
+    "fwdasv": {"min_effect_pct": 0.3, "confirm": true}
 
 - `min_effect_pct`: the smallest change of a series' median, in percent,
-  that may be called a regression, however quiet the series is;
-- `confirm`: re-measure a detected step (an A/B of its two commits in one run)
-  before calling it a regression.
+  that may be called a regression, however quiet the series is (the default
+  of `--min-effect`);
+- `confirm`: `fwdasv nightly` re-measures a detected step (an A/B of its two
+  commits in one run) before its gate counts it (the default of `--confirm`).
 """
 
 from __future__ import annotations
@@ -42,12 +44,14 @@ from fwdasv.asv.project import AsvProject
 from fwdasv.core.cases import parse_case, unique_cases
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import write_atomic
+from fwdasv.core.verdicts import VerdictSettings
+from fwdasv.launch import run_captured
 from fwdasv.targets.base import TargetSpec
 
 # Decode at two batch sizes and contexts, and a prefill: the steps that move
 # independently when attention, the MLP or the KV cache code changes.
 DEFAULT_CASES = ("decode_bs1_1k=1*1@1024", "decode_bs16_4k=16*1@4096", "prefill_1k=1024")
-VERDICT_SETTINGS: dict[str, Any] = {"min_effect_pct": 1.0, "confirm": True}
+VERDICT_SETTINGS: dict[str, Any] = VerdictSettings().to_json()
 DEFAULT_THRESHOLD = 0.05  # asv's regressions_thresholds for latency: a fraction
 SUITE_MODULE = "forward"
 CHECK_TIMEOUT_S = 900.0
@@ -200,7 +204,7 @@ def write_torch_project(
 
 def _git(repo: Path, *args: str) -> str:
     try:
-        proc = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, timeout=60)
+        proc = run_captured(["git", *args], cwd=repo)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise InitError(f"git {' '.join(args)} in {repo} could not run: {error}") from None
     if proc.returncode != 0:
@@ -231,12 +235,12 @@ class Repository:
             head = _git(root, "rev-parse", "--verify", "HEAD^{commit}")
         except InitError:
             raise InitError(f"--repo {root} has no commit yet; commit the model first") from None
-        branch = subprocess.run(
-            ["git", "symbolic-ref", "--quiet", "--short", "HEAD"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+        try:
+            branch = run_captured(
+                ["git", "symbolic-ref", "--quiet", "--short", "HEAD"], cwd=root
+            ).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            branch = ""  # detached or unreadable: the caller asks for --branch
         return cls(root, head, branch or None)
 
     def branches(self) -> list[str]:
@@ -263,9 +267,14 @@ class Repository:
 
     def export(self, commit: str, destination: Path) -> None:
         """The tree of `commit` written into `destination` (the repository is not touched)."""
-        proc = subprocess.run(
-            ["git", "archive", "--format=tar", commit], cwd=self.root, capture_output=True
-        )
+        try:
+            proc = run_captured(
+                ["git", "archive", "--format=tar", commit], cwd=self.root, text=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise InitError(
+                f"git archive {commit[:8]} in {self.root} could not run: {error}"
+            ) from None
         if proc.returncode != 0:
             raise InitError(f"git archive {commit[:8]} in {self.root} failed: {proc.stderr!r}")
         with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:

@@ -1,0 +1,66 @@
+"""Verdict settings: the `"fwdasv"` block of an asv configuration, and its defaults.
+
+asv keeps unknown top-level keys of asv.conf.json and never reads them, so
+the block rides along with the project:
+
+    "fwdasv": {"min_effect_pct": 0.3, "confirm": true}
+
+`fwdasv init` writes it; `fwdasv regressions`, `confirm`, `publish` and
+`nightly` read it (`fwdasv.analysis.findings`). It lives in core because both
+the asv layer (which writes it) and the analysis (which reads it) need it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fwdasv.core.errors import UserError
+
+SETTINGS_KEY = "fwdasv"
+# The smallest step reported, whatever its significance: a 0.5% step must pass it
+# nearly always, or half of the 0.5% steps would be lost to their own estimation
+# error (fwdasv.analysis.detect); below it a step is real but too small to chase on
+# GPUs whose machine-to-machine offsets are 1.5%.
+MIN_EFFECT_PCT = 0.3
+
+
+class SettingsError(UserError):
+    """The configuration's `"fwdasv"` block is malformed (the key and the fix in the message)."""
+
+
+@dataclass(frozen=True)
+class VerdictSettings:
+    """`min_effect_pct`: the smallest step of a series' median, in percent, that is
+    reported however significant (the default of `--min-effect`); `confirm`:
+    whether `fwdasv nightly` re-measures a detected step before its gate counts
+    it (the default of its `--confirm/--no-confirm`)."""
+
+    min_effect_pct: float = MIN_EFFECT_PCT
+    confirm: bool = True
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any], where: str = "asv.conf.json") -> VerdictSettings:
+        """The settings of a parsed asv.conf.json (`raw`); defaults for what it leaves out."""
+        block = raw.get(SETTINGS_KEY)
+        if block is None:
+            return cls()
+        where = f"{where}: {SETTINGS_KEY!r}"
+        example = json.dumps(cls().to_json())
+        if not isinstance(block, dict):
+            raise SettingsError(f"{where} must be an object such as {example}")
+        unknown = sorted(set(block) - {"min_effect_pct", "confirm"})
+        if unknown:
+            raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {example})")
+        effect = block.get("min_effect_pct", MIN_EFFECT_PCT)
+        if isinstance(effect, bool) or not isinstance(effect, int | float) or not effect >= 0:
+            raise SettingsError(f"{where}.min_effect_pct must be a number >= 0, not {effect!r}")
+        confirm = block.get("confirm", True)
+        if not isinstance(confirm, bool):
+            raise SettingsError(f"{where}.confirm must be true or false, not {confirm!r}")
+        return cls(float(effect), confirm)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min_effect_pct": self.min_effect_pct, "confirm": self.confirm}
