@@ -1,6 +1,6 @@
 """The demo project: a small PyTorch model package with a realistic git history.
 
-`tinylm` is a decoder language model whose repository grows over 12 commits.
+`tinylm` is a decoder language model whose repository grows over 14 commits.
 Most commits change nothing measurable (docs, tests, refactors); two change the
 forward's speed the way real code does:
 
@@ -23,6 +23,8 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from fwdasv.launch import run_captured
 
 PACKAGE = "tinylm"
 TARGET = "tinylm.bench:target"
@@ -199,8 +201,9 @@ def rope_tables(positions, inv_freq):
 
 
 def apply_rope(x, cos, sin):
+    # The tables are float32; x keeps its own dtype (bfloat16 on a GPU) for the KV cache.
     first, second = x.chunk(2, dim=-1)
-    cos, sin = cos[:, None, :], sin[:, None, :]
+    cos, sin = cos[:, None, :].to(x.dtype), sin[:, None, :].to(x.dtype)
     return torch.cat((first * cos - second * sin, second * cos + first * sin), dim=-1)
 """
 
@@ -275,6 +278,10 @@ Each run of equal requests keeps, per layer, one tensor of shape
 appends its tokens at each request's length and advances the lengths.
 """
 
+_README_UNITS = """
+Lengths count tokens; `capacity` is the longest sequence a cache holds.
+"""
+
 _TESTS = """import torch
 
 from tinylm.model import TinyLM
@@ -328,6 +335,7 @@ class Stage:
     license: bool = False
     readme_run: bool = False
     exports: bool = False
+    readme_units: bool = False
 
 
 def _files(stage: Stage) -> dict[str, str]:
@@ -339,6 +347,7 @@ def _files(stage: Stage) -> dict[str, str]:
         "pyproject.toml": _PYPROJECT.format(version=stage.version),
         "README.md": _README
         + (_README_CACHE if stage.readme_cache else "")
+        + (_README_UNITS if stage.readme_units else "")
         + (_README_RUN if stage.readme_run else ""),
         "tinylm/__init__.py": '"""tinylm: a small decoder language model."""\n\n'
         + (_EXPORTS if stage.exports else "")
@@ -370,16 +379,19 @@ def _history() -> list[tuple[str, Callable[[Stage], Stage]]]:
     return [
         ("Initial tiny decoder: RMSNorm, RoPE, GQA attention, SwiGLU MLP", change()),
         ("Add a license", change(license=True)),
+        # Early, so that the faster level holds several commits before the slower one.
+        (FAST_COMMIT_SUBJECT, change(attention=_ATTENTION_GQA)),
         ("Add a forward shape test", change(tests=True)),
         ("Move the configuration into tinylm.config", change(config_module=True)),
         ("Document the KV cache layout", change(readme_cache=True)),
-        (FAST_COMMIT_SUBJECT, change(attention=_ATTENTION_GQA)),
         ("Bump version to 0.1.1", change(version="0.1.1")),
         (SLOW_COMMIT_SUBJECT, change(attention=softcap)),
         ("Add a changelog", change(changelog=True)),
         ("Bump version to 0.2.0", change(version="0.2.0")),
         ("README: how to run the forward bench", change(readme_run=True)),
         ("Export TinyLM and Config from the package", change(exports=True)),
+        ("README: the KV cache layout's units", change(readme_units=True)),
+        ("Bump version to 0.2.1", change(version="0.2.1")),
     ]
 
 
@@ -387,35 +399,40 @@ HISTORY_LENGTH = len(_history())
 
 
 def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
+    done = run_captured(["git", *args], cwd=cwd, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)} in {cwd} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
 
 
 def build_project(path: str | os.PathLike[str], commits: int | None = None) -> list[str]:
     """Create (or reuse) the demo repository at `path`; returns its hashes, oldest first.
 
     An existing repository built by this function is reused when its commit
-    subjects match, so re-running the demo keeps its hashes and results.
+    subjects match, so re-running the demo keeps its hashes and results; one
+    made by an earlier, shorter history is extended with the commits since.
     """
     path = Path(path)
     history = _history()[: commits or None]
     subjects = [subject for subject, _ in history]
+    done = 0
     if (path / ".git").is_dir():
         existing = _git(path, "log", "--reverse", "--format=%s", "main").splitlines()
-        if existing == subjects:
-            return _git(path, "rev-list", "--reverse", "main").splitlines()
-        raise FileExistsError(
-            f"{path} holds another git repository; remove it or choose another --dir"
-        )
-    path.mkdir(parents=True, exist_ok=True)
-    _git(path, "init", "-q", "-b", "main")
+        if existing == subjects[: len(existing)] and _git(path, "status", "--porcelain") == "":
+            done = len(existing)
+        else:
+            raise FileExistsError(
+                f"{path} holds another git repository; remove it or choose another --dir"
+            )
+    else:
+        path.mkdir(parents=True, exist_ok=True)
+        _git(path, "init", "-q", "-b", "main")
     stage = Stage()
-    hashes = []
     for index, (subject, step) in enumerate(history):
         stage = step(stage)
-        files = _files(stage)
-        for name, text in files.items():
+        if index < done:
+            continue
+        for name, text in _files(stage).items():
             target = path / name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
@@ -432,5 +449,4 @@ def build_project(path: str | os.PathLike[str], commits: int | None = None) -> l
         }
         _git(path, "add", "-A", env=env)
         _git(path, "commit", "-q", "--no-gpg-sign", "-m", subject, env=env)
-        hashes.append(_git(path, "rev-parse", "HEAD"))
-    return hashes
+    return _git(path, "rev-list", "--reverse", "main").splitlines()

@@ -1,16 +1,18 @@
 """`fwdasv demo`: the whole service on the embedded default, in one command.
 
 1. Builds the demo project, `tinylm`: a git repository of a small PyTorch
-   model package with 12 commits of realistic history, one of which makes the
+   model package with 14 commits of realistic history, one of which makes the
    forward clearly slower (attention stops using the fused kernel) and one
    faster (native GQA instead of repeated K/V heads).
-2. Writes its asv project (configuration, one suite timing `tinylm.bench:target`
-   through fwdasv's engine: CUDA graphs on a GPU, a host timer on CPU) and this
-   machine's asv machine entry.
+2. Writes its asv project through `fwdasv init`'s code (configuration, one
+   suite timing `tinylm.bench:target` through fwdasv's engine: CUDA graphs on
+   a GPU, a host timer on CPU) and this machine's asv machine entry.
 3. Measures every `--every`-th commit with `asv run`, as a nightly job that
    does not measure every commit would have.
-4. Publishes the site, lists the regression asv flagged (a commit range),
-   bisects it down to one commit, and publishes again.
+4. Lists the findings of the stored results (each series judged by its own
+   noise), confirms the regression by an interleaved A/B re-measure, bisects
+   its range down to one commit, explains it (the ops that got slower), and
+   publishes the site with the finding, its status and its diff.
 
 Re-running reuses the repository, the environment and every stored result.
 """
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -44,6 +47,7 @@ class DemoOutcome:
     measured: list[str]
     regressions: list = field(default_factory=list)
     bisected: list = field(default_factory=list)
+    explained: Any = None  # the kernel/op diff of the culprit
     wall_s: float = 0.0
 
 
@@ -62,39 +66,19 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _percent(label: str) -> float:
-    return float(label.split()[-1].rstrip("%"))
-
-
-def sample_steps(
-    project: asv_project.AsvProject, nightly: list[str], machine: str, echo: Callable[[str], None]
-) -> list[tuple[tuple[str, str], str | None, str]]:
-    """Consecutive nightly results that fwdasv's compare finds significantly slower."""
-    from fwdasv.analysis.compare import WORSE, compare_commits
-
-    steps = []
-    for before, after in itertools.pairwise(nightly):
-        for c in compare_commits(project, before, after, machine, factor=1.10, bench=[BENCHMARK]):
-            if c.verdict == WORSE and c.judgement.ratio is not None:
-                percent = 100 * (c.judgement.ratio - 1)
-                echo(
-                    f"  fwdasv compare: {c.name} {before[:8]} -> {after[:8]} {percent:+.1f}% "
-                    f"(p={c.judgement.p_value:.1e})"
-                )
-                steps.append(((before, after), c.case, f"fwdasv compare: {percent:+.1f}%"))
-    return steps
-
-
 def run_demo(
     directory: str | Path,
-    every: int = 3,
+    every: int = 2,
     machine: str = MACHINE,
     echo: Callable[[str], None] = print,
     bisect_regressions: bool = True,
 ) -> DemoOutcome:
-    from fwdasv.hw import machine as hw_machine
-    from fwdasv.analysis import regressions
+    from fwdasv.analysis import findings
     from fwdasv.analysis.bisect.driver import bisect
+    from fwdasv.analysis.explain import explain_commits, format_diff, headline
+    from fwdasv.analysis.publish import publish
+    from fwdasv.analysis.reproduce import confirm_findings
+    from fwdasv.hw import machine as hw_machine
 
     started = time.perf_counter()
     root = Path(directory).resolve()
@@ -103,7 +87,10 @@ def run_demo(
     def say(text: str) -> None:
         echo(click.style(f"[demo] {text}", bold=True))
 
-    say(f"1/5 demo project: a {HISTORY_LENGTH}-commit history of tinylm in {root / 'tinylm'}")
+    def indented(line: str) -> None:
+        echo(f"  {line}")
+
+    say(f"1/7 demo project: a {HISTORY_LENGTH}-commit history of tinylm in {root / 'tinylm'}")
     hashes = build_project(root / "tinylm")
     suite = SuiteSpec(
         TARGET,
@@ -113,7 +100,7 @@ def run_demo(
         samples=10,
         warmup_s=0.1,
         # Two bench processes per commit: on a small shared CPU the process-to-
-        # process noise is what hides steps from asv's detector.
+        # process noise is what a verdict must see.
         launches=2,
         # One thread: steadier host timings on a small CPU box; ignored on a GPU.
         env={"OMP_NUM_THREADS": "1"},
@@ -126,55 +113,82 @@ def run_demo(
         root / "tinylm",
         suite,
         project="tinylm",
-        regression_threshold=0.10,
         force=True,
-        echo=lambda line: echo(f"  {line}"),
+        echo=indented,
     ).project
     entry = hw_machine.this_machine(machine)
     hw_machine.write_machine_file(entry)
-    say(f"2/5 asv project {project.config_path} (machine {machine}: gpu {entry.get('gpu')})")
+    say(f"2/7 asv project {project.config_path} (machine {machine}: gpu {entry.get('gpu')})")
 
     nightly = nightly_commits(hashes, every)
     say(
-        f"3/5 asv run: {len(nightly)} of {len(hashes)} commits (every {_ordinal(every)}, like a nightly job); "
-        "stored results are reused"
+        f"3/7 asv run: {len(nightly)} of {len(hashes)} commits (every {_ordinal(every)}, "
+        "like a nightly job); stored results are reused"
     )
-    asv_project.run_commits(project, nightly, machine, echo=lambda line: echo(f"  {line}"))
-    say("4/5 asv publish, then the regressions asv flagged")
-    asv_project.publish(project, echo=None)
-    found = regressions.load_regressions(project)
-    for line in regressions.format_table(found).splitlines():
-        echo(f"  {line}")
+    asv_project.run_commits(project, nightly, machine, echo=indented)
+    say("4/7 findings: each series judged by its own run-to-run noise")
+    found = findings.find(project, machine=machine, bench=[BENCHMARK])
+    for line in findings.format_findings(found, "table").splitlines():
+        indented(line)
     outcome = DemoOutcome(root, hashes, nightly, regressions=found)
-    ranges = [
-        (r.commit_range(), r.case, f"asv: {r.percent:+.1f}%")
-        for r in found
-        if r.benchmark == BENCHMARK
-    ]
-    if not ranges:
-        # asv's step detector needs steps well above the noise of a few points;
-        # fwdasv's compare tests each nightly step on its samples.
-        ranges = sample_steps(project, nightly, machine, echo)
-    if bisect_regressions and ranges:
-        (good, bad), case, why = max(ranges, key=lambda r: _percent(r[2]))
-        say(f"5/5 bisect {good[:8]}..{bad[:8]} ({case}, {why}) down to one commit")
-        result = bisect(
+    pending = [f for f in found if f.status in findings.GATING]
+    if not pending:
+        say("5/7 no latency regression was found; nothing to confirm or bisect")
+    else:
+        worst = max(pending, key=lambda f: f.percent)
+        if worst.status == findings.REGRESSION:
+            say(f"5/7 confirm {worst.key.name}: A/B interleaved on this machine")
+            confirm_findings(
+                project, [worst], max_processes=6, run_explain=False, echo=indented
+            )
+            worst = next(
+                (
+                    f
+                    for f in findings.find(project, machine=machine, bench=[BENCHMARK])
+                    if f.ident == worst.ident
+                ),
+                worst,
+            )
+        else:
+            say(f"5/7 {worst.key.name} already {worst.status}")
+        good, bad = worst.commit_range()
+        if bisect_regressions and len(worst.commits) > 1:
+            say(f"6/7 bisect {good[:8]}..{bad[:8]} ({worst.key.case}) down to one commit")
+            result = bisect(
+                project, good, bad, BENCHMARK, machine, case=worst.key.case, echo=indented
+            )
+            outcome.bisected.append(result)
+            indented(result.summary())
+            if result.reproducible:
+                good, bad = result.last_good, result.first_bad
+        else:
+            say(f"6/7 the step is one commit, {bad[:8]}: nothing to bisect")
+        say(f"7/7 explain {good[:8]} -> {bad[:8]}: what got slower")
+        explained = explain_commits(project, good, bad, BENCHMARK, worst.key.case, echo=indented)
+        diff = explained.diff
+        for line in format_diff(diff, "table", top=8, good=good[:8], bad=bad[:8]).splitlines():
+            indented(line)
+        findings.record_verdict(
             project,
-            good,
-            bad,
-            BENCHMARK,
-            machine,
-            case=case,
-            echo=lambda line: echo(f"  {line}"),
+            worst,
+            status=worst.status,
+            explain={
+                "headline": headline(diff, good[:8], bad[:8]),
+                "table": format_diff(diff, "table", top=15, good=good[:8], bad=bad[:8]),
+                "top5": list(diff.top5),
+                "explained_top5_pct": diff.explained_top5_pct,
+                "total_delta_us": diff.total_delta_us,
+                "profile_dir": explained.profile_dir,
+                "commits": [good, bad],
+            },
         )
-        outcome.bisected.append(result)
-        echo(f"  {result.summary()}")
-        asv_project.publish(project, echo=None)
-    elif not ranges:
-        say("5/5 no latency regression was found; nothing to bisect")
+        outcome.explained = diff
+    found = publish(project, echo=None)
+    outcome.regressions = [f for f in found if f.key.machine == machine]
     outcome.wall_s = time.perf_counter() - started
     say(
-        f"done in {outcome.wall_s:.0f} s. The injected regression is the commit '{SLOW_COMMIT_SUBJECT}'."
+        f"done in {outcome.wall_s:.0f} s. The injected regression is the commit "
+        f"'{SLOW_COMMIT_SUBJECT}'."
     )
     for line in asv_project.site_hint(project):
         say(line)
