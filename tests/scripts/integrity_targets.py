@@ -27,6 +27,10 @@ class Wrapped:
 
     def prepare(self, case: BenchCase, seed: int) -> PreparedForward:
         if self.mode == "hangs":
+            marker = os.environ.get("FWDASV_TEST_HANG_DIR")
+            if marker:  # say "this rank is now hanging" to the test that will interrupt it
+                with open(os.path.join(marker, f"stage{self.stage}"), "w"):
+                    pass
             time.sleep(600)
         prepared = self.inner.prepare(case, seed)
         forward = prepared.forward
