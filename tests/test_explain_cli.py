@@ -101,7 +101,13 @@ def test_explain_names_the_ops_that_replaced_the_fused_attention(
     args = ["explain", hashes[slow - 1], hashes[slow], "forward.TinyLM.track_latency"]
     args += ["--config", str(project.config_path), "--format", "json"]
     with measuring_priority():
-        result = CliRunner().invoke(main, args)
+        # One profile a side: a neighbour's burst on this shared box can slow GOOD's
+        # whole profile (seen: aten::mm 31 ms slower) and hide the step. As the demo
+        # history's fixtures do, profile both again once when BAD did not come out slower.
+        for _ in range(2):
+            result = CliRunner().invoke(main, args)
+            if result.exit_code != 0:
+                break
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
     top5 = [row["name"] for row in report["kernels"] if row["delta_us"] > 0][:5]

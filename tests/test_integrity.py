@@ -454,6 +454,9 @@ def test_a_rank_that_dies_is_one_line_with_its_rank_status_and_log(tmp_path, env
 
 
 @pytest.mark.slow
+# Alone, with the timing tests: beside them at nice 19 it twice did not exit within
+# 300 s of the SIGINT (2026-12-01, not reproduced alone or beside busy loops; open).
+@pytest.mark.measure
 def test_ctrl_c_in_a_pipeline_stops_every_rank_with_one_line(tmp_path, env):
     args = ["--target", "integrity_targets:hangs", "--case", "p=4", "--pipeline-stages", "2"]
     hanging = tmp_path / "hanging"
@@ -469,7 +472,6 @@ def test_ctrl_c_in_a_pipeline_stops_every_rank_with_one_line(tmp_path, env):
     try:
         # Wait until both ranks hang in prepare (each leaves a marker), then interrupt as
         # a terminal would.
-        # Generous bounds: scripts/test.sh runs this at nice 19 beside the timing tests.
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and len(list(hanging.iterdir())) < 2:
             assert proc.poll() is None, proc.communicate()
