@@ -396,6 +396,48 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
 
 
 @pytest.mark.slow
+def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
+    stepped, tmp_path: Path
+) -> None:
+    """As after a bisect: the confirmation was recorded while the finding's range still
+    reached one commit further; the finding now ends inside that range."""
+    from dataclasses import replace
+
+    project = _copy(stepped, tmp_path)
+    drawn = _finding(project, stepped.benchmark)
+    step = stepped.hashes[STEP_INDEX]
+    assert drawn.after_commit == step
+    later = stepped.hashes[STEP_INDEX + 1]
+    wider = replace(
+        drawn,
+        after_commit=later,
+        commits=(findings.Commit(step), findings.Commit(later)),
+    )
+    findings.record_verdict(project, wider, status="confirmed")
+    entries = {
+        e["benchmark"]: e
+        for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
+    }
+    assert entries[stepped.benchmark]["status"] == "confirmed"
+    assert entries[stepped.benchmark]["verdict"]["range_commits"] == [step, later]
+    assert entries[stepped.plain]["status"] == "regression"  # another series: untouched
+
+    # A verdict about a range that does not hold the finding's first new commit is not its.
+    elsewhere = replace(
+        _finding(project, stepped.plain),
+        before_commit=stepped.hashes[STEP_INDEX + 1],
+        after_commit=stepped.hashes[STEP_INDEX + 2],
+        commits=(findings.Commit(stepped.hashes[STEP_INDEX + 2]),),
+    )
+    findings.record_verdict(project, elsewhere, status="not-reproduced")
+    entries = {
+        e["benchmark"]: e
+        for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
+    }
+    assert entries[stepped.plain]["status"] == "regression"
+
+
+@pytest.mark.slow
 def test_an_unreadable_verdict_line_is_one_clear_error(stepped, tmp_path: Path) -> None:
     project = _copy(stepped, tmp_path)
     path = project.results_dir / findings.VERDICTS_FILE

@@ -17,7 +17,11 @@ explain. A finding's status:
 
 Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`, one JSON
 object per line, appended and never rewritten (a results repository shared by
-several machines merges it line by line); the last line about a finding wins.
+several machines merges it line by line); the last line about a finding wins. A
+line also names the range it is about (`before_commit`, `range_commits`), and
+holds for a finding of the same series whose range lies inside it: after a
+bisect measured commits inside a confirmed range, the step's first new commit
+moves, and the confirmation still holds.
 """
 
 from __future__ import annotations
@@ -418,8 +422,31 @@ def read_verdicts(project: AsvProject) -> dict[tuple[str, ...], dict[str, Any]]:
 _IDENT = ("machine", "env_name", "benchmark", "case", "after_commit")
 
 
+def _narrowed(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> dict | None:
+    """The newest verdict about a wider range of the same series that holds this finding.
+
+    A bisect (or a later run) measures commits inside a finding's range, and the
+    step's first new commit moves inside it: the confirmation of the wider range
+    still holds for the narrower one. A verdict's range is `range_commits` (the
+    commits after its `before_commit` up to its `after_commit`).
+    """
+    series = tuple(finding.ident[k] for k in _IDENT[:-1])
+    best = None
+    for ident, stored in verdicts.items():
+        commits = stored.get("range_commits") or ()
+        if ident[:-1] != series or finding.after_commit not in commits:
+            continue
+        if finding.before_commit != stored.get("before_commit") and (
+            finding.before_commit not in commits
+        ):
+            continue
+        if best is None or stored.get("recorded_at", "") >= best.get("recorded_at", ""):
+            best = stored
+    return best
+
+
 def apply_verdict(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> Finding:
-    stored = verdicts.get(tuple(finding.ident[k] for k in _IDENT))
+    stored = verdicts.get(tuple(finding.ident[k] for k in _IDENT)) or _narrowed(finding, verdicts)
     if stored is None or finding.status == DRIFT:
         return finding
     status = stored.get("status")
@@ -438,6 +465,9 @@ def record_verdict(project: AsvProject, finding: Finding, **fields: Any) -> None
     line = {
         "finding": finding.ident,
         "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        # The range it is about: it also holds for a narrower range found later.
+        "before_commit": finding.before_commit,
+        "range_commits": [c.hash for c in finding.commits] or [finding.after_commit],
         **fields,
     }
     # Appended, never rewritten: a line already there is never lost.
