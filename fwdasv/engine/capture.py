@@ -100,6 +100,35 @@ def timing_events() -> tuple[torch.cuda.Event, torch.cuda.Event]:
     )
 
 
+@dataclass(frozen=True)
+class CapturedForward:
+    """One replayable step: [restore, start event, forward, end event] as a CUDA graph."""
+
+    graph: torch.cuda.CUDAGraph
+    start: torch.cuda.Event
+    end: torch.cuda.Event
+    outputs: Any  # the forward's outputs, in the graph's memory: each replay rewrites them
+
+
+def capture_forward(
+    forward: Any, snapshot: StateSnapshot, stream: torch.cuda.Stream
+) -> CapturedForward:
+    """Capture the timed step on `stream`, which has run the forward eagerly already.
+
+    The events sit after the restore, so the timed interval holds the forward
+    alone; the timed runs (`bench_forward`) and the profiled ones
+    (`fwdasv.engine.profile`) replay the same step.
+    """
+    start, end = timing_events()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        snapshot.restore()
+        start.record()
+        outputs = forward()
+        end.record()
+    return CapturedForward(graph, start, end, outputs)
+
+
 def bench_forward(
     prepared: PreparedForward,
     options: BenchOptions,
@@ -201,13 +230,9 @@ def _bench_graph(
             snapshot.restore()
             reference = first_tensor(forward()).clone()
         stream.synchronize()
-        start, end = timing_events()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            snapshot.restore()
-            start.record()
-            output = first_tensor(forward())
-            end.record()
+        captured = capture_forward(forward, snapshot, stream)
+        graph, start, end = captured.graph, captured.start, captured.end
+        output = first_tensor(captured.outputs)
         graph.replay()
         synchronize(device)
         first = output.clone()

@@ -44,7 +44,7 @@ from fwdasv.core.kernels import (
     KernelSummary,
     profile_paths,
 )
-from fwdasv.engine.capture import StateSnapshot, synchronize, timing_events
+from fwdasv.engine.capture import StateSnapshot, capture_forward, synchronize
 from fwdasv.targets.base import PreparedForward
 
 FORWARD_LABEL = "fwdasv::forward"
@@ -299,7 +299,7 @@ def _trace_graph_replays(
     replays: int,
     case_name: str,
 ) -> torch.profiler.profile:
-    """Capture [restore, forward] as capture.py does, then trace `replays` replays."""
+    """Capture the step the timed runs replay (`capture_forward`), then trace `replays` replays."""
     forward = prepared.forward
     with torch.inference_mode():
         stream = torch.cuda.Stream(device)
@@ -310,13 +310,7 @@ def _trace_graph_replays(
             forward()
             snapshot.restore()
         stream.synchronize()
-        start, end = timing_events()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            snapshot.restore()
-            start.record()
-            forward()
-            end.record()
+        graph = capture_forward(forward, snapshot, stream).graph
         graph.replay()
         synchronize(device)
         activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
