@@ -27,7 +27,8 @@ Definitions (all per forward, in us):
 
 Rows are listed by |delta| descending, as vLLM's own diff lists them, so a big
 offsetting change (the fused kernel that vanished) shows next to what replaced
-it; `top5` names the contributors behind explained_top5_pct.
+it; `top5` names the contributors behind explained_top5_pct, and the table and
+Markdown formats name them in a line of their own above the rows.
 
 Pure functions first, then the loader edge, then formatting (table, JSON,
 Markdown), as `compare.py` does.
@@ -270,6 +271,26 @@ def headline(diff: KernelDiff, good: str = "GOOD", bad: str = "BAD") -> str:
     )
 
 
+def contributors(diff: KernelDiff, code: Callable[[str], str] = str) -> str:
+    """One line naming the top contributors behind explained_top5_pct, largest first.
+
+    The rows are listed by |delta|, so a big change against the total (a GEMM
+    that got faster while new kernels made the forward slower) can stand above
+    what made it slower; this line says what did.
+    """
+    if not diff.top5:
+        return ""
+    rows = {row.name: row for row in diff.kernels}
+    parts = []
+    for name in diff.top5:
+        row = rows[name]
+        status = "" if row.status == BOTH else f"{row.status}, "
+        calls = f"{row.calls_before}->{row.calls_after} calls"
+        parts.append(f"{code(name)} ({status}{row.delta_us:+.2f} us, {calls})")
+    direction = "slower" if diff.slower else "faster"
+    return f"{direction} mostly in: " + "; ".join(parts)
+
+
 def _code(name: str) -> str:
     """A Markdown code span: kernel names hold `<...>`, which would render as HTML tags."""
     fence = "``" if "`" in name else "`"
@@ -296,12 +317,17 @@ def format_diff(
             "",
             headline(diff, good, bad) + ".",
             "",
-            markdown_table(headers, rows) if rows else "No rows.",
         ]
+        if diff.top5:
+            lines += [contributors(diff, _code) + ".", ""]
+        lines += [markdown_table(headers, rows) if rows else "No rows."]
         if more:
             lines += ["", f"_{more}._"]
         return "\n".join(lines)
-    lines = [headline(diff, good, bad), text_table(headers, [_row_cells(row) for row in shown])]
+    lines = [headline(diff, good, bad)]
+    if diff.top5:
+        lines.append(contributors(diff))
+    lines.append(text_table(headers, [_row_cells(row) for row in shown]))
     if more:
         lines.append(f"({more})")
     return "\n".join(lines)
