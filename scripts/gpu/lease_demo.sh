@@ -73,7 +73,8 @@ regressions_status=$?
 cat "$OUT/regressions.txt"; echo "regressions exit $regressions_status"
 
 step "environment creation and per-commit install, no index (benchmarks_speed/env_speed.py)"
-timeout 150 $py benchmarks_speed/env_speed.py --kinds after --repeat 3 --commits 4 > "$OUT/env_speed.txt" 2>&1
+# shellcheck disable=SC2086
+timeout 150 $py benchmarks_speed/env_speed.py ${ENV_SPEED_ARGS:---kinds after --repeat 3 --commits 4} > "$OUT/env_speed.txt" 2>&1
 echo "env_speed exit $?"; cat "$OUT/env_speed.txt"
 
 step "summary"
@@ -96,7 +97,9 @@ slow = subprocess.run(
     capture_output=True, text=True,
 ).stdout.strip()
 bisect = [line.strip() for line in log.splitlines() if "first bad commit" in line]
-flagged = [line for line in log.splitlines() if "track_latency" in line and ("FAIL" in line or "warn" in line)]
+# The demo's findings table (step 4/7): one row per finding, its status first.
+found = log.split("[demo] 4/7", 1)[-1].split("[demo] 5/7", 1)[0]
+flagged = [line for line in found.splitlines() if line.split()[:1] in (["regression"], ["confirmed"])]
 done = re.findall(r"done in (\d+) s", log)
 print("# fwdasv demo on the H200 host, no network")
 print()
@@ -104,7 +107,7 @@ print(f"- demo exit status {os.environ['DEMO_STATUS']}, wall {float(os.environ['
       f"{done[-1] + ' s (demo' + chr(39) + 's own)' if done else 'no done line'}")
 print(f"- timer used (bench JSON files): {dict(timers) or 'none found'}")
 print(f"- injected slow commit: {slow or '?'}")
-print(f"- asv flagged (latency): {len(flagged)} line(s)")
+print(f"- findings (step 4/7): {len(flagged)}")
 for line in flagged:
     print(f"    {line.strip()}")
 print(f"- bisect: {bisect[-1] if bisect else 'no bisect result'}")
