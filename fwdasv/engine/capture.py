@@ -117,7 +117,9 @@ def capture_forward(
 
     The events sit after the restore, so the timed interval holds the forward
     alone; the timed runs (`bench_forward`) and the profiled ones
-    (`fwdasv.engine.profile`) replay the same step.
+    (`fwdasv.engine.profile`) replay the same step. Keep the returned value
+    while the graph is replayed: the graph records its two events, and a
+    replay after they are freed crashes the process (seen on an H200).
     """
     start, end = timing_events()
     graph = torch.cuda.CUDAGraph()

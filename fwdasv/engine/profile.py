@@ -310,8 +310,9 @@ def _trace_graph_replays(
             forward()
             snapshot.restore()
         stream.synchronize()
-        graph = capture_forward(forward, snapshot, stream).graph
-        graph.replay()
+        # Held while the graph replays: the graph records its events (freed, replay crashes).
+        captured = capture_forward(forward, snapshot, stream)
+        captured.graph.replay()
         synchronize(device)
         activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
         with (
@@ -319,9 +320,9 @@ def _trace_graph_replays(
             torch.cuda.nvtx.range(f"forward/{case_name}"),
         ):
             for _ in range(replays):
-                graph.replay()
+                captured.graph.replay()
                 synchronize(device)
-        del graph
+        del captured
     return prof
 
 
