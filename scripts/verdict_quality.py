@@ -117,13 +117,21 @@ def judge_series(
     )
 
 
-def run_task(task: tuple[str, int, int, int]) -> list[Outcome]:
-    """One history (one machine for `env`), seeded by (seed, scenario, index)."""
-    scenario, seed, index, commits = task
+Task = tuple[str, int, int, int, "float | None"]
+
+
+def run_task(task: Task) -> list[Outcome]:
+    """One history (one machine for `env`), seeded by (seed, scenario, index).
+
+    The last item, when not None, fixes every series' run-to-run noise
+    (`between_pct`) instead of drawing it from the simulator's range.
+    """
+    scenario, seed, index, commits, between_pct = task
+    fixed = {} if between_pct is None else {"between_pct": between_pct}
     rng = np.random.default_rng([seed, SCENARIOS.index(scenario), index])
     confirm_rng = np.random.default_rng([seed, SCENARIOS.index(scenario), index, 1])
     if scenario == "env":
-        machine = sim.simulate_machine(rng, SERIES_PER_MACHINE, commits)
+        machine = sim.simulate_machine(rng, SERIES_PER_MACHINE, commits, spec_overrides=fixed)
         canary_noise = estimate_noise(machine.canary.samples)
         canary = detect(machine.canary.medians(), canary_noise)
         caught = any(_near(c.after_index, machine.env_index) for c in canary)
@@ -139,24 +147,30 @@ def run_task(task: tuple[str, int, int, int]) -> list[Outcome]:
     if scenario in STEPS:
         step_index = sim.random_index(rng, commits)
         shifts = (sim.Shift(step_index, STEPS[scenario]),)
-    history = sim.simulate(sim.random_spec(rng), rng, commits, shifts)
+    history = sim.simulate(sim.random_spec(rng, **fixed), rng, commits, shifts)
     return [judge_series(history, step_index, confirm_rng, scenario=scenario)]
 
 
-def tasks(seed: int, histories: int, commits: int) -> list[tuple[str, int, int, int]]:
+def tasks(seed: int, histories: int, commits: int, between_pct: float | None = None) -> list[Task]:
     """`histories` per scenario; for `env`, histories / SERIES_PER_MACHINE machines."""
     out = []
     for scenario in SCENARIOS:
         count = histories
         if scenario == "env":
             count = max(1, histories // SERIES_PER_MACHINE)
-        out.extend((scenario, seed, i, commits) for i in range(count))
+        out.extend((scenario, seed, i, commits, between_pct) for i in range(count))
     return out
 
 
-def evaluate(seed: int, histories: int, commits: int = sim.COMMITS, workers: int = 1) -> Report:
+def evaluate(
+    seed: int,
+    histories: int,
+    commits: int = sim.COMMITS,
+    workers: int = 1,
+    between_pct: float | None = None,
+) -> Report:
     """Every scenario's outcomes, computed with at most `workers` processes."""
-    todo = tasks(seed, histories, commits)
+    todo = tasks(seed, histories, commits, between_pct)
     started = time.perf_counter()
     if workers > 1:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
@@ -344,14 +358,29 @@ def format_markdown(report: Report, command: str) -> str:
     type=click.IntRange(1, 2),
     help="Processes (at most 2: the machine is shared).",
 )
+@click.option(
+    "--between-pct",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Fix every series' run-to-run noise of a commit's median at this percent "
+    "[default: drawn per series, log-uniform in 0.05-0.5%].",
+)
 @click.option("--markdown", is_flag=True, help="Emit a Markdown table for docs/measurements.md.")
-def main(seed: int, histories: int, commits: int, workers: int, markdown: bool) -> None:
+def main(
+    seed: int,
+    histories: int,
+    commits: int,
+    workers: int,
+    between_pct: float | None,
+    markdown: bool,
+) -> None:
     """Detection and false-alarm rates of fwdasv's verdicts beside asv's."""
-    report = evaluate(seed, histories, commits, workers)
+    report = evaluate(seed, histories, commits, workers, between_pct)
     if markdown:
+        fixed = "" if between_pct is None else f" --between-pct {between_pct:g}"
         command = (
             f"python scripts/verdict_quality.py --seed {seed} --histories {histories} "
-            f"--commits {commits} --workers {workers} --markdown"
+            f"--commits {commits} --workers {workers}{fixed} --markdown"
         )
         click.echo(format_markdown(report, command))
     else:

@@ -297,6 +297,19 @@ def test_simulator_is_reproducible_by_seed() -> None:
     assert machine == sim.simulate_machine(np.random.default_rng(5))
 
 
+def test_a_machine_with_fixed_noise_keeps_the_rest_of_its_draws() -> None:
+    """verdict_quality.py --between-pct: every series (canary too) at that noise; the other
+    fields drawn as without it, so the histories differ in their noise alone."""
+    drawn = sim.simulate_machine(np.random.default_rng(5), series=3)
+    fixed = sim.simulate_machine(
+        np.random.default_rng(5), series=3, spec_overrides={"between_pct": 0.2}
+    )
+    for a, b in zip((*drawn.series, drawn.canary), (*fixed.series, fixed.canary), strict=True):
+        assert b.spec.between_pct == 0.2 != a.spec.between_pct
+        assert (b.spec.base_s, b.spec.within_pct) == (a.spec.base_s, a.spec.within_pct)
+    assert fixed.env_index == drawn.env_index
+
+
 def test_simulated_noise_and_levels_are_what_the_spec_says() -> None:
     history = _history(23, between_pct=0.3, within_pct=0.2, commits=4000)
     medians = np.log([m for m in history.medians() if m is not None])

@@ -234,20 +234,24 @@ def simulate_machine(
     env_pct: float = ENV_SHIFT_PCT,
     env_index: int | None = None,
     code_shifts: Sequence[Sequence[Shift]] = (),
+    spec_overrides: dict[str, float] | None = None,
 ) -> Machine:
     """`series` random series and a canary, all shifted by `env_pct` at one commit.
 
     `env_index` None draws it with `random_index`; `code_shifts[k]` adds the
     project's own shifts to series k (the canary has none: it does not depend
-    on the project).
+    on the project); `spec_overrides` fixes fields of every drawn series
+    (`random_spec`'s keywords).
     """
+    fixed = spec_overrides or {}
     index = random_index(rng, commits) if env_index is None else env_index
     env = (Shift(index, env_pct, ENV),) if env_pct else ()
     out = []
     for k in range(series):
         own = tuple(code_shifts[k]) if k < len(code_shifts) else ()
-        out.append(simulate(random_spec(rng), rng, commits, env + own, name=f"series{k}"))
-    canary = simulate(random_spec(rng), rng, commits, env, name="canary")
+        spec = random_spec(rng, **fixed)
+        out.append(simulate(spec, rng, commits, env + own, name=f"series{k}"))
+    canary = simulate(random_spec(rng, **fixed), rng, commits, env, name="canary")
     return Machine(tuple(out), canary, index if env_pct else None, env_pct)
 
 
