@@ -4,16 +4,20 @@
 # 64 MiB, so vLLM's offline bundle arrives in its three parts, asv's wheels with part b):
 #
 #   1. carry [".vllm-offline/a"]           bash scripts/gpu/lease_finish.sh a
-#      unpack part a; the GPU-marked tests; every model version of the demo's history
-#      through `fwdasv forward` with CUDA graphs (a smoke test before the demo's own call)
+#      unpack part a (the call's 64 MiB hold nothing else)
 #   2. carry [".vllm-offline/b", ".whl"]   bash scripts/gpu/lease_finish.sh b
-#      unpack part b; asv from the wheels; the verdict chain (issue 9): a ~1% real
-#      regression through asv, found, confirmed (and explained), no-op commits after it
+#      unpack part b; asv from the wheels; the GPU-marked tests; the verdict chain
+#      (issue 9): a ~1% real regression through asv, found, confirmed (and explained),
+#      no-op commits after it
 #   3. carry [".vllm-offline/c"]           bash scripts/gpu/lease_finish.sh c
 #      unpack part c; vLLM at two commits of a local vLLM repository, diffed through
 #      --profile-dir (issue 10); timing protocols beside vLLM's bench in one run (issue 11)
 #   4. carry []                            bash scripts/gpu/lease_finish.sh d
 #      `fwdasv demo` end to end without network (issue 12)
+#
+# Lease 5 (2026-12-02, docs/measurements.md) ran a, b, c, d in that order, about 20 minutes
+# of device time; the GPU-marked tests ran in calls of their own after d (they were in
+# call a then, where asv was not there yet to import).
 #
 # Read-only for the hardware: no clock, power or persistence change. Everything lands
 # under $RES (/tmp/fwdasv-gpu/<phase>); the summaries and a tarball go to $OUT.
@@ -48,34 +52,6 @@ a)
   step "unpack part a"
   bash .vllm-offline/a/stage.sh
   $py -c 'import sys, torch; print("python", sys.version.split()[0], "| torch", torch.__version__, "| cuda", torch.cuda.is_available())'
-  step "GPU-marked tests"
-  PYTHONPATH=$PWD timeout 150 $py -m pytest -q -p no:cacheprovider -m gpu \
-    tests/test_engine_gpu.py tests/test_profile_explain.py 2>&1 | tee "$RES/pytest_gpu.txt" | tail -15
-  step "the demo's model versions, CUDA graphs (fwdasv forward)"
-  PYTHONPATH=$PWD $py - "$RES" <<'EOF' 2>&1 | tee "$RES/demo_versions.txt"
-import os, subprocess, sys
-from pathlib import Path
-from fwdasv.demo.project import build_project
-from fwdasv.demo.run import CASES
-res = Path(sys.argv[1]); repo = res / "tinylm"
-hashes = build_project(repo)
-changed = subprocess.run(["git", "-C", str(repo), "log", "--reverse", "--format=%H %s", "--",
-                          "tinylm/model.py", "tinylm/bench.py", "tinylm/config.py"],
-                         capture_output=True, text=True, check=True).stdout.splitlines()
-for line in changed:
-    commit, subject = line.split(" ", 1)
-    wt = res / f"wt-{commit[:8]}"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", str(wt), commit], check=True)
-    argv = [sys.executable, "-m", "fwdasv", "forward", "--target", "tinylm.bench:target",
-            "--device", os.environ.get("DEVICE", "cuda"), "--dtype", "bfloat16", "--iters", "10", "--samples", "3",
-            "--output-json", str(res / f"forward-{commit[:8]}.json")]
-    for case in CASES:
-        argv += ["--case", case]
-    env = {**os.environ, "PYTHONPATH": f"{wt}:{Path.cwd()}"}
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
-    print(f"{commit[:8]} {subject}: exit {done.returncode}")
-    print("   " + "\n   ".join((done.stdout + done.stderr).strip().splitlines()[-4:]))
-EOF
   ;;
 b)
   step "unpack part b"
@@ -86,6 +62,9 @@ b)
   site_dir=$($py -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   printf '%s\n%s\n' "$PWD" /tmp/site > "$site_dir/zz-fwdasv-lease.pth"
   (cd / && env -u PYTHONPATH $py -c 'import asv, fwdasv; print("asv", asv.__version__, "| fwdasv", fwdasv.__file__)')
+  step "GPU-marked tests (tests/conftest.py imports asv)"
+  timeout 150 $py -m pytest -q -p no:cacheprovider -m gpu \
+    tests/test_engine_gpu.py tests/test_profile_explain.py 2>&1 | tee "$RES/pytest_gpu.txt" | tail -15
   step "verdict chain: a small real regression through asv, found and confirmed"
   CHAIN_WORK=$RES/chain-work CHAIN_ASV_TIMEOUT_S=330 timeout 480 \
     $py scripts/gpu/verdict_chain.py --out "$RES/chain" --before 4 --after 4 2>&1 | tail -60
