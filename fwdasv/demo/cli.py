@@ -17,7 +17,10 @@ from fwdasv.demo.run import MACHINE, run_demo
     help="Where the demo project, its asv results and the site go (reused on re-runs).",
 )
 @click.option(
-    "--every", type=click.IntRange(min=1), default=2, help="Measure every N-th commit (the rest is for bisect)."
+    "--every",
+    type=click.IntRange(min=1),
+    default=2,
+    help="Measure every N-th commit (the rest is for bisect).",
 )
 @click.option("--machine", default=MACHINE, help="asv machine name for the results.")
 def demo_command(directory: str, every: int, machine: str) -> None:
