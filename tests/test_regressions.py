@@ -607,3 +607,23 @@ def test_listing_of_the_demo_history(demo_history) -> None:
     assert any(item[0].endswith(" [regression]") for item in raw)
     table = _invoke(project)
     assert demo_history.slow_commit[:8] in table.stdout
+
+
+@pytest.mark.slow
+def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) -> None:
+    """What `fwdasv demo` weighs before measuring the commits in between: the noisiest of its
+    latency cases on this machine, from the stored results."""
+    from fwdasv.analysis import findings
+    from fwdasv.analysis.noise import estimate_noise
+    from fwdasv.demo.run import BENCHMARK, CASES, _noisiest_case
+
+    assert demo_history.benchmark == BENCHMARK
+    case, noise_pct = _noisiest_case(demo_history.project, demo_history.machine)
+    _, series = findings.load_series(demo_history.project, demo_history.machine)
+    each = {
+        key.case: estimate_noise(s.history).noise_pct
+        for key, s in series.items()
+        if key.benchmark == BENCHMARK
+    }
+    assert set(each) == {c.partition("=")[0] for c in CASES}
+    assert (case, noise_pct) == max(each.items(), key=lambda item: item[1]) and noise_pct > 0
