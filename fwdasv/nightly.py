@@ -21,9 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fwdasv.analysis import findings
-from fwdasv.analysis.confirm import CONFIRMED
+from fwdasv.analysis.gate import nightly_gate
 from fwdasv.analysis.publish import publish
 from fwdasv.analysis.reproduce import confirm_findings
+from fwdasv.analysis.status import Status
 from fwdasv.asv import project as asv_project
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_output_path
@@ -73,7 +74,7 @@ def run_nightly(
 
     project = asv_project.AsvProject.load(config)
     if confirm is None:
-        confirm = findings.settings(project).confirm
+        confirm = project.verdict_settings().confirm
     if existing_python and not commit:
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
     # Before the clocks are touched or anything runs.
@@ -131,7 +132,7 @@ def run_nightly(
             echo("[nightly] an existing environment installs nothing per commit: no confirmation")
             confirm = False
         found = findings.find(project, machine=name)
-        if confirm and any(f.status == findings.REGRESSION for f in found):
+        if confirm and any(f.status == Status.REGRESSION for f in found):
             echo("[nightly] 5/6 confirm the new regressions (A/B re-measure, then explain)")
             confirm_findings(project, found, echo=lambda line: echo(f"  {line}"))
         else:
@@ -143,9 +144,7 @@ def run_nightly(
         found = [f for f in found if f.key.machine == name]
         for line in findings.format_findings(found, "table").splitlines():
             echo(f"  {line}")
-        gating = (
-            any(f.status == CONFIRMED for f in found) if confirm else findings.exit_status(found)
-        )
+        gating = nightly_gate(confirm).exit_status(f.status for f in found)
         return STATUS_REGRESSION if gating else STATUS_OK
     finally:
         if locked:

@@ -91,7 +91,7 @@ def test_graph_only_suite_is_skipped_not_failed(asv_run: dict) -> None:
 
 def test_publish_builds_the_site(asv_run: dict) -> None:
     project = asv_run["project"]
-    asv_project.publish(project, echo=None)
+    asv_project.publish_site(project, echo=None)
     index = json.loads((project.html_dir / "index.json").read_text())
     assert "forward.TinyLM.track_latency" in index["benchmarks"]
     graphs = list((project.html_dir / "graphs").rglob("forward.TinyLM.track_latency.json"))

@@ -26,6 +26,7 @@ from conftest import measuring_priority
 
 from fwdasv.analysis import findings
 from fwdasv.analysis.reproduce import processes_per_commit
+from fwdasv.analysis.status import Status
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.cli import main
@@ -89,7 +90,7 @@ def confirmed(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
                 )
             )
             statuses = [f.status for f in findings.find(project) if f.key.case == case]
-            if statuses != [findings.REGRESSION]:
+            if statuses != [Status.REGRESSION]:
                 break
     return {
         "project": project,
@@ -186,7 +187,7 @@ def test_nightly_gates_on_confirmed_findings(confirmed, tmp_path: Path) -> None:
     # Other findings of the demo's noisy history (if any) are taken as ruled out, so
     # nightly has nothing left to re-measure here.
     for other in found:
-        if other.status == findings.REGRESSION:
+        if other.status == Status.REGRESSION:
             findings.record_verdict(project, other, status="not-reproduced")
 
     def nightly():

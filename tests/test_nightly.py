@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from fake_nvml import FakeNvml
 
 from fwdasv.analysis import findings
+from fwdasv.analysis.gate import FINDINGS
 from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
 from fwdasv.cli import main
 from fwdasv.demo.project import build_project
@@ -93,7 +94,8 @@ def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) ->
     second = CliRunner().invoke(
         main, ["nightly", "--config", config, "--machine", "nightlybox", "--no-confirm"]
     )
-    assert second.exit_code == findings.exit_status(findings.find(project)) == 0, second.output
+    gate = FINDINGS.exit_status(f.status for f in findings.find(project))
+    assert second.exit_code == gate == 0, second.output
     assert "[nightly] 5/6 confirm: skipped" in second.output
     assert _stored(project) == {h[:8] for h in [*hashes, new]}
     assert "No regressions in the stored results." in second.output

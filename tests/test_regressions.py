@@ -166,7 +166,7 @@ def asv_published(drawn_history):
     from fwdasv.asv import project as asv_project
 
     history = drawn_history("asv-published", ASV_SCALES, samples=20)
-    asv_project.publish(history.project, echo=None)
+    asv_project.publish_site(history.project, echo=None)
     return history
 
 

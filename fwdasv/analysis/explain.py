@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fwdasv.analysis.status import Status
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.kernels import (
     KernelRow,
@@ -63,7 +64,6 @@ __all__ = [
     "ProfileError",
     "diff_files",
     "diff_summaries",
-    "exit_status",
     "format_diff",
     "load_summary",
 ]
@@ -127,6 +127,13 @@ class KernelDiff:
     def slower(self) -> bool:
         """BAD spends more kernel (op) time per forward than GOOD."""
         return self.total_delta_us > 0
+
+    @property
+    def verdict(self) -> Status:
+        """GOOD -> BAD as compare words it (the COMPARISON gate fails on worse)."""
+        if self.slower:
+            return Status.WORSE
+        return Status.IMPROVED if self.total_delta_us < 0 else Status.UNCHANGED
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -222,11 +229,6 @@ def diff_summaries(good: KernelSummary, bad: KernelSummary) -> KernelDiff:
         before_source=good.source,
         after_source=bad.source,
     )
-
-
-def exit_status(diff: KernelDiff) -> int:
-    """1 when BAD is slower (more kernel or op time per forward), else 0."""
-    return 1 if diff.slower else 0
 
 
 # --- I/O edge -------------------------------------------------------------------------

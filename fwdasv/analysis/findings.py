@@ -36,17 +36,14 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.analysis import detect
-from fwdasv.analysis.confirm import CONFIRMED, NOT_REPRODUCED
+from fwdasv.analysis.gate import FINDINGS
 from fwdasv.analysis.noise import Noise, commit_medians, estimate_noise
+from fwdasv.analysis.status import Status
 from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
-from fwdasv.core.verdicts import VerdictSettings
 
-REGRESSION, DRIFT = detect.REGRESSION, detect.DRIFT
-STATUSES = (REGRESSION, CONFIRMED, NOT_REPRODUCED, DRIFT)
-GATING = frozenset({REGRESSION, CONFIRMED})
 LATENCY_UNIT = "seconds"
 CANARY_PREFIX = "Canary"
 # The suite's GPU clock series (fwdasv.asv.suite): a clock that fell explains a slower step.
@@ -110,7 +107,7 @@ class Finding:
     before_commit: str  # the last commit at the old level
     after_commit: str  # the first commit at the new level
     latest: float | None
-    status: str = REGRESSION
+    status: Status = Status.REGRESSION  # one of FINDING_STATUSES
     commits: tuple[Commit, ...] = ()  # the range's commits (after before_commit), oldest first
     verdict: dict[str, Any] | None = None  # the stored confirmation (and explain) of this finding
     min_effect_pct: float = detect.MIN_EFFECT_PCT
@@ -122,7 +119,8 @@ class Finding:
 
     @property
     def gating(self) -> bool:
-        return self.status in GATING
+        """Whether it fails the findings' check (`fwdasv.analysis.gate.FINDINGS`)."""
+        return FINDINGS.fails(self.status)
 
     @property
     def ident(self) -> dict[str, str]:
@@ -272,11 +270,6 @@ def _drift_series(
     return out
 
 
-def settings(project: AsvProject) -> VerdictSettings:
-    """The project's verdict settings (asv.conf.json's `"fwdasv"` block)."""
-    return VerdictSettings.from_config(project.raw, str(project.config_path))
-
-
 def find(
     project: AsvProject,
     *,
@@ -294,7 +287,7 @@ def find(
     except re.error as error:
         raise FindingsError(f"--bench: bad regular expression: {error}") from None
     if min_effect_pct is None:
-        min_effect_pct = settings(project).min_effect_pct
+        min_effect_pct = project.verdict_settings().min_effect_pct
     if min_effect_pct < 0:
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
     order, all_series = load_series(project, machine)
@@ -385,11 +378,6 @@ def attach_commits(findings: Sequence[Finding], project: AsvProject) -> list[Fin
     return out
 
 
-def exit_status(findings: Iterable[Finding]) -> int:
-    """1 when any finding is a regression or a confirmed one (CI's gate), else 0."""
-    return 1 if any(f.gating for f in findings) else 0
-
-
 # --- the verdicts file ---------------------------------------------------------------------
 
 
@@ -420,6 +408,8 @@ def read_verdicts(project: AsvProject) -> dict[tuple[str, ...], dict[str, Any]]:
 
 
 _IDENT = ("machine", "env_name", "benchmark", "case", "after_commit")
+# The stored statuses that replace a detected one (an undecided re-measure leaves it).
+RE_MEASURED = (Status.CONFIRMED, Status.NOT_REPRODUCED)
 
 
 def _narrowed(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> dict | None:
@@ -447,12 +437,12 @@ def _narrowed(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]])
 
 def apply_verdict(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> Finding:
     stored = verdicts.get(tuple(finding.ident[k] for k in _IDENT)) or _narrowed(finding, verdicts)
-    if stored is None or finding.status == DRIFT:
+    if stored is None or finding.status == Status.DRIFT:
         return finding
     status = stored.get("status")
     return replace(
         finding,
-        status=status if status in (CONFIRMED, NOT_REPRODUCED) else finding.status,
+        status=Status(status) if status in RE_MEASURED else finding.status,
         verdict={k: v for k, v in stored.items() if k != "finding"},
     )
 

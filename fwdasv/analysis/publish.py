@@ -30,8 +30,7 @@ from typing import Any
 from fwdasv.analysis import findings as findings_mod
 from fwdasv.analysis.findings import Finding
 from fwdasv.analysis.regressions import graph_file_path
-from fwdasv.asv.project import AsvProject
-from fwdasv.asv.project import publish as asv_publish
+from fwdasv.asv.project import AsvProject, publish_site
 from fwdasv.core.files import write_atomic
 
 PAGES = "fwdasv"
@@ -50,8 +49,8 @@ def _in_directory(path: Path) -> Iterator[None]:
 
 def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> list[Finding]:
     """asv publish, then the findings written into the site; returns them."""
-    findings_mod.settings(project)  # a malformed settings block is refused before any work
-    asv_publish(project, echo=echo)
+    project.verdict_settings()  # a malformed settings block is refused before any work
+    publish_site(project, echo=echo)
     found = findings_mod.find(project)
     write_site_findings(project, found)
     return found

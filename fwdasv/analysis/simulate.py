@@ -53,7 +53,7 @@ from asv.graph import Graph
 from asv.util import truncate_float_list
 from asv_runner.statistics import compute_stats
 
-from fwdasv.analysis.confirm import Confirmation, pair, run_confirmation
+from fwdasv.analysis.confirm import Confirmation, ab_indices, run_confirmation
 from fwdasv.analysis.detect import Step
 from fwdasv.analysis.noise import Noise, commit_medians
 
@@ -311,10 +311,10 @@ def confirm_step(
 ) -> Confirmation:
     """The confirmation re-measure of a finding, run as `fwdasv.analysis.confirm` would run it.
 
-    A and B are `fwdasv.analysis.confirm.pair(step)`; processes are added
+    A and B are `fwdasv.analysis.confirm.ab_indices(step)`; processes are added
     while the verdict is undecided (`run_confirmation`). `options` go to it.
     """
-    a_index, b_index = pair(step, history.medians())
+    a_index, b_index = ab_indices(step, history.medians())
 
     def measure(processes: int) -> tuple[list[float], list[float]]:
         return remeasure(history, a_index, b_index, processes, rng)

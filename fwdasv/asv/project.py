@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.core.errors import UserError
+from fwdasv.core.verdicts import VerdictSettings
 from fwdasv.launch import run_captured
 
 
@@ -70,6 +71,10 @@ class AsvProject:
             environment_type=raw.get("environment_type", "virtualenv"),
             raw=raw,
         )
+
+    def verdict_settings(self) -> VerdictSettings:
+        """The configuration's `"fwdasv"` block (SettingsError naming a malformed key)."""
+        return VerdictSettings.from_config(self.raw, str(self.config_path))
 
     @property
     def local_repo(self) -> Path | None:
@@ -221,7 +226,7 @@ def run_spec(
     return run_asv(project, "run", *args, *extra, python=python, echo=echo, check_codes=(0, 2))
 
 
-def publish(
+def publish_site(
     project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
 ) -> Path:
     """`asv publish`, then the site made to work offline (fwdasv.asv.offline_site), without

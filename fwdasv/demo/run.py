@@ -95,8 +95,10 @@ def run_demo(
     from fwdasv.analysis import findings
     from fwdasv.analysis.bisect.driver import bisect
     from fwdasv.analysis.explain import explain_commits, format_diff, headline
+    from fwdasv.analysis.gate import FINDINGS
     from fwdasv.analysis.publish import publish
     from fwdasv.analysis.reproduce import confirm_findings
+    from fwdasv.analysis.status import Status
     from fwdasv.hw import machine as hw_machine
 
     started = time.perf_counter()
@@ -147,7 +149,7 @@ def run_demo(
     asv_project.run_commits(project, nightly, machine, echo=indented)
     found = findings.find(project, machine=machine, bench=[BENCHMARK])
     rest = [h for h in hashes if h not in nightly]
-    unresolved = rest and not any(f.status in findings.GATING for f in found)
+    unresolved = rest and not any(FINDINGS.fails(f.status) for f in found)
     # The results are read again for the noise only when nothing was found.
     noisiest = _noisiest_case(project, machine) if unresolved else ("", 0.0)
     if unresolved and noisiest[1] > NOISY_PCT:
@@ -165,12 +167,12 @@ def run_demo(
     for line in findings.format_findings(found, "table").splitlines():
         indented(line)
     outcome = DemoOutcome(root, hashes, nightly, regressions=found)
-    pending = [f for f in found if f.status in findings.GATING]
+    pending = [f for f in found if FINDINGS.fails(f.status)]
     if not pending:
         say("5/7 no latency regression was found; nothing to confirm or bisect")
     else:
         worst = max(pending, key=lambda f: f.percent)
-        if worst.status == findings.REGRESSION:
+        if worst.status == Status.REGRESSION:
             say(f"5/7 confirm {worst.key.name}: A/B interleaved on this machine")
             confirm_findings(project, [worst], max_processes=6, run_explain=False, echo=indented)
             worst = next(
