@@ -1,144 +1,33 @@
 """fwdasv regressions: the findings of the stored results, with a CI exit status.
 
-First asv's own regressions.json, parsed (`fwdasv.analysis.regressions`, which
-the demo still reads) against a hand-made site in asv 0.6's format and real
-`asv publish` output. Then fwdasv's findings (`fwdasv.analysis.findings`),
-read from results_dir with no site: 12-commit histories of seeded draws stored
-by real asv runs (a +2% step, no step, a step the environment canary makes
-too), the verdicts file, `fwdasv publish` putting the findings into asv's
-Regressions page and Atom feed, and the demo model's history measured by asv.
+fwdasv's findings (`fwdasv.analysis.findings`), read from results_dir with no
+site: 12-commit histories of seeded draws stored by real asv runs (a +2% step,
+no step, a step the environment canary makes too), the verdicts file, `fwdasv
+publish` putting the findings into asv's Regressions page and Atom feed, and
+the demo model's history measured by asv.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from fwdasv.analysis import findings
-from fwdasv.analysis.regressions import (
-    RegressionsError,
-    asv_threshold,
-    exit_status,
-    format_markdown,
-    graph_file_path,
-    load_regressions,
-    parse_regressions,
-    select,
-)
+from fwdasv.analysis.findings import graph_file_path
 from fwdasv.asv.project import AsvProject
 from fwdasv.cli import main
 
-H = [f"{i:x}" * 40 for i in range(1, 6)]  # five fake full hashes
-
-GRAPH = {
-    "machine": "box|1",
-    "os": "Linux",
-    "python": "3.11",
-    "branch": "main",
-}
-INDEX = {
-    "revision_to_hash": {str(i): h for i, h in enumerate(H)},
-    "graph_param_list": [GRAPH, {**GRAPH, "machine": "other"}],
-    "benchmarks": {
-        "forward.S.track_latency": {
-            "params": [["'decode'", "'prefill'"]],
-            "param_names": ["case"],
-            "unit": "seconds",
-        },
-        "plain.track_x": {"params": [], "unit": "unit"},
-    },
-}
-
-
-def _site() -> dict:
-    path = graph_file_path(GRAPH, "forward.S.track_latency") + ".json"
-    return {
-        "regressions": [
-            # Two jumps of prefill: a range (rev 1 -> 3) and a single commit (null before).
-            [
-                "forward.S.track_latency('prefill')",
-                path,
-                {"machine": "box|1"},
-                1,
-                0.030,
-                0.010,
-                [[1, 3, 0.010, 0.020], [None, 4, 0.020, 0.030]],
-            ],
-            [
-                "plain.track_x",
-                "graphs/machine-other/plain.track_x.json",
-                {},
-                None,
-                2.0,
-                1.0,
-                [[0, 1, 1.0, 1.02]],
-            ],
-        ]
-    }
-
 
 def test_graph_paths_match_asv() -> None:
+    """Where `asv publish` writes a graph: the findings name it (`graph_path`)."""
     from asv.graph import Graph
 
-    for params in INDEX["graph_param_list"] + [{"a": None, "b": "", "c": "x/y<z"}]:
+    graph = {"machine": "box|1", "os": "Linux", "python": "3.11", "branch": "main"}
+    for params in (graph, {**graph, "machine": "other"}, {"a": None, "b": "", "c": "x/y<z"}):
         assert graph_file_path(params, "m.S.t") == Graph.get_file_path(params, "m.S.t")
-
-
-def test_parse_maps_revisions_params_and_graph_params() -> None:
-    found = parse_regressions(_site(), INDEX, {".*track_latency.*": 0.10})
-    assert len(found) == 3
-    ranged, single, plain = found
-    assert (ranged.before_commit, ranged.after_commit) == (H[1], H[3])
-    assert (single.before_commit, single.after_commit) == (None, H[4])
-    assert ranged.params == {"case": "prefill"} and ranged.case == "prefill"
-    assert ranged.graph_params == GRAPH and ranged.machine == "box|1"
-    assert ranged.percent == pytest.approx(100.0)
-    assert single.percent == pytest.approx(50.0)
-    assert ranged.threshold == 0.10 and ranged.above_threshold
-    assert ranged.commit_range() == (H[1], H[3])
-    assert single.commit_range() == (f"{H[4]}^", H[4])
-    # No threshold matches plain.track_x: asv's 5%; +2% is below it.
-    assert plain.threshold == 0.05 and not plain.above_threshold
-    assert plain.params == {} and plain.machine == "other"
-    assert exit_status(found) == 1
-    assert exit_status([plain]) == 0
-
-
-def test_thresholds_follow_asv() -> None:
-    thresholds = {".*latency.*": 0.02, r"forward\..*": 0.07, ".*@main": 0.01}
-    assert asv_threshold(thresholds, "forward.S.track_latency('a')", "main") == 0.07
-    assert asv_threshold(thresholds, "x.track_latency", None) == 0.02
-    assert asv_threshold({}, "x", "main") == 0.05
-    # re.match: anchored at the start, as asv does.
-    assert asv_threshold({"latency": 0.5}, "x.latency", None) == 0.05
-
-
-def test_select_filters_and_overrides_the_threshold() -> None:
-    found = parse_regressions(_site(), INDEX, {})
-    assert [r.benchmark for r in select(found, ["prefill"])] == ["forward.S.track_latency"] * 2
-    assert exit_status(select(found, threshold_pct=200)) == 0
-    assert exit_status(select(found, threshold_pct=49)) == 1
-    with pytest.raises(RegressionsError, match="bad regular expression"):
-        select(found, ["("])
-
-
-def test_markdown_escapes_pipes() -> None:
-    (ranged, *_) = parse_regressions(_site(), INDEX, {})
-    text = format_markdown([ranged])
-    assert "case=prefill" in text and "box\\|1" in text
-    header, _, row = text.splitlines()[2:5]
-    # The machine's pipe is escaped: the row still has the header's columns.
-    assert len(re.findall(r"(?<!\\)\|", row)) == header.count("|")
-
-
-def test_unknown_revision_is_one_clear_error() -> None:
-    broken = {"regressions": [["a", "graphs/a.json", {}, None, 1.0, 1.0, [[0, 99, 1.0, 2.0]]]]}
-    with pytest.raises(RegressionsError, match="revision 99"):
-        parse_regressions(broken, INDEX)
 
 
 def test_missing_results_is_one_clear_error(tmp_path: Path) -> None:
@@ -149,41 +38,6 @@ def test_missing_results_is_one_clear_error(tmp_path: Path) -> None:
     assert "no such results directory" in result.stderr
     assert str(tmp_path / "results") in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    # asv's regressions.json reader still says what is missing: the site.
-    with pytest.raises(RegressionsError, match="run `asv publish` first"):
-        load_regressions(AsvProject.load(tmp_path / "asv.conf.json"))
-
-
-# --- asv's own publish output, read back ---------------------------------------------------
-
-# Seeded draws (1% noise, 20 samples), +30% from commit 7 on, as in the demo history.
-ASV_STEP_INDEX = 7
-ASV_SCALES = (1.0,) * ASV_STEP_INDEX + (1.3,) * 5
-
-
-@pytest.fixture(scope="module")
-def asv_published(drawn_history):
-    from fwdasv.asv import project as asv_project
-
-    history = drawn_history("asv-published", ASV_SCALES, samples=20)
-    asv_project.publish_site(history.project, echo=None)
-    return history
-
-
-@pytest.mark.slow
-def test_asv_regressions_json_is_read_back(asv_published) -> None:
-    (regression,) = load_regressions(asv_published.project)
-    step = asv_published.hashes[ASV_STEP_INDEX]
-    assert regression.after_commit == step
-    assert step in {c.hash for c in regression.commits}
-    assert asv_published.subjects[ASV_STEP_INDEX] in {c.subject for c in regression.commits}
-    assert regression.benchmark == asv_published.benchmark
-    assert regression.params == {"case": "decode_bs8"}
-    assert regression.machine == asv_published.machine
-    # asv's default threshold (the configuration sets none) and a step far above it.
-    assert regression.threshold == 0.05
-    assert 25 < regression.percent < 35
-    assert regression.above_threshold
 
 
 # --- fwdasv's findings, from results_dir --------------------------------------------------

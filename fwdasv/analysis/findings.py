@@ -30,7 +30,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -146,8 +146,6 @@ class Finding:
         return self.step.before if self.latest is None else min(self.step.before, self.latest)
 
     def to_json(self) -> dict[str, Any]:
-        from fwdasv.analysis.regressions import graph_file_path
-
         return {
             "benchmark": self.key.benchmark,
             "entry": self.key.name,
@@ -347,6 +345,30 @@ def graph_params(project: AsvProject, machine: str, env_name: str) -> dict[str, 
             break
     params["branch"] = project.branches[0] if project.branches else None
     return params
+
+
+def graph_file_path(params: Mapping[str, object], benchmark: str) -> str:
+    """asv's `Graph.get_file_path` (the JS frontend's graph_to_path): where `asv publish`
+    writes the graph of `benchmark` under these graph parameters."""
+    parts = []
+    for key, value in params.items():
+        if value is None:
+            part = f"{key}-null"
+        elif value:
+            part = f"{key}-{value}"
+        else:
+            part = key
+        parts.append(_sanitize(part))
+    parts.sort()
+    return "/".join(["graphs", *parts, _sanitize(benchmark)])
+
+
+def _sanitize(name: str) -> str:
+    # asv.util.sanitize_filename, character for character (its class has no backslash).
+    name = re.sub('[<>:"/\\^|?*\x00-\x1f]', "_", name)
+    if re.fullmatch(r"CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9]", name.upper()):
+        name += "_"
+    return name
 
 
 def _sort_key(key: SeriesKey) -> tuple[str, str, str, str]:

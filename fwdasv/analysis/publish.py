@@ -28,8 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.analysis import findings as findings_mod
-from fwdasv.analysis.findings import Finding
-from fwdasv.analysis.regressions import graph_file_path
+from fwdasv.analysis.findings import Finding, graph_file_path
 from fwdasv.asv.project import AsvProject, publish_site
 from fwdasv.core.files import write_atomic
 
