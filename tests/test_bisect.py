@@ -86,10 +86,15 @@ def test_probe_order() -> None:
 
 
 def test_resolve_benchmark() -> None:
+    from fwdasv.asv.history import BenchmarkInfo
+
     benchmarks = {
-        "forward.A.track_latency": {"params": [["'decode'", "'prefill'"]], "unit": "seconds"},
-        "forward.A.track_spread_pct": {"params": [["'decode'", "'prefill'"]]},
-        "other.time_x": {"params": []},
+        name: BenchmarkInfo.from_json(raw)
+        for name, raw in {
+            "forward.A.track_latency": {"params": [["'decode'", "'prefill'"]], "unit": "seconds"},
+            "forward.A.track_spread_pct": {"params": [["'decode'", "'prefill'"]]},
+            "other.time_x": {"params": []},
+        }.items()
     }
     found = resolve_benchmark(benchmarks, "track_latency", "prefill")
     assert found.name == "forward.A.track_latency" and found.case == "prefill"

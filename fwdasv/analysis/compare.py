@@ -38,7 +38,7 @@ from typing import Any
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, sample_test
 from fwdasv.analysis.noise import Noise, t_sf
 from fwdasv.analysis.status import COMPARISON_STATUSES, Status
-from fwdasv.asv.history import CommitFilter, History
+from fwdasv.asv.history import CommitFilter, History, Record, RecordStatus
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
@@ -64,22 +64,21 @@ class Measurement:
     """One stored result of one benchmark case at one commit."""
 
     commit: str
-    status: str  # "ok", "failed" (asv stored null), "skipped" (NaN)
+    status: RecordStatus  # "ok", "failed" (asv stored null), "skipped" (NaN)
     median: float | None
     ci_99_a: float | None = None
     ci_99_b: float | None = None
     samples: tuple[float, ...] = ()
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Measurement:
-        samples = record.get("samples") or ()
+    def from_record(cls, record: Record) -> Measurement:
         return cls(
-            commit=record["commit_hash"],
-            status=record["status"],
-            median=record["median"],
-            ci_99_a=record["ci_99_a"],
-            ci_99_b=record["ci_99_b"],
-            samples=tuple(s for s in samples if s is not None and not math.isnan(s)),
+            commit=record.commit_hash,
+            status=record.status,
+            median=record.median,
+            ci_99_a=record.ci_99_a,
+            ci_99_b=record.ci_99_b,
+            samples=tuple(record.sample_values()),
         )
 
     @property
@@ -177,7 +176,7 @@ class Comparison:
     case: str
     params: dict[str, str]
     machine: str
-    env_name: str
+    env_name: str | None
     unit: str | None
     before: Measurement | None
     after: Measurement | None
@@ -227,12 +226,15 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+SeriesId = tuple[str, str | None, str, str]  # (machine, env_name, benchmark, case)
+
+
 def pair(
-    records_a: Iterable[dict[str, Any]],
-    records_b: Iterable[dict[str, Any]],
+    records_a: Iterable[Record],
+    records_b: Iterable[Record],
     factor: float = DEFAULT_FACTOR,
     alpha: float = DEFAULT_ALPHA,
-    noises: Mapping[tuple[str, str, str, str], Noise] | None = None,
+    noises: Mapping[SeriesId, Noise] | None = None,
 ) -> list[Comparison]:
     """Pair history records by (machine, env, benchmark, case) and judge each pair.
 
@@ -241,8 +243,8 @@ def pair(
     is `unknown` ("not measured at ...").
     """
 
-    def key(record: dict[str, Any]) -> tuple[str, str, str, str]:
-        return (record["machine"], record["env_name"], record["benchmark"], record["case"])
+    def key(record: Record) -> SeriesId:
+        return (record.machine, record.env_name, record.benchmark, record.case)
 
     side_a = {key(r): r for r in records_a}
     side_b = {key(r): r for r in records_b}
@@ -260,12 +262,12 @@ def pair(
             judgement = judge(before, after, factor, alpha, (noises or {}).get(k))
         out.append(
             Comparison(
-                benchmark=template["benchmark"],
-                case=template["case"],
-                params=dict(template["params"]),
-                machine=template["machine"],
-                env_name=template["env_name"],
-                unit=template["unit"],
+                benchmark=template.benchmark,
+                case=template.case,
+                params=dict(template.params),
+                machine=template.machine,
+                env_name=template.env_name,
+                unit=template.unit,
                 before=before,
                 after=after,
                 judgement=judgement,
@@ -305,7 +307,7 @@ def load_records(
     commits: Sequence[str],
     machine: str | None = None,
     bench: Sequence[str] = (),
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[Record]]:
     """History records (with samples) of each commit (full hash or prefix), by commit."""
     history = History(
         project.results_dir,
@@ -314,11 +316,11 @@ def load_records(
         commits=CommitFilter(frozenset(commits)),
         samples=True,
     )
-    by_commit: dict[str, list[dict[str, Any]]] = {c: [] for c in commits}
+    by_commit: dict[str, list[Record]] = {c: [] for c in commits}
     files = history.files()
     for record in history.records(files):
         for commit in commits:
-            if record["commit_hash"].startswith(commit.lower()):
+            if record.commit_hash.startswith(commit.lower()):
                 by_commit[commit].append(record)
     # A result file that may hold one of the commits and cannot be read would
     # otherwise read as "no stored results", or silently drop its results.
@@ -357,7 +359,7 @@ def compare_commits(
         raise CompareError(f"--method {method!r}: one of {', '.join(METHODS)}")
     hash_a, hash_b = resolve_commit(project, a), resolve_commit(project, b)
     records = load_records(project, [hash_a, hash_b], machine, bench)
-    machines = sorted({r["machine"] for rs in records.values() for r in rs})
+    machines = sorted({r.machine for rs in records.values() for r in rs})
     if machine is None and len(machines) > 1:
         raise CompareError(
             f"results for several machines ({', '.join(machines)}): pick one with --machine"
@@ -370,7 +372,7 @@ def compare_commits(
                 f"no stored results{filtered} for {rev} ({commit[:8]}){where} in "
                 f"{project.results_dir}: run `asv run` for it first"
             )
-        hashes = {r["commit_hash"] for r in records[commit]}
+        hashes = {r.commit_hash for r in records[commit]}
         if len(hashes) > 1:
             raise CompareError(
                 f"{rev} matches results of several commits ({', '.join(sorted(hashes))}): "
@@ -380,9 +382,7 @@ def compare_commits(
     return pair(records[hash_a], records[hash_b], factor, alpha, noises)
 
 
-def series_noise(
-    project: AsvProject, machine: str | None = None
-) -> dict[tuple[str, str, str, str], Noise]:
+def series_noise(project: AsvProject, machine: str | None = None) -> dict[SeriesId, Noise]:
     """Each series' noise from its whole stored history."""
     from fwdasv.analysis.findings import load_series
     from fwdasv.analysis.noise import estimate_noise

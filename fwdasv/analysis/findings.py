@@ -39,7 +39,7 @@ from fwdasv.analysis import detect
 from fwdasv.analysis.gate import FINDINGS
 from fwdasv.analysis.noise import Noise, commit_medians, estimate_noise
 from fwdasv.analysis.status import Status
-from fwdasv.asv.history import History
+from fwdasv.asv.history import History, Record
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
@@ -59,7 +59,7 @@ class FindingsError(UserError):
 @dataclass(frozen=True)
 class SeriesKey:
     machine: str
-    env_name: str
+    env_name: str | None  # None only where a result file names no environment
     benchmark: str  # "forward.TinyLM.track_latency"
     case: str  # the parameter label ("" for a benchmark without parameters)
 
@@ -181,12 +181,12 @@ class Finding:
 # --- the series ------------------------------------------------------------------------
 
 
-def commit_order(project: AsvProject, records: Iterable[dict[str, Any]]) -> list[str]:
+def commit_order(project: AsvProject, records: Iterable[Record]) -> list[str]:
     """The commits with results, oldest first: the branches' first-parent order when the
     repository is on disk (as `asv publish` plots them), else commit dates."""
     dated: dict[str, float] = {}
     for record in records:
-        dated.setdefault(record["commit_hash"], _date_key(record.get("commit_date")))
+        dated.setdefault(record.commit_hash, _date_key(record.commit_date))
     order: list[str] = []
     try:
         for branch in project.branches:
@@ -200,8 +200,8 @@ def commit_order(project: AsvProject, records: Iterable[dict[str, Any]]) -> list
     return order
 
 
-def _date_key(value: Any) -> float:
-    if not isinstance(value, str):
+def _date_key(value: str | None) -> float:
+    if value is None:
         return math.inf
     from datetime import datetime
 
@@ -224,20 +224,18 @@ def load_series(
     position = {commit: i for i, commit in enumerate(order)}
     series: dict[SeriesKey, Series] = {}
     for record in records:
-        index = position.get(record["commit_hash"])
+        index = position.get(record.commit_hash)
         if index is None:
             continue  # not on the branch: asv publish leaves it out too
-        key = SeriesKey(record["machine"], record["env_name"], record["benchmark"], record["case"])
+        key = SeriesKey(record.machine, record.env_name, record.benchmark, record.case)
         entry = series.get(key)
         if entry is None:
-            entry = series[key] = Series(
-                key, record["unit"], dict(record["params"]), [[] for _ in order]
-            )
-        if record["status"] != "ok":
+            entry = series[key] = Series(key, record.unit, dict(record.params), [[] for _ in order])
+        if record.status != "ok":
             continue
-        samples = [s for s in record.get("samples") or [] if s is not None and not math.isnan(s)]
-        if not samples and record["median"] is not None:
-            samples = [float(record["median"])]
+        samples = record.sample_values()
+        if not samples and record.median is not None:
+            samples = [float(record.median)]
         entry.history[index].extend(samples)
     return order, series
 
@@ -325,7 +323,7 @@ def find(
     return out
 
 
-def graph_params(project: AsvProject, machine: str, env_name: str) -> dict[str, Any]:
+def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dict[str, Any]:
     """The parameters `asv publish` files this machine's and environment's graphs under: a
     result file's params and environment variables, and the branch (the first configured).
 

@@ -90,7 +90,7 @@ def _graph(
     ]
     if branch is not None and any(g.get("branch") == branch for g in graphs):
         graphs = [g for g in graphs if g.get("branch") == branch]
-    python = finding.key.env_name.rpartition("-py")[2]
+    python = (finding.key.env_name or "").rpartition("-py")[2]
     matching = [g for g in graphs if str(g.get("python", "")) == python] or graphs
     params = dict(matching[0]) if matching else {"machine": finding.key.machine}
     every = index.get("params", {})

@@ -10,11 +10,10 @@ themselves are pure (`fwdasv.analysis.bisect.rules`).
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +37,7 @@ from fwdasv.analysis.bisect.rules import (
 )
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule
 from fwdasv.analysis.status import Status
-from fwdasv.asv.history import CommitFilter, History, param_label
+from fwdasv.asv.history import BenchmarkInfo, CommitFilter, History, Record, param_label
 from fwdasv.asv.project import AsvError, AsvProject, run_commits
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
@@ -55,7 +54,7 @@ class BenchmarkCase:
 
 
 def resolve_benchmark(
-    benchmarks: dict[str, dict[str, Any]], bench: str, case: str | None
+    benchmarks: Mapping[str, BenchmarkInfo], bench: str, case: str | None
 ) -> BenchmarkCase:
     """asv find's rule: an exact name, else a regex that matches exactly one benchmark."""
     if bench in benchmarks:
@@ -71,13 +70,13 @@ def resolve_benchmark(
         raise BisectError(f"BENCH {bench!r} must name exactly one benchmark (matches: {found})")
     name = names[0]
     info = benchmarks[name]
-    params = info.get("params") or []
+    params = info.params
     combos = [", ".join(c) for c in _product(params)]
     labels = [", ".join(param_label(v) for v in c) for c in _product(params)]
     if not params:
         if case is not None:
             raise BisectError(f"{name} has no parameters: drop --case")
-        return BenchmarkCase(name, None, info.get("unit"), f"^{re.escape(name)}$")
+        return BenchmarkCase(name, None, info.unit, f"^{re.escape(name)}$")
     if case is None:
         if len(labels) != 1:
             raise BisectError(
@@ -88,10 +87,10 @@ def resolve_benchmark(
         raise BisectError(f"{name} has no case {case!r} (cases: {', '.join(labels)})")
     combo = combos[labels.index(case)]
     pattern = f"^{re.escape(name)}\\({re.escape(combo)}\\)$"
-    return BenchmarkCase(name, case, info.get("unit"), pattern)
+    return BenchmarkCase(name, case, info.unit, pattern)
 
 
-def _product(params: list[list[str]]) -> list[tuple[str, ...]]:
+def _product(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
     return list(itertools.product(*params)) if params else [()]
 
 
@@ -105,7 +104,7 @@ class StoredSamples:
     env_name: str | None = None
     notes: list[str] = field(default_factory=list)
 
-    def read(self, commit: str) -> dict[str, Any] | None:
+    def read(self, commit: str) -> Record | None:
         """The record of this commit (the chosen env), or None when there is none."""
         history = History(
             self.project.results_dir,
@@ -117,16 +116,14 @@ class StoredSamples:
         records = [
             r
             for r in history.records()
-            if self.benchmark.case is None or r["case"] == self.benchmark.case
+            if self.benchmark.case is None or r.case == self.benchmark.case
         ]
-        per_commit = [
-            r for r in records if (r["env_name"] or "").split("-", 1)[0] in PER_COMMIT_ENVS
-        ]
+        per_commit = [r for r in records if (r.env_name or "").split("-", 1)[0] in PER_COMMIT_ENVS]
         if len(per_commit) < len(records):
             self.notes.append(f"{commit[:8]}: ignored stored results from an existing environment")
         if self.env_name is not None:
-            per_commit = [r for r in per_commit if r["env_name"] == self.env_name]
-        envs = sorted({r["env_name"] for r in per_commit})
+            per_commit = [r for r in per_commit if r.env_name == self.env_name]
+        envs = sorted({r.env_name or "" for r in per_commit})
         if len(envs) > 1:
             raise BisectError(
                 f"{commit[:8]} has results in several environments ({', '.join(envs)}); "
@@ -135,16 +132,16 @@ class StoredSamples:
         if not per_commit:
             return None
         record = per_commit[0]
-        check_per_commit(record, commit)
+        check_per_commit(record.commit_hash, record.env_name, commit)
         if self.env_name is None:
-            self.env_name = record["env_name"]
+            self.env_name = record.env_name
         return record
 
 
-def samples_of(record: dict[str, Any] | None) -> list[float]:
-    if record is None or record["status"] != "ok":
+def samples_of(record: Record | None) -> list[float]:
+    if record is None or record.status != "ok":
         return []
-    return [s for s in record.get("samples") or [] if s is not None and not math.isnan(s)]
+    return record.sample_values()
 
 
 @dataclass
