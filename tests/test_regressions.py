@@ -16,7 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 from fwdasv.analysis import findings
+from fwdasv.analysis.confirm import judge_ab
 from fwdasv.analysis.findings import graph_file_path
+from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
 from fwdasv.cli import main
 
@@ -38,6 +42,64 @@ def test_missing_results_is_one_clear_error(tmp_path: Path) -> None:
     assert "no such results directory" in result.stderr
     assert str(tmp_path / "results") in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+# --- judge_series: the decision on numbers, no files and no git -----------------------------
+
+ORDER = [f"{i:02d}" * 20 for i in range(12)]  # twelve fake 40-character hashes
+
+
+def _series(
+    benchmark: str, levels: list[float], case: str = "decode", unit: str = "seconds", seed: int = 0
+) -> findings.Series:
+    """Five samples a commit around each level, 0.2% apart (seeded)."""
+    import random
+
+    rng = random.Random(seed)
+    key = findings.SeriesKey("box", "virtualenv-py3.11", benchmark, case)
+    history = [[level * (1 + 0.002 * rng.gauss(0, 1)) for _ in range(5)] for level in levels]
+    return findings.Series(key, unit, {"case": case} if case else {}, history)
+
+
+STEPPED = [1.0] * 6 + [1.05] * 6  # +5% at commit 6
+
+
+def test_judge_series_finds_the_step_of_each_latency_series() -> None:
+    latency = _series("bench.S.track_latency", STEPPED)
+    flat = _series("bench.S.track_latency", [1.0] * 12, case="prefill", seed=1)
+    spread = _series("bench.S.track_spread_pct", STEPPED, unit="unit", seed=2)
+    canary = _series("bench.CanaryS.track_latency", STEPPED, case="", seed=3)
+    everything = {s.key: s for s in (latency, flat, spread, canary)}
+
+    found = findings.judge_series(ORDER, {latency.key: latency, flat.key: flat, spread.key: spread})
+    (finding,) = found  # not the flat case, not a series in another unit
+    assert finding.key == latency.key and finding.status == Status.REGRESSION
+    assert (finding.before_commit, finding.after_commit) == (ORDER[5], ORDER[6])
+    assert 4.5 < finding.percent < 5.5 and finding.latest == pytest.approx(1.05, rel=0.01)
+    assert finding.gating and finding.commits == () and finding.verdict is None
+    assert finding.graph_params == {}  # the I/O edge (`find`) adds what asv publishes under
+
+    # The machine's canary stepped at the same commit: drift, which does not gate; the
+    # canary itself is never a finding.
+    (drift,) = findings.judge_series(ORDER, everything)
+    assert drift.key == latency.key and drift.status == Status.DRIFT and not drift.gating
+    # A minimum effect above the step, or a filter that leaves the series out: nothing.
+    assert findings.judge_series(ORDER, everything, min_effect_pct=6) == []
+    assert findings.judge_series(ORDER, everything, include=lambda k: k.case == "prefill") == []
+
+
+def test_judge_series_takes_a_fallen_gpu_clock_for_drift() -> None:
+    latency = _series("bench.S.track_latency", STEPPED)
+    clock = _series(
+        "bench.S.track_sm_clock_mhz", [1980.0] * 6 + [1980 / 1.05] * 6, unit="MHz", seed=4
+    )
+    (finding,) = findings.judge_series(ORDER, {latency.key: latency, clock.key: clock})
+    assert finding.status == Status.DRIFT
+    other_case = _series(
+        "bench.S.track_sm_clock_mhz", clock.medians(), case="prefill", unit="MHz", seed=5
+    )
+    (finding,) = findings.judge_series(ORDER, {latency.key: latency, other_case.key: other_case})
+    assert finding.status == Status.REGRESSION  # another case's clock says nothing
 
 
 # --- fwdasv's findings, from results_dir --------------------------------------------------
@@ -207,26 +269,39 @@ def _finding(project, benchmark: str) -> findings.Finding:
     return found
 
 
+def _confirmation(b: list[float], finding: findings.Finding) -> ConfirmationRecord:
+    """An A/B re-measure of 3 processes a side (A at 1.0), as `fwdasv confirm` stores it."""
+    figures = judge_ab([1.0, 1.0005, 0.9995], b, Noise(0.2, 0.2, 0.05, 60, "history", 35.0))
+    return ConfirmationRecord.of(figures, finding.before_commit, finding.after_commit)
+
+
 @pytest.mark.slow
 def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_path: Path) -> None:
     project = _copy(stepped, tmp_path)
     path = project.results_dir / findings.VERDICTS_FILE
     drawn = _finding(project, stepped.benchmark)
-    confirmation = {"percent": 2.1, "lower_pct": 1.2, "processes_a": 3, "processes_b": 3}
-    findings.record_verdict(project, drawn, status="confirmed", confirmation=confirmation)
+    confirmation = _confirmation([1.021, 1.0205, 1.0215], drawn)
+    assert confirmation.figures.status == Status.CONFIRMED, confirmation.summary
+    findings.record_verdict(project, drawn, status=Status.CONFIRMED, confirmation=confirmation)
     first = path.read_bytes()
     assert len(first.splitlines()) == 1
+    (line,) = [json.loads(text) for text in first.splitlines()]
+    assert line["finding"] == drawn.ident.to_json() and line["status"] == "confirmed"
+    assert line["confirmation"] == confirmation.to_json()
+    assert line["confirmation"]["summary"].startswith("confirmed: B +2.")
+    assert list(line) == sorted(line)  # one JSON object a line, keys sorted
 
     result = _invoke(project, "--format", "json")
     assert result.exit_code == 1, result.output
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.benchmark]["status"] == "confirmed"
-    assert entries[stepped.benchmark]["verdict"]["confirmation"] == confirmation
+    assert entries[stepped.benchmark]["verdict"]["confirmation"] == confirmation.to_json()
     assert entries[stepped.plain]["status"] == "regression"  # another finding: untouched
     assert path.read_bytes() == first  # reading never writes
 
     # Plain ruled out: it no longer gates; the confirmed one still does.
-    findings.record_verdict(project, _finding(project, stepped.plain), status="not-reproduced")
+    plain = _finding(project, stepped.plain)
+    findings.record_verdict(project, plain, status=Status.NOT_REPRODUCED)
     result = _invoke(project, "--format", "json")
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.plain]["status"] == "not-reproduced"
@@ -234,15 +309,20 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
     assert result.exit_code == 1
     # The last line about a finding wins; an undecided re-measure is no verdict: the
     # finding is a (gating) regression again, with that re-measure attached.
-    findings.record_verdict(project, drawn, status="undecided", confirmation={"processes_a": 12})
+    undecided = _confirmation([1.01, 1.03, 0.99], drawn)
+    assert undecided.figures.status == Status.UNDECIDED, undecided.summary
+    findings.record_verdict(project, drawn, status=Status.UNDECIDED, confirmation=undecided)
     second = path.read_bytes()
     assert second.startswith(first) and len(second.splitlines()) == 3
     result = _invoke(project, "--format", "json")
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.benchmark]["status"] == "regression"
-    assert entries[stepped.benchmark]["verdict"]["confirmation"] == {"processes_a": 12}
+    assert entries[stepped.benchmark]["verdict"]["confirmation"] == undecided.to_json()
     assert result.exit_code == 1
-    findings.record_verdict(project, drawn, status="not-reproduced")
+    findings.record_verdict(project, drawn, status=Status.NOT_REPRODUCED)
+    # A line without a re-measure keeps the one before it: the lines merge, the last wins.
+    (merged,) = [f for f in findings.find(project) if f.key == drawn.key]
+    assert merged.verdict is not None and merged.verdict.confirmation == undecided
     result = _invoke(project, "--format", "json")
     assert result.exit_code == 0, result.output
     assert {e["status"] for e in json.loads(result.stdout)["regressions"]} == {"not-reproduced"}
@@ -267,7 +347,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
         after_commit=later,
         commits=(findings.Commit(step), findings.Commit(later)),
     )
-    findings.record_verdict(project, wider, status="confirmed")
+    findings.record_verdict(project, wider, status=Status.CONFIRMED)
     entries = {
         e["benchmark"]: e
         for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
@@ -283,7 +363,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
         after_commit=stepped.hashes[STEP_INDEX + 2],
         commits=(findings.Commit(stepped.hashes[STEP_INDEX + 2]),),
     )
-    findings.record_verdict(project, elsewhere, status="not-reproduced")
+    findings.record_verdict(project, elsewhere, status=Status.NOT_REPRODUCED)
     entries = {
         e["benchmark"]: e
         for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
@@ -295,7 +375,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
 def test_an_unreadable_verdict_line_is_one_clear_error(stepped, tmp_path: Path) -> None:
     project = _copy(stepped, tmp_path)
     path = project.results_dir / findings.VERDICTS_FILE
-    findings.record_verdict(project, _finding(project, stepped.benchmark), status="confirmed")
+    findings.record_verdict(project, _finding(project, stepped.benchmark), status=Status.CONFIRMED)
     with open(path, "a", encoding="utf-8") as stream:
         stream.write('{"finding": {"machine": "testbox"}, "status": "confirmed"\n')
     before = path.read_bytes()
@@ -363,7 +443,7 @@ def test_publish_puts_the_findings_into_asvs_regressions_page_and_feed(
     import xml.etree.ElementTree as ET
 
     project = _copy(stepped, tmp_path)
-    findings.record_verdict(project, _finding(project, stepped.benchmark), status="confirmed")
+    findings.record_verdict(project, _finding(project, stepped.benchmark), status=Status.CONFIRMED)
     verdicts = (project.results_dir / findings.VERDICTS_FILE).read_bytes()
     listed = _invoke(project, "--format", "json")
     result = _invoke(project, command="publish")

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import ExplainRecord
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.kernels import (
     KernelRow,
@@ -333,6 +334,27 @@ def format_diff(
     if more:
         lines.append(f"({more})")
     return "\n".join(lines)
+
+
+def explain_record(
+    diff: KernelDiff,
+    good: str,
+    bad: str,
+    profile_dir: str | os.PathLike[str],
+    *,
+    with_commits: bool = False,
+) -> ExplainRecord:
+    """The diff as the verdicts file keeps it: headline and 15-row table (commits shown by
+    8 characters), the top contributors, the profiles; `with_commits`: GOOD and BAD too."""
+    return ExplainRecord(
+        headline=headline(diff, good[:8], bad[:8]),
+        table=format_diff(diff, "table", top=15, good=good[:8], bad=bad[:8]),
+        top5=diff.top5,
+        explained_top5_pct=diff.explained_top5_pct,
+        total_delta_us=diff.total_delta_us,
+        profile_dir=str(Path(profile_dir)),
+        commits=(good, bad) if with_commits else None,
+    )
 
 
 # --- measuring both commits ---------------------------------------------------------------

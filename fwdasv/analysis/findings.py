@@ -15,13 +15,14 @@ explain. A finding's status:
                      (a suite whose class name starts with `Canary`) stepped at the
                      same commit (+-1), or the GPU's SM clock fell there
 
-Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`, one JSON
-object per line, appended and never rewritten (a results repository shared by
-several machines merges it line by line); the last line about a finding wins. A
-line also names the range it is about (`before_commit`, `range_commits`), and
-holds for a finding of the same series whose range lies inside it: after a
-bisect measured commits inside a confirmed range, the step's first new commit
-moves, and the confirmation still holds.
+Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`
+(`fwdasv.analysis.verdict_file`: its line and its rules); the newest verdict
+about a finding, or about a wider range of its series that holds it, sets its
+status.
+
+`judge_series` is the decision, pure (series values in, findings out, as asv's
+`step_detect` keeps its math apart from files); `find` is the I/O edge around
+it: the results, the verdicts file and git.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,17 @@ from fwdasv.analysis import detect
 from fwdasv.analysis.gate import FINDINGS
 from fwdasv.analysis.noise import Noise, commit_medians, estimate_noise
 from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import (
+    VERDICTS_FILE,
+    ConfirmationRecord,
+    ExplainRecord,
+    FindingIdent,
+    StoredVerdicts,
+    Verdict,
+    append_verdict,
+    now_utc,
+    read_verdicts,
+)
 from fwdasv.asv.history import History, Record
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
@@ -48,7 +60,6 @@ LATENCY_UNIT = "seconds"
 CANARY_PREFIX = "Canary"
 # The suite's GPU clock series (fwdasv.asv.suite): a clock that fell explains a slower step.
 CLOCK_METRIC = "track_sm_clock_mhz"
-VERDICTS_FILE = "fwdasv-verdicts.jsonl"
 FORMATS = ("table", "json", "markdown")
 
 
@@ -109,7 +120,7 @@ class Finding:
     latest: float | None
     status: Status = Status.REGRESSION  # one of FINDING_STATUSES
     commits: tuple[Commit, ...] = ()  # the range's commits (after before_commit), oldest first
-    verdict: dict[str, Any] | None = None  # the stored confirmation (and explain) of this finding
+    verdict: Verdict | None = None  # the stored confirmation (and explain) of this finding
     min_effect_pct: float = detect.MIN_EFFECT_PCT
     graph_params: dict[str, Any] = field(default_factory=dict)  # see `graph_params`
 
@@ -123,15 +134,10 @@ class Finding:
         return FINDINGS.fails(self.status)
 
     @property
-    def ident(self) -> dict[str, str]:
+    def ident(self) -> FindingIdent:
         """What identifies a finding in the verdicts file."""
-        return {
-            "machine": self.key.machine,
-            "env_name": self.key.env_name,
-            "benchmark": self.key.benchmark,
-            "case": self.key.case,
-            "after_commit": self.after_commit,
-        }
+        k = self.key
+        return FindingIdent(k.machine, k.env_name, k.benchmark, k.case, self.after_commit)
 
     @property
     def range_label(self) -> str:
@@ -174,7 +180,7 @@ class Finding:
             "commits_after": self.step.commits_after,
             "threshold_pct": self.min_effect_pct,
             "above_threshold": self.gating,
-            "verdict": self.verdict,
+            "verdict": None if self.verdict is None else self.verdict.to_json(),
         }
 
 
@@ -243,12 +249,12 @@ def load_series(
 # --- findings -------------------------------------------------------------------------------
 
 
-def _latency(key: SeriesKey, series: Series) -> bool:
+def _latency(series: Series) -> bool:
     return series.unit == LATENCY_UNIT
 
 
 def _drift_series(
-    key: SeriesKey, all_series: dict[SeriesKey, Series]
+    key: SeriesKey, all_series: Mapping[SeriesKey, Series]
 ) -> list[tuple[list[float | None], Noise]]:
     """What can show the machine changed under `key`: its canaries' latencies, and its own
     case's SM clock inverted (a clock down by x% reads as a latency up by x%)."""
@@ -256,13 +262,72 @@ def _drift_series(
     for other, series in all_series.items():
         if other.machine != key.machine or other.env_name != key.env_name:
             continue
-        if other.suite_class.startswith(CANARY_PREFIX) and _latency(other, series):
+        if other.suite_class.startswith(CANARY_PREFIX) and _latency(series):
             out.append((series.medians(), estimate_noise(series.history)))
         elif (other.suite, other.case) == (key.suite, key.case) and other.benchmark.endswith(
             "." + CLOCK_METRIC
         ):
             inverted = [[1 / v for v in commit if v > 0] for commit in series.history]
             out.append((commit_medians(inverted), estimate_noise(inverted)))
+    return out
+
+
+def judge_series(
+    order: Sequence[str],
+    all_series: Mapping[SeriesKey, Series],
+    *,
+    min_effect_pct: float = detect.MIN_EFFECT_PCT,
+    include: Callable[[SeriesKey], bool] | None = None,
+) -> list[Finding]:
+    """The findings of a set of series, before any stored verdict: pure, no files, no git.
+
+    Parameters
+    ----------
+    order
+        The commits (hashes), oldest first; every series' history is in this order.
+    all_series
+        Every series of the results: the latency series (unit seconds) are judged,
+        a canary (`Canary*` suite) and the GPU clock only tell drift.
+    min_effect_pct
+        The smallest step reported, in percent (`detect.detect`).
+    include
+        Which latency series to judge (all when None).
+
+    Returns
+    -------
+    One `Finding` per upward step (`detect.detect` on the series' own noise,
+    `estimate_noise`), status `drift` where the canary or the clock stepped with
+    it (`detect.mark_drift`), sorted by machine, environment, benchmark and case,
+    then oldest step first; commits, graph parameters and verdicts not yet
+    attached (`find` does).
+    """
+    out: list[Finding] = []
+    for key, series in sorted(all_series.items(), key=lambda item: _sort_key(item[0])):
+        if not _latency(series) or key.suite_class.startswith(CANARY_PREFIX):
+            continue
+        if include is not None and not include(key):
+            continue
+        noise = estimate_noise(series.history)
+        medians = series.medians()
+        steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
+        for canary_medians, canary_noise in _drift_series(key, all_series):
+            steps = detect.mark_drift(steps, canary_medians, canary_noise)
+        latest = next((m for m in reversed(medians) if m is not None), None)
+        out.extend(
+            Finding(
+                key=key,
+                unit=series.unit,
+                params=series.params,
+                step=step,
+                noise=noise,
+                before_commit=order[step.before_index],
+                after_commit=order[step.after_index],
+                latest=latest,
+                status=step.status,
+                min_effect_pct=min_effect_pct,
+            )
+            for step in steps
+        )
     return out
 
 
@@ -276,7 +341,9 @@ def find(
 ) -> list[Finding]:
     """The findings of `project`'s results (every machine, or `machine`), newest status applied.
 
-    `min_effect_pct` None: the configuration's (`VerdictSettings`).
+    The I/O edge of `judge_series`: reads the results, the verdicts file and the
+    graph parameters asv publishes under, and (`subjects`) each range's commits
+    from git. `min_effect_pct` None: the configuration's (`VerdictSettings`).
     """
     try:
         patterns = [re.compile(p) for p in bench]
@@ -287,37 +354,19 @@ def find(
     if min_effect_pct < 0:
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
     order, all_series = load_series(project, machine)
-    verdicts = read_verdicts(project)
-    graphs: dict[tuple[str, str], dict[str, Any]] = {}
-    out: list[Finding] = []
-    for key, series in sorted(all_series.items(), key=lambda item: _sort_key(item[0])):
-        if not _latency(key, series) or key.suite_class.startswith(CANARY_PREFIX):
-            continue
-        if patterns and not any(p.search(key.benchmark) or p.search(key.name) for p in patterns):
-            continue
-        noise = estimate_noise(series.history)
-        medians = series.medians()
-        steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
-        for canary_medians, canary_noise in _drift_series(key, all_series):
-            steps = detect.mark_drift(steps, canary_medians, canary_noise)
-        latest = next((m for m in reversed(medians) if m is not None), None)
-        for step in steps:
-            finding = Finding(
-                key=key,
-                unit=series.unit,
-                params=series.params,
-                step=step,
-                noise=noise,
-                before_commit=order[step.before_index],
-                after_commit=order[step.after_index],
-                latest=latest,
-                status=step.status,
-                min_effect_pct=min_effect_pct,
-                graph_params=graphs.setdefault(
-                    (key.machine, key.env_name), graph_params(project, key.machine, key.env_name)
-                ),
-            )
-            out.append(apply_verdict(finding, verdicts))
+    verdicts = read_verdicts(verdicts_path(project))
+
+    def selected(key: SeriesKey) -> bool:
+        return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
+
+    judged = judge_series(order, all_series, min_effect_pct=min_effect_pct, include=selected)
+    graphs: dict[tuple[str, str | None], dict[str, Any]] = {}
+    out = []
+    for finding in judged:
+        where = (finding.key.machine, finding.key.env_name)
+        if where not in graphs:
+            graphs[where] = graph_params(project, *where)
+        out.append(apply_verdict(replace(finding, graph_params=graphs[where]), verdicts))
     if subjects:
         out = attach_commits(out, project)
     return out
@@ -400,89 +449,50 @@ def attach_commits(findings: Sequence[Finding], project: AsvProject) -> list[Fin
 
 # --- the verdicts file ---------------------------------------------------------------------
 
+# The stored statuses that replace a detected one (an undecided re-measure leaves it).
+RE_MEASURED = (Status.CONFIRMED, Status.NOT_REPRODUCED)
+
 
 def verdicts_path(project: AsvProject) -> Path:
     return project.results_dir / VERDICTS_FILE
 
 
-def read_verdicts(project: AsvProject) -> dict[tuple[str, ...], dict[str, Any]]:
-    """The last stored verdict of each finding; an unreadable line is an error naming it."""
-    path = verdicts_path(project)
-    out: dict[tuple[str, ...], dict[str, Any]] = {}
-    if not path.is_file():
-        return out
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            ident = tuple(entry["finding"][k] for k in _IDENT)
-        except (ValueError, KeyError, TypeError):
-            raise FindingsError(
-                f"{path}:{number}: not a fwdasv verdict line; fix or remove that line "
-                "(the file is appended to, one JSON object per line)"
-            ) from None
-        previous = out.get(ident, {})
-        out[ident] = {**previous, **entry}
-    return out
-
-
-_IDENT = ("machine", "env_name", "benchmark", "case", "after_commit")
-# The stored statuses that replace a detected one (an undecided re-measure leaves it).
-RE_MEASURED = (Status.CONFIRMED, Status.NOT_REPRODUCED)
-
-
-def _narrowed(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> dict | None:
-    """The newest verdict about a wider range of the same series that holds this finding.
-
-    A bisect (or a later run) measures commits inside a finding's range, and the
-    step's first new commit moves inside it: the confirmation of the wider range
-    still holds for the narrower one. A verdict's range is `range_commits` (the
-    commits after its `before_commit` up to its `after_commit`).
-    """
-    series = tuple(finding.ident[k] for k in _IDENT[:-1])
-    best = None
-    for ident, stored in verdicts.items():
-        commits = stored.get("range_commits") or ()
-        if ident[:-1] != series or finding.after_commit not in commits:
-            continue
-        if finding.before_commit != stored.get("before_commit") and (
-            finding.before_commit not in commits
-        ):
-            continue
-        if best is None or stored.get("recorded_at", "") >= best.get("recorded_at", ""):
-            best = stored
-    return best
-
-
-def apply_verdict(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> Finding:
-    stored = verdicts.get(tuple(finding.ident[k] for k in _IDENT)) or _narrowed(finding, verdicts)
+def apply_verdict(finding: Finding, verdicts: StoredVerdicts) -> Finding:
+    """The finding with its stored verdict attached, and its status when the verdict
+    re-measured it (confirmed, not-reproduced); drift is never overruled."""
+    stored = verdicts.about(finding.ident, finding.before_commit)
     if stored is None or finding.status == Status.DRIFT:
         return finding
-    status = stored.get("status")
+    status = stored.status
     return replace(
         finding,
         status=Status(status) if status in RE_MEASURED else finding.status,
-        verdict={k: v for k, v in stored.items() if k != "finding"},
+        verdict=stored,
     )
 
 
-def record_verdict(project: AsvProject, finding: Finding, **fields: Any) -> None:
-    """Append one verdict line about `finding` (its status, confirmation, explain ...)."""
-    from datetime import datetime, timezone
-
-    path = verdicts_path(project)
-    line = {
-        "finding": finding.ident,
-        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        # The range it is about: it also holds for a narrower range found later.
-        "before_commit": finding.before_commit,
-        "range_commits": [c.hash for c in finding.commits] or [finding.after_commit],
-        **fields,
-    }
-    # Appended, never rewritten: a line already there is never lost.
-    with open(path, "a", encoding="utf-8") as stream:
-        stream.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
+def record_verdict(
+    project: AsvProject,
+    finding: Finding,
+    *,
+    status: Status,
+    confirmation: ConfirmationRecord | None = None,
+    explain: ExplainRecord | None = None,
+) -> None:
+    """Append one verdict line about `finding`: its status, and its re-measure or diff."""
+    append_verdict(
+        verdicts_path(project),
+        Verdict(
+            ident=finding.ident,
+            recorded_at=now_utc(),
+            # The range it is about: it also holds for a narrower range found later.
+            before_commit=finding.before_commit,
+            range_commits=tuple(c.hash for c in finding.commits) or (finding.after_commit,),
+            status=status,
+            confirmation=confirmation,
+            explain=explain,
+        ),
+    )
 
 
 # --- formatting ---------------------------------------------------------------------------

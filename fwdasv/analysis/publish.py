@@ -29,6 +29,7 @@ from typing import Any
 
 from fwdasv.analysis import findings as findings_mod
 from fwdasv.analysis.findings import Finding, graph_file_path
+from fwdasv.analysis.verdict_file import ExplainRecord
 from fwdasv.asv.project import AsvProject, publish_site
 from fwdasv.core.files import write_atomic
 
@@ -157,7 +158,7 @@ def _write_feed(project: AsvProject, index: Mapping[str, Any], entries: list[lis
 def finding_id(finding: Finding) -> str:
     import hashlib
 
-    text = json.dumps(finding.ident, sort_keys=True)
+    text = json.dumps(finding.ident.to_json(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -173,19 +174,20 @@ def _write_pages(project: AsvProject, found: Sequence[Finding], index: Mapping[s
             or f"<code>{finding.range_label}</code>"
         )
         explain = ""
-        diff = (finding.verdict or {}).get("explain")
-        if diff:
+        diff = finding.verdict.explain if finding.verdict is not None else None
+        if diff is not None:
             page = f"explain/{finding_id(finding)}.html"
             _write_explain_page(pages / page, finding, diff)
             explain = f'<a href="{page}">kernel diff</a>'
-        confirmation = (finding.verdict or {}).get("confirmation") or {}
+        confirmation = finding.verdict.confirmation if finding.verdict is not None else None
+        summary = confirmation.summary if confirmation is not None else ""
         rows.append(
             "<tr>"
             f"<td class='{finding.status}'>{finding.status}</td>"
             f"<td>{html.escape(name)}</td><td>{html.escape(finding.key.machine)}</td>"
             f"<td>{commits}</td><td>{finding.percent:+.2f}%</td>"
             f"<td>{finding.noise.noise_pct:.3f}%</td>"
-            f"<td>{html.escape(confirmation.get('summary', ''))}</td><td>{explain}</td>"
+            f"<td>{html.escape(summary)}</td><td>{explain}</td>"
             "</tr>"
         )
     body = "\n".join(rows) or "<tr><td colspan='8'>No regressions in the stored results.</td></tr>"
@@ -210,8 +212,8 @@ environment canary or the GPU clock stepped at the same commit), not the code.</
     )
 
 
-def _write_explain_page(path: Path, finding: Finding, explain: Mapping[str, Any]) -> None:
-    table = html.escape(str(explain.get("table", "")))
+def _write_explain_page(path: Path, finding: Finding, explain: ExplainRecord) -> None:
+    table = html.escape(explain.table)
     title = html.escape(f"{finding.key.benchmark}({finding.key.case}) {finding.range_label}")
     write_atomic(
         path,
@@ -220,9 +222,9 @@ def _write_explain_page(path: Path, finding: Finding, explain: Mapping[str, Any]
 <style>body{{font-family:sans-serif;margin:2em}} pre{{font-size:13px}}</style></head>
 <body><p><a href="../findings.html">&larr; findings</a></p>
 <h1>What got slower: {title}</h1>
-<p>{html.escape(str(explain.get("headline", "")))}</p>
+<p>{html.escape(explain.headline)}</p>
 <pre>{table}</pre>
-<p>Profiles: <code>{html.escape(str(explain.get("profile_dir", "")))}</code></p>
+<p>Profiles: <code>{html.escape(explain.profile_dir)}</code></p>
 </body></html>
 """,
     )

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from fwdasv.analysis import confirm, explain, findings
 from fwdasv.analysis.findings import Finding
 from fwdasv.analysis.remeasure import Remeasurer, resolve
 from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
 
 
@@ -107,14 +107,10 @@ def confirm_findings(
             max_processes=max_processes,
         )
         say(f"  {verdict.summary()}")
-        record = {
-            **verdict.to_json(),
-            "summary": verdict.summary(),
-            "a_commit": a,
-            "b_commit": b,
-        }
         status = verdict.status
-        findings.record_verdict(project, finding, status=status, confirmation=record)
+        findings.record_verdict(
+            project, finding, status=status, confirmation=ConfirmationRecord.of(verdict, a, b)
+        )
         if status == Status.CONFIRMED and run_explain:
             try:
                 explained = explain.explain_commits(
@@ -129,19 +125,7 @@ def confirm_findings(
             except Exception as error:  # explaining must not lose the confirmation
                 say(f"  explain failed: {type(error).__name__}: {error}")
             else:
-                diff = explained.diff
-                findings.record_verdict(
-                    project,
-                    finding,
-                    status=status,
-                    explain={
-                        "headline": explain.headline(diff, a[:8], b[:8]),
-                        "table": explain.format_diff(diff, "table", top=15, good=a[:8], bad=b[:8]),
-                        "top5": list(diff.top5),
-                        "explained_top5_pct": diff.explained_top5_pct,
-                        "total_delta_us": diff.total_delta_us,
-                        "profile_dir": str(Path(explained.profile_dir)),
-                    },
-                )
-                say(f"  {explain.headline(diff, a[:8], b[:8])}")
+                record = explain.explain_record(explained.diff, a, b, explained.profile_dir)
+                findings.record_verdict(project, finding, status=status, explain=record)
+                say(f"  {record.headline}")
     return findings.find(project)

@@ -94,7 +94,7 @@ def run_demo(
 ) -> DemoOutcome:
     from fwdasv.analysis import findings
     from fwdasv.analysis.bisect.driver import bisect
-    from fwdasv.analysis.explain import explain_commits, format_diff, headline
+    from fwdasv.analysis.explain import explain_commits, explain_record, format_diff
     from fwdasv.analysis.gate import FINDINGS
     from fwdasv.analysis.publish import publish
     from fwdasv.analysis.reproduce import confirm_findings
@@ -202,20 +202,8 @@ def run_demo(
         diff = explained.diff
         for line in format_diff(diff, "table", top=8, good=good[:8], bad=bad[:8]).splitlines():
             indented(line)
-        findings.record_verdict(
-            project,
-            worst,
-            status=worst.status,
-            explain={
-                "headline": headline(diff, good[:8], bad[:8]),
-                "table": format_diff(diff, "table", top=15, good=good[:8], bad=bad[:8]),
-                "top5": list(diff.top5),
-                "explained_top5_pct": diff.explained_top5_pct,
-                "total_delta_us": diff.total_delta_us,
-                "profile_dir": explained.profile_dir,
-                "commits": [good, bad],
-            },
-        )
+        record = explain_record(diff, good, bad, explained.profile_dir, with_commits=True)
+        findings.record_verdict(project, worst, status=worst.status, explain=record)
         outcome.explained = diff
     found = publish(project, echo=None)
     outcome.regressions = [f for f in found if f.key.machine == machine]
