@@ -33,7 +33,7 @@ from fwdasv.asv.history import (
     History,
     HistoryError,
     param_label,
-    resolve_commits,
+    parse_commit_filter,
 )
 from fwdasv.cli import main
 
@@ -415,13 +415,13 @@ def test_filters(tree: dict[str, Any]) -> None:
     list(history.records())
     assert history.report.dropped_version == 0
 
-    ranged = resolve_commits([f"{c1}..{c3}"], tree["repo"])
+    ranged = parse_commit_filter([f"{c1}..{c3}"], tree["repo"])
     records = list(History(tree["results"], commits=ranged).records())
     assert {r.commit_hash for r in records} == {c2, c3}
     prefix = CommitFilter(frozenset({c1[:6].upper()}))
     records = list(History(tree["results"], commits=prefix).records())
     assert {r.commit_hash for r in records} == {c1}
-    listed = resolve_commits([f"{c1[:10]},{c3}"], None)
+    listed = parse_commit_filter([f"{c1[:10]},{c3}"], None)
     records = list(History(tree["results"], machines=["testbox"], commits=listed).records())
     assert {r.commit_hash for r in records} == {c1, c3}
 
@@ -432,9 +432,9 @@ def test_missing_results_dir_and_unknown_machine(tree: dict[str, Any], tmp_path:
     with pytest.raises(HistoryError, match=r"unknown machine 'h100box'.*known: otherbox, testbox"):
         History(tree["results"], machines=["h100box"])
     with pytest.raises(HistoryError, match="needs the project's git clone"):
-        resolve_commits(["v1..v2"], None)
+        parse_commit_filter(["v1..v2"], None)
     with pytest.raises(HistoryError, match=r"git rev-list 'nope\.\.HEAD' failed"):
-        resolve_commits(["nope..HEAD"], tree["repo"])
+        parse_commit_filter(["nope..HEAD"], tree["repo"])
     with pytest.raises(HistoryError, match="bad regular expression"):
         History(tree["results"], bench=["track_(latency"])
     (tmp_path / "empty").mkdir()

@@ -14,7 +14,7 @@ from fwdasv.analysis.verdict_file import (
     ConfirmationRecord,
     ExplainRecord,
     FindingIdent,
-    Verdict,
+    FindingVerdict,
     VerdictFileError,
     append_verdict,
     read_verdicts,
@@ -27,14 +27,14 @@ CONFIRMATION = ConfirmationRecord.of(judge_ab([1.0, 1.0005, 0.9995], [1.02] * 3,
 EXPLAIN = ExplainRecord("A -> C: +3 us", "table", ("aten::mm",), 90.0, 3.0, "/tmp/p", (A, C))
 
 
-def _verdict(**fields) -> Verdict:
+def _verdict(**fields) -> FindingVerdict:
     base = {
         "ident": IDENT,
         "recorded_at": "2026-12-02T00:00:00+00:00",
         "before_commit": A,
         "range_commits": (B, C),
     }
-    return Verdict(**{**base, **fields})
+    return FindingVerdict(**{**base, **fields})
 
 
 def test_a_line_round_trips_with_sorted_keys(tmp_path: Path) -> None:
@@ -52,7 +52,7 @@ def test_a_line_round_trips_with_sorted_keys(tmp_path: Path) -> None:
     assert line["confirmation"]["a_commit"] == A and line["confirmation"]["processes_a"] == 3
     assert line["confirmation"]["summary"] == CONFIRMATION.figures.summary()
     assert line["explain"]["commits"] == [A, C] and line["explain"]["top5"] == ["aten::mm"]
-    assert Verdict.from_line(line) == verdict
+    assert FindingVerdict.from_line(line) == verdict
     # What `fwdasv regressions --format json` shows: the line without `finding`.
     assert verdict.to_json() == {k: v for k, v in line.items() if k != "finding"}
 
@@ -87,7 +87,7 @@ def test_a_verdict_on_a_wider_range_holds_for_a_narrower_finding() -> None:
     assert stored.about(other_case, A) is None
 
 
-def read_verdicts_of(*verdicts: Verdict):
+def read_verdicts_of(*verdicts: FindingVerdict):
     from fwdasv.analysis.verdict_file import StoredVerdicts
 
     return StoredVerdicts({v.ident: v for v in verdicts})
@@ -96,9 +96,9 @@ def read_verdicts_of(*verdicts: Verdict):
 def test_a_status_word_of_a_newer_fwdasv_is_kept_not_applied() -> None:
     line = json.loads(_verdict(status=Status.CONFIRMED).to_line())
     line["status"] = "suspected"
-    verdict = Verdict.from_line(line)
+    verdict = FindingVerdict.from_line(line)
     assert verdict.status == "suspected" and not isinstance(verdict.status, Status)
-    assert isinstance(Verdict.from_line({**line, "status": "confirmed"}).status, Status)
+    assert isinstance(FindingVerdict.from_line({**line, "status": "confirmed"}).status, Status)
 
 
 @pytest.mark.parametrize(

@@ -365,7 +365,7 @@ def test_quality_script_meets_the_targets_at_small_scale() -> None:
 def test_one_setting_is_the_smallest_change_worth_reporting_everywhere() -> None:
     """min_effect_pct (percent) is compare's default --factor as a ratio; bisect's probe
     floor follows it only above PROBE_FLOOR_PCT."""
-    from fwdasv.analysis.bisect.rules import DEFAULT_FACTOR as BISECT_FACTOR
+    from fwdasv.analysis.bisect.rules import DEFAULT_PROBE_FACTOR as BISECT_FACTOR
     from fwdasv.analysis.compare import DEFAULT_FACTOR as COMPARE_FACTOR
     from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSettings, factor_of
 

@@ -28,7 +28,7 @@ from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
 from fwdasv.analysis.gate import COMPARISON, FINDINGS
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
-from fwdasv.asv.history import History, resolve_commits
+from fwdasv.asv.history import History, parse_commit_filter
 from fwdasv.asv.project import AsvError, AsvProject, site_hint
 from fwdasv.core.clitools import (
     CONTEXT,
@@ -241,7 +241,7 @@ def compare_command(
 @machine_option()
 @factor_option(
     "A probe's step counts only beyond this ratio of medians [default: "
-    f"{bisect_rules.DEFAULT_FACTOR:g} ({PROBE_FLOOR_PCT:g}%: above the run-to-run offsets one "
+    f"{bisect_rules.DEFAULT_PROBE_FACTOR:g} ({PROBE_FLOOR_PCT:g}%: above the run-to-run offsets one "
     "run's samples do not see), or 1 + asv.conf.json's fwdasv.min_effect_pct / 100 when larger]."
 )
 @alpha_option(DEFAULT_ALPHA, "Significance level of the Mann-Whitney test.")
@@ -411,7 +411,7 @@ def export_command(
             repo = project.local_repo
     if output != "-":
         check_output_path(output, what="--output")
-    commit_filter = resolve_commits(commits, repo) if commits else None
+    commit_filter = parse_commit_filter(commits, repo) if commits else None
     history = History(
         results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples
     )

@@ -45,8 +45,8 @@ from fwdasv.analysis.verdict_file import (
     ConfirmationRecord,
     ExplainRecord,
     FindingIdent,
+    FindingVerdict,
     StoredVerdicts,
-    Verdict,
     append_verdict,
     now_utc,
     read_verdicts,
@@ -120,7 +120,7 @@ class Finding:
     latest: float | None
     status: Status = Status.REGRESSION  # one of FINDING_STATUSES
     commits: tuple[Commit, ...] = ()  # the range's commits (after before_commit), oldest first
-    verdict: Verdict | None = None  # the stored confirmation (and explain) of this finding
+    verdict: FindingVerdict | None = None  # the stored confirmation (and explain) of this finding
     min_effect_pct: float = detect.MIN_EFFECT_PCT
     graph_params: dict[str, Any] = field(default_factory=dict)  # see `graph_params`
 
@@ -482,7 +482,7 @@ def record_verdict(
     """Append one verdict line about `finding`: its status, and its re-measure or diff."""
     append_verdict(
         verdicts_path(project),
-        Verdict(
+        FindingVerdict(
             ident=finding.ident,
             recorded_at=now_utc(),
             # The range it is about: it also holds for a narrower range found later.

@@ -14,7 +14,7 @@ series found later (after a bisect measured commits inside it). `confirmation`
 is the A/B re-measure (`ConfirmationRecord`), `explain` the kernel diff
 (`ExplainRecord`); a line has either, both or neither. Lines about one finding
 merge in file order, a later line's keys replacing an earlier one's (a line
-that adds the diff keeps the confirmation before it): `Verdict` is that merge.
+that adds the diff keeps the confirmation before it): `FindingVerdict` is that merge.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class ExplainRecord:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FindingVerdict:
     """One line of the verdicts file, or the merge of the lines about one finding.
 
     `status` is a `Status` word (a word of a newer fwdasv stays the string it is);
@@ -193,7 +193,7 @@ class Verdict:
         return json.dumps(document, sort_keys=True, allow_nan=False)
 
     @classmethod
-    def from_line(cls, raw: object) -> Verdict:
+    def from_line(cls, raw: object) -> FindingVerdict:
         """One parsed line; ValueError naming what is wrong with it."""
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
@@ -222,9 +222,9 @@ class Verdict:
             explain=None if explain is None else ExplainRecord.from_json(explain),
         )
 
-    def then(self, later: Verdict) -> Verdict:
+    def then(self, later: FindingVerdict) -> FindingVerdict:
         """This verdict with a later line about the same finding applied over it."""
-        return Verdict(
+        return FindingVerdict(
             ident=later.ident,
             recorded_at=later.recorded_at,
             before_commit=later.before_commit,
@@ -244,9 +244,9 @@ def now_utc() -> str:
 class StoredVerdicts:
     """The verdicts file as read: the merged verdict of each finding."""
 
-    by_finding: Mapping[FindingIdent, Verdict]
+    by_finding: Mapping[FindingIdent, FindingVerdict]
 
-    def about(self, ident: FindingIdent, before_commit: str) -> Verdict | None:
+    def about(self, ident: FindingIdent, before_commit: str) -> FindingVerdict | None:
         """The verdict of this finding, else the newest about a wider range of its series
         that holds it: a bisect (or a later run) measures commits inside a finding's
         range and its first new commit moves inside it; the confirmation of the wider
@@ -270,14 +270,14 @@ class StoredVerdicts:
 
 def read_verdicts(path: Path) -> StoredVerdicts:
     """Every finding's merged verdict; a line that is not a verdict line is an error naming it."""
-    merged: dict[FindingIdent, Verdict] = {}
+    merged: dict[FindingIdent, FindingVerdict] = {}
     if not path.is_file():
         return StoredVerdicts(merged)
     for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
-            verdict = Verdict.from_line(json.loads(line))
+            verdict = FindingVerdict.from_line(json.loads(line))
         except ValueError:
             raise VerdictFileError(
                 f"{path}:{number}: not a fwdasv verdict line; fix or remove that line "
@@ -288,7 +288,7 @@ def read_verdicts(path: Path) -> StoredVerdicts:
     return StoredVerdicts(merged)
 
 
-def append_verdict(path: Path, verdict: Verdict) -> None:
+def append_verdict(path: Path, verdict: FindingVerdict) -> None:
     """Append one line; a line already there is never lost (the file is never rewritten)."""
     with open(path, "a", encoding="utf-8") as stream:
         stream.write(verdict.to_line() + "\n")

@@ -193,7 +193,7 @@ class CommitFilter:
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
 
 
-def resolve_commits(specs: Iterable[str], repo: str | os.PathLike[str] | None) -> CommitFilter:
+def parse_commit_filter(specs: Iterable[str], repo: str | os.PathLike[str] | None) -> CommitFilter:
     """`A..B` (or `A...B`) ranges via `git rev-list` in `repo`; anything else is a hash prefix.
 
     Several specs (or a comma-separated list) add up. A range takes every commit

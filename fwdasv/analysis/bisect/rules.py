@@ -17,7 +17,7 @@ from fwdasv.core.verdicts import VerdictSettings
 
 # A probe's detection floor (fwdasv.core.verdicts.PROBE_FLOOR_PCT: why it is not the
 # smallest change worth reporting); a project's own is `VerdictSettings.probe_factor`.
-DEFAULT_FACTOR = VerdictSettings().probe_factor
+DEFAULT_PROBE_FACTOR = VerdictSettings().probe_factor
 DEFAULT_MAX_REMEASURE = 2
 
 
@@ -34,7 +34,7 @@ def compare_step(
     x: Sequence[float],
     y: Sequence[float],
     direction: int,
-    factor: float = DEFAULT_FACTOR,
+    factor: float = DEFAULT_PROBE_FACTOR,
     alpha: float = DEFAULT_ALPHA,
 ) -> StepTest:
     """x -> y in `direction` (+1: is y slower? -1: is y faster?).
@@ -66,7 +66,7 @@ def classify(
     probe: Sequence[float],
     bad: Sequence[float],
     direction: int,
-    factor: float = DEFAULT_FACTOR,
+    factor: float = DEFAULT_PROBE_FACTOR,
     alpha: float = DEFAULT_ALPHA,
 ) -> Classification:
     """The module's rule table for one probe between GOOD and BAD."""
