@@ -1,5 +1,10 @@
 """Seeded simulations of GPU-like latency histories, to measure what verdicts get right.
 
+Research tooling, not part of any command: scripts/verdict_quality.py (the
+verdict-quality figures of docs/measurements.md) and tests/test_verdicts.py
+use it to calibrate and check the rules of `noise`, `detect` and `confirm`.
+It stays in the package beside those rules so that both run the same code.
+
 A series is one benchmark case on one machine. Per commit, one benchmark process
 runs and stores `samples` per-block medians (asv's samples):
 
