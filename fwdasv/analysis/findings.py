@@ -122,7 +122,7 @@ class Finding:
     commits: tuple[Commit, ...] = ()  # the range's commits (after before_commit), oldest first
     verdict: FindingVerdict | None = None  # the stored confirmation (and explain) of this finding
     min_effect_pct: float = detect.MIN_EFFECT_PCT
-    graph_params: dict[str, Any] = field(default_factory=dict)  # see `graph_params`
+    graph_params: dict[str, object] = field(default_factory=dict)  # see `graph_params`
 
     @property
     def percent(self) -> float:
@@ -360,7 +360,7 @@ def find(
         return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
 
     judged = judge_series(order, all_series, min_effect_pct=min_effect_pct, include=selected)
-    graphs: dict[tuple[str, str | None], dict[str, Any]] = {}
+    graphs: dict[tuple[str, str | None], dict[str, object]] = {}
     out = []
     for finding in judged:
         where = (finding.key.machine, finding.key.env_name)
@@ -372,7 +372,7 @@ def find(
     return out
 
 
-def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dict[str, Any]:
+def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dict[str, object]:
     """The parameters `asv publish` files this machine's and environment's graphs under: a
     result file's params and environment variables, and the branch (the first configured).
 
@@ -380,7 +380,7 @@ def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dic
     of different machines or environments have different keys, the published graph
     path has those too.
     """
-    params: dict[str, Any] = {"machine": machine}
+    params: dict[str, object] = {"machine": machine}
     for path in sorted((project.results_dir / machine).glob(f"*-{env_name}.json")):
         try:
             data = json.loads(path.read_text())

@@ -84,7 +84,7 @@ def entry_name(finding: Finding, index: Mapping[str, Any]) -> tuple[str, int | N
 
 def _graph(
     finding: Finding, index: Mapping[str, Any], branch: str | None
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, object]]:
     """The published graph of the finding's series: its path and its varying parameters."""
     graphs = [
         g for g in index.get("graph_param_list", []) if g.get("machine") == finding.key.machine

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ class AsvProject:
     benchmark_dir: Path
     branches: tuple[str, ...]
     environment_type: str
-    raw: dict[str, Any]
+    raw: Mapping[str, object]  # asv.conf.json as parsed: asv's keys and fwdasv's block
 
     @classmethod
     def load(cls, config_path: str | os.PathLike[str]) -> AsvProject:
@@ -81,7 +81,7 @@ class AsvProject:
         """The repository on disk: the configured path, or asv's mirror of a URL."""
         if "://" not in self.repo and not self.repo.startswith("git@"):
             return Path(self.repo)
-        mirror = self.config_path.parent / self.raw.get("project", "project")
+        mirror = self.config_path.parent / str(self.raw.get("project", "project"))
         return mirror if mirror.is_dir() else None
 
     def git(self, *args: str) -> str:

@@ -40,7 +40,8 @@ def check_environment(project: AsvProject, python: str | None = None) -> None:
     for spec in [python] if python else []:
         if spec == "same" or spec.startswith("existing") or "/" in spec:
             raise BisectError(f"--python={spec} selects an existing environment: {why}")
-    for spec in project.raw.get("pythons") or []:
+    pythons = project.raw.get("pythons")
+    for spec in pythons if isinstance(pythons, list) else []:
         if spec == "same" or "/" in str(spec):
             raise BisectError(
                 f"{project.config_path}: pythons holds {spec!r}, an existing environment: {why}"
