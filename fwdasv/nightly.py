@@ -7,10 +7,11 @@ with `--set-commit-hash`), the findings (each series judged by its own noise),
 their confirmation by an interleaved A/B re-measure on this machine (and the
 kernel diff of a confirmed one), `asv publish` with the findings in the site,
 the gate as the exit status (`fwdasv.analysis.gate.nightly_gate`), and the
-hardware reset. Each step returns a value (`MachineStep`, `PreflightStep`,
-`ConfirmStep`, `NightlyOutcome`) and what it prints is read from that value. The reset runs whatever
-happened before it (a failed run, a failed check, Ctrl-C): the box is never
-left with locked clocks.
+hardware reset. The reset runs whatever happened before it (a failed run, a
+failed check, Ctrl-C): the box is never left with locked clocks. Each step
+returns a value (`MachineStep`, `PreflightStep`, `ConfirmStep`, and the
+`NightlyOutcome` that `run_nightly` returns); what it prints is read from that
+value.
 
 Exit status: 0 no confirmed regression, 1 a confirmed regression (without
 confirmation: any regression), 2 the run could not be made (asv failed, a
@@ -153,39 +154,10 @@ def run_nightly(
     machine_file: str | None = None,
     confirm: bool | None = None,
     echo: Callable[[str], None] = print,
-) -> int:
-    """The night's exit status (see the module); `nightly` is the same run, as a value."""
-    return nightly(
-        config,
-        machine=machine,
-        gpus=gpus,
-        lock_clocks=lock_clocks,
-        state_file=state_file,
-        spec=spec,
-        existing_python=existing_python,
-        commit=commit,
-        machine_file=machine_file,
-        confirm=confirm,
-        echo=echo,
-    ).status
-
-
-def nightly(
-    config: str | Path,
-    *,
-    machine: str | None = None,
-    gpus: tuple[str, ...] | None = None,
-    lock_clocks: str | None = None,
-    state_file: str | None = None,
-    spec: str = "NEW",
-    existing_python: str | None = None,
-    commit: str | None = None,
-    machine_file: str | None = None,
-    confirm: bool | None = None,
-    echo: Callable[[str], None] = print,
 ) -> NightlyOutcome:
     """The six steps, each returning what it found; the `[nightly]` lines are printed from
-    those values (a step's first line before its work, whose own output is indented)."""
+    those values (a step's first line before its work, whose own output is indented).
+    The outcome's `status` is the exit status (see the module)."""
     project = asv_project.AsvProject.load(config)
     if confirm is None:
         confirm = project.verdict_settings().confirm
