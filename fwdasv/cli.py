@@ -74,7 +74,7 @@ def nightly_command(
     from fwdasv.hw.nvml import parse_gpu_selection
     from fwdasv.nightly import run_nightly
 
-    status = run_nightly(
+    outcome = run_nightly(
         config,
         machine=machine,
         gpus=parse_gpu_selection(gpus),
@@ -87,7 +87,7 @@ def nightly_command(
         confirm=confirm,
         echo=click.echo,
     )
-    raise SystemExit(status)
+    raise SystemExit(outcome.status)
 
 
 for command in (forward, hw, *ASV_COMMANDS, *ANALYSIS_COMMANDS, demo_command, nightly_command):

@@ -6,9 +6,12 @@ of the configured branches, or one prepared build on an existing environment
 with `--set-commit-hash`), the findings (each series judged by its own noise),
 their confirmation by an interleaved A/B re-measure on this machine (and the
 kernel diff of a confirmed one), `asv publish` with the findings in the site,
-the gate as the exit status, and the hardware reset. The reset runs whatever
-happened before it (a failed run, a failed check, Ctrl-C): the box is never
-left with locked clocks.
+the gate as the exit status (`fwdasv.analysis.gate.nightly_gate`), and the
+hardware reset. The reset runs whatever happened before it (a failed run, a
+failed check, Ctrl-C): the box is never left with locked clocks. Each step
+returns a value (`MachineStep`, `PreflightStep`, `ConfirmStep`, and the
+`NightlyOutcome` that `run_nightly` returns); what it prints is read from that
+value.
 
 Exit status: 0 no confirmed regression, 1 a confirmed regression (without
 confirmation: any regression), 2 the run could not be made (asv failed, a
@@ -18,12 +21,14 @@ pre-flight check failed).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from fwdasv.analysis import findings
-from fwdasv.analysis.confirm import CONFIRMED
+from fwdasv.analysis.gate import nightly_gate
 from fwdasv.analysis.publish import publish
 from fwdasv.analysis.reproduce import confirm_findings
+from fwdasv.analysis.status import Status
 from fwdasv.asv import project as asv_project
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_output_path
@@ -56,6 +61,86 @@ def _run_new(
         return 0
 
 
+@dataclass(frozen=True)
+class MachineStep:
+    """Step 2: this machine's asv entry, as written to the machine file."""
+
+    name: str
+    gpu: str | None
+    gpu_count: str
+
+    def lines(self) -> list[str]:
+        return [f"[nightly] 2/6 machine {self.name}: gpu {self.gpu} x{self.gpu_count}"]
+
+
+@dataclass(frozen=True)
+class PreflightStep:
+    """Step 3: the pre-flight checks (none on a machine without GPUs)."""
+
+    checks: tuple[hw_checks.Check, ...] = ()
+
+    @property
+    def failed(self) -> list[hw_checks.Check]:
+        return [c for c in self.checks if c.required and not c.ok]
+
+    def lines(self) -> list[str]:
+        out = [
+            f"  {c.name} gpu {c.gpu}: {'ok' if c.ok else 'FAILED'} {c.detail}" for c in self.checks
+        ]
+        if self.failed:
+            return [
+                *out,
+                f"[nightly] 3/6 pre-flight failed ({len(self.failed)} check(s)); not measuring",
+            ]
+        return [*out, "[nightly] 3/6 pre-flight ok"]
+
+
+@dataclass(frozen=True)
+class ConfirmStep:
+    """Step 5's decision: whether to re-measure, and why not."""
+
+    confirm: bool  # the gate counts only confirmed regressions
+    pending: int  # regressions not yet re-measured
+    existing: bool  # asked, but an existing environment installs nothing per commit
+
+    @property
+    def runs(self) -> bool:
+        return self.confirm and self.pending > 0
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.existing:
+            out.append(
+                "[nightly] an existing environment installs nothing per commit: no confirmation"
+            )
+        if self.runs:
+            out.append("[nightly] 5/6 confirm the new regressions (A/B re-measure, then explain)")
+        else:
+            out.append(
+                "[nightly] 5/6 nothing to confirm"
+                if self.confirm
+                else "[nightly] 5/6 confirm: skipped"
+            )
+        return out
+
+
+@dataclass(frozen=True)
+class NightlyOutcome:
+    """What one night found and its exit status; `findings` are this machine's, as published."""
+
+    status: int
+    machine: MachineStep | None = None
+    preflight: PreflightStep | None = None
+    asv_status: int | None = None
+    confirmation: ConfirmStep | None = None
+    findings: tuple[findings.Finding, ...] = ()
+
+    def lines(self) -> list[str]:
+        return [
+            f"  {line}" for line in findings.format_findings(self.findings, "table").splitlines()
+        ]
+
+
 def run_nightly(
     config: str | Path,
     *,
@@ -69,15 +154,22 @@ def run_nightly(
     machine_file: str | None = None,
     confirm: bool | None = None,
     echo: Callable[[str], None] = print,
-) -> int:
-
+) -> NightlyOutcome:
+    """The six steps, each returning what it found; the `[nightly]` lines are printed from
+    those values (a step's first line before its work, whose own output is indented).
+    The outcome's `status` is the exit status (see the module)."""
     project = asv_project.AsvProject.load(config)
     if confirm is None:
-        confirm = findings.settings(project).confirm
+        confirm = project.verdict_settings().confirm
     if existing_python and not commit:
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
     # Before the clocks are touched or anything runs.
     check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
+
+    def say(lines: list[str]) -> None:
+        for line in lines:
+            echo(line)
+
     locked = False
     try:
         if lock_clocks:
@@ -86,68 +178,81 @@ def run_nightly(
             locked = True
         else:
             echo("[nightly] 1/6 hardware setup: none asked (clocks as they are)")
-        entry = hw_machine.this_machine(machine, gpus, "locked" if locked else "auto")
-        hw_machine.write_machine_file(entry, machine_file)
-        name = entry["machine"]
-        echo(f"[nightly] 2/6 machine {name}: gpu {entry.get('gpu')} x{entry.get('gpu_count')}")
-        if entry.get("gpu_count", "0") != "0":
-            inventory = read_inventory(gpus, state_file)
-            checks = hw_checks.preflight(inventory, "locked" if locked else "any")
-            failed = [c for c in checks if c.required and not c.ok]
-            for check in checks:
-                echo(
-                    f"  {check.name} gpu {check.gpu}: {'ok' if check.ok else 'FAILED'} {check.detail}"
-                )
-            if failed:
-                echo(f"[nightly] 3/6 pre-flight failed ({len(failed)} check(s)); not measuring")
-                return STATUS_FAILED
-        echo("[nightly] 3/6 pre-flight ok")
-        if existing_python:
-            echo(
-                f"[nightly] 4/6 asv run on the existing environment {existing_python}, commit {commit}"
-            )
-            status = asv_project.run_asv(
-                project,
-                "run",
-                "-E",
-                f"existing:{existing_python}",
-                "--set-commit-hash",
-                str(commit),
-                "--machine",
-                name,
-                "--record-samples",
-                "--launch-method",
-                "spawn",
-                "--show-stderr",
-                echo=lambda line: echo(f"  {line}"),
-                check_codes=(0, 2),
-            )
-        else:
-            echo(f"[nightly] 4/6 asv run {spec}")
-            status = _run_new(project, spec, name, echo)
-        if status == 2:
+        this = _machine_step(machine, gpus, locked, machine_file)
+        say(this.lines())
+        preflight = _preflight(this, gpus, state_file, locked)
+        say(preflight.lines())
+        if preflight.failed:
+            return NightlyOutcome(STATUS_FAILED, this, preflight)
+        asv_status = _measure(project, this.name, spec, existing_python, commit, echo)
+        if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
-        if confirm and existing_python:
-            echo("[nightly] an existing environment installs nothing per commit: no confirmation")
-            confirm = False
-        found = findings.find(project, machine=name)
-        if confirm and any(f.status == findings.REGRESSION for f in found):
-            echo("[nightly] 5/6 confirm the new regressions (A/B re-measure, then explain)")
-            confirm_findings(project, found, echo=lambda line: echo(f"  {line}"))
-        else:
-            echo(
-                "[nightly] 5/6 nothing to confirm" if confirm else "[nightly] 5/6 confirm: skipped"
-            )
-        echo("[nightly] 6/6 asv publish with the findings")
-        found = publish(project, echo=None)
-        found = [f for f in found if f.key.machine == name]
-        for line in findings.format_findings(found, "table").splitlines():
-            echo(f"  {line}")
-        gating = (
-            any(f.status == CONFIRMED for f in found) if confirm else findings.exit_status(found)
+        found = findings.find(project, machine=this.name)
+        step = ConfirmStep(
+            confirm=confirm and not existing_python,
+            pending=sum(f.status == Status.REGRESSION for f in found),
+            existing=bool(confirm and existing_python),
         )
-        return STATUS_REGRESSION if gating else STATUS_OK
+        say(step.lines())
+        if step.runs:
+            confirm_findings(project, found, echo=lambda line: echo(f"  {line}"))
+        echo("[nightly] 6/6 asv publish with the findings")
+        published = tuple(f for f in publish(project, echo=None) if f.key.machine == this.name)
+        gate = nightly_gate(step.confirm).exit_status(f.status for f in published)
+        outcome = NightlyOutcome(
+            STATUS_REGRESSION if gate else STATUS_OK, this, preflight, asv_status, step, published
+        )
+        say(outcome.lines())
+        return outcome
     finally:
         if locked:
             echo("[nightly] reset: restoring the saved GPU state")
             hw_setup.reset(state_file, echo=echo)
+
+
+def _machine_step(
+    machine: str | None, gpus: tuple[str, ...] | None, locked: bool, machine_file: str | None
+) -> MachineStep:
+    entry = hw_machine.this_machine(machine, gpus, "locked" if locked else "auto")
+    hw_machine.write_machine_file(entry, machine_file)
+    return MachineStep(entry["machine"], entry.get("gpu"), entry.get("gpu_count", "0"))
+
+
+def _preflight(
+    this: MachineStep, gpus: tuple[str, ...] | None, state_file: str | None, locked: bool
+) -> PreflightStep:
+    if this.gpu_count == "0":
+        return PreflightStep()
+    inventory = read_inventory(gpus, state_file)
+    return PreflightStep(tuple(hw_checks.preflight(inventory, "locked" if locked else "any")))
+
+
+def _measure(
+    project: asv_project.AsvProject,
+    name: str,
+    spec: str,
+    existing_python: str | None,
+    commit: str | None,
+    echo: Callable[[str], None],
+) -> int:
+    """Step 4: `asv run` of the new commits, or of the existing environment's one build."""
+    if not existing_python:
+        echo(f"[nightly] 4/6 asv run {spec}")
+        return _run_new(project, spec, name, echo)
+    echo(f"[nightly] 4/6 asv run on the existing environment {existing_python}, commit {commit}")
+    return asv_project.run_asv(
+        project,
+        "run",
+        "-E",
+        f"existing:{existing_python}",
+        "--set-commit-hash",
+        str(commit),
+        "--machine",
+        name,
+        "--record-samples",
+        "--launch-method",
+        "spawn",
+        "--show-stderr",
+        echo=lambda line: echo(f"  {line}"),
+        check_codes=(0, 2),
+    )

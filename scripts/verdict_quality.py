@@ -42,9 +42,9 @@ except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.confirm import CONFIRMED, UNDECIDED
-from fwdasv.analysis.detect import REGRESSION, Step, detect, mark_drift
+from fwdasv.analysis.detect import Step, detect, mark_drift
 from fwdasv.analysis.noise import estimate_noise
+from fwdasv.analysis.status import Status
 
 ASV_THRESHOLDS = (0.05, 0.01, 0.005)
 TOLERANCE = 1  # commits: "at the right commit"
@@ -92,15 +92,15 @@ def judge_series(
     findings = detect(history.medians(), noise)
     if canary is not None:
         findings = mark_drift(findings, canary.medians(), estimate_noise(canary.samples))
-    regressions = [f for f in findings if f.status == REGRESSION]
+    regressions = [f for f in findings if f.status == Status.REGRESSION]
     confirmed: list[Step] = []
     processes: list[int] = []
     undecided = 0
     for finding in regressions:
         verdict = sim.confirm_step(history, finding, noise, rng)
         processes.append(verdict.processes_a)
-        undecided += verdict.status == UNDECIDED
-        if verdict.status == CONFIRMED:
+        undecided += verdict.status == Status.UNDECIDED
+        if verdict.status == Status.CONFIRMED:
             confirmed.append(finding)
     jumps = sim.asv_regressions(history, ASV_THRESHOLDS)
     return Outcome(

@@ -393,7 +393,7 @@ def drawn_history(
     run-to-run noise the in-run samples do not see. `plain=True` adds
     `bench.Plain.track_latency`, a benchmark without parameters drawn at the
     same scales; `canary` (one scale per commit) adds the environment canary
-    `bench.CanaryDrawn.track_latency`. Call `asv_project.publish(h.project)`
+    `bench.CanaryDrawn.track_latency`. Call `asv_project.publish_site(h.project)`
     (or fwdasv's publish) for a site.
     """
     import json

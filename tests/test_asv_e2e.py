@@ -91,7 +91,7 @@ def test_graph_only_suite_is_skipped_not_failed(asv_run: dict) -> None:
 
 def test_publish_builds_the_site(asv_run: dict) -> None:
     project = asv_run["project"]
-    asv_project.publish(project, echo=None)
+    asv_project.publish_site(project, echo=None)
     index = json.loads((project.html_dir / "index.json").read_text())
     assert "forward.TinyLM.track_latency" in index["benchmarks"]
     graphs = list((project.html_dir / "graphs").rglob("forward.TinyLM.track_latency.json"))
@@ -117,25 +117,25 @@ def test_export_round_trips_the_e2e_results(asv_run: dict) -> None:
 
     project = asv_run["project"]
     records = [r for r in History(project.results_dir, samples=True).records()]
-    latency = [r for r in records if r["benchmark"] == "forward.TinyLM.track_latency"]
+    latency = [r for r in records if r.benchmark == "forward.TinyLM.track_latency"]
     assert len(latency) == len(asv_run["hashes"]) * len(CASES)
     loaded = {}
     for path in (project.results_dir / "testbox").glob("*-*.json"):
         result = Results.load(str(path), machine_name="testbox")
         loaded[result.commit_hash] = result
     for record in latency:
-        result = loaded[record["commit_hash"]]
-        key = record["benchmark"]
+        result = loaded[record.commit_hash]
+        key = record.benchmark
         params = result.get_result_params(key)
         labels = [tuple(param_label(v) for v in combo) for combo in itertools.product(*params)]
-        j = labels.index(tuple(record["params"].values()))
+        j = labels.index(tuple(record.params.values()))
         stats = result.get_result_stats(key, params)[j]
-        assert record["median"] == result.get_result_value(key, params)[j]
-        assert (record["ci_99_a"], record["ci_99_b"]) == (stats["ci_99_a"], stats["ci_99_b"])
-        assert (record["q_25"], record["q_75"]) == (stats["q_25"], stats["q_75"])
-        assert record["samples"] == result.get_result_samples(key, params)[j]
-        assert record["unit"] == "seconds" and record["status"] == "ok"
+        assert record.median == result.get_result_value(key, params)[j]
+        assert (record.ci_99_a, record.ci_99_b) == (stats["ci_99_a"], stats["ci_99_b"])
+        assert (record.q_25, record.q_75) == (stats["q_25"], stats["q_75"])
+        assert list(record.samples) == result.get_result_samples(key, params)[j]
+        assert record.unit == "seconds" and record.status == "ok"
         # The validation fields joined from the suite's companion benchmarks.
-        assert record["spread_pct"] is not None and record["spread_pct"] >= 0
-    skipped = [r for r in records if r["benchmark"] == "forward.TinyLMGraph.track_latency"]
-    assert skipped and all(r["status"] == "skipped" for r in skipped)
+        assert record.spread_pct is not None and record.spread_pct >= 0
+    skipped = [r for r in records if r.benchmark == "forward.TinyLMGraph.track_latency"]
+    assert skipped and all(r.status == "skipped" for r in skipped)

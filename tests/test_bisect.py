@@ -21,18 +21,13 @@ from click.testing import CliRunner
 from fwdasv.analysis.bisect.driver import bisect, resolve_benchmark
 from fwdasv.analysis.bisect.environment import BisectError, check_environment, verify_measured
 from fwdasv.analysis.bisect.rules import (
-    BAD,
-    DIFFERENT,
-    GOOD,
-    PART_WAY,
-    SAME,
-    UNKNOWN,
     classify,
     closer,
     compare_step,
     expected_probes,
     next_probe,
 )
+from fwdasv.analysis.status import Status
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.cli import main
@@ -50,36 +45,36 @@ LOW, HIGH = _draws(1.0, 1), _draws(1.5, 2)
 
 def test_compare_step_is_directional() -> None:
     up = compare_step(LOW, HIGH, direction=1)
-    assert up.outcome == DIFFERENT and up.ratio > 1.4 and up.p_value < 0.002
+    assert up.outcome == Status.DIFFERENT and up.ratio > 1.4 and up.p_value < 0.002
     # Significantly faster is "same" when looking for a slowdown, "different" for a speedup.
-    assert compare_step(HIGH, LOW, direction=1).outcome == SAME
-    assert compare_step(HIGH, LOW, direction=-1).outcome == DIFFERENT
-    assert compare_step(LOW, _draws(1.0, 3), direction=1).outcome == SAME
+    assert compare_step(HIGH, LOW, direction=1).outcome == Status.SAME
+    assert compare_step(HIGH, LOW, direction=-1).outcome == Status.DIFFERENT
+    assert compare_step(LOW, _draws(1.0, 3), direction=1).outcome == Status.SAME
     # Within the factor: same even though significant.
-    assert compare_step(LOW, _draws(1.03, 4, noise=0.001), direction=1).outcome == SAME
-    assert compare_step(LOW[:3], HIGH[:3], direction=1).outcome == UNKNOWN
-    assert compare_step([], HIGH, direction=1).outcome == UNKNOWN
+    assert compare_step(LOW, _draws(1.03, 4, noise=0.001), direction=1).outcome == Status.SAME
+    assert compare_step(LOW[:3], HIGH[:3], direction=1).outcome == Status.UNKNOWN
+    assert compare_step([], HIGH, direction=1).outcome == Status.UNKNOWN
 
 
 def test_classify_table() -> None:
-    assert classify(LOW, _draws(1.0, 5), HIGH, 1).verdict == GOOD
-    assert classify(LOW, _draws(1.5, 6), HIGH, 1).verdict == BAD
+    assert classify(LOW, _draws(1.0, 5), HIGH, 1).verdict == Status.GOOD
+    assert classify(LOW, _draws(1.5, 6), HIGH, 1).verdict == Status.BAD
     # Part way (differs from both ends): neither end, whichever is nearer. The driver
     # measures GOOD, the probe and BAD again (the ends may have been measured in
     # another machine state) and decides by the closer median only after that.
     for level, seed in ((1.15, 7), (1.35, 14)):
         decision = classify(LOW, _draws(level, seed), HIGH, 1)
-        assert decision.verdict == PART_WAY, decision
-        assert decision.from_good.outcome == decision.to_bad.outcome == DIFFERENT
+        assert decision.verdict == Status.PART_WAY, decision
+        assert decision.from_good.outcome == decision.to_bad.outcome == Status.DIFFERENT
     # Too few samples, or a mixture neither end explains: measure again.
-    assert classify(LOW, _draws(1.5, 8, n=3), HIGH, 1).verdict == UNKNOWN
+    assert classify(LOW, _draws(1.5, 8, n=3), HIGH, 1).verdict == Status.UNKNOWN
     noisy = _draws(1.0, 9, n=6, noise=0.3) + _draws(1.5, 10, n=6, noise=0.3)
     decision = classify(LOW, noisy, HIGH, 1)
-    assert decision.verdict == UNKNOWN, decision
+    assert decision.verdict == Status.UNKNOWN, decision
     # Beyond BAD (regressions often add variance between processes): still BAD's side.
-    assert classify(LOW, _draws(2.5, 13), HIGH, 1).verdict == BAD
-    assert closer(LOW, _draws(1.4, 11), HIGH) == BAD
-    assert closer(LOW, _draws(1.1, 12), HIGH) == GOOD
+    assert classify(LOW, _draws(2.5, 13), HIGH, 1).verdict == Status.BAD
+    assert closer(LOW, _draws(1.4, 11), HIGH) == Status.BAD
+    assert closer(LOW, _draws(1.1, 12), HIGH) == Status.GOOD
 
 
 def test_probe_order() -> None:
@@ -91,10 +86,15 @@ def test_probe_order() -> None:
 
 
 def test_resolve_benchmark() -> None:
+    from fwdasv.asv.history import BenchmarkInfo
+
     benchmarks = {
-        "forward.A.track_latency": {"params": [["'decode'", "'prefill'"]], "unit": "seconds"},
-        "forward.A.track_spread_pct": {"params": [["'decode'", "'prefill'"]]},
-        "other.time_x": {"params": []},
+        name: BenchmarkInfo.from_json(raw)
+        for name, raw in {
+            "forward.A.track_latency": {"params": [["'decode'", "'prefill'"]], "unit": "seconds"},
+            "forward.A.track_spread_pct": {"params": [["'decode'", "'prefill'"]]},
+            "other.time_x": {"params": []},
+        }.items()
     }
     found = resolve_benchmark(benchmarks, "track_latency", "prefill")
     assert found.name == "forward.A.track_latency" and found.case == "prefill"
@@ -319,7 +319,7 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
     bisect_project["result"] = result
     log = "\n".join(lines)
     # The final pair (last good, first bad) differs: only then is a commit named.
-    assert result.reproducible and result.final_step.outcome == DIFFERENT, log
+    assert result.reproducible and result.final_step.outcome == Status.DIFFERENT, log
     assert result.first_bad == demo_history.slow_commit, log
     assert result.last_good == demo_history.hashes[demo_history.slow_index - 1], log
     assert result.subject == "Support attention logit soft-capping"

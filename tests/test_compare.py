@@ -23,19 +23,17 @@ from click.testing import CliRunner
 
 from fwdasv.analysis.compare import (
     DEFAULT_FACTOR,
-    FAILED,
-    FIXED,
-    IMPROVED,
-    UNCHANGED,
-    UNKNOWN,
-    WORSE,
     Measurement,
     compare_commits,
-    exit_status,
     judge,
 )
+from fwdasv.analysis.gate import COMPARISON
 from fwdasv.analysis.noise import estimate_noise
+from fwdasv.analysis.status import Status
 from fwdasv.cli import main
+
+FAILED, FIXED, IMPROVED = Status.FAILED, Status.FIXED, Status.IMPROVED
+UNCHANGED, UNKNOWN, WORSE = Status.UNCHANGED, Status.UNKNOWN, Status.WORSE
 
 # --- the rule, on numbers ----------------------------------------------------------------
 
@@ -76,7 +74,7 @@ def test_judge_failures() -> None:
     failed = Measurement("c" * 40, "failed", None)
     assert judge(ok, failed).verdict == FAILED
     assert judge(failed, ok).verdict == FIXED
-    assert exit_status([]) == 0
+    assert COMPARISON.exit_status([]) == 0
 
 
 def _history(levels: list[float], seed: int = 0) -> list[list[float]]:

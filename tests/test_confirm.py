@@ -26,6 +26,7 @@ from conftest import measuring_priority
 
 from fwdasv.analysis import findings
 from fwdasv.analysis.reproduce import processes_per_commit
+from fwdasv.analysis.status import Status
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.cli import main
@@ -89,7 +90,7 @@ def confirmed(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
                 )
             )
             statuses = [f.status for f in findings.find(project) if f.key.case == case]
-            if statuses != [findings.REGRESSION]:
+            if statuses != [Status.REGRESSION]:
                 break
     return {
         "project": project,
@@ -128,7 +129,7 @@ def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confi
     undecided = len(confirmed["attempts"]) - 1
     statuses = [line["status"] for line in lines]
     assert statuses == ["undecided"] * undecided + ["confirmed", "confirmed"], lines
-    assert all(line["finding"] == confirmed["finding"].ident for line in lines)
+    assert all(line["finding"] == confirmed["finding"].ident.to_json() for line in lines)
     confirmation = lines[undecided]["confirmation"]
     assert (confirmation["a_commit"], confirmation["b_commit"]) == (a, b)
     assert confirmation["processes_a"] == confirmation["processes_b"] == 3
@@ -186,8 +187,8 @@ def test_nightly_gates_on_confirmed_findings(confirmed, tmp_path: Path) -> None:
     # Other findings of the demo's noisy history (if any) are taken as ruled out, so
     # nightly has nothing left to re-measure here.
     for other in found:
-        if other.status == findings.REGRESSION:
-            findings.record_verdict(project, other, status="not-reproduced")
+        if other.status == Status.REGRESSION:
+            findings.record_verdict(project, other, status=Status.NOT_REPRODUCED)
 
     def nightly():
         return CliRunner().invoke(
@@ -209,7 +210,7 @@ def test_nightly_gates_on_confirmed_findings(confirmed, tmp_path: Path) -> None:
     assert "[nightly] 5/6 nothing to confirm" in first.output, first.output
     assert first.exit_code == 1, first.output
     assert "confirmed" in first.output
-    findings.record_verdict(project, ours, status="not-reproduced")
+    findings.record_verdict(project, ours, status=Status.NOT_REPRODUCED)
     second = nightly()
     assert second.exit_code == 0, second.output
     assert (project.html_dir / "fwdasv" / "findings.html").is_file()

@@ -33,7 +33,7 @@ from fwdasv.asv.history import (
     History,
     HistoryError,
     param_label,
-    resolve_commits,
+    parse_commit_filter,
 )
 from fwdasv.cli import main
 
@@ -226,7 +226,7 @@ def test_records_round_trip_against_asv_results_load(tree: dict[str, Any]) -> No
     asv_results = _asv_view(tree["results"])
     benchmarks = asv_util.load_json(str(tree["results"] / "benchmarks.json"), api_version=2)
 
-    assert len(records) == 4 * PER_COMMIT - 1, [r["benchmark"] for r in records]
+    assert len(records) == 4 * PER_COMMIT - 1, [r.benchmark for r in records]
     assert history.report.files_read == 4
     assert history.report.dropped_version == 1  # commit 1's track_old (version 1 != 2)
     assert history.report.dropped_unknown == 1  # commit 1's track_removed
@@ -241,16 +241,16 @@ def test_records_round_trip_against_asv_results_load(tree: dict[str, Any]) -> No
     }
     exported_keys = set()
     for record in records:
-        loaded = asv_results[(record["commit_hash"], record["machine"])]
-        key = record["benchmark"]
+        loaded = asv_results[(record.commit_hash, record.machine)]
+        key = record.benchmark
         params = loaded.get_result_params(key)
         combos = list(itertools.product(*params))
         labels = [tuple(param_label(v) for v in combo) for combo in combos]
-        j = labels.index(tuple(record["params"].values()))
-        exported_keys.add((record["commit_hash"], record["machine"], key, combos[j]))
+        j = labels.index(tuple(record.params.values()))
+        exported_keys.add((record.commit_hash, record.machine, key, combos[j]))
 
-        where = f"{key}({record['case']}) @ {record['commit_hash'][:8]}/{record['machine']}"
-        assert _same(record["median"], loaded.get_result_value(key, params)[j]), where
+        where = f"{key}({record.case}) @ {record.commit_hash[:8]}/{record.machine}"
+        assert _same(record.median, loaded.get_result_value(key, params)[j]), where
         stats = loaded.get_result_stats(key, params)[j] or {}
         for field, stat in (
             ("ci_99_a", "ci_99_a"),
@@ -259,10 +259,12 @@ def test_records_round_trip_against_asv_results_load(tree: dict[str, Any]) -> No
             ("q_75", "q_75"),
             ("sample_count", "repeat"),
         ):
-            assert record[field] == stats.get(stat), (where, field, record[field], stats)
-        assert record["samples"] == loaded.get_result_samples(key, params)[j], where
-        assert record["env_name"] == loaded.env_name
-        assert record["unit"] == benchmarks[key]["unit"]
+            value = getattr(record, field)
+            assert value == stats.get(stat), (where, field, value, stats)
+        stored = None if record.samples is None else list(record.samples)
+        assert stored == loaded.get_result_samples(key, params)[j], where
+        assert record.env_name == loaded.env_name
+        assert record.unit == benchmarks[key]["unit"]
     assert exported_keys == expected_keys
 
 
@@ -270,38 +272,38 @@ def test_record_fields_and_expansion_order(tree: dict[str, Any]) -> None:
     records = list(History(tree["results"], machines=["testbox"]).records())
     first = tree["commits"][0]
     for record in records:
-        assert tuple(record) == FIELDS
-    grid = [r for r in records if r["benchmark"] == "forward.Grid.track_value"]
-    assert [r["case"] for r in grid[:6]] == ["a, 1", "a, 2", "a, 3", "b, 1", "b, 2", "b, 3"]
+        assert tuple(record.as_row()) == FIELDS and record.samples is None
+    grid = [r for r in records if r.benchmark == "forward.Grid.track_value"]
+    assert [r.case for r in grid[:6]] == ["a, 1", "a, 2", "a, 3", "b, 1", "b, 2", "b, 3"]
     for record in grid:
-        mode, n = record["params"]["mode"], int(record["params"]["n"])
-        assert record["median"] == pytest.approx((ord(mode) * 10 + n) * 1e-6, rel=1e-12)
-        assert record["sample_count"] == 5
+        mode, n = record.params["mode"], int(record.params["n"])
+        assert record.median == pytest.approx((ord(mode) * 10 + n) * 1e-6, rel=1e-12)
+        assert record.sample_count == 5
 
     latency = next(
         r
         for r in records
-        if r["benchmark"] == "forward.TinyDecoder.track_latency"
-        and r["commit_hash"] == first
-        and r["case"] == "decode_bs1"
+        if r.benchmark == "forward.TinyDecoder.track_latency"
+        and r.commit_hash == first
+        and r.case == "decode_bs1"
     )
-    assert latency["suite"] == "forward.TinyDecoder"
-    assert latency["metric"] == "track_latency"
-    assert latency["params"] == {"case": "decode_bs1"}
-    assert latency["median"] == pytest.approx(1e-4 * 1.045)
-    assert latency["sample_count"] == 12
-    assert latency["ci_99_a"] <= latency["q_25"] <= latency["median"] <= latency["q_75"]
+    assert latency.suite == "forward.TinyDecoder"
+    assert latency.metric == "track_latency"
+    assert latency.params == {"case": "decode_bs1"}
+    assert latency.median == pytest.approx(1e-4 * 1.045)
+    assert latency.sample_count == 12
+    assert latency.ci_99_a <= latency.q_25 <= latency.median <= latency.q_75
     # Validation fields joined from the companion benchmarks of the same case.
-    assert latency["spread_pct"] == 0.25
-    assert latency["graph_vs_eager"] == 0.0
+    assert latency.spread_pct == 0.25
+    assert latency.graph_vs_eager == 0.0
     # Machine keys from the machine file; dates as ISO 8601 UTC.
-    assert latency["machine"] == "testbox"
-    assert latency["gpu"] == "NVIDIA H200"
-    assert latency["gpu_count"] == 1
-    assert latency["gpu_uuids"] == "GPU-0000"
-    assert latency["driver"] == "570.86.15"
-    assert latency["cuda"] == "12.8"
-    assert latency["clock_policy"] == "locked:1980MHz"
+    assert latency.machine == "testbox"
+    assert latency.gpu == "NVIDIA H200"
+    assert latency.gpu_count == 1
+    assert latency.gpu_uuids == "GPU-0000"
+    assert latency.driver == "570.86.15"
+    assert latency.cuda == "12.8"
+    assert latency.clock_policy == "locked:1980MHz"
     commit_time = int(_git(tree["repo"], "log", "-1", "--format=%at", first))
     expected_date = subprocess.run(
         ["date", "-u", "-d", f"@{commit_time}", "+%Y-%m-%dT%H:%M:%SZ"],
@@ -310,9 +312,9 @@ def test_record_fields_and_expansion_order(tree: dict[str, Any]) -> None:
         check=True,
         timeout=10,
     ).stdout.strip()
-    assert latency["commit_date"] == expected_date
-    assert latency["started_at"].endswith("Z") and "T" in latency["started_at"]
-    assert latency["duration_s"] > 0
+    assert latency.commit_date == expected_date
+    assert latency.started_at.endswith("Z") and "T" in latency.started_at
+    assert latency.duration_s > 0
 
 
 def test_nan_and_infinity_tokens_survive(tree: dict[str, Any]) -> None:
@@ -321,16 +323,13 @@ def test_nan_and_infinity_tokens_survive(tree: dict[str, Any]) -> None:
     assert "NaN" in text and "-Infinity" in text  # asv wrote the tokens
 
     records = list(History(tree["results"], machines=["testbox"]).records())
-    skipped = [
-        r for r in records if r["metric"] == "track_graph_vs_eager" and r["case"] == "prefill_128"
-    ]
-    assert skipped and all(r["status"] == "skipped" and r["median"] is None for r in skipped)
-    prefill = [r for r in records if r["metric"] == "track_latency" and r["case"] == "prefill_128"]
-    assert prefill and all(r["graph_vs_eager"] is None for r in prefill)
-    one = [r for r in records if r["metric"] == "track_latency" and r["case"] == "one_sample"]
+    skipped = [r for r in records if r.metric == "track_graph_vs_eager" and r.case == "prefill_128"]
+    assert skipped and all(r.status == "skipped" and r.median is None for r in skipped)
+    prefill = [r for r in records if r.metric == "track_latency" and r.case == "prefill_128"]
+    assert prefill and all(r.graph_vs_eager is None for r in prefill)
+    one = [r for r in records if r.metric == "track_latency" and r.case == "one_sample"]
     assert one and all(
-        r["ci_99_a"] == -math.inf and r["ci_99_b"] == math.inf and r["sample_count"] == 1
-        for r in one
+        r.ci_99_a == -math.inf and r.ci_99_b == math.inf and r.sample_count == 1 for r in one
     )
 
     csv_text = io.StringIO()
@@ -348,7 +347,7 @@ def test_nan_and_infinity_tokens_survive(tree: dict[str, Any]) -> None:
     write_jsonl(records, lines, FIELDS)
     assert "NaN" not in lines.getvalue()
     parsed = [json.loads(line) for line in lines.getvalue().splitlines()]
-    assert parsed == records
+    assert parsed == [record.as_row() for record in records]
 
 
 def test_csv_and_jsonl_parse_back(tree: dict[str, Any], tmp_path: Path) -> None:
@@ -363,7 +362,7 @@ def test_csv_and_jsonl_parse_back(tree: dict[str, Any], tmp_path: Path) -> None:
         writer.writerow(
             {
                 k: json.dumps(v, separators=(",", ":")) if isinstance(v, (dict, list)) else v
-                for k, v in record.items()
+                for k, v in record.as_row(fields).items()
             }
         )
     assert fast.getvalue() == plain.getvalue()
@@ -374,7 +373,8 @@ def test_csv_and_jsonl_parse_back(tree: dict[str, Any], tmp_path: Path) -> None:
         assert report.records == len(records)
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
         if fmt == "jsonl":
-            assert [json.loads(line) for line in out.read_text().splitlines()] == records
+            rows = [record.as_row(fields) for record in records]
+            assert [json.loads(line) for line in out.read_text().splitlines()] == rows
             continue
         with open(out, newline="") as f:
             reader = csv.DictReader(f)
@@ -383,32 +383,31 @@ def test_csv_and_jsonl_parse_back(tree: dict[str, Any], tmp_path: Path) -> None:
         assert len(rows) == len(records)
         for row, record in zip(rows, records, strict=True):
             for key in ("median", "ci_99_a", "ci_99_b", "q_25", "q_75", "spread_pct", "duration_s"):
-                expected = record[key]
+                expected = getattr(record, key)
                 assert (float(row[key]) if row[key] else None) == expected, key
-            assert (int(row["sample_count"]) if row["sample_count"] else None) == record[
-                "sample_count"
-            ]
-            assert json.loads(row["params"]) == record["params"]
-            assert json.loads(row["samples"] or "null") == record["samples"]
-            assert row["commit_hash"] == record["commit_hash"]
+            count = int(row["sample_count"]) if row["sample_count"] else None
+            assert count == record.sample_count
+            assert json.loads(row["params"]) == record.params
+            assert json.loads(row["samples"] or "null") == record.as_row(fields)["samples"]
+            assert row["commit_hash"] == record.commit_hash
 
 
 def test_filters(tree: dict[str, Any]) -> None:
     c1, c2, c3 = tree["commits"]
     other = list(History(tree["results"], machines=["otherbox"]).records())
     assert len(other) == PER_COMMIT
-    assert {r["machine"] for r in other} == {"otherbox"}
-    assert {r["gpu"] for r in other} == {"NVIDIA H100"}
+    assert {r.machine for r in other} == {"otherbox"}
+    assert {r.gpu for r in other} == {"NVIDIA H100"}
 
     both = list(History(tree["results"], machines=["otherbox", "testbox"]).records())
     assert len(both) == 4 * PER_COMMIT - 1
 
     grid = list(History(tree["results"], bench=["Grid"]).records())
-    assert {r["benchmark"] for r in grid} == {"forward.Grid.track_value"}
+    assert {r.benchmark for r in grid} == {"forward.Grid.track_value"}
     assert len(grid) == 4 * 6
     # As `asv run -b`: the pattern also sees name(params), and `$` anchors the name.
     one_case = list(History(tree["results"], bench=[r"track_latency\('decode"]).records())
-    assert {(r["metric"], r["case"]) for r in one_case} == {("track_latency", "decode_bs1")}
+    assert {(r.metric, r.case) for r in one_case} == {("track_latency", "decode_bs1")}
     anchored = list(History(tree["results"], bench=["track_latency$"]).records())
     assert len(anchored) == 4 * 3
     # A filtered run counts only the stale results it would have exported.
@@ -416,15 +415,15 @@ def test_filters(tree: dict[str, Any]) -> None:
     list(history.records())
     assert history.report.dropped_version == 0
 
-    ranged = resolve_commits([f"{c1}..{c3}"], tree["repo"])
+    ranged = parse_commit_filter([f"{c1}..{c3}"], tree["repo"])
     records = list(History(tree["results"], commits=ranged).records())
-    assert {r["commit_hash"] for r in records} == {c2, c3}
+    assert {r.commit_hash for r in records} == {c2, c3}
     prefix = CommitFilter(frozenset({c1[:6].upper()}))
     records = list(History(tree["results"], commits=prefix).records())
-    assert {r["commit_hash"] for r in records} == {c1}
-    listed = resolve_commits([f"{c1[:10]},{c3}"], None)
+    assert {r.commit_hash for r in records} == {c1}
+    listed = parse_commit_filter([f"{c1[:10]},{c3}"], None)
     records = list(History(tree["results"], machines=["testbox"], commits=listed).records())
-    assert {r["commit_hash"] for r in records} == {c1, c3}
+    assert {r.commit_hash for r in records} == {c1, c3}
 
 
 def test_missing_results_dir_and_unknown_machine(tree: dict[str, Any], tmp_path: Path) -> None:
@@ -433,9 +432,9 @@ def test_missing_results_dir_and_unknown_machine(tree: dict[str, Any], tmp_path:
     with pytest.raises(HistoryError, match=r"unknown machine 'h100box'.*known: otherbox, testbox"):
         History(tree["results"], machines=["h100box"])
     with pytest.raises(HistoryError, match="needs the project's git clone"):
-        resolve_commits(["v1..v2"], None)
+        parse_commit_filter(["v1..v2"], None)
     with pytest.raises(HistoryError, match=r"git rev-list 'nope\.\.HEAD' failed"):
-        resolve_commits(["nope..HEAD"], tree["repo"])
+        parse_commit_filter(["nope..HEAD"], tree["repo"])
     with pytest.raises(HistoryError, match="bad regular expression"):
         History(tree["results"], bench=["track_(latency"])
     (tmp_path / "empty").mkdir()
@@ -470,7 +469,7 @@ def test_corrupt_result_file_is_reported_and_the_rest_exported(
     history = History(results)
     records = list(history.records())
     assert len(records) == 3 * PER_COMMIT - 1
-    assert tree["commits"][1] not in {r["commit_hash"] for r in records}
+    assert tree["commits"][1] not in {r.commit_hash for r in records}
     assert len(history.report.problems) == 1
     assert history.report.problems[0].path == str(victim)
     assert "truncated or corrupt" in history.report.problems[0].message
@@ -593,3 +592,28 @@ def test_operator_script_runs_the_same_command(tree: dict[str, Any], tmp_path: P
     )
     assert done.returncode == 1
     assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1
+
+
+def test_a_record_is_a_frozen_value_and_its_row_is_plain_json(tree: dict[str, Any]) -> None:
+    import dataclasses
+
+    from fwdasv.asv.history import SAMPLES_FIELD, Record
+
+    (record, *_) = [
+        r
+        for r in History(tree["results"], machines=["testbox"], samples=True).records()
+        if r.metric == "track_latency" and r.case == "decode_bs1"
+    ]
+    assert isinstance(record, Record)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.median = 0.0  # type: ignore[misc]
+    row = record.as_row()
+    assert tuple(row) == FIELDS and SAMPLES_FIELD not in row
+    assert row["benchmark"] == record.benchmark == "forward.TinyDecoder.track_latency"
+    assert row["params"] == {"case": "decode_bs1"} and row["status"] == "ok"
+    # With samples: the last key, a JSON list (the record keeps a tuple).
+    full = record.as_row((*FIELDS, SAMPLES_FIELD))
+    assert list(full)[-1] == SAMPLES_FIELD and isinstance(full[SAMPLES_FIELD], list)
+    assert full[SAMPLES_FIELD] == list(record.samples) and len(record.samples) == 12
+    assert json.loads(json.dumps(full)) == full
+    assert record.sample_values() == [s for s in record.samples if s is not None]

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from fake_nvml import FakeNvml
 
 from fwdasv.analysis import findings
+from fwdasv.analysis.gate import FINDINGS
 from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
 from fwdasv.cli import main
 from fwdasv.demo.project import build_project
@@ -93,7 +94,8 @@ def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) ->
     second = CliRunner().invoke(
         main, ["nightly", "--config", config, "--machine", "nightlybox", "--no-confirm"]
     )
-    assert second.exit_code == findings.exit_status(findings.find(project)) == 0, second.output
+    gate = FINDINGS.exit_status(f.status for f in findings.find(project))
+    assert second.exit_code == gate == 0, second.output
     assert "[nightly] 5/6 confirm: skipped" in second.output
     assert _stored(project) == {h[:8] for h in [*hashes, new]}
     assert "No regressions in the stored results." in second.output
@@ -136,3 +138,30 @@ def test_nightly_resets_locked_clocks_even_when_the_run_fails(
     lines = result.output.splitlines()
     assert any("1/6 hardware setup: lock clocks at base" in line for line in lines)
     assert any("reset: restoring the saved GPU state" in line for line in lines)
+
+
+def test_each_step_prints_from_its_value() -> None:
+    from fwdasv.hw.checks import Check
+    from fwdasv.nightly import ConfirmStep, MachineStep, PreflightStep
+
+    assert MachineStep("box", "NVIDIA H200", "2").lines() == [
+        "[nightly] 2/6 machine box: gpu NVIDIA H200 x2"
+    ]
+    assert PreflightStep().lines() == ["[nightly] 3/6 pre-flight ok"]
+    warm = Check("temperature", 0, ok=False, required=False, detail="71 C")
+    busy = Check("processes", 1, ok=False, required=True, detail="pid 42")
+    failed = PreflightStep((warm, busy))
+    assert failed.failed == [busy]
+    assert failed.lines() == [
+        "  temperature gpu 0: FAILED 71 C",
+        "  processes gpu 1: FAILED pid 42",
+        "[nightly] 3/6 pre-flight failed (1 check(s)); not measuring",
+    ]
+    assert PreflightStep((warm,)).lines()[-1] == "[nightly] 3/6 pre-flight ok"
+    assert ConfirmStep(confirm=True, pending=2, existing=False).runs
+    assert ConfirmStep(True, 0, False).lines() == ["[nightly] 5/6 nothing to confirm"]
+    assert ConfirmStep(False, 3, False).lines() == ["[nightly] 5/6 confirm: skipped"]
+    assert ConfirmStep(False, 3, True).lines() == [
+        "[nightly] an existing environment installs nothing per commit: no confirmation",
+        "[nightly] 5/6 confirm: skipped",
+    ]

@@ -29,9 +29,9 @@ from fwdasv.analysis.explain import (
     KernelDiff,
     diff_files,
     diff_summaries,
-    exit_status,
     format_diff,
 )
+from fwdasv.analysis.gate import COMPARISON
 from fwdasv.core import results
 from fwdasv.core.errors import UserError
 from fwdasv.core.kernels import (
@@ -408,11 +408,11 @@ def test_explained_top5_counts_contributors_in_the_direction_of_the_change():
     assert (rows["fused"].calls_before, rows["fused"].calls_after) == (2, 0)
     assert rows["new"].status == "new" and rows["new"].before_us == 0.0
     assert [row.name for row in diff.kernels][:2] == ["k7", "k6"]  # by |delta|
-    assert exit_status(diff) == 1 and diff.slower
+    assert COMPARISON.exit_status([diff.verdict]) == 1 and diff.slower
 
     # The other way round: a faster BAD; the top 5 are the biggest savings, exit 0.
     faster = diff_summaries(summary_of(bad_rows), good)
-    assert faster.total_delta_us == -355.0 and exit_status(faster) == 0
+    assert faster.total_delta_us == -355.0 and COMPARISON.exit_status([faster.verdict]) == 0
     assert faster.top5 == diff.top5 and faster.explained_top5_pct == diff.explained_top5_pct
 
     # Beyond 100% when the rest moved the other way; 0 when nothing changed.
@@ -422,7 +422,7 @@ def test_explained_top5_counts_contributors_in_the_direction_of_the_change():
     assert offset.total_delta_us == 50.0 and offset.explained_top5_pct == 120.0
     same = diff_summaries(good, good)
     assert same.total_delta_us == 0 and same.explained_top5_pct == 0 and same.top5 == ()
-    assert exit_status(same) == 0
+    assert COMPARISON.exit_status([same.verdict]) == 0
 
 
 def test_diff_refuses_a_cpu_profile_against_a_gpu_one():
@@ -455,9 +455,11 @@ def test_diff_of_vllm_files_puts_an_added_kernel_on_top(tmp_path):
     assert diff.total_delta_us == 43.5 and diff.unit == "kernel"
     assert top.share_pct == round(100 * 42 / 43.5, 2)
     assert diff.explained_top5_pct == 100.0 and diff.top5[0] == top.name
-    assert exit_status(diff) == 1
+    assert COMPARISON.exit_status([diff.verdict]) == 1
     reverse = diff_files(tmp_path / "bad.kernels.json", REFERENCE_KERNELS)
-    assert reverse.kernels[0].status == "vanished" and exit_status(reverse) == 0
+    assert (
+        reverse.kernels[0].status == "vanished" and COMPARISON.exit_status([reverse.verdict]) == 0
+    )
 
 
 H200_EXPLAIN = Path(__file__).parent / "data" / "vllm-h200-explain"
@@ -471,7 +473,7 @@ def test_real_vllm_change_on_an_h200_names_the_added_casts():
     prefill = diff_files(*(H200_EXPLAIN / f"prefill_2k.{s}.kernels.json" for s in ("good", "bad")))
     assert tuple(row.name for row in prefill.kernels[:2]) == casts == prefill.top5[:2]
     assert [(r.calls_before, r.calls_after) for r in prefill.kernels[:2]] == [(1, 29), (28, 56)]
-    assert prefill.explained_top5_pct >= 50 and exit_status(prefill) == 1
+    assert prefill.explained_top5_pct >= 50 and COMPARISON.exit_status([prefill.verdict]) == 1
 
     # At batch 1 the change also made a GEMM 74 us faster (latency +19.7 us, not +94): the
     # rows by |delta| start with it, the contributors' line and top5 start with the casts.
@@ -480,7 +482,7 @@ def test_real_vllm_change_on_an_h200_names_the_added_casts():
     )
     first = decode.kernels[0]
     assert first.name.startswith("nvjet_") and first.delta_us < -70
-    assert decode.top5[:2] == casts and exit_status(decode) == 1
+    assert decode.top5[:2] == casts and COMPARISON.exit_status([decode.verdict]) == 1
     added = {row.name: row for row in decode.kernels}[casts[1]]
     assert (added.status, added.calls_before, added.calls_after) == ("new", 0, 28)
     table = format_diff(decode, "table", top=3)
@@ -610,7 +612,7 @@ def demo_diff(demo_profiles: dict[str, Any], case: str) -> KernelDiff:
     ]
     assert fused.status == "vanished" and fused.delta_us < 0
     assert diff.explained_top5_pct >= 50, format_diff(diff)
-    assert diff.slower and exit_status(diff) == 1
+    assert diff.slower and COMPARISON.exit_status([diff.verdict]) == 1
     check_json_contract(diff)
     return diff
 

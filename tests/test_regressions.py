@@ -1,144 +1,37 @@
 """fwdasv regressions: the findings of the stored results, with a CI exit status.
 
-First asv's own regressions.json, parsed (`fwdasv.analysis.regressions`, which
-the demo still reads) against a hand-made site in asv 0.6's format and real
-`asv publish` output. Then fwdasv's findings (`fwdasv.analysis.findings`),
-read from results_dir with no site: 12-commit histories of seeded draws stored
-by real asv runs (a +2% step, no step, a step the environment canary makes
-too), the verdicts file, `fwdasv publish` putting the findings into asv's
-Regressions page and Atom feed, and the demo model's history measured by asv.
+fwdasv's findings (`fwdasv.analysis.findings`), read from results_dir with no
+site: 12-commit histories of seeded draws stored by real asv runs (a +2% step,
+no step, a step the environment canary makes too), the verdicts file, `fwdasv
+publish` putting the findings into asv's Regressions page and Atom feed, and
+the demo model's history measured by asv.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from fwdasv.analysis import findings
-from fwdasv.analysis.regressions import (
-    RegressionsError,
-    asv_threshold,
-    exit_status,
-    format_markdown,
-    graph_file_path,
-    load_regressions,
-    parse_regressions,
-    select,
-)
+from fwdasv.analysis.confirm import judge_ab
+from fwdasv.analysis.findings import graph_file_path
+from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
 from fwdasv.cli import main
 
-H = [f"{i:x}" * 40 for i in range(1, 6)]  # five fake full hashes
-
-GRAPH = {
-    "machine": "box|1",
-    "os": "Linux",
-    "python": "3.11",
-    "branch": "main",
-}
-INDEX = {
-    "revision_to_hash": {str(i): h for i, h in enumerate(H)},
-    "graph_param_list": [GRAPH, {**GRAPH, "machine": "other"}],
-    "benchmarks": {
-        "forward.S.track_latency": {
-            "params": [["'decode'", "'prefill'"]],
-            "param_names": ["case"],
-            "unit": "seconds",
-        },
-        "plain.track_x": {"params": [], "unit": "unit"},
-    },
-}
-
-
-def _site() -> dict:
-    path = graph_file_path(GRAPH, "forward.S.track_latency") + ".json"
-    return {
-        "regressions": [
-            # Two jumps of prefill: a range (rev 1 -> 3) and a single commit (null before).
-            [
-                "forward.S.track_latency('prefill')",
-                path,
-                {"machine": "box|1"},
-                1,
-                0.030,
-                0.010,
-                [[1, 3, 0.010, 0.020], [None, 4, 0.020, 0.030]],
-            ],
-            [
-                "plain.track_x",
-                "graphs/machine-other/plain.track_x.json",
-                {},
-                None,
-                2.0,
-                1.0,
-                [[0, 1, 1.0, 1.02]],
-            ],
-        ]
-    }
-
 
 def test_graph_paths_match_asv() -> None:
+    """Where `asv publish` writes a graph: the findings name it (`graph_path`)."""
     from asv.graph import Graph
 
-    for params in INDEX["graph_param_list"] + [{"a": None, "b": "", "c": "x/y<z"}]:
+    graph = {"machine": "box|1", "os": "Linux", "python": "3.11", "branch": "main"}
+    for params in (graph, {**graph, "machine": "other"}, {"a": None, "b": "", "c": "x/y<z"}):
         assert graph_file_path(params, "m.S.t") == Graph.get_file_path(params, "m.S.t")
-
-
-def test_parse_maps_revisions_params_and_graph_params() -> None:
-    found = parse_regressions(_site(), INDEX, {".*track_latency.*": 0.10})
-    assert len(found) == 3
-    ranged, single, plain = found
-    assert (ranged.before_commit, ranged.after_commit) == (H[1], H[3])
-    assert (single.before_commit, single.after_commit) == (None, H[4])
-    assert ranged.params == {"case": "prefill"} and ranged.case == "prefill"
-    assert ranged.graph_params == GRAPH and ranged.machine == "box|1"
-    assert ranged.percent == pytest.approx(100.0)
-    assert single.percent == pytest.approx(50.0)
-    assert ranged.threshold == 0.10 and ranged.above_threshold
-    assert ranged.commit_range() == (H[1], H[3])
-    assert single.commit_range() == (f"{H[4]}^", H[4])
-    # No threshold matches plain.track_x: asv's 5%; +2% is below it.
-    assert plain.threshold == 0.05 and not plain.above_threshold
-    assert plain.params == {} and plain.machine == "other"
-    assert exit_status(found) == 1
-    assert exit_status([plain]) == 0
-
-
-def test_thresholds_follow_asv() -> None:
-    thresholds = {".*latency.*": 0.02, r"forward\..*": 0.07, ".*@main": 0.01}
-    assert asv_threshold(thresholds, "forward.S.track_latency('a')", "main") == 0.07
-    assert asv_threshold(thresholds, "x.track_latency", None) == 0.02
-    assert asv_threshold({}, "x", "main") == 0.05
-    # re.match: anchored at the start, as asv does.
-    assert asv_threshold({"latency": 0.5}, "x.latency", None) == 0.05
-
-
-def test_select_filters_and_overrides_the_threshold() -> None:
-    found = parse_regressions(_site(), INDEX, {})
-    assert [r.benchmark for r in select(found, ["prefill"])] == ["forward.S.track_latency"] * 2
-    assert exit_status(select(found, threshold_pct=200)) == 0
-    assert exit_status(select(found, threshold_pct=49)) == 1
-    with pytest.raises(RegressionsError, match="bad regular expression"):
-        select(found, ["("])
-
-
-def test_markdown_escapes_pipes() -> None:
-    (ranged, *_) = parse_regressions(_site(), INDEX, {})
-    text = format_markdown([ranged])
-    assert "case=prefill" in text and "box\\|1" in text
-    header, _, row = text.splitlines()[2:5]
-    # The machine's pipe is escaped: the row still has the header's columns.
-    assert len(re.findall(r"(?<!\\)\|", row)) == header.count("|")
-
-
-def test_unknown_revision_is_one_clear_error() -> None:
-    broken = {"regressions": [["a", "graphs/a.json", {}, None, 1.0, 1.0, [[0, 99, 1.0, 2.0]]]]}
-    with pytest.raises(RegressionsError, match="revision 99"):
-        parse_regressions(broken, INDEX)
 
 
 def test_missing_results_is_one_clear_error(tmp_path: Path) -> None:
@@ -149,41 +42,64 @@ def test_missing_results_is_one_clear_error(tmp_path: Path) -> None:
     assert "no such results directory" in result.stderr
     assert str(tmp_path / "results") in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    # asv's regressions.json reader still says what is missing: the site.
-    with pytest.raises(RegressionsError, match="run `asv publish` first"):
-        load_regressions(AsvProject.load(tmp_path / "asv.conf.json"))
 
 
-# --- asv's own publish output, read back ---------------------------------------------------
+# --- judge_series: the decision on numbers, no files and no git -----------------------------
 
-# Seeded draws (1% noise, 20 samples), +30% from commit 7 on, as in the demo history.
-ASV_STEP_INDEX = 7
-ASV_SCALES = (1.0,) * ASV_STEP_INDEX + (1.3,) * 5
+ORDER = [f"{i:02d}" * 20 for i in range(12)]  # twelve fake 40-character hashes
 
 
-@pytest.fixture(scope="module")
-def asv_published(drawn_history):
-    from fwdasv.asv import project as asv_project
+def _series(
+    benchmark: str, levels: list[float], case: str = "decode", unit: str = "seconds", seed: int = 0
+) -> findings.Series:
+    """Five samples a commit around each level, 0.2% apart (seeded)."""
+    import random
 
-    history = drawn_history("asv-published", ASV_SCALES, samples=20)
-    asv_project.publish(history.project, echo=None)
-    return history
+    rng = random.Random(seed)
+    key = findings.SeriesKey("box", "virtualenv-py3.11", benchmark, case)
+    history = [[level * (1 + 0.002 * rng.gauss(0, 1)) for _ in range(5)] for level in levels]
+    return findings.Series(key, unit, {"case": case} if case else {}, history)
 
 
-@pytest.mark.slow
-def test_asv_regressions_json_is_read_back(asv_published) -> None:
-    (regression,) = load_regressions(asv_published.project)
-    step = asv_published.hashes[ASV_STEP_INDEX]
-    assert regression.after_commit == step
-    assert step in {c.hash for c in regression.commits}
-    assert asv_published.subjects[ASV_STEP_INDEX] in {c.subject for c in regression.commits}
-    assert regression.benchmark == asv_published.benchmark
-    assert regression.params == {"case": "decode_bs8"}
-    assert regression.machine == asv_published.machine
-    # asv's default threshold (the configuration sets none) and a step far above it.
-    assert regression.threshold == 0.05
-    assert 25 < regression.percent < 35
-    assert regression.above_threshold
+STEPPED = [1.0] * 6 + [1.05] * 6  # +5% at commit 6
+
+
+def test_judge_series_finds_the_step_of_each_latency_series() -> None:
+    latency = _series("bench.S.track_latency", STEPPED)
+    flat = _series("bench.S.track_latency", [1.0] * 12, case="prefill", seed=1)
+    spread = _series("bench.S.track_spread_pct", STEPPED, unit="unit", seed=2)
+    canary = _series("bench.CanaryS.track_latency", STEPPED, case="", seed=3)
+    everything = {s.key: s for s in (latency, flat, spread, canary)}
+
+    found = findings.judge_series(ORDER, {latency.key: latency, flat.key: flat, spread.key: spread})
+    (finding,) = found  # not the flat case, not a series in another unit
+    assert finding.key == latency.key and finding.status == Status.REGRESSION
+    assert (finding.before_commit, finding.after_commit) == (ORDER[5], ORDER[6])
+    assert 4.5 < finding.percent < 5.5 and finding.latest == pytest.approx(1.05, rel=0.01)
+    assert finding.gating and finding.commits == () and finding.verdict is None
+    assert finding.graph_params == {}  # the I/O edge (`find`) adds what asv publishes under
+
+    # The machine's canary stepped at the same commit: drift, which does not gate; the
+    # canary itself is never a finding.
+    (drift,) = findings.judge_series(ORDER, everything)
+    assert drift.key == latency.key and drift.status == Status.DRIFT and not drift.gating
+    # A minimum effect above the step, or a filter that leaves the series out: nothing.
+    assert findings.judge_series(ORDER, everything, min_effect_pct=6) == []
+    assert findings.judge_series(ORDER, everything, include=lambda k: k.case == "prefill") == []
+
+
+def test_judge_series_takes_a_fallen_gpu_clock_for_drift() -> None:
+    latency = _series("bench.S.track_latency", STEPPED)
+    clock = _series(
+        "bench.S.track_sm_clock_mhz", [1980.0] * 6 + [1980 / 1.05] * 6, unit="MHz", seed=4
+    )
+    (finding,) = findings.judge_series(ORDER, {latency.key: latency, clock.key: clock})
+    assert finding.status == Status.DRIFT
+    other_case = _series(
+        "bench.S.track_sm_clock_mhz", clock.medians(), case="prefill", unit="MHz", seed=5
+    )
+    (finding,) = findings.judge_series(ORDER, {latency.key: latency, other_case.key: other_case})
+    assert finding.status == Status.REGRESSION  # another case's clock says nothing
 
 
 # --- fwdasv's findings, from results_dir --------------------------------------------------
@@ -353,26 +269,39 @@ def _finding(project, benchmark: str) -> findings.Finding:
     return found
 
 
+def _confirmation(b: list[float], finding: findings.Finding) -> ConfirmationRecord:
+    """An A/B re-measure of 3 processes a side (A at 1.0), as `fwdasv confirm` stores it."""
+    figures = judge_ab([1.0, 1.0005, 0.9995], b, Noise(0.2, 0.2, 0.05, 60, "history", 35.0))
+    return ConfirmationRecord.of(figures, finding.before_commit, finding.after_commit)
+
+
 @pytest.mark.slow
 def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_path: Path) -> None:
     project = _copy(stepped, tmp_path)
     path = project.results_dir / findings.VERDICTS_FILE
     drawn = _finding(project, stepped.benchmark)
-    confirmation = {"percent": 2.1, "lower_pct": 1.2, "processes_a": 3, "processes_b": 3}
-    findings.record_verdict(project, drawn, status="confirmed", confirmation=confirmation)
+    confirmation = _confirmation([1.021, 1.0205, 1.0215], drawn)
+    assert confirmation.figures.status == Status.CONFIRMED, confirmation.summary
+    findings.record_verdict(project, drawn, status=Status.CONFIRMED, confirmation=confirmation)
     first = path.read_bytes()
     assert len(first.splitlines()) == 1
+    (line,) = [json.loads(text) for text in first.splitlines()]
+    assert line["finding"] == drawn.ident.to_json() and line["status"] == "confirmed"
+    assert line["confirmation"] == confirmation.to_json()
+    assert line["confirmation"]["summary"].startswith("confirmed: B +2.")
+    assert list(line) == sorted(line)  # one JSON object a line, keys sorted
 
     result = _invoke(project, "--format", "json")
     assert result.exit_code == 1, result.output
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.benchmark]["status"] == "confirmed"
-    assert entries[stepped.benchmark]["verdict"]["confirmation"] == confirmation
+    assert entries[stepped.benchmark]["verdict"]["confirmation"] == confirmation.to_json()
     assert entries[stepped.plain]["status"] == "regression"  # another finding: untouched
     assert path.read_bytes() == first  # reading never writes
 
     # Plain ruled out: it no longer gates; the confirmed one still does.
-    findings.record_verdict(project, _finding(project, stepped.plain), status="not-reproduced")
+    plain = _finding(project, stepped.plain)
+    findings.record_verdict(project, plain, status=Status.NOT_REPRODUCED)
     result = _invoke(project, "--format", "json")
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.plain]["status"] == "not-reproduced"
@@ -380,15 +309,20 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
     assert result.exit_code == 1
     # The last line about a finding wins; an undecided re-measure is no verdict: the
     # finding is a (gating) regression again, with that re-measure attached.
-    findings.record_verdict(project, drawn, status="undecided", confirmation={"processes_a": 12})
+    undecided = _confirmation([1.01, 1.03, 0.99], drawn)
+    assert undecided.figures.status == Status.UNDECIDED, undecided.summary
+    findings.record_verdict(project, drawn, status=Status.UNDECIDED, confirmation=undecided)
     second = path.read_bytes()
     assert second.startswith(first) and len(second.splitlines()) == 3
     result = _invoke(project, "--format", "json")
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.benchmark]["status"] == "regression"
-    assert entries[stepped.benchmark]["verdict"]["confirmation"] == {"processes_a": 12}
+    assert entries[stepped.benchmark]["verdict"]["confirmation"] == undecided.to_json()
     assert result.exit_code == 1
-    findings.record_verdict(project, drawn, status="not-reproduced")
+    findings.record_verdict(project, drawn, status=Status.NOT_REPRODUCED)
+    # A line without a re-measure keeps the one before it: the lines merge, the last wins.
+    (merged,) = [f for f in findings.find(project) if f.key == drawn.key]
+    assert merged.verdict is not None and merged.verdict.confirmation == undecided
     result = _invoke(project, "--format", "json")
     assert result.exit_code == 0, result.output
     assert {e["status"] for e in json.loads(result.stdout)["regressions"]} == {"not-reproduced"}
@@ -413,7 +347,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
         after_commit=later,
         commits=(findings.Commit(step), findings.Commit(later)),
     )
-    findings.record_verdict(project, wider, status="confirmed")
+    findings.record_verdict(project, wider, status=Status.CONFIRMED)
     entries = {
         e["benchmark"]: e
         for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
@@ -429,7 +363,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
         after_commit=stepped.hashes[STEP_INDEX + 2],
         commits=(findings.Commit(stepped.hashes[STEP_INDEX + 2]),),
     )
-    findings.record_verdict(project, elsewhere, status="not-reproduced")
+    findings.record_verdict(project, elsewhere, status=Status.NOT_REPRODUCED)
     entries = {
         e["benchmark"]: e
         for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
@@ -441,7 +375,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
 def test_an_unreadable_verdict_line_is_one_clear_error(stepped, tmp_path: Path) -> None:
     project = _copy(stepped, tmp_path)
     path = project.results_dir / findings.VERDICTS_FILE
-    findings.record_verdict(project, _finding(project, stepped.benchmark), status="confirmed")
+    findings.record_verdict(project, _finding(project, stepped.benchmark), status=Status.CONFIRMED)
     with open(path, "a", encoding="utf-8") as stream:
         stream.write('{"finding": {"machine": "testbox"}, "status": "confirmed"\n')
     before = path.read_bytes()
@@ -509,7 +443,7 @@ def test_publish_puts_the_findings_into_asvs_regressions_page_and_feed(
     import xml.etree.ElementTree as ET
 
     project = _copy(stepped, tmp_path)
-    findings.record_verdict(project, _finding(project, stepped.benchmark), status="confirmed")
+    findings.record_verdict(project, _finding(project, stepped.benchmark), status=Status.CONFIRMED)
     verdicts = (project.results_dir / findings.VERDICTS_FILE).read_bytes()
     listed = _invoke(project, "--format", "json")
     result = _invoke(project, command="publish")

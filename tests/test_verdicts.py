@@ -11,17 +11,13 @@ import numpy as np
 import pytest
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.confirm import (
-    CONFIRMED,
-    MAX_PROCESSES,
-    NOT_REPRODUCED,
-    UNDECIDED,
-    judge,
-    pair,
-    run_confirmation,
-)
-from fwdasv.analysis.detect import DRIFT, REGRESSION, detect, mark_drift, segments
+from fwdasv.analysis.confirm import MAX_PROCESSES, ab_indices, judge_ab, run_confirmation
+from fwdasv.analysis.detect import detect, mark_drift, segments
 from fwdasv.analysis.noise import PRIOR_NOISE_PCT, Noise, estimate_noise, t_isf, t_sf
+from fwdasv.analysis.status import Status
+
+CONFIRMED, NOT_REPRODUCED, UNDECIDED = Status.CONFIRMED, Status.NOT_REPRODUCED, Status.UNDECIDED
+DRIFT, REGRESSION = Status.DRIFT, Status.REGRESSION
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -211,7 +207,7 @@ NOISE = Noise(0.2, 0.2, 0.05, 60, "history", 35.0)
 def test_confirm_confirms_a_real_one_percent_step_with_three_processes_each() -> None:
     a = [1e-3 * v for v in (1.000, 1.002, 0.998)]
     b = [1e-3 * v for v in (1.010, 1.012, 1.008)]  # +1%, the history's 0.2% spread
-    verdict = judge(a, b, NOISE, claimed_pct=1.0)
+    verdict = judge_ab(a, b, NOISE, claimed_pct=1.0)
     assert verdict.status == CONFIRMED, verdict.summary()
     assert verdict.percent == pytest.approx(1.0, abs=0.01)
     assert verdict.lower_pct > 0 and verdict.processes_a == verdict.processes_b == 3
@@ -221,7 +217,7 @@ def test_confirm_confirms_a_real_one_percent_step_with_three_processes_each() ->
         rng = np.random.default_rng(seed)
         a = _processes(rng, 1e-3, 0.2, 3)
         b = _processes(rng, 1.01e-3, 0.2, 3)
-        statuses.append(judge(a, b, NOISE, claimed_pct=1.0).status)
+        statuses.append(judge_ab(a, b, NOISE, claimed_pct=1.0).status)
 
         def measure(k: int, rng: np.random.Generator = rng) -> tuple[list[float], list[float]]:
             return _processes(rng, 1e-3, 0.2, k), _processes(rng, 1.01e-3, 0.2, k)
@@ -238,7 +234,7 @@ def test_confirm_does_not_confirm_a_no_op() -> None:
         rng = np.random.default_rng(100 + seed)
         a = _processes(rng, 1e-3, 0.2, 3)
         b = _processes(rng, 1e-3, 0.2, 3)
-        statuses.append(judge(a, b, NOISE, claimed_pct=1.0).status)
+        statuses.append(judge_ab(a, b, NOISE, claimed_pct=1.0).status)
 
         def measure(k: int, rng: np.random.Generator = rng) -> tuple[list[float], list[float]]:
             return _processes(rng, 1e-3, 0.2, k), _processes(rng, 1e-3, 0.2, k)
@@ -250,13 +246,13 @@ def test_confirm_does_not_confirm_a_no_op() -> None:
 
 def test_three_agreeing_processes_do_not_beat_the_history_floor() -> None:
     # 0.15% apart with 0.01% spread: significant on its own, not against 0.2% noise.
-    verdict = judge([1.0, 1.0001, 0.9999], [1.0015, 1.0016, 1.0014], 0.2)
+    verdict = judge_ab([1.0, 1.0001, 0.9999], [1.0015, 1.0016, 1.0014], 0.2)
     assert verdict.variance == "floor" and verdict.sd_pct == pytest.approx(0.2)
     assert verdict.status != CONFIRMED, verdict.summary()
 
 
 def test_a_noisier_run_uses_its_own_variance() -> None:
-    verdict = judge([1.0, 1.02, 0.98], [1.01, 1.03, 0.99], 0.1)
+    verdict = judge_ab([1.0, 1.02, 0.98], [1.01, 1.03, 0.99], 0.1)
     assert verdict.variance == "observed" and verdict.dof == 4
     assert verdict.status == UNDECIDED and verdict.more_processes > 0
 
@@ -278,10 +274,10 @@ def test_undecided_measures_more_processes_up_to_the_maximum() -> None:
 def test_the_re_measured_pair_reaches_one_commit_past_the_finding() -> None:
     history = _history(4, between_pct=0.1, shifts=(sim.Shift(30, 1.0),))
     (step,) = detect(history.medians(), estimate_noise(history.samples))
-    assert pair(step) == (28, 31)
+    assert ab_indices(step) == (28, 31)
     medians = history.medians()
     medians[28] = None  # failed in the history: the pair reaches past it
-    assert pair(step, medians) == (27, 31)
+    assert ab_indices(step, medians) == (27, 31)
 
 
 # --- simulator -----------------------------------------------------------------------
@@ -364,3 +360,18 @@ def test_quality_script_meets_the_targets_at_small_scale() -> None:
     confirmed = [r.value for r in rows["fwdasv detect + confirm"]]
     assert confirmed[1] >= 0.9 and confirmed[3] == 0 and confirmed[4] == 0, confirmed
     assert all(ok for _, ok in report.targets()), report.targets()
+
+
+def test_one_setting_is_the_smallest_change_worth_reporting_everywhere() -> None:
+    """min_effect_pct (percent) is compare's default --factor as a ratio; bisect's probe
+    floor follows it only above PROBE_FLOOR_PCT."""
+    from fwdasv.analysis.bisect.rules import DEFAULT_PROBE_FACTOR as BISECT_FACTOR
+    from fwdasv.analysis.compare import DEFAULT_FACTOR as COMPARE_FACTOR
+    from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSettings, factor_of
+
+    assert factor_of(MIN_EFFECT_PCT) == COMPARE_FACTOR == 1.003
+    assert factor_of(PROBE_FLOOR_PCT) == BISECT_FACTOR == 1.05
+    quiet = VerdictSettings.from_config({"fwdasv": {"min_effect_pct": 1}})
+    assert (quiet.min_effect_factor, quiet.probe_factor) == (1.01, 1.05)
+    coarse = VerdictSettings.from_config({"fwdasv": {"min_effect_pct": 10}})
+    assert (coarse.min_effect_factor, coarse.probe_factor) == (1.1, 1.1)

@@ -1,9 +1,12 @@
 """The analysis commands: `fwdasv regressions`, `compare`, `bisect`, `export`, `publish`.
 
-Exit statuses are part of the interface (CI gates on them):
+Exit statuses are part of the interface (CI gates on them; which statuses fail is
+`fwdasv.analysis.gate`):
 
     regressions  0 none above threshold, 1 some above threshold, 2 cannot read / bad input
+    confirm      as regressions, after the re-measure
     compare      0 nothing worse,         1 something worse (or newly failing), 2 bad input
+    explain      0 BAD not slower,        1 BAD slower,                       2 bad input
     bisect       0 found (every probe decided by the samples),
                  1 found but uncertain (a probe decided by the closer median, or an
                    unmeasurable commit next to the step), 2 cannot bisect / bad input
@@ -20,11 +23,12 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis import compare, confirm, detect, explain, export, findings
+from fwdasv.analysis import compare, confirm, explain, export, findings
 from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
+from fwdasv.analysis.gate import COMPARISON, FINDINGS
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
-from fwdasv.asv.history import History, resolve_commits
+from fwdasv.asv.history import History, parse_commit_filter
 from fwdasv.asv.project import AsvError, AsvProject, site_hint
 from fwdasv.core.clitools import (
     CONTEXT,
@@ -41,6 +45,7 @@ from fwdasv.core.clitools import (
 )
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
+from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSettings
 
 
 @click.command("regressions", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -59,7 +64,7 @@ from fwdasv.core.files import check_output_path, write_atomic
     default=None,
     help=(
         "Smallest step reported, in percent, however significant (--threshold: its old name) "
-        f"[default: asv.conf.json's fwdasv.min_effect_pct, else {detect.MIN_EFFECT_PCT}]."
+        f"[default: asv.conf.json's fwdasv.min_effect_pct, else {MIN_EFFECT_PCT}]."
     ),
 )
 @click.option(
@@ -91,7 +96,7 @@ def regressions_command(
     if run_confirm:
         found = _confirm(project, found, machine, bench, min_effect)
     click.echo(findings.format_findings(found, fmt))
-    finding(findings.exit_status(found) != 0)
+    finding(FINDINGS.exit_status(f.status for f in found) != 0)
 
 
 def _confirm(project, found, machine, bench, min_effect, **options):
@@ -161,7 +166,7 @@ def confirm_command(
     )
     found = findings.find(project, machine=machine, bench=bench)
     click.echo(findings.format_findings(found, fmt))
-    finding(findings.exit_status(found) != 0)
+    finding(FINDINGS.exit_status(f.status for f in found) != 0)
 
 
 @click.command("compare", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -170,8 +175,9 @@ def confirm_command(
 @config_option()
 @machine_option()
 @factor_option(
-    compare.DEFAULT_FACTOR,
-    "A floor: a change counts only beyond this ratio of medians (asv's --factor).",
+    "A floor: a change counts only beyond this ratio of medians (asv's --factor) "
+    "[default: 1 + asv.conf.json's fwdasv.min_effect_pct / 100, the smallest change the "
+    f"findings report: {VerdictSettings().min_effect_factor:g} for {MIN_EFFECT_PCT:g}%].",
 )
 @alpha_option(help="Significance level (two-sided) of the test (asv's is 0.002).")
 @click.option(
@@ -190,7 +196,7 @@ def compare_command(
     b: str,
     config: Path,
     machine: str | None,
-    factor: float,
+    factor: float | None,
     alpha: float,
     method: str,
     bench: tuple[str, ...],
@@ -207,6 +213,8 @@ def compare_command(
     Exits 1 when anything got worse (asv compare always exits 0, asv#884).
     """
     project = AsvProject.load(config)
+    if factor is None:
+        factor = compare.default_factor(project)
     found = compare.compare_commits(
         project, a, b, machine, factor=factor, alpha=alpha, bench=bench, method=method
     )
@@ -222,7 +230,7 @@ def compare_command(
             only_changed=only_changed,
         )
     )
-    finding(compare.exit_status(found) != 0)
+    finding(COMPARISON.exit_status(c.verdict for c in found) != 0)
 
 
 @click.command("bisect", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -231,7 +239,11 @@ def compare_command(
 @click.option("--case", default=None, help="The case (parameter) to follow, e.g. decode_bs8.")
 @config_option()
 @machine_option()
-@factor_option(bisect_rules.DEFAULT_FACTOR, "A step counts only beyond this ratio of medians.")
+@factor_option(
+    "A probe's step counts only beyond this ratio of medians [default: "
+    f"{bisect_rules.DEFAULT_PROBE_FACTOR:g} ({PROBE_FLOOR_PCT:g}%: above the run-to-run offsets one "
+    "run's samples do not see), or 1 + asv.conf.json's fwdasv.min_effect_pct / 100 when larger]."
+)
 @alpha_option(DEFAULT_ALPHA, "Significance level of the Mann-Whitney test.")
 @click.option(
     "--max-remeasure",
@@ -259,7 +271,7 @@ def bisect_command(
     case: str | None,
     config: Path,
     machine: str | None,
-    factor: float,
+    factor: float | None,
     alpha: float,
     max_remeasure: int,
     python: str | None,
@@ -399,7 +411,7 @@ def export_command(
             repo = project.local_repo
     if output != "-":
         check_output_path(output, what="--output")
-    commit_filter = resolve_commits(commits, repo) if commits else None
+    commit_filter = parse_commit_filter(commits, repo) if commits else None
     history = History(
         results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples
     )
@@ -513,7 +525,7 @@ def explain_command(
         label_good, label_bad = done.good[:8], done.bad[:8]
         progress(f"profiles in {done.profile_dir}")
     click.echo(explain.format_diff(diff, fmt, top=top, good=label_good, bad=label_bad))
-    finding(explain.exit_status(diff) != 0)
+    finding(COMPARISON.exit_status([diff.verdict]) != 0)
 
 
 COMMANDS = (

@@ -6,7 +6,9 @@ its own run-to-run noise, estimated from its whole stored history
 the in-run standard error, a conservative prior for a short history): the
 change of medians is significant when |ln(B / A)| exceeds the Student t
 quantile (two-sided alpha) times sigma * sqrt(2), and it counts only beyond
-`factor`, a floor (0.3% by default). Mann-Whitney on one process's samples
+`factor`, a floor: the configuration's `min_effect_pct` as a ratio (0.3% by
+default: 1.003; `fwdasv.core.verdicts`), the smallest change worth reporting
+that the findings use too. Mann-Whitney on one process's samples
 sees none of the variance a new process, capture or clock state adds: on
 histories with H200-like noise it raised a false alarm in most step-free
 pairs at 1%.
@@ -19,8 +21,9 @@ and beyond `factor`. A result with neither usable samples nor a finite CI is
 *unknown*, never a regression. Unlike `asv compare`, which always exits 0
 (asv#884), `fwdasv compare` exits 1 when anything got worse.
 
-Verdicts: improved, worse, unchanged, unknown, failed (succeeded at A, fails at
-B: counted as worse, as asv's `!`), fixed (failed at A, succeeds at B).
+Verdicts (`fwdasv.analysis.status`): improved, worse, unchanged, unknown, failed
+(succeeded at A, fails at B: counted as worse, as asv's `!`), fixed (failed at
+A, succeeds at B). What fails the check: `fwdasv.analysis.gate.COMPARISON`.
 """
 
 from __future__ import annotations
@@ -34,27 +37,18 @@ from typing import Any
 
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, sample_test
 from fwdasv.analysis.noise import Noise, t_sf
-from fwdasv.asv.history import CommitFilter, History
+from fwdasv.analysis.status import COMPARISON_STATUSES, Status
+from fwdasv.asv.history import CommitFilter, History, Record, RecordStatus
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
+from fwdasv.core.verdicts import VerdictSettings
 
-# A floor under the noise test: changes below 0.3% are real but too small to chase
-# (the detector's minimum effect, fwdasv.analysis.detect.MIN_EFFECT_PCT).
-DEFAULT_FACTOR = 1.003
+# A floor under the noise test: changes below the default min_effect_pct (0.3%) are real
+# but too small to chase. A project's own setting gives `default_factor(project)`.
+DEFAULT_FACTOR = VerdictSettings().min_effect_factor
 NOISE, MANN_WHITNEY = "noise", "mann-whitney"
 METHODS = (NOISE, MANN_WHITNEY)
-
-IMPROVED, WORSE, UNCHANGED, UNKNOWN, FAILED, FIXED = (
-    "improved",
-    "worse",
-    "unchanged",
-    "unknown",
-    "failed",
-    "fixed",
-)
-VERDICTS = (WORSE, FAILED, IMPROVED, FIXED, UNKNOWN, UNCHANGED)  # display order
-GATING = frozenset({WORSE, FAILED})
 
 FORMATS = ("table", "json", "markdown")
 
@@ -70,22 +64,21 @@ class Measurement:
     """One stored result of one benchmark case at one commit."""
 
     commit: str
-    status: str  # "ok", "failed" (asv stored null), "skipped" (NaN)
+    status: RecordStatus  # "ok", "failed" (asv stored null), "skipped" (NaN)
     median: float | None
     ci_99_a: float | None = None
     ci_99_b: float | None = None
     samples: tuple[float, ...] = ()
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Measurement:
-        samples = record.get("samples") or ()
+    def from_record(cls, record: Record) -> Measurement:
         return cls(
-            commit=record["commit_hash"],
-            status=record["status"],
-            median=record["median"],
-            ci_99_a=record["ci_99_a"],
-            ci_99_b=record["ci_99_b"],
-            samples=tuple(s for s in samples if s is not None and not math.isnan(s)),
+            commit=record.commit_hash,
+            status=record.status,
+            median=record.median,
+            ci_99_a=record.ci_99_a,
+            ci_99_b=record.ci_99_b,
+            samples=tuple(record.sample_values()),
         )
 
     @property
@@ -102,7 +95,7 @@ class Measurement:
 class Judgement:
     """What the samples say about before -> after."""
 
-    verdict: str
+    verdict: Status  # one of COMPARISON_STATUSES
     ratio: float | None = None  # after / before, medians
     p_value: float | None = None  # Mann-Whitney, when the samples were tested
     method: str = "none"  # "mann-whitney", "ci-overlap", "none"
@@ -129,12 +122,12 @@ def judge(
     """
     if before.status == "failed" or after.status == "failed":
         if before.status == "failed" and after.status == "failed":
-            return Judgement(UNKNOWN, reason="failed at both commits")
+            return Judgement(Status.UNKNOWN, reason="failed at both commits")
         if after.status == "failed":
-            return Judgement(FAILED, reason="fails at the second commit")
-        return Judgement(FIXED, reason="failed at the first commit")
+            return Judgement(Status.FAILED, reason="fails at the second commit")
+        return Judgement(Status.FIXED, reason="failed at the first commit")
     if before.median is None or after.median is None:
-        return Judgement(UNKNOWN, reason="skipped (no value)")
+        return Judgement(Status.UNKNOWN, reason="skipped (no value)")
     ratio = after.median / before.median if before.median else math.inf
     different: bool | None = None
     p_value = None
@@ -164,15 +157,15 @@ def judge(
         else:
             counts = f"{len(before.samples)} vs {len(after.samples)} samples"
             reason = f"too few samples to test ({counts}) and no finite CI"
-        return Judgement(UNKNOWN, ratio, reason=reason)
+        return Judgement(Status.UNKNOWN, ratio, reason=reason)
     if different and before.median < after.median / factor:
-        return Judgement(WORSE, ratio, p_value, method)
+        return Judgement(Status.WORSE, ratio, p_value, method)
     if different and after.median < before.median / factor:
-        return Judgement(IMPROVED, ratio, p_value, method)
+        return Judgement(Status.IMPROVED, ratio, p_value, method)
     reason = "beyond the factor but not significant" if not different else ""
     if different and not reason:
         reason = "significant but within the factor"
-    return Judgement(UNCHANGED, ratio, p_value, method, reason)
+    return Judgement(Status.UNCHANGED, ratio, p_value, method, reason)
 
 
 @dataclass(frozen=True)
@@ -183,15 +176,15 @@ class Comparison:
     case: str
     params: dict[str, str]
     machine: str
-    env_name: str
+    env_name: str | None
     unit: str | None
     before: Measurement | None
     after: Measurement | None
-    judgement: Judgement = field(default_factory=lambda: Judgement(UNKNOWN))
+    judgement: Judgement = field(default_factory=lambda: Judgement(Status.UNKNOWN))
     noise: Noise | None = None  # the series' noise, when judged by it
 
     @property
-    def verdict(self) -> str:
+    def verdict(self) -> Status:
         return self.judgement.verdict
 
     @property
@@ -233,12 +226,15 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+SeriesId = tuple[str, str | None, str, str]  # (machine, env_name, benchmark, case)
+
+
 def pair(
-    records_a: Iterable[dict[str, Any]],
-    records_b: Iterable[dict[str, Any]],
+    records_a: Iterable[Record],
+    records_b: Iterable[Record],
     factor: float = DEFAULT_FACTOR,
     alpha: float = DEFAULT_ALPHA,
-    noises: Mapping[tuple[str, str, str, str], Noise] | None = None,
+    noises: Mapping[SeriesId, Noise] | None = None,
 ) -> list[Comparison]:
     """Pair history records by (machine, env, benchmark, case) and judge each pair.
 
@@ -247,8 +243,8 @@ def pair(
     is `unknown` ("not measured at ...").
     """
 
-    def key(record: dict[str, Any]) -> tuple[str, str, str, str]:
-        return (record["machine"], record["env_name"], record["benchmark"], record["case"])
+    def key(record: Record) -> SeriesId:
+        return (record.machine, record.env_name, record.benchmark, record.case)
 
     side_a = {key(r): r for r in records_a}
     side_b = {key(r): r for r in records_b}
@@ -261,17 +257,17 @@ def pair(
         after = Measurement.from_record(rb) if rb else None
         if before is None or after is None:
             where = "the first commit" if before is None else "the second commit"
-            judgement = Judgement(UNKNOWN, reason=f"not measured at {where}")
+            judgement = Judgement(Status.UNKNOWN, reason=f"not measured at {where}")
         else:
             judgement = judge(before, after, factor, alpha, (noises or {}).get(k))
         out.append(
             Comparison(
-                benchmark=template["benchmark"],
-                case=template["case"],
-                params=dict(template["params"]),
-                machine=template["machine"],
-                env_name=template["env_name"],
-                unit=template["unit"],
+                benchmark=template.benchmark,
+                case=template.case,
+                params=dict(template.params),
+                machine=template.machine,
+                env_name=template.env_name,
+                unit=template.unit,
                 before=before,
                 after=after,
                 judgement=judgement,
@@ -281,19 +277,19 @@ def pair(
     return out
 
 
-def exit_status(comparisons: Iterable[Comparison]) -> int:
-    """1 when anything got significantly worse beyond the factor (or newly fails), else 0."""
-    return 1 if any(c.verdict in GATING for c in comparisons) else 0
-
-
-def counts(comparisons: Iterable[Comparison]) -> dict[str, int]:
-    tally = dict.fromkeys(VERDICTS, 0)
+def counts(comparisons: Iterable[Comparison]) -> dict[Status, int]:
+    tally = dict.fromkeys(COMPARISON_STATUSES, 0)
     for comparison in comparisons:
         tally[comparison.verdict] += 1
     return tally
 
 
 # --- I/O edges ------------------------------------------------------------------------
+
+
+def default_factor(project: AsvProject) -> float:
+    """The floor `--factor` defaults to: the configuration's min_effect_pct as a ratio."""
+    return project.verdict_settings().min_effect_factor
 
 
 def resolve_commit(project: AsvProject, rev: str) -> str:
@@ -311,7 +307,7 @@ def load_records(
     commits: Sequence[str],
     machine: str | None = None,
     bench: Sequence[str] = (),
-) -> dict[str, list[dict[str, Any]]]:
+) -> dict[str, list[Record]]:
     """History records (with samples) of each commit (full hash or prefix), by commit."""
     history = History(
         project.results_dir,
@@ -320,11 +316,11 @@ def load_records(
         commits=CommitFilter(frozenset(commits)),
         samples=True,
     )
-    by_commit: dict[str, list[dict[str, Any]]] = {c: [] for c in commits}
+    by_commit: dict[str, list[Record]] = {c: [] for c in commits}
     files = history.files()
     for record in history.records(files):
         for commit in commits:
-            if record["commit_hash"].startswith(commit.lower()):
+            if record.commit_hash.startswith(commit.lower()):
                 by_commit[commit].append(record)
     # A result file that may hold one of the commits and cannot be read would
     # otherwise read as "no stored results", or silently drop its results.
@@ -345,7 +341,7 @@ def compare_commits(
     b: str,
     machine: str | None = None,
     *,
-    factor: float = DEFAULT_FACTOR,
+    factor: float | None = None,
     alpha: float = DEFAULT_ALPHA,
     bench: Sequence[str] = (),
     method: str = NOISE,
@@ -354,13 +350,16 @@ def compare_commits(
 
     `method` "noise" judges each series by its run-to-run noise, estimated from
     its whole stored history (`fwdasv.analysis.noise`); "mann-whitney" is asv's rule.
+    `factor` None: `default_factor(project)`.
     """
+    if factor is None:
+        factor = default_factor(project)
     check_rule(factor, alpha)
     if method not in METHODS:
         raise CompareError(f"--method {method!r}: one of {', '.join(METHODS)}")
     hash_a, hash_b = resolve_commit(project, a), resolve_commit(project, b)
     records = load_records(project, [hash_a, hash_b], machine, bench)
-    machines = sorted({r["machine"] for rs in records.values() for r in rs})
+    machines = sorted({r.machine for rs in records.values() for r in rs})
     if machine is None and len(machines) > 1:
         raise CompareError(
             f"results for several machines ({', '.join(machines)}): pick one with --machine"
@@ -373,7 +372,7 @@ def compare_commits(
                 f"no stored results{filtered} for {rev} ({commit[:8]}){where} in "
                 f"{project.results_dir}: run `asv run` for it first"
             )
-        hashes = {r["commit_hash"] for r in records[commit]}
+        hashes = {r.commit_hash for r in records[commit]}
         if len(hashes) > 1:
             raise CompareError(
                 f"{rev} matches results of several commits ({', '.join(sorted(hashes))}): "
@@ -383,9 +382,7 @@ def compare_commits(
     return pair(records[hash_a], records[hash_b], factor, alpha, noises)
 
 
-def series_noise(
-    project: AsvProject, machine: str | None = None
-) -> dict[tuple[str, str, str, str], Noise]:
+def series_noise(project: AsvProject, machine: str | None = None) -> dict[SeriesId, Noise]:
     """Each series' noise from its whole stored history."""
     from fwdasv.analysis.findings import load_series
     from fwdasv.analysis.noise import estimate_noise
@@ -422,8 +419,9 @@ def _row(c: Comparison) -> list[str]:
 
 
 def _ordered(comparisons: Sequence[Comparison], only_changed: bool) -> list[Comparison]:
-    shown = [c for c in comparisons if not only_changed or c.verdict not in (UNCHANGED, UNKNOWN)]
-    return sorted(shown, key=lambda c: (VERDICTS.index(c.verdict), c.name, c.machine))
+    hidden = (Status.UNCHANGED, Status.UNKNOWN)
+    shown = [c for c in comparisons if not only_changed or c.verdict not in hidden]
+    return sorted(shown, key=lambda c: (COMPARISON_STATUSES.index(c.verdict), c.name, c.machine))
 
 
 def summary(comparisons: Sequence[Comparison]) -> str:

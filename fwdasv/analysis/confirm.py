@@ -31,7 +31,7 @@ CLIP_SD sigma: a process that landed in a slow clock state (a few % of runs) say
 nothing about the code, and one such value in 3 would otherwise decide the
 observed variance.
 
-Which commits: `pair` widens a finding's (before_index, after_index) by MARGIN
+Which commits: `ab_indices` widens a finding's (before_index, after_index) by MARGIN
 commit each side, inside its levels, because the finding's edge is itself
 uncertain by about a commit at 2 noise sds; the confirmed range is then a few
 commits for bisect to split.
@@ -57,16 +57,14 @@ Statuses (one-sided bounds d -+ q se, as percentages):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from fwdasv.analysis.detect import MIN_EFFECT_PCT, Step
 from fwdasv.analysis.noise import Noise, t_isf
-
-CONFIRMED, NOT_REPRODUCED, UNDECIDED = "confirmed", "not-reproduced", "undecided"
-STATUSES = (CONFIRMED, NOT_REPRODUCED, UNDECIDED)
+from fwdasv.analysis.status import CONFIRMATION_STATUSES, Status
 
 ALPHA = 0.005  # one-sided, per look
 CLIP_SD = 3.0  # process medians beyond this many sds of their side's median are clipped
@@ -80,7 +78,7 @@ MAX_PROCESSES = 12  # per side, the last look
 class Confirmation:
     """What an A/B re-measure says about B vs A (percentages are B over A)."""
 
-    status: str
+    status: Status  # one of CONFIRMATION_STATUSES
     percent: float  # 100 (exp(d) - 1)
     lower_pct: float  # one-sided (1 - alpha) lower bound
     upper_pct: float  # one-sided (1 - alpha) upper bound
@@ -97,10 +95,29 @@ class Confirmation:
     more_processes: int = 0  # per side, suggested when undecided
 
     def __post_init__(self) -> None:
-        assert self.status in STATUSES, f"status {self.status!r} not in {STATUSES}"
+        assert self.status in CONFIRMATION_STATUSES, (
+            f"status {self.status!r} not in {CONFIRMATION_STATUSES}"
+        )
 
     def to_json(self) -> dict[str, float | int | str | None]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> Confirmation:
+        """The figures `to_json` wrote (as the verdicts file keeps them); ValueError naming
+        the first field that is missing or of the wrong type. Unknown keys are ignored."""
+        values: dict[str, object] = {}
+        for name, kind in _FIELD_KINDS.items():
+            if name not in raw:
+                if name == "more_processes":
+                    continue  # has a default
+                raise ValueError(f"confirmation: missing {name!r}")
+            values[name] = _checked(name, kind, raw[name])
+        status = values["status"]
+        if status not in CONFIRMATION_STATUSES:
+            raise ValueError(f"confirmation: status {status!r} is not one of a confirmation")
+        values["status"] = Status(status)
+        return cls(**values)  # type: ignore[arg-type]
 
     def summary(self) -> str:
         return (
@@ -109,6 +126,43 @@ class Confirmation:
             f"{self.processes_a}+{self.processes_b} processes, sd {self.sd_pct:.3f}% "
             f"({self.variance})"
         )
+
+
+# Each field's JSON type: "float" (an int is read as a float), "int", "str", "float?" (or null).
+_FIELD_KINDS = {
+    "status": "str",
+    "percent": "float",
+    "lower_pct": "float",
+    "upper_pct": "float",
+    "t": "float",
+    "t_threshold": "float",
+    "processes_a": "int",
+    "processes_b": "int",
+    "sd_pct": "float",
+    "observed_sd_pct": "float?",
+    "floor_pct": "float",
+    "variance": "str",
+    "dof": "float",
+    "tested_pct": "float",
+    "more_processes": "int",
+}
+assert set(_FIELD_KINDS) == set(Confirmation.__dataclass_fields__), "from_json misses a field"
+
+
+def _checked(name: str, kind: str, value: object) -> object:
+    if kind == "float?" and value is None:
+        return None
+    if (
+        kind in ("float", "float?")
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
+        return float(value)
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind == "str" and isinstance(value, str):
+        return value
+    raise ValueError(f"confirmation: {name!r} is {value!r}, expected {kind.rstrip('?')}")
 
 
 def _logs(values: Sequence[float]) -> np.ndarray:
@@ -123,7 +177,7 @@ def _clip(logs: np.ndarray, sd: float) -> np.ndarray:
     return np.clip(logs, centre - CLIP_SD * sd, centre + CLIP_SD * sd)
 
 
-def pair(
+def ab_indices(
     step: Step, medians: Sequence[float | None] | None = None, margin: int = MARGIN
 ) -> tuple[int, int]:
     """History indices of the commits to re-measure for a finding: (A, B).
@@ -149,7 +203,7 @@ def _pct(log_ratio: float) -> float:
     return 100 * math.expm1(log_ratio)
 
 
-def judge(
+def judge_ab(
     a: Sequence[float],
     b: Sequence[float],
     noise: Noise | float,
@@ -194,11 +248,11 @@ def judge(
     tested_log = math.log1p(tested / 100)
     more = 0
     if lower > 0 and d >= math.log1p(min_effect_pct / 200):
-        status = CONFIRMED
+        status = Status.CONFIRMED
     elif upper < tested_log:
-        status = NOT_REPRODUCED
+        status = Status.NOT_REPRODUCED
     else:
-        status = UNDECIDED
+        status = Status.UNDECIDED
         # q sqrt(2 v / n) <= tested / 2  <=>  n >= 2 v (2 q / tested)^2
         needed = math.ceil(2 * sd * sd * (2 * q / tested_log) ** 2) if tested_log > 0 else 0
         more = max(needed - min(na, nb), 1)
@@ -244,11 +298,11 @@ def run_confirmation(
         raise ValueError(f"start {start}, step {step}, max {max_processes}: need 1 <= start <= max")
     a, b = (list(side) for side in measure(start))
     while True:
-        verdict = judge(
+        verdict = judge_ab(
             a, b, noise, claimed_pct=claimed_pct, min_effect_pct=min_effect_pct, alpha=alpha
         )
         taken = min(len(a), len(b))
-        if verdict.status != UNDECIDED or taken >= max_processes:
+        if verdict.status != Status.UNDECIDED or taken >= max_processes:
             return verdict
         more_a, more_b = measure(min(step, max_processes - taken))
         a.extend(more_a)

@@ -73,6 +73,7 @@ from statistics import NormalDist
 import numpy as np
 
 from fwdasv.analysis.noise import Noise, t_isf
+from fwdasv.analysis.status import Status
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
 Z_THRESHOLD = 3.6  # normal quantile before Studentization, for 60 commits
@@ -84,8 +85,6 @@ DRIFT_TOLERANCE = 1  # commits between a finding and the canary's step
 DRIFT_Z = 3.0  # the canary's one-sided z there
 DRIFT_FRACTION = 0.5  # and at least this fraction of the finding's step
 DRIFT_WINDOW = 10  # commits each side the canary's step is measured over
-
-REGRESSION, DRIFT = "regression", "drift"
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ class Step:
     noise_pct: float
     commits_before: int
     commits_after: int
-    status: str = REGRESSION
+    status: Status = Status.REGRESSION  # or DRIFT (mark_drift)
 
     def to_json(self) -> dict[str, float | int | str]:
         return {
@@ -385,5 +384,5 @@ def mark_drift(
             if moved and moved.z >= DRIFT_Z and math.log1p(moved.percent / 100) >= needed:
                 drift = True
                 break
-        out.append(replace(step, status=DRIFT) if drift else step)
+        out.append(replace(step, status=Status.DRIFT) if drift else step)
     return out

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import ExplainRecord
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.kernels import (
     KernelRow,
@@ -63,7 +65,6 @@ __all__ = [
     "ProfileError",
     "diff_files",
     "diff_summaries",
-    "exit_status",
     "format_diff",
     "load_summary",
 ]
@@ -127,6 +128,13 @@ class KernelDiff:
     def slower(self) -> bool:
         """BAD spends more kernel (op) time per forward than GOOD."""
         return self.total_delta_us > 0
+
+    @property
+    def verdict(self) -> Status:
+        """GOOD -> BAD as compare words it (the COMPARISON gate fails on worse)."""
+        if self.slower:
+            return Status.WORSE
+        return Status.IMPROVED if self.total_delta_us < 0 else Status.UNCHANGED
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -222,11 +230,6 @@ def diff_summaries(good: KernelSummary, bad: KernelSummary) -> KernelDiff:
         before_source=good.source,
         after_source=bad.source,
     )
-
-
-def exit_status(diff: KernelDiff) -> int:
-    """1 when BAD is slower (more kernel or op time per forward), else 0."""
-    return 1 if diff.slower else 0
 
 
 # --- I/O edge -------------------------------------------------------------------------
@@ -331,6 +334,27 @@ def format_diff(
     if more:
         lines.append(f"({more})")
     return "\n".join(lines)
+
+
+def explain_record(
+    diff: KernelDiff,
+    good: str,
+    bad: str,
+    profile_dir: str | os.PathLike[str],
+    *,
+    with_commits: bool = False,
+) -> ExplainRecord:
+    """The diff as the verdicts file keeps it: headline and 15-row table (commits shown by
+    8 characters), the top contributors, the profiles; `with_commits`: GOOD and BAD too."""
+    return ExplainRecord(
+        headline=headline(diff, good[:8], bad[:8]),
+        table=format_diff(diff, "table", top=15, good=good[:8], bad=bad[:8]),
+        top5=diff.top5,
+        explained_top5_pct=diff.explained_top5_pct,
+        total_delta_us=diff.total_delta_us,
+        profile_dir=str(Path(profile_dir)),
+        commits=(good, bad) if with_commits else None,
+    )
 
 
 # --- measuring both commits ---------------------------------------------------------------

@@ -22,11 +22,11 @@ import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TextIO
+from typing import TextIO
 
 import click
 
-from fwdasv.asv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Report
+from fwdasv.asv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Record, Report
 from fwdasv.core.files import atomic_output
 from fwdasv.core.tables import markdown_cell
 
@@ -58,32 +58,32 @@ MARKDOWN_FIELDS = (
 )
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _tuple_getter(keys: Sequence[str]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+def _tuple_getter(keys: Sequence[str]) -> Callable[[Record], tuple[object, ...]]:
     if len(keys) == 1:
         key = keys[0]
-        return lambda record: (record[key],)
-    return operator.itemgetter(*keys) if keys else lambda record: ()
+        return lambda record: (getattr(record, key),)
+    return operator.attrgetter(*keys) if keys else lambda record: ()
 
 
-def write_csv(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
+def write_csv(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) -> int:
     """One row per record, `fields` in order; nested values (params, samples) as JSON."""
     writer = csv.writer(stream, lineterminator="\n")
     writer.writerow(fields)
     # Formatting is the cost here, not reading (csv.DictWriter's per-row key walk
     # included): the leading per-file fields (commit, machine, env) are formatted
-    # once per file, the rest taken with one itemgetter; only nested values go to json.
+    # once per file, the rest taken with one attrgetter; only nested values go to json.
     lead = 0
     while lead < len(fields) and fields[lead] in PER_FILE_FIELDS:
         lead += 1
     take_lead = _tuple_getter(fields[:lead])
     take_rest = _tuple_getter(fields[lead:])
     nested = [i for i, key in enumerate(fields[lead:]) if key in NESTED_FIELDS]
-    params_json: dict[tuple, str] = {}  # a history repeats a few cases many times
-    last_lead: tuple[Any, ...] | None = None
+    params_json: dict[tuple[tuple[str, object], ...], str] = {}  # a few cases, many times
+    last_lead: tuple[object, ...] | None = None
     prefix = ""
     write = stream.write
     count = 0
@@ -93,7 +93,7 @@ def write_csv(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequenc
             last_lead = values
             buffer = io.StringIO()
             csv.writer(buffer, lineterminator="").writerow(
-                [_json(v) if isinstance(v, (dict, list)) else v for v in values]
+                [_json(v) if isinstance(v, (dict, list, tuple)) else v for v in values]
             )
             prefix = buffer.getvalue() + "," if values else ""
         row = list(take_rest(record))
@@ -105,7 +105,7 @@ def write_csv(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequenc
                 if text is None:
                     text = params_json[key] = _json(value)
                 row[i] = text
-            elif isinstance(value, list):
+            elif isinstance(value, (list, tuple)):
                 row[i] = _json(value)
         write(prefix)
         writer.writerow(row)
@@ -113,26 +113,26 @@ def write_csv(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequenc
     return count
 
 
-def write_jsonl(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
+def write_jsonl(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) -> int:
     """One JSON object per line, keys in `fields` order."""
     count = 0
     write = stream.write
     for record in records:
-        write(_json({key: record[key] for key in fields}))
+        write(_json(record.as_row(fields)))
         write("\n")
         count += 1
     return count
 
 
-def _markdown_cell(value: Any) -> str:
+def _markdown_cell(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
         return f"{value:.4g}"
-    return markdown_cell(_json(value) if isinstance(value, (dict, list)) else str(value))
+    return markdown_cell(_json(value) if isinstance(value, (dict, list, tuple)) else str(value))
 
 
-def write_markdown(records: Iterable[dict[str, Any]], stream: TextIO, fields: Sequence[str]) -> int:
+def write_markdown(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) -> int:
     """A pipe table of the columns in MARKDOWN_FIELDS (hashes shortened to 8)."""
     columns = [f for f in MARKDOWN_FIELDS if f in fields]
     stream.write("| " + " | ".join(columns) + " |\n")
@@ -141,7 +141,7 @@ def write_markdown(records: Iterable[dict[str, Any]], stream: TextIO, fields: Se
     for record in records:
         cells = []
         for key in columns:
-            value = record[key]
+            value = getattr(record, key)
             if key == "commit_hash" and isinstance(value, str):
                 value = value[:8]
             cells.append(_markdown_cell(value))
@@ -150,7 +150,7 @@ def write_markdown(records: Iterable[dict[str, Any]], stream: TextIO, fields: Se
     return count
 
 
-WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], TextIO, Sequence[str]], int]] = {
+WRITERS: dict[str, Callable[[Iterable[Record], TextIO, Sequence[str]], int]] = {
     "csv": write_csv,
     "jsonl": write_jsonl,
     "markdown": write_markdown,

@@ -15,13 +15,14 @@ explain. A finding's status:
                      (a suite whose class name starts with `Canary`) stepped at the
                      same commit (+-1), or the GPU's SM clock fell there
 
-Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`, one JSON
-object per line, appended and never rewritten (a results repository shared by
-several machines merges it line by line); the last line about a finding wins. A
-line also names the range it is about (`before_commit`, `range_commits`), and
-holds for a finding of the same series whose range lies inside it: after a
-bisect measured commits inside a confirmed range, the step's first new commit
-moves, and the confirmation still holds.
+Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`
+(`fwdasv.analysis.verdict_file`: its line and its rules); the newest verdict
+about a finding, or about a wider range of its series that holds it, sets its
+status.
+
+`judge_series` is the decision, pure (series values in, findings out, as asv's
+`step_detect` keeps its math apart from files); `find` is the I/O edge around
+it: the results, the verdicts file and git.
 """
 
 from __future__ import annotations
@@ -30,28 +31,35 @@ import json
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from fwdasv.analysis import detect
-from fwdasv.analysis.confirm import CONFIRMED, NOT_REPRODUCED
+from fwdasv.analysis.gate import FINDINGS
 from fwdasv.analysis.noise import Noise, commit_medians, estimate_noise
-from fwdasv.asv.history import History
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import (
+    VERDICTS_FILE,
+    ConfirmationRecord,
+    ExplainRecord,
+    FindingIdent,
+    FindingVerdict,
+    StoredVerdicts,
+    append_verdict,
+    now_utc,
+    read_verdicts,
+)
+from fwdasv.asv.history import History, Record
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
-from fwdasv.core.verdicts import VerdictSettings
 
-REGRESSION, DRIFT = detect.REGRESSION, detect.DRIFT
-STATUSES = (REGRESSION, CONFIRMED, NOT_REPRODUCED, DRIFT)
-GATING = frozenset({REGRESSION, CONFIRMED})
 LATENCY_UNIT = "seconds"
 CANARY_PREFIX = "Canary"
 # The suite's GPU clock series (fwdasv.asv.suite): a clock that fell explains a slower step.
 CLOCK_METRIC = "track_sm_clock_mhz"
-VERDICTS_FILE = "fwdasv-verdicts.jsonl"
 FORMATS = ("table", "json", "markdown")
 
 
@@ -62,7 +70,7 @@ class FindingsError(UserError):
 @dataclass(frozen=True)
 class SeriesKey:
     machine: str
-    env_name: str
+    env_name: str | None  # None only where a result file names no environment
     benchmark: str  # "forward.TinyLM.track_latency"
     case: str  # the parameter label ("" for a benchmark without parameters)
 
@@ -110,11 +118,11 @@ class Finding:
     before_commit: str  # the last commit at the old level
     after_commit: str  # the first commit at the new level
     latest: float | None
-    status: str = REGRESSION
+    status: Status = Status.REGRESSION  # one of FINDING_STATUSES
     commits: tuple[Commit, ...] = ()  # the range's commits (after before_commit), oldest first
-    verdict: dict[str, Any] | None = None  # the stored confirmation (and explain) of this finding
+    verdict: FindingVerdict | None = None  # the stored confirmation (and explain) of this finding
     min_effect_pct: float = detect.MIN_EFFECT_PCT
-    graph_params: dict[str, Any] = field(default_factory=dict)  # see `graph_params`
+    graph_params: dict[str, object] = field(default_factory=dict)  # see `graph_params`
 
     @property
     def percent(self) -> float:
@@ -122,18 +130,14 @@ class Finding:
 
     @property
     def gating(self) -> bool:
-        return self.status in GATING
+        """Whether it fails the findings' check (`fwdasv.analysis.gate.FINDINGS`)."""
+        return FINDINGS.fails(self.status)
 
     @property
-    def ident(self) -> dict[str, str]:
+    def ident(self) -> FindingIdent:
         """What identifies a finding in the verdicts file."""
-        return {
-            "machine": self.key.machine,
-            "env_name": self.key.env_name,
-            "benchmark": self.key.benchmark,
-            "case": self.key.case,
-            "after_commit": self.after_commit,
-        }
+        k = self.key
+        return FindingIdent(k.machine, k.env_name, k.benchmark, k.case, self.after_commit)
 
     @property
     def range_label(self) -> str:
@@ -148,8 +152,6 @@ class Finding:
         return self.step.before if self.latest is None else min(self.step.before, self.latest)
 
     def to_json(self) -> dict[str, Any]:
-        from fwdasv.analysis.regressions import graph_file_path
-
         return {
             "benchmark": self.key.benchmark,
             "entry": self.key.name,
@@ -178,19 +180,19 @@ class Finding:
             "commits_after": self.step.commits_after,
             "threshold_pct": self.min_effect_pct,
             "above_threshold": self.gating,
-            "verdict": self.verdict,
+            "verdict": None if self.verdict is None else self.verdict.to_json(),
         }
 
 
 # --- the series ------------------------------------------------------------------------
 
 
-def commit_order(project: AsvProject, records: Iterable[dict[str, Any]]) -> list[str]:
+def commit_order(project: AsvProject, records: Iterable[Record]) -> list[str]:
     """The commits with results, oldest first: the branches' first-parent order when the
     repository is on disk (as `asv publish` plots them), else commit dates."""
     dated: dict[str, float] = {}
     for record in records:
-        dated.setdefault(record["commit_hash"], _date_key(record.get("commit_date")))
+        dated.setdefault(record.commit_hash, _date_key(record.commit_date))
     order: list[str] = []
     try:
         for branch in project.branches:
@@ -204,8 +206,8 @@ def commit_order(project: AsvProject, records: Iterable[dict[str, Any]]) -> list
     return order
 
 
-def _date_key(value: Any) -> float:
-    if not isinstance(value, str):
+def _date_key(value: str | None) -> float:
+    if value is None:
         return math.inf
     from datetime import datetime
 
@@ -228,20 +230,18 @@ def load_series(
     position = {commit: i for i, commit in enumerate(order)}
     series: dict[SeriesKey, Series] = {}
     for record in records:
-        index = position.get(record["commit_hash"])
+        index = position.get(record.commit_hash)
         if index is None:
             continue  # not on the branch: asv publish leaves it out too
-        key = SeriesKey(record["machine"], record["env_name"], record["benchmark"], record["case"])
+        key = SeriesKey(record.machine, record.env_name, record.benchmark, record.case)
         entry = series.get(key)
         if entry is None:
-            entry = series[key] = Series(
-                key, record["unit"], dict(record["params"]), [[] for _ in order]
-            )
-        if record["status"] != "ok":
+            entry = series[key] = Series(key, record.unit, dict(record.params), [[] for _ in order])
+        if record.status != "ok":
             continue
-        samples = [s for s in record.get("samples") or [] if s is not None and not math.isnan(s)]
-        if not samples and record["median"] is not None:
-            samples = [float(record["median"])]
+        samples = record.sample_values()
+        if not samples and record.median is not None:
+            samples = [float(record.median)]
         entry.history[index].extend(samples)
     return order, series
 
@@ -249,12 +249,12 @@ def load_series(
 # --- findings -------------------------------------------------------------------------------
 
 
-def _latency(key: SeriesKey, series: Series) -> bool:
+def _latency(series: Series) -> bool:
     return series.unit == LATENCY_UNIT
 
 
 def _drift_series(
-    key: SeriesKey, all_series: dict[SeriesKey, Series]
+    key: SeriesKey, all_series: Mapping[SeriesKey, Series]
 ) -> list[tuple[list[float | None], Noise]]:
     """What can show the machine changed under `key`: its canaries' latencies, and its own
     case's SM clock inverted (a clock down by x% reads as a latency up by x%)."""
@@ -262,7 +262,7 @@ def _drift_series(
     for other, series in all_series.items():
         if other.machine != key.machine or other.env_name != key.env_name:
             continue
-        if other.suite_class.startswith(CANARY_PREFIX) and _latency(other, series):
+        if other.suite_class.startswith(CANARY_PREFIX) and _latency(series):
             out.append((series.medians(), estimate_noise(series.history)))
         elif (other.suite, other.case) == (key.suite, key.case) and other.benchmark.endswith(
             "." + CLOCK_METRIC
@@ -272,9 +272,63 @@ def _drift_series(
     return out
 
 
-def settings(project: AsvProject) -> VerdictSettings:
-    """The project's verdict settings (asv.conf.json's `"fwdasv"` block)."""
-    return VerdictSettings.from_config(project.raw, str(project.config_path))
+def judge_series(
+    order: Sequence[str],
+    all_series: Mapping[SeriesKey, Series],
+    *,
+    min_effect_pct: float = detect.MIN_EFFECT_PCT,
+    include: Callable[[SeriesKey], bool] | None = None,
+) -> list[Finding]:
+    """The findings of a set of series, before any stored verdict: pure, no files, no git.
+
+    Parameters
+    ----------
+    order
+        The commits (hashes), oldest first; every series' history is in this order.
+    all_series
+        Every series of the results: the latency series (unit seconds) are judged,
+        a canary (`Canary*` suite) and the GPU clock only tell drift.
+    min_effect_pct
+        The smallest step reported, in percent (`detect.detect`).
+    include
+        Which latency series to judge (all when None).
+
+    Returns
+    -------
+    One `Finding` per upward step (`detect.detect` on the series' own noise,
+    `estimate_noise`), status `drift` where the canary or the clock stepped with
+    it (`detect.mark_drift`), sorted by machine, environment, benchmark and case,
+    then oldest step first; commits, graph parameters and verdicts not yet
+    attached (`find` does).
+    """
+    out: list[Finding] = []
+    for key, series in sorted(all_series.items(), key=lambda item: _sort_key(item[0])):
+        if not _latency(series) or key.suite_class.startswith(CANARY_PREFIX):
+            continue
+        if include is not None and not include(key):
+            continue
+        noise = estimate_noise(series.history)
+        medians = series.medians()
+        steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
+        for canary_medians, canary_noise in _drift_series(key, all_series):
+            steps = detect.mark_drift(steps, canary_medians, canary_noise)
+        latest = next((m for m in reversed(medians) if m is not None), None)
+        out.extend(
+            Finding(
+                key=key,
+                unit=series.unit,
+                params=series.params,
+                step=step,
+                noise=noise,
+                before_commit=order[step.before_index],
+                after_commit=order[step.after_index],
+                latest=latest,
+                status=step.status,
+                min_effect_pct=min_effect_pct,
+            )
+            for step in steps
+        )
+    return out
 
 
 def find(
@@ -287,54 +341,38 @@ def find(
 ) -> list[Finding]:
     """The findings of `project`'s results (every machine, or `machine`), newest status applied.
 
-    `min_effect_pct` None: the configuration's (`VerdictSettings`).
+    The I/O edge of `judge_series`: reads the results, the verdicts file and the
+    graph parameters asv publishes under, and (`subjects`) each range's commits
+    from git. `min_effect_pct` None: the configuration's (`VerdictSettings`).
     """
     try:
         patterns = [re.compile(p) for p in bench]
     except re.error as error:
         raise FindingsError(f"--bench: bad regular expression: {error}") from None
     if min_effect_pct is None:
-        min_effect_pct = settings(project).min_effect_pct
+        min_effect_pct = project.verdict_settings().min_effect_pct
     if min_effect_pct < 0:
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
     order, all_series = load_series(project, machine)
-    verdicts = read_verdicts(project)
-    graphs: dict[tuple[str, str], dict[str, Any]] = {}
-    out: list[Finding] = []
-    for key, series in sorted(all_series.items(), key=lambda item: _sort_key(item[0])):
-        if not _latency(key, series) or key.suite_class.startswith(CANARY_PREFIX):
-            continue
-        if patterns and not any(p.search(key.benchmark) or p.search(key.name) for p in patterns):
-            continue
-        noise = estimate_noise(series.history)
-        medians = series.medians()
-        steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
-        for canary_medians, canary_noise in _drift_series(key, all_series):
-            steps = detect.mark_drift(steps, canary_medians, canary_noise)
-        latest = next((m for m in reversed(medians) if m is not None), None)
-        for step in steps:
-            finding = Finding(
-                key=key,
-                unit=series.unit,
-                params=series.params,
-                step=step,
-                noise=noise,
-                before_commit=order[step.before_index],
-                after_commit=order[step.after_index],
-                latest=latest,
-                status=step.status,
-                min_effect_pct=min_effect_pct,
-                graph_params=graphs.setdefault(
-                    (key.machine, key.env_name), graph_params(project, key.machine, key.env_name)
-                ),
-            )
-            out.append(apply_verdict(finding, verdicts))
+    verdicts = read_verdicts(verdicts_path(project))
+
+    def selected(key: SeriesKey) -> bool:
+        return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
+
+    judged = judge_series(order, all_series, min_effect_pct=min_effect_pct, include=selected)
+    graphs: dict[tuple[str, str | None], dict[str, object]] = {}
+    out = []
+    for finding in judged:
+        where = (finding.key.machine, finding.key.env_name)
+        if where not in graphs:
+            graphs[where] = graph_params(project, *where)
+        out.append(apply_verdict(replace(finding, graph_params=graphs[where]), verdicts))
     if subjects:
         out = attach_commits(out, project)
     return out
 
 
-def graph_params(project: AsvProject, machine: str, env_name: str) -> dict[str, Any]:
+def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dict[str, object]:
     """The parameters `asv publish` files this machine's and environment's graphs under: a
     result file's params and environment variables, and the branch (the first configured).
 
@@ -342,7 +380,7 @@ def graph_params(project: AsvProject, machine: str, env_name: str) -> dict[str, 
     of different machines or environments have different keys, the published graph
     path has those too.
     """
-    params: dict[str, Any] = {"machine": machine}
+    params: dict[str, object] = {"machine": machine}
     for path in sorted((project.results_dir / machine).glob(f"*-{env_name}.json")):
         try:
             data = json.loads(path.read_text())
@@ -354,6 +392,30 @@ def graph_params(project: AsvProject, machine: str, env_name: str) -> dict[str, 
             break
     params["branch"] = project.branches[0] if project.branches else None
     return params
+
+
+def graph_file_path(params: Mapping[str, object], benchmark: str) -> str:
+    """asv's `Graph.get_file_path` (the JS frontend's graph_to_path): where `asv publish`
+    writes the graph of `benchmark` under these graph parameters."""
+    parts = []
+    for key, value in params.items():
+        if value is None:
+            part = f"{key}-null"
+        elif value:
+            part = f"{key}-{value}"
+        else:
+            part = key
+        parts.append(_sanitize(part))
+    parts.sort()
+    return "/".join(["graphs", *parts, _sanitize(benchmark)])
+
+
+def _sanitize(name: str) -> str:
+    # asv.util.sanitize_filename, character for character (its class has no backslash).
+    name = re.sub('[<>:"/\\^|?*\x00-\x1f]', "_", name)
+    if re.fullmatch(r"CON|PRN|AUX|NUL|COM[1-9]|LPT[1-9]", name.upper()):
+        name += "_"
+    return name
 
 
 def _sort_key(key: SeriesKey) -> tuple[str, str, str, str]:
@@ -385,94 +447,52 @@ def attach_commits(findings: Sequence[Finding], project: AsvProject) -> list[Fin
     return out
 
 
-def exit_status(findings: Iterable[Finding]) -> int:
-    """1 when any finding is a regression or a confirmed one (CI's gate), else 0."""
-    return 1 if any(f.gating for f in findings) else 0
-
-
 # --- the verdicts file ---------------------------------------------------------------------
+
+# The stored statuses that replace a detected one (an undecided re-measure leaves it).
+RE_MEASURED = (Status.CONFIRMED, Status.NOT_REPRODUCED)
 
 
 def verdicts_path(project: AsvProject) -> Path:
     return project.results_dir / VERDICTS_FILE
 
 
-def read_verdicts(project: AsvProject) -> dict[tuple[str, ...], dict[str, Any]]:
-    """The last stored verdict of each finding; an unreadable line is an error naming it."""
-    path = verdicts_path(project)
-    out: dict[tuple[str, ...], dict[str, Any]] = {}
-    if not path.is_file():
-        return out
-    for number, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-            ident = tuple(entry["finding"][k] for k in _IDENT)
-        except (ValueError, KeyError, TypeError):
-            raise FindingsError(
-                f"{path}:{number}: not a fwdasv verdict line; fix or remove that line "
-                "(the file is appended to, one JSON object per line)"
-            ) from None
-        previous = out.get(ident, {})
-        out[ident] = {**previous, **entry}
-    return out
-
-
-_IDENT = ("machine", "env_name", "benchmark", "case", "after_commit")
-
-
-def _narrowed(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> dict | None:
-    """The newest verdict about a wider range of the same series that holds this finding.
-
-    A bisect (or a later run) measures commits inside a finding's range, and the
-    step's first new commit moves inside it: the confirmation of the wider range
-    still holds for the narrower one. A verdict's range is `range_commits` (the
-    commits after its `before_commit` up to its `after_commit`).
-    """
-    series = tuple(finding.ident[k] for k in _IDENT[:-1])
-    best = None
-    for ident, stored in verdicts.items():
-        commits = stored.get("range_commits") or ()
-        if ident[:-1] != series or finding.after_commit not in commits:
-            continue
-        if finding.before_commit != stored.get("before_commit") and (
-            finding.before_commit not in commits
-        ):
-            continue
-        if best is None or stored.get("recorded_at", "") >= best.get("recorded_at", ""):
-            best = stored
-    return best
-
-
-def apply_verdict(finding: Finding, verdicts: dict[tuple[str, ...], dict[str, Any]]) -> Finding:
-    stored = verdicts.get(tuple(finding.ident[k] for k in _IDENT)) or _narrowed(finding, verdicts)
-    if stored is None or finding.status == DRIFT:
+def apply_verdict(finding: Finding, verdicts: StoredVerdicts) -> Finding:
+    """The finding with its stored verdict attached, and its status when the verdict
+    re-measured it (confirmed, not-reproduced); drift is never overruled."""
+    stored = verdicts.about(finding.ident, finding.before_commit)
+    if stored is None or finding.status == Status.DRIFT:
         return finding
-    status = stored.get("status")
+    status = stored.status
     return replace(
         finding,
-        status=status if status in (CONFIRMED, NOT_REPRODUCED) else finding.status,
-        verdict={k: v for k, v in stored.items() if k != "finding"},
+        status=Status(status) if status in RE_MEASURED else finding.status,
+        verdict=stored,
     )
 
 
-def record_verdict(project: AsvProject, finding: Finding, **fields: Any) -> None:
-    """Append one verdict line about `finding` (its status, confirmation, explain ...)."""
-    from datetime import datetime, timezone
-
-    path = verdicts_path(project)
-    line = {
-        "finding": finding.ident,
-        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        # The range it is about: it also holds for a narrower range found later.
-        "before_commit": finding.before_commit,
-        "range_commits": [c.hash for c in finding.commits] or [finding.after_commit],
-        **fields,
-    }
-    # Appended, never rewritten: a line already there is never lost.
-    with open(path, "a", encoding="utf-8") as stream:
-        stream.write(json.dumps(line, sort_keys=True, allow_nan=False) + "\n")
+def record_verdict(
+    project: AsvProject,
+    finding: Finding,
+    *,
+    status: Status,
+    confirmation: ConfirmationRecord | None = None,
+    explain: ExplainRecord | None = None,
+) -> None:
+    """Append one verdict line about `finding`: its status, and its re-measure or diff."""
+    append_verdict(
+        verdicts_path(project),
+        FindingVerdict(
+            ident=finding.ident,
+            recorded_at=now_utc(),
+            # The range it is about: it also holds for a narrower range found later.
+            before_commit=finding.before_commit,
+            range_commits=tuple(c.hash for c in finding.commits) or (finding.after_commit,),
+            status=status,
+            confirmation=confirmation,
+            explain=explain,
+        ),
+    )
 
 
 # --- formatting ---------------------------------------------------------------------------

@@ -28,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.analysis import findings as findings_mod
-from fwdasv.analysis.findings import Finding
-from fwdasv.analysis.regressions import graph_file_path
-from fwdasv.asv.project import AsvProject
-from fwdasv.asv.project import publish as asv_publish
+from fwdasv.analysis.findings import Finding, graph_file_path
+from fwdasv.analysis.verdict_file import ExplainRecord
+from fwdasv.asv.project import AsvProject, publish_site
 from fwdasv.core.files import write_atomic
 
 PAGES = "fwdasv"
@@ -50,8 +49,8 @@ def _in_directory(path: Path) -> Iterator[None]:
 
 def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> list[Finding]:
     """asv publish, then the findings written into the site; returns them."""
-    findings_mod.settings(project)  # a malformed settings block is refused before any work
-    asv_publish(project, echo=echo)
+    project.verdict_settings()  # a malformed settings block is refused before any work
+    publish_site(project, echo=echo)
     found = findings_mod.find(project)
     write_site_findings(project, found)
     return found
@@ -85,14 +84,14 @@ def entry_name(finding: Finding, index: Mapping[str, Any]) -> tuple[str, int | N
 
 def _graph(
     finding: Finding, index: Mapping[str, Any], branch: str | None
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, object]]:
     """The published graph of the finding's series: its path and its varying parameters."""
     graphs = [
         g for g in index.get("graph_param_list", []) if g.get("machine") == finding.key.machine
     ]
     if branch is not None and any(g.get("branch") == branch for g in graphs):
         graphs = [g for g in graphs if g.get("branch") == branch]
-    python = finding.key.env_name.rpartition("-py")[2]
+    python = (finding.key.env_name or "").rpartition("-py")[2]
     matching = [g for g in graphs if str(g.get("python", "")) == python] or graphs
     params = dict(matching[0]) if matching else {"machine": finding.key.machine}
     every = index.get("params", {})
@@ -159,7 +158,7 @@ def _write_feed(project: AsvProject, index: Mapping[str, Any], entries: list[lis
 def finding_id(finding: Finding) -> str:
     import hashlib
 
-    text = json.dumps(finding.ident, sort_keys=True)
+    text = json.dumps(finding.ident.to_json(), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -175,19 +174,20 @@ def _write_pages(project: AsvProject, found: Sequence[Finding], index: Mapping[s
             or f"<code>{finding.range_label}</code>"
         )
         explain = ""
-        diff = (finding.verdict or {}).get("explain")
-        if diff:
+        diff = finding.verdict.explain if finding.verdict is not None else None
+        if diff is not None:
             page = f"explain/{finding_id(finding)}.html"
             _write_explain_page(pages / page, finding, diff)
             explain = f'<a href="{page}">kernel diff</a>'
-        confirmation = (finding.verdict or {}).get("confirmation") or {}
+        confirmation = finding.verdict.confirmation if finding.verdict is not None else None
+        summary = confirmation.summary if confirmation is not None else ""
         rows.append(
             "<tr>"
             f"<td class='{finding.status}'>{finding.status}</td>"
             f"<td>{html.escape(name)}</td><td>{html.escape(finding.key.machine)}</td>"
             f"<td>{commits}</td><td>{finding.percent:+.2f}%</td>"
             f"<td>{finding.noise.noise_pct:.3f}%</td>"
-            f"<td>{html.escape(confirmation.get('summary', ''))}</td><td>{explain}</td>"
+            f"<td>{html.escape(summary)}</td><td>{explain}</td>"
             "</tr>"
         )
     body = "\n".join(rows) or "<tr><td colspan='8'>No regressions in the stored results.</td></tr>"
@@ -212,8 +212,8 @@ environment canary or the GPU clock stepped at the same commit), not the code.</
     )
 
 
-def _write_explain_page(path: Path, finding: Finding, explain: Mapping[str, Any]) -> None:
-    table = html.escape(str(explain.get("table", "")))
+def _write_explain_page(path: Path, finding: Finding, explain: ExplainRecord) -> None:
+    table = html.escape(explain.table)
     title = html.escape(f"{finding.key.benchmark}({finding.key.case}) {finding.range_label}")
     write_atomic(
         path,
@@ -222,9 +222,9 @@ def _write_explain_page(path: Path, finding: Finding, explain: Mapping[str, Any]
 <style>body{{font-family:sans-serif;margin:2em}} pre{{font-size:13px}}</style></head>
 <body><p><a href="../findings.html">&larr; findings</a></p>
 <h1>What got slower: {title}</h1>
-<p>{html.escape(str(explain.get("headline", "")))}</p>
+<p>{html.escape(explain.headline)}</p>
 <pre>{table}</pre>
-<p>Profiles: <code>{html.escape(str(explain.get("profile_dir", "")))}</code></p>
+<p>Profiles: <code>{html.escape(explain.profile_dir)}</code></p>
 </body></html>
 """,
     )

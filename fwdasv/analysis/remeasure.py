@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from fwdasv.asv.install import InstalledCommit, install_commit
 from fwdasv.asv.project import AsvError, AsvProject
@@ -152,7 +151,3 @@ def resolve_commits(project: AsvProject, *revs: str) -> list[str]:
         return [project.resolve(rev) for rev in revs]
     except AsvError as error:
         raise RemeasureError(str(error)) from None
-
-
-def describe(target: SuiteCase) -> dict[str, Any]:
-    return {"suite": target.suite, "case": target.case, **target.config.describe()}

@@ -1,7 +1,7 @@
 """`fwdasv confirm`: each finding re-measured as an interleaved A/B on this machine, then explained.
 
 For a finding (`fwdasv.analysis.findings`), the commits just outside its step
-(`fwdasv.analysis.confirm.pair`: A at the old level, B at the new) are
+(`fwdasv.analysis.confirm.ab_indices`: A at the old level, B at the new) are
 installed in turn into asv's environment and measured one bench process at a
 time, A B A B ..., so both see the same machine in the same minutes. The
 verdict is on the process-level medians (`fwdasv.analysis.confirm`), with more
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from fwdasv.analysis import confirm, explain, findings
 from fwdasv.analysis.findings import Finding
 from fwdasv.analysis.remeasure import Remeasurer, resolve
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
 
 
@@ -74,14 +75,14 @@ def confirm_findings(
         if echo is not None:
             echo(line)
 
-    pending = [f for f in found if f.status == findings.REGRESSION]
+    pending = [f for f in found if f.status == Status.REGRESSION]
     if not pending:
         say("nothing to confirm: no finding has status 'regression'")
         return list(found)
     order, all_series = findings.load_series(project)
     for number, finding in enumerate(pending, 1):
         medians = all_series[finding.key].medians()
-        a_index, b_index = confirm.pair(finding.step, medians)
+        a_index, b_index = confirm.ab_indices(finding.step, medians)
         a, b = order[a_index], order[b_index]
         target = resolve(project, finding.key.benchmark, finding.key.case)
         workdir = project.results_dir.parent / ".fwdasv-confirm" / f"{a[:8]}-{b[:8]}"
@@ -106,15 +107,11 @@ def confirm_findings(
             max_processes=max_processes,
         )
         say(f"  {verdict.summary()}")
-        record = {
-            **verdict.to_json(),
-            "summary": verdict.summary(),
-            "a_commit": a,
-            "b_commit": b,
-        }
         status = verdict.status
-        findings.record_verdict(project, finding, status=status, confirmation=record)
-        if status == confirm.CONFIRMED and run_explain:
+        findings.record_verdict(
+            project, finding, status=status, confirmation=ConfirmationRecord.of(verdict, a, b)
+        )
+        if status == Status.CONFIRMED and run_explain:
             try:
                 explained = explain.explain_commits(
                     project,
@@ -128,19 +125,7 @@ def confirm_findings(
             except Exception as error:  # explaining must not lose the confirmation
                 say(f"  explain failed: {type(error).__name__}: {error}")
             else:
-                diff = explained.diff
-                findings.record_verdict(
-                    project,
-                    finding,
-                    status=status,
-                    explain={
-                        "headline": explain.headline(diff, a[:8], b[:8]),
-                        "table": explain.format_diff(diff, "table", top=15, good=a[:8], bad=b[:8]),
-                        "top5": list(diff.top5),
-                        "explained_top5_pct": diff.explained_top5_pct,
-                        "total_delta_us": diff.total_delta_us,
-                        "profile_dir": str(Path(explained.profile_dir)),
-                    },
-                )
-                say(f"  {explain.headline(diff, a[:8], b[:8])}")
+                record = explain.explain_record(explained.diff, a, b, explained.profile_dir)
+                findings.record_verdict(project, finding, status=status, explain=record)
+                say(f"  {record.headline}")
     return findings.find(project)

@@ -1,5 +1,10 @@
 """Seeded simulations of GPU-like latency histories, to measure what verdicts get right.
 
+Research tooling, not part of any command: scripts/verdict_quality.py (the
+verdict-quality figures of docs/measurements.md) and tests/test_verdicts.py
+use it to calibrate and check the rules of `noise`, `detect` and `confirm`.
+It stays in the package beside those rules so that both run the same code.
+
 A series is one benchmark case on one machine. Per commit, one benchmark process
 runs and stores `samples` per-block medians (asv's samples):
 
@@ -53,7 +58,7 @@ from asv.graph import Graph
 from asv.util import truncate_float_list
 from asv_runner.statistics import compute_stats
 
-from fwdasv.analysis.confirm import Confirmation, pair, run_confirmation
+from fwdasv.analysis.confirm import Confirmation, ab_indices, run_confirmation
 from fwdasv.analysis.detect import Step
 from fwdasv.analysis.noise import Noise, commit_medians
 
@@ -311,10 +316,10 @@ def confirm_step(
 ) -> Confirmation:
     """The confirmation re-measure of a finding, run as `fwdasv.analysis.confirm` would run it.
 
-    A and B are `fwdasv.analysis.confirm.pair(step)`; processes are added
+    A and B are `fwdasv.analysis.confirm.ab_indices(step)`; processes are added
     while the verdict is undecided (`run_confirmation`). `options` go to it.
     """
-    a_index, b_index = pair(step, history.medians())
+    a_index, b_index = ab_indices(step, history.medians())
 
     def measure(processes: int) -> tuple[list[float], list[float]]:
         return remeasure(history, a_index, b_index, processes, rng)

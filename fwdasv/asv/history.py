@@ -18,6 +18,7 @@ commit, machine, environment and case is joined onto every record of `<suite>`.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 import json
@@ -25,10 +26,10 @@ import math
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fwdasv.core.errors import UserError
 from fwdasv.launch import run_captured
@@ -41,7 +42,8 @@ MACHINE_KEYS = ("gpu", "gpu_count", "gpu_uuids", "driver", "cuda", "clock_policy
 # record field -> the companion benchmark method of the same suite that holds it.
 COMPANIONS = {"spread_pct": "track_spread_pct", "graph_vs_eager": "track_graph_vs_eager"}
 
-# The record's fields, in the order every writer uses. `samples` is last and optional.
+# The record's fields (`Record`), in the order every writer uses. `samples` is last and
+# optional.
 FIELDS = (
     "commit_hash",
     "commit_date",
@@ -129,9 +131,10 @@ class ResultFile:
         return self.path.name.split("-", 1)[0]
 
 
-def iso_utc(ms: float | None, timespec: str = "seconds") -> str | None:
-    """asv's JavaScript timestamps (ms since the epoch) as ISO 8601 UTC, `...Z`."""
-    if ms is None or not isinstance(ms, (int, float)) or not math.isfinite(ms):
+def iso_utc(ms: object, timespec: str = "seconds") -> str | None:
+    """asv's JavaScript timestamps (ms since the epoch) as ISO 8601 UTC, `...Z`; None for
+    anything else."""
+    if not isinstance(ms, (int, float)) or not math.isfinite(ms):
         return None
     when = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
     return when.isoformat(timespec=timespec).replace("+00:00", "Z")
@@ -147,7 +150,8 @@ def param_label(value_repr: str) -> str:
 
 
 def _finite_or_none(value: Any) -> Any:
-    """NaN means "skipped" to asv and has no place in CSV or JSON: None. Infinities stay."""
+    """NaN means "skipped" to asv and has no place in CSV or JSON: None. Infinities stay.
+    (Any: a value of asv's JSON goes through unchanged unless it is NaN.)"""
     if isinstance(value, float) and value != value:
         return None
     return value
@@ -189,7 +193,7 @@ class CommitFilter:
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
 
 
-def resolve_commits(specs: Iterable[str], repo: str | os.PathLike[str] | None) -> CommitFilter:
+def parse_commit_filter(specs: Iterable[str], repo: str | os.PathLike[str] | None) -> CommitFilter:
     """`A..B` (or `A...B`) ranges via `git rev-list` in `repo`; anything else is a hash prefix.
 
     Several specs (or a comma-separated list) add up. A range takes every commit
@@ -243,33 +247,196 @@ def _rev_list(range_spec: str, repo: str | os.PathLike[str] | None) -> list[str]
 
 # --- the tree -----------------------------------------------------------------------
 
+RecordStatus = Literal["ok", "failed", "skipped"]  # asv stored a value / null / NaN
 
-def _load_json(path: Path) -> Any:
+
+@dataclass(frozen=True)
+class Record:
+    """One stored result: a commit, machine, environment, benchmark and case.
+
+    asv's v2 row unpacked, with the companion benchmarks' spread and
+    graph-vs-eager check joined on and NaN ("skipped") as None. The machine
+    keys are whatever the machine file holds (any JSON value). `samples` is
+    None unless the history was read with samples (and asv stored some).
+    """
+
+    commit_hash: str
+    commit_date: str | None
+    machine: str
+    gpu: object
+    gpu_count: object
+    gpu_uuids: object
+    driver: object
+    cuda: object
+    clock_policy: object
+    env_name: str | None
+    benchmark: str  # "forward.TinyLM.track_latency"
+    suite: str  # "forward.TinyLM"
+    metric: str  # "track_latency"
+    case: str  # the parameter label ("" without parameters)
+    params: dict[str, str]
+    unit: str | None
+    status: RecordStatus
+    median: float | None
+    ci_99_a: float | None
+    ci_99_b: float | None
+    q_25: float | None
+    q_75: float | None
+    sample_count: int | None
+    spread_pct: float | None
+    graph_vs_eager: float | None
+    started_at: str | None
+    duration_s: float | None
+    samples: tuple[float | None, ...] | None = None
+
+    def as_row(self, fields: Sequence[str] = FIELDS) -> dict[str, object]:
+        """The record as one flat JSON object, keys in `fields` order (samples a list)."""
+        row = {name: getattr(self, name) for name in fields}
+        if SAMPLES_FIELD in row and self.samples is not None:
+            row[SAMPLES_FIELD] = list(self.samples)
+        return row
+
+    def sample_values(self) -> list[float]:
+        """The stored samples that are numbers (asv stores NaN for a skipped one)."""
+        return [s for s in self.samples or () if s is not None and not math.isnan(s)]
+
+    @classmethod
+    def _of_fields(cls, fields: dict[str, object]) -> Record:
+        """A record whose __dict__ is `fields` (every field, in order: the caller's to
+        keep; tests/test_history_export.py checks them), as pickle restores one. The frozen __init__ sets 28 attributes one at a time: 2.6 us a record against
+        0.3 here, which made `fwdasv export` of a long history half again as slow
+        (benchmarks_speed/export_speed.py)."""
+        record = object.__new__(cls)
+        object.__setattr__(record, "__dict__", fields)
+        return record
+
+
+_RECORD_FIELDS = (*FIELDS, SAMPLES_FIELD)
+assert tuple(f.name for f in dataclasses.fields(Record)) == _RECORD_FIELDS, "FIELDS != Record"
+
+
+@dataclass(frozen=True)
+class BenchmarkInfo:
+    """What benchmarks.json says of one benchmark (as far as the records need it)."""
+
+    params: tuple[tuple[str, ...], ...]  # parameter values, as Python reprs
+    param_names: tuple[str, ...]
+    unit: str | None
+    version: object  # compared with a result's own, never read
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> BenchmarkInfo:
+        params = raw.get("params")
+        names = raw.get("param_names")
+        unit = raw.get("unit")
+        return cls(
+            params=tuple(tuple(str(v) for v in p) for p in params if isinstance(p, list))
+            if isinstance(params, list)
+            else (),
+            param_names=tuple(str(n) for n in names) if isinstance(names, list) else (),
+            unit=unit if isinstance(unit, str) else None,
+            version=raw.get("version"),
+        )
+
+
+def _load_json(path: Path) -> object:
     # Python's json reads asv's NaN / Infinity / -Infinity tokens as floats.
     with open(path, "rb") as f:
         return json.loads(f.read())
 
 
-def result_header(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The commit and environment a result file says it holds (`commit_hash`, `env_name`).
+@dataclass(frozen=True)
+class ResultHeader:
+    """The commit and environment a result file says it holds."""
 
-    Raises ResultFileError when it is not readable JSON.
-    """
+    commit_hash: str | None
+    env_name: str | None
+
+
+def result_header(path: str | os.PathLike[str]) -> ResultHeader:
+    """What a result file says it holds. Raises ResultFileError when it is not readable JSON."""
     try:
         data = _load_json(Path(path))
     except (OSError, ValueError) as error:
         raise ResultFileError(f"{path}: not readable JSON ({error})") from None
     if not isinstance(data, dict):
         raise ResultFileError(f"{path}: not an asv result file")
-    return {"commit_hash": data.get("commit_hash"), "env_name": data.get("env_name")}
+    commit_hash, env_name = data.get("commit_hash"), data.get("env_name")
+    return ResultHeader(
+        commit_hash if isinstance(commit_hash, str) else None,
+        env_name if isinstance(env_name, str) else None,
+    )
+
+
+@dataclass(frozen=True)
+class _ResultJson:
+    """A results file that passed the format checks: its top-level fields."""
+
+    commit_hash: str
+    columns: list[object]
+    results: dict[str, object]
+    date: object
+    params: Mapping[str, object]  # the machine file as it was at run time
+    env_name: str | None
+
+
+def _parse_result_file(path: Path) -> _ResultJson:
+    """The file's fields, or ResultFileError saying why it is not asv's v2 results JSON."""
+    try:
+        data = _load_json(path)
+    except (OSError, ValueError) as error:
+        raise ResultFileError(f"not readable JSON ({error}); truncated or corrupt") from None
+    if not isinstance(data, dict):
+        raise ResultFileError("not an asv results file (expected a JSON object)")
+    version = data.get("version")
+    if version != RESULTS_API_VERSION:
+        raise ResultFileError(
+            f"results format version {version!r}, expected {RESULTS_API_VERSION} "
+            "(asv 0.6; run `asv update` for older files)"
+        )
+    try:
+        commit_hash = data["commit_hash"]
+        columns = data["result_columns"]
+        results = data["results"]
+    except KeyError as error:
+        raise ResultFileError(f"missing key {error}") from None
+    if not isinstance(results, dict) or not isinstance(columns, list):
+        raise ResultFileError("'results' must be an object and 'result_columns' a list")
+    if not isinstance(commit_hash, str):
+        raise ResultFileError(f"'commit_hash' is {commit_hash!r}, expected a string")
+    env_name = data.get("env_name")
+    if env_name is not None and not isinstance(env_name, str):
+        raise ResultFileError(f"'env_name' is {env_name!r}, expected a string")
+    params = data.get("params")
+    return _ResultJson(
+        commit_hash=commit_hash,
+        columns=columns,
+        results=results,
+        date=data.get("date"),
+        params=params if isinstance(params, dict) else {},
+        env_name=env_name,
+    )
+
+
+def _rows(parsed: _ResultJson) -> dict[str, _Row]:
+    """Each benchmark's row, zipped with the file's columns."""
+    column = {str(name): i for i, name in enumerate(parsed.columns)}
+    try:
+        return {name: _Row(row, column, name) for name, row in parsed.results.items()}
+    except (TypeError, ValueError) as error:
+        raise ResultFileError(str(error)) from None
+
+
+# (suite, record field) -> per parameter combination, the companion benchmark's value
+_Companions = dict[tuple[str, str], dict[tuple[str, ...], object]]
 
 
 class History:
     """An asv results directory, its benchmarks.json and machine files, with filters.
 
     `files()` lists the result files the filters leave (cheap: names only);
-    `records(files)` reads them one at a time and yields flat record dicts with
-    the keys of `FIELDS` (plus `samples` when asked), tallying into `report`.
+    `records(files)` reads them one at a time and yields a `Record` per stored
+    result (with `samples` when asked), tallying into `report`.
     """
 
     def __init__(
@@ -308,15 +475,15 @@ class History:
         self.commits = commits
         self.samples = samples
         self.report = Report()
-        self.machine_info: dict[str, dict[str, Any]] = {}
+        self.machine_info: dict[str, Mapping[str, object]] = {}
         # (benchmark, params) -> per combination (case label, params dict, kept by --bench)
-        self._combos: dict[tuple[str, Any], list[tuple[str, dict[str, str], bool]]] = {}
+        self._combos: dict[tuple[str, object], list[tuple[str, dict[str, str], bool]]] = {}
 
     @property
     def fields(self) -> tuple[str, ...]:
         return (*FIELDS, SAMPLES_FIELD) if self.samples else FIELDS
 
-    def _load_benchmarks(self) -> dict[str, dict[str, Any]]:
+    def _load_benchmarks(self) -> dict[str, BenchmarkInfo]:
         path = self.results_dir / "benchmarks.json"
         try:
             data = _load_json(path)
@@ -332,16 +499,21 @@ class History:
             ) from None
         if not isinstance(data, dict):
             raise HistoryError(f"{path}: expected an object of benchmarks")
-        return {k: v for k, v in data.items() if k != "version" and isinstance(v, dict)}
+        return {
+            k: BenchmarkInfo.from_json(v)
+            for k, v in data.items()
+            if k != "version" and isinstance(v, dict)
+        }
 
-    def _machine(self, machine: str) -> dict[str, Any]:
+    def _machine(self, machine: str) -> Mapping[str, object]:
         info = self.machine_info.get(machine)
         if info is None:
             path = self.results_dir / machine / "machine.json"
             try:
-                info = _load_json(path)
-                if not isinstance(info, dict):
+                loaded = _load_json(path)
+                if not isinstance(loaded, dict):
                     raise ValueError("not an object")
+                info = loaded
             except FileNotFoundError:
                 info = {}
             except (OSError, ValueError) as error:
@@ -370,8 +542,8 @@ class History:
                     out.append(file)
         return out
 
-    def records(self, files: Iterable[ResultFile] | None = None) -> Iterator[dict[str, Any]]:
-        """Flat records, one file read at a time; a bad file becomes a `Problem`."""
+    def records(self, files: Iterable[ResultFile] | None = None) -> Iterator[Record]:
+        """The records, one file read at a time; a bad file becomes a `Problem`."""
         for file in self.files() if files is None else files:
             try:
                 records = self.file_records(file)
@@ -384,11 +556,14 @@ class History:
             self.report.records += len(records)
             yield from records
 
-    def _selected(self, name: str, params: list[list[str]]) -> list[tuple[str, dict, bool]]:
+    def _selected(
+        self, name: str, params: list[list[str]]
+    ) -> list[tuple[str, dict[str, str], bool]]:
         key = (name, tuple(tuple(p) for p in params))
         combos = self._combos.get(key)
         if combos is None:
-            names = self.benchmarks.get(name, {}).get("param_names") or []
+            info = self.benchmarks.get(name)
+            names = list(info.param_names) if info is not None else []
             if len(names) != len(params):
                 names = [f"param{i + 1}" for i in range(len(params))]
             combos = []
@@ -400,130 +575,115 @@ class History:
             self._combos[key] = combos
         return combos
 
-    def file_records(self, file: ResultFile) -> list[dict[str, Any]] | None:
+    def file_records(self, file: ResultFile) -> list[Record] | None:
         """All records of one result file (None: its commit is filtered out).
 
         Raises ResultFileError when the file is not asv's v2 results JSON.
         """
-        try:
-            data = _load_json(file.path)
-        except (OSError, ValueError) as error:
-            raise ResultFileError(f"not readable JSON ({error}); truncated or corrupt") from None
-        if not isinstance(data, dict):
-            raise ResultFileError("not an asv results file (expected a JSON object)")
-        version = data.get("version")
-        if version != RESULTS_API_VERSION:
-            raise ResultFileError(
-                f"results format version {version!r}, expected {RESULTS_API_VERSION} "
-                "(asv 0.6; run `asv update` for older files)"
-            )
-        try:
-            commit_hash = data["commit_hash"]
-            columns = data["result_columns"]
-            results = data["results"]
-        except KeyError as error:
-            raise ResultFileError(f"missing key {error}") from None
-        if not isinstance(results, dict) or not isinstance(columns, list):
-            raise ResultFileError("'results' must be an object and 'result_columns' a list")
-        if not isinstance(commit_hash, str):
-            raise ResultFileError(f"'commit_hash' is {commit_hash!r}, expected a string")
-        if self.commits is not None and not self.commits.matches(commit_hash):
+        parsed = _parse_result_file(file.path)
+        if self.commits is not None and not self.commits.matches(parsed.commit_hash):
             return None
+        run = self._run_fields(file, parsed)
+        rows = _rows(parsed)
+        companions = self._companions(rows)
+        records: list[Record] = []
+        for name, row in rows.items():
+            if self._kept(name, row):
+                records.extend(self._row_records(name, row, run, companions))
+        return records
 
-        run_params = data.get("params") if isinstance(data.get("params"), dict) else {}
+    def _run_fields(self, file: ResultFile, parsed: _ResultJson) -> dict[str, object]:
+        """The leading fields every record of the file shares (commit, machine, env), in
+        FIELDS order. The file's params are the machine file as it was at run time;
+        machine.json is only the latest copy."""
         machine_info = self._machine(file.machine)
-        common: dict[str, Any] = {
-            "commit_hash": commit_hash,
-            "commit_date": iso_utc(data.get("date")),
-            "machine": run_params.get("machine", file.machine),
+        run = parsed.params
+        machine = run.get("machine", file.machine)
+        return {
+            "commit_hash": parsed.commit_hash,
+            "commit_date": iso_utc(parsed.date),
+            "machine": machine if isinstance(machine, str) else file.machine,
+            **{key: run.get(key, machine_info.get(key)) for key in MACHINE_KEYS},
+            "env_name": parsed.env_name,
         }
-        # The file's params are the machine file as it was at run time; machine.json
-        # is only the latest copy.
-        for key in MACHINE_KEYS:
-            common[key] = run_params.get(key, machine_info.get(key))
-        common["env_name"] = data.get("env_name")
 
-        column = {name: i for i, name in enumerate(columns)}
-        try:
-            rows = {name: _Row(row, column, name) for name, row in results.items()}
-        except (TypeError, ValueError) as error:
-            raise ResultFileError(str(error)) from None
-
-        companions: dict[tuple[str, str], dict[tuple[str, ...], Any]] = {}
+    def _companions(self, rows: Mapping[str, _Row]) -> _Companions:
+        """The companion benchmarks' values (`COMPANIONS`) of this file, by suite."""
+        companions: _Companions = {}
         for name, row in rows.items():
             suite, _, metric = name.rpartition(".")
             for record_field, method in COMPANIONS.items():
                 if metric == method and self._current(name, row):
-                    companions[(suite, record_field)] = dict(
-                        zip(
-                            row.combos(),
-                            (_finite_or_none(v) for v in row.values("result")),
-                            strict=True,
-                        )
-                    )
+                    values = (_finite_or_none(v) for v in row.values("result"))
+                    companions[(suite, record_field)] = dict(zip(row.combos(), values, strict=True))
+        return companions
 
-        records: list[dict[str, Any]] = []
-        for name, row in rows.items():
-            selected = self._selected(name, row.params)
-            if name not in self.benchmarks or not self._current(name, row):
-                dropped = sum(1 for _, _, kept in selected if kept)
-                if name not in self.benchmarks:
-                    self.report.dropped_unknown += dropped
-                else:
-                    self.report.dropped_version += dropped
+    def _kept(self, name: str, row: _Row) -> bool:
+        """Whether benchmarks.json knows the row's benchmark at its version; what is
+        dropped (and the filters would have kept) is counted in the report."""
+        if name in self.benchmarks and self._current(name, row):
+            return True
+        dropped = sum(1 for _, _, kept in self._selected(name, row.params) if kept)
+        if name not in self.benchmarks:
+            self.report.dropped_unknown += dropped
+        else:
+            self.report.dropped_version += dropped
+        return False
+
+    def _row_records(
+        self, name: str, row: _Row, run: dict[str, object], companions: _Companions
+    ) -> list[Record]:
+        """One record per parameter combination of one benchmark's row that --bench keeps."""
+        suite, _, metric = name.rpartition(".")
+        unit = self.benchmarks[name].unit
+        started_at = iso_utc(row.get("started_at"), "milliseconds")
+        duration = _finite_or_none(row.get("duration"))
+        result = row.values("result")
+        median = _clean(result)
+        ci_a = _clean(row.values("stats_ci_99_a"))
+        ci_b = _clean(row.values("stats_ci_99_b"))
+        q_25 = _clean(row.values("stats_q_25"))
+        q_75 = _clean(row.values("stats_q_75"))
+        repeat = row.values("stats_repeat")
+        samples = row.values("samples")
+        spread = companions.get((suite, "spread_pct")) or {}
+        graph_vs_eager = companions.get((suite, "graph_vs_eager")) or {}
+        combos = row.combos()
+        records = []
+        for j, (case, params, kept) in enumerate(self._selected(name, row.params)):
+            if not kept:
                 continue
-            suite, _, metric = name.rpartition(".")
-            unit = self.benchmarks[name].get("unit")
-            started_at = iso_utc(row.get("started_at"), "milliseconds")
-            duration = _finite_or_none(row.get("duration"))
-            result = row.values("result")
-            median = _clean(result)
-            ci_a = _clean(row.values("stats_ci_99_a"))
-            ci_b = _clean(row.values("stats_ci_99_b"))
-            q_25 = _clean(row.values("stats_q_25"))
-            q_75 = _clean(row.values("stats_q_75"))
-            repeat = row.values("stats_repeat")
-            samples = row.values("samples")
-            spread = companions.get((suite, "spread_pct")) or {}
-            graph_vs_eager = companions.get((suite, "graph_vs_eager")) or {}
-            combos = row.combos()
-            for j, (case, params, kept) in enumerate(selected):
-                if not kept:
-                    continue
-                value = result[j]
-                sample_list = samples[j]
-                count = repeat[j]
-                if count is None and isinstance(sample_list, list):
-                    count = len(sample_list)
-                combo = combos[j]
-                # One dict display: the record's keys in FIELDS order, built in one step.
-                record = {
-                    **common,
-                    "benchmark": name,
-                    "suite": suite,
-                    "metric": metric,
-                    "case": case,
-                    "params": dict(params),
-                    "unit": unit,
-                    "status": "failed"
-                    if value is None
-                    else ("ok" if median[j] is not None else "skipped"),
-                    "median": median[j],
-                    "ci_99_a": ci_a[j],
-                    "ci_99_b": ci_b[j],
-                    "q_25": q_25[j],
-                    "q_75": q_75[j],
-                    "sample_count": count,
-                    "spread_pct": spread.get(combo),
-                    "graph_vs_eager": graph_vs_eager.get(combo),
-                    "started_at": started_at,
-                    "duration_s": duration,
-                }
-                if self.samples:
-                    record[SAMPLES_FIELD] = (
-                        _clean(sample_list) if isinstance(sample_list, list) else None
-                    )
-                records.append(record)
+            sample_list = samples[j]
+            count = repeat[j]
+            if count is None and isinstance(sample_list, list):
+                count = len(sample_list)
+            status = (
+                "failed" if result[j] is None else ("ok" if median[j] is not None else "skipped")
+            )
+            stored = self.samples and isinstance(sample_list, list)
+            # One dict display: the record's fields in order, built in one step.
+            fields = {
+                **run,
+                "benchmark": name,
+                "suite": suite,
+                "metric": metric,
+                "case": case,
+                "params": dict(params),
+                "unit": unit,
+                "status": status,
+                "median": median[j],
+                "ci_99_a": ci_a[j],
+                "ci_99_b": ci_b[j],
+                "q_25": q_25[j],
+                "q_75": q_75[j],
+                "sample_count": count,
+                "spread_pct": spread.get(combos[j]),
+                "graph_vs_eager": graph_vs_eager.get(combos[j]),
+                "started_at": started_at,
+                "duration_s": duration,
+                SAMPLES_FIELD: tuple(_clean(sample_list)) if stored else None,
+            }
+            records.append(Record._of_fields(fields))
         return records
 
     def _current(self, name: str, row: _Row) -> bool:
@@ -532,7 +692,7 @@ class History:
         if bench is None:
             return False
         version = row.get("version")
-        return version is None or version == bench.get("version")
+        return version is None or version == bench.version
 
 
 class _Row:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fwdasv.core.errors import UserError
+from fwdasv.core.verdicts import VerdictSettings
 from fwdasv.launch import run_captured
 
 
@@ -38,7 +39,7 @@ class AsvProject:
     benchmark_dir: Path
     branches: tuple[str, ...]
     environment_type: str
-    raw: dict[str, Any]
+    raw: Mapping[str, object]  # asv.conf.json as parsed: asv's keys and fwdasv's block
 
     @classmethod
     def load(cls, config_path: str | os.PathLike[str]) -> AsvProject:
@@ -71,12 +72,16 @@ class AsvProject:
             raw=raw,
         )
 
+    def verdict_settings(self) -> VerdictSettings:
+        """The configuration's `"fwdasv"` block (SettingsError naming a malformed key)."""
+        return VerdictSettings.from_config(self.raw, str(self.config_path))
+
     @property
     def local_repo(self) -> Path | None:
         """The repository on disk: the configured path, or asv's mirror of a URL."""
         if "://" not in self.repo and not self.repo.startswith("git@"):
             return Path(self.repo)
-        mirror = self.config_path.parent / self.raw.get("project", "project")
+        mirror = self.config_path.parent / str(self.raw.get("project", "project"))
         return mirror if mirror.is_dir() else None
 
     def git(self, *args: str) -> str:
@@ -221,7 +226,7 @@ def run_spec(
     return run_asv(project, "run", *args, *extra, python=python, echo=echo, check_codes=(0, 2))
 
 
-def publish(
+def publish_site(
     project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
 ) -> Path:
     """`asv publish`, then the site made to work offline (fwdasv.asv.offline_site), without

@@ -51,7 +51,7 @@ from fwdasv.targets.base import TargetSpec
 # Decode at two batch sizes and contexts, and a prefill: the steps that move
 # independently when attention, the MLP or the KV cache code changes.
 DEFAULT_CASES = ("decode_bs1_1k=1*1@1024", "decode_bs16_4k=16*1@4096", "prefill_1k=1024")
-VERDICT_SETTINGS: dict[str, Any] = VerdictSettings().to_json()
+VERDICT_SETTINGS: dict[str, float | bool] = VerdictSettings().to_json()
 DEFAULT_THRESHOLD = 0.05  # asv's regressions_thresholds for latency: a fraction
 SUITE_MODULE = "forward"
 CHECK_TIMEOUT_S = 900.0

@@ -134,10 +134,10 @@ def bench_option(f: F) -> F:
     )(f)
 
 
-def factor_option(default: float, help: str) -> Callable[[F], F]:
-    return click.option(
-        "--factor", type=click.FloatRange(min=1), default=default, show_default=True, help=help
-    )
+def factor_option(help: str) -> Callable[[F], F]:
+    """`--factor`, a ratio of medians (1.05 = 5%); its default comes from the configuration
+    (`fwdasv.core.verdicts`), so the help says it and the command reads None."""
+    return click.option("--factor", type=click.FloatRange(min=1), default=None, help=help)
 
 
 def alpha_option(default: float = stats.SIGNIFICANCE, help: str | None = None) -> Callable[[F], F]:

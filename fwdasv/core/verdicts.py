@@ -5,9 +5,17 @@ the block rides along with the project:
 
     "fwdasv": {"min_effect_pct": 0.3, "confirm": true}
 
-`fwdasv init` writes it; `fwdasv regressions`, `confirm`, `publish` and
-`nightly` read it (`fwdasv.analysis.findings`). It lives in core because both
-the asv layer (which writes it) and the analysis (which reads it) need it.
+`fwdasv init` writes it; `fwdasv regressions`, `confirm`, `publish`,
+`nightly`, `compare` and `bisect` read it (`AsvProject.verdict_settings`). It
+lives in core because both the asv layer (which writes it) and the analysis
+(which reads it) need it.
+
+`min_effect_pct` is the smallest change worth reporting, wherever a change
+is judged: the default of `--min-effect` (percent) in the findings, and of
+`--factor` (a ratio of medians, `factor_of(pct)` = 1 + pct / 100: 0.3% is
+1.003) in compare. Bisect's `--factor` is a detection floor for one probe,
+not a reporting threshold: it follows `min_effect_pct` only above
+PROBE_FLOOR_PCT (see `VerdictSettings.probe_factor`).
 """
 
 from __future__ import annotations
@@ -25,6 +33,19 @@ SETTINGS_KEY = "fwdasv"
 # error (fwdasv.analysis.detect); below it a step is real but too small to chase on
 # GPUs whose machine-to-machine offsets are 1.5%.
 MIN_EFFECT_PCT = 0.3
+# Bisect judges a probe by Mann-Whitney on the samples of its asv runs, which never see
+# the run-to-run offset of a new process, capture or clock state (up to 2-5% on a
+# power-capped GPU prefill, DESIGN.md; more on a busy CPU box). With a floor below that
+# offset a probe at the old level reads as "different" from GOOD: it is measured again
+# and again and may still land on the wrong side. So a probe's floor is this much at
+# least (bisect's factor 1.05 since it was written), and min_effect_pct only raises it:
+# a step too small to report is not bisected either.
+PROBE_FLOOR_PCT = 5.0
+
+
+def factor_of(pct: float) -> float:
+    """A change in percent as the ratio of medians that `--factor` takes (0.3 -> 1.003)."""
+    return 1 + pct / 100
 
 
 class SettingsError(UserError):
@@ -40,6 +61,16 @@ class VerdictSettings:
 
     min_effect_pct: float = MIN_EFFECT_PCT
     confirm: bool = True
+
+    @property
+    def min_effect_factor(self) -> float:
+        """`min_effect_pct` as a ratio of medians: compare's default `--factor`."""
+        return factor_of(self.min_effect_pct)
+
+    @property
+    def probe_factor(self) -> float:
+        """Bisect's default `--factor`: PROBE_FLOOR_PCT, or `min_effect_pct` when larger."""
+        return factor_of(max(self.min_effect_pct, PROBE_FLOOR_PCT))
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any], where: str = "asv.conf.json") -> VerdictSettings:
@@ -62,5 +93,5 @@ class VerdictSettings:
             raise SettingsError(f"{where}.confirm must be true or false, not {confirm!r}")
         return cls(float(effect), confirm)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, float | bool]:
         return {"min_effect_pct": self.min_effect_pct, "confirm": self.confirm}

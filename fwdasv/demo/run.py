@@ -23,16 +23,21 @@ Re-running reuses the repository, the environment and every stored result.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.scaffold import SuiteSpec, init_project
 from fwdasv.demo.project import HISTORY_LENGTH, SLOW_COMMIT_SUBJECT, TARGET, build_project
+
+if TYPE_CHECKING:  # the analysis is imported when the demo runs, not when its settings are read
+    from fwdasv.analysis.bisect.outcome import BisectResult
+    from fwdasv.analysis.explain import KernelDiff
+    from fwdasv.analysis.findings import Finding
 
 SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
@@ -45,14 +50,36 @@ MACHINE = "fwdasv-demo"
 NOISY_PCT = 2.0
 
 
-@dataclass
+@dataclass(frozen=True)
+class Measured:
+    """What step 3 measured: the commits, the findings on them, and why it widened (if it did)."""
+
+    commits: list[str]
+    found: list[Finding]
+    # The noisiest case and its noise_pct, when nothing stood out and the commits
+    # between were measured too.
+    widened_for: tuple[str, float] | None = None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Steps 5-7 on the worst gating finding: its verdict, the bisect, the kernel diff."""
+
+    finding: Finding  # as re-judged after its confirmation
+    good: str  # the commits the diff is of: the step's, or bisect's pair
+    bad: str
+    bisected: BisectResult | None
+    diff: KernelDiff
+
+
+@dataclass(frozen=True)
 class DemoOutcome:
     directory: Path
     hashes: list[str]
     measured: list[str]
-    regressions: list = field(default_factory=list)
-    bisected: list = field(default_factory=list)
-    explained: Any = None  # the kernel/op diff of the culprit
+    regressions: list[Finding] = field(default_factory=list)  # as published, this machine's
+    bisected: list[BisectResult] = field(default_factory=list)
+    explained: KernelDiff | None = None  # the kernel/op diff of the culprit
     wall_s: float = 0.0
 
 
@@ -92,12 +119,10 @@ def run_demo(
     echo: Callable[[str], None] = print,
     bisect_regressions: bool = True,
 ) -> DemoOutcome:
-    from fwdasv.analysis import findings
-    from fwdasv.analysis.bisect.driver import bisect
-    from fwdasv.analysis.explain import explain_commits, format_diff, headline
+    """The demo's seven steps (see the module), each returning what it found; the lines
+    `[demo] ...` are printed from those values, the tools' own output indented."""
+    from fwdasv.analysis.gate import FINDINGS
     from fwdasv.analysis.publish import publish
-    from fwdasv.analysis.reproduce import confirm_findings
-    from fwdasv.hw import machine as hw_machine
 
     started = time.perf_counter()
     root = Path(directory).resolve()
@@ -111,6 +136,52 @@ def run_demo(
 
     say(f"1/7 demo project: a {HISTORY_LENGTH}-commit history of tinylm in {root / 'tinylm'}")
     hashes = build_project(root / "tinylm")
+    project, gpu = _asv_project(root, machine, indented)
+    say(f"2/7 asv project {project.config_path} (machine {machine}: gpu {gpu})")
+    measured = _measure(project, hashes, every, machine, say, indented)
+    say("4/7 findings: each series judged by its own run-to-run noise")
+    _lines(indented, _findings_table(measured.found))
+    pending = [f for f in measured.found if FINDINGS.fails(f.status)]
+    explained = None
+    if not pending:
+        say("5/7 no latency regression was found; nothing to confirm or bisect")
+    else:
+        worst = max(pending, key=lambda f: f.percent)
+        explained = _explain_worst(project, worst, machine, bisect_regressions, say, indented)
+    published = [f for f in publish(project, echo=None) if f.key.machine == machine]
+    outcome = DemoOutcome(
+        root,
+        hashes,
+        measured.commits,
+        regressions=published,
+        bisected=[explained.bisected] if explained and explained.bisected else [],
+        explained=explained.diff if explained else None,
+        wall_s=time.perf_counter() - started,
+    )
+    for line in _closing_lines(outcome, project):
+        say(line)
+    return outcome
+
+
+def _lines(echo: Callable[[str], None], lines: Iterable[str]) -> None:
+    for line in lines:
+        echo(line)
+
+
+def _findings_table(found: Sequence[Finding]) -> list[str]:
+    from fwdasv.analysis import findings
+
+    return findings.format_findings(found, "table").splitlines()
+
+
+def _asv_project(
+    root: Path, machine: str, indented: Callable[[str], None]
+) -> tuple[asv_project.AsvProject, str | None]:
+    """Step 2: the asv project, as `fwdasv init` writes it with the demo's suite settings (the
+    demo owns its directory, so a re-run rewrites its own, identical, files), and this
+    machine's entry; returns the project and the machine's GPU."""
+    from fwdasv.hw import machine as hw_machine
+
     suite = SuiteSpec(
         TARGET,
         CASES,
@@ -125,8 +196,6 @@ def run_demo(
         env={"OMP_NUM_THREADS": "1"},
         doc="tinylm's forward: 8 decodes over 2048 cached tokens, and a 512-token prefill.",
     )
-    # What `fwdasv init` does, with the demo's suite settings; the demo owns its
-    # directory, so a re-run rewrites its own (identical) files.
     project = init_project(
         root,
         root / "tinylm",
@@ -137,7 +206,21 @@ def run_demo(
     ).project
     entry = hw_machine.this_machine(machine)
     hw_machine.write_machine_file(entry)
-    say(f"2/7 asv project {project.config_path} (machine {machine}: gpu {entry.get('gpu')})")
+    return project, entry.get("gpu")
+
+
+def _measure(
+    project: asv_project.AsvProject,
+    hashes: list[str],
+    every: int,
+    machine: str,
+    say: Callable[[str], None],
+    indented: Callable[[str], None],
+) -> Measured:
+    """Step 3: every `every`-th commit, as a nightly job; on a noisy machine where nothing
+    stood out yet, the commits in between too."""
+    from fwdasv.analysis import findings
+    from fwdasv.analysis.gate import FINDINGS
 
     nightly = nightly_commits(hashes, every)
     say(
@@ -147,82 +230,97 @@ def run_demo(
     asv_project.run_commits(project, nightly, machine, echo=indented)
     found = findings.find(project, machine=machine, bench=[BENCHMARK])
     rest = [h for h in hashes if h not in nightly]
-    unresolved = rest and not any(f.status in findings.GATING for f in found)
+    if not rest or any(FINDINGS.fails(f.status) for f in found):
+        return Measured(nightly, found)
     # The results are read again for the noise only when nothing was found.
-    noisiest = _noisiest_case(project, machine) if unresolved else ("", 0.0)
-    if unresolved and noisiest[1] > NOISY_PCT:
-        # A level needs MIN_SEGMENT measured commits, and a threshold Studentized with
-        # few commits is high: on a noisy machine every commit is what resolves a step.
-        say(
-            f"3/7 nothing stands out of this machine's noise yet ({noisiest[0]}: noise_pct "
-            f"{noisiest[1]:.1f}% on {len(nightly)} commits): measuring the other "
-            f"{len(rest)} commits too"
-        )
-        asv_project.run_commits(project, rest, machine, echo=indented)
-        nightly = list(hashes)
-        found = findings.find(project, machine=machine, bench=[BENCHMARK])
-    say("4/7 findings: each series judged by its own run-to-run noise")
-    for line in findings.format_findings(found, "table").splitlines():
-        indented(line)
-    outcome = DemoOutcome(root, hashes, nightly, regressions=found)
-    pending = [f for f in found if f.status in findings.GATING]
-    if not pending:
-        say("5/7 no latency regression was found; nothing to confirm or bisect")
-    else:
-        worst = max(pending, key=lambda f: f.percent)
-        if worst.status == findings.REGRESSION:
-            say(f"5/7 confirm {worst.key.name}: A/B interleaved on this machine")
-            confirm_findings(project, [worst], max_processes=6, run_explain=False, echo=indented)
-            worst = next(
-                (
-                    f
-                    for f in findings.find(project, machine=machine, bench=[BENCHMARK])
-                    if f.ident == worst.ident
-                ),
-                worst,
-            )
-        else:
-            say(f"5/7 {worst.key.name} already {worst.status}")
-        good, bad = worst.commit_range()
-        if bisect_regressions and len(worst.commits) > 1:
-            say(f"6/7 bisect {good[:8]}..{bad[:8]} ({worst.key.case}) down to one commit")
-            result = bisect(
-                project, good, bad, BENCHMARK, machine, case=worst.key.case, echo=indented
-            )
-            outcome.bisected.append(result)
-            indented(result.summary())
-            if result.reproducible:
-                good, bad = result.last_good, result.first_bad
-        else:
-            say(f"6/7 the step is one commit, {bad[:8]}: nothing to bisect")
-        say(f"7/7 explain {good[:8]} -> {bad[:8]}: what got slower")
-        explained = explain_commits(project, good, bad, BENCHMARK, worst.key.case, echo=indented)
-        diff = explained.diff
-        for line in format_diff(diff, "table", top=8, good=good[:8], bad=bad[:8]).splitlines():
-            indented(line)
-        findings.record_verdict(
-            project,
-            worst,
-            status=worst.status,
-            explain={
-                "headline": headline(diff, good[:8], bad[:8]),
-                "table": format_diff(diff, "table", top=15, good=good[:8], bad=bad[:8]),
-                "top5": list(diff.top5),
-                "explained_top5_pct": diff.explained_top5_pct,
-                "total_delta_us": diff.total_delta_us,
-                "profile_dir": explained.profile_dir,
-                "commits": [good, bad],
-            },
-        )
-        outcome.explained = diff
-    found = publish(project, echo=None)
-    outcome.regressions = [f for f in found if f.key.machine == machine]
-    outcome.wall_s = time.perf_counter() - started
+    case, noise_pct = _noisiest_case(project, machine)
+    if noise_pct <= NOISY_PCT:
+        return Measured(nightly, found)
+    # A level needs MIN_SEGMENT measured commits, and a threshold Studentized with
+    # few commits is high: on a noisy machine every commit is what resolves a step.
     say(
-        f"done in {outcome.wall_s:.0f} s. The injected regression is the commit "
-        f"'{SLOW_COMMIT_SUBJECT}'."
+        f"3/7 nothing stands out of this machine's noise yet ({case}: noise_pct "
+        f"{noise_pct:.1f}% on {len(nightly)} commits): measuring the other "
+        f"{len(rest)} commits too"
     )
-    for line in asv_project.site_hint(project):
-        say(line)
-    say(f"regressions: fwdasv regressions --config {project.config_path} --format markdown")
-    return outcome
+    asv_project.run_commits(project, rest, machine, echo=indented)
+    found = findings.find(project, machine=machine, bench=[BENCHMARK])
+    return Measured(list(hashes), found, widened_for=(case, noise_pct))
+
+
+def _explain_worst(
+    project: asv_project.AsvProject,
+    worst: Finding,
+    machine: str,
+    bisect_regressions: bool,
+    say: Callable[[str], None],
+    indented: Callable[[str], None],
+) -> Diagnosis:
+    """Steps 5-7: confirm the worst finding, bisect its range, explain its commits."""
+    from fwdasv.analysis import findings
+    from fwdasv.analysis.explain import explain_commits, explain_record, format_diff
+
+    worst = _confirm(project, worst, machine, say, indented)
+    good, bad = worst.commit_range()
+    bisected = None
+    if bisect_regressions and len(worst.commits) > 1:
+        bisected = _bisect(project, worst, machine, say, indented)
+        if bisected.reproducible:
+            good, bad = bisected.last_good, bisected.first_bad
+    else:
+        say(f"6/7 the step is one commit, {bad[:8]}: nothing to bisect")
+    say(f"7/7 explain {good[:8]} -> {bad[:8]}: what got slower")
+    explained = explain_commits(project, good, bad, BENCHMARK, worst.key.case, echo=indented)
+    diff = explained.diff
+    _lines(indented, format_diff(diff, "table", top=8, good=good[:8], bad=bad[:8]).splitlines())
+    record = explain_record(diff, good, bad, explained.profile_dir, with_commits=True)
+    findings.record_verdict(project, worst, status=worst.status, explain=record)
+    return Diagnosis(worst, good, bad, bisected, diff)
+
+
+def _confirm(
+    project: asv_project.AsvProject,
+    worst: Finding,
+    machine: str,
+    say: Callable[[str], None],
+    indented: Callable[[str], None],
+) -> Finding:
+    """Step 5: an interleaved A/B re-measure of a finding not yet re-measured; the finding
+    as now judged."""
+    from fwdasv.analysis import findings
+    from fwdasv.analysis.reproduce import confirm_findings
+    from fwdasv.analysis.status import Status
+
+    if worst.status != Status.REGRESSION:
+        say(f"5/7 {worst.key.name} already {worst.status}")
+        return worst
+    say(f"5/7 confirm {worst.key.name}: A/B interleaved on this machine")
+    confirm_findings(project, [worst], max_processes=6, run_explain=False, echo=indented)
+    again = findings.find(project, machine=machine, bench=[BENCHMARK])
+    return next((f for f in again if f.ident == worst.ident), worst)
+
+
+def _bisect(
+    project: asv_project.AsvProject,
+    worst: Finding,
+    machine: str,
+    say: Callable[[str], None],
+    indented: Callable[[str], None],
+) -> BisectResult:
+    """Step 6: bisect the finding's range down to one commit."""
+    from fwdasv.analysis.bisect.driver import bisect
+
+    good, bad = worst.commit_range()
+    say(f"6/7 bisect {good[:8]}..{bad[:8]} ({worst.key.case}) down to one commit")
+    result = bisect(project, good, bad, BENCHMARK, machine, case=worst.key.case, echo=indented)
+    indented(result.summary())
+    return result
+
+
+def _closing_lines(outcome: DemoOutcome, project: asv_project.AsvProject) -> list[str]:
+    return [
+        f"done in {outcome.wall_s:.0f} s. The injected regression is the commit "
+        f"'{SLOW_COMMIT_SUBJECT}'.",
+        *asv_project.site_hint(project),
+        f"regressions: fwdasv regressions --config {project.config_path} --format markdown",
+    ]

@@ -10,11 +10,10 @@ themselves are pure (`fwdasv.analysis.bisect.rules`).
 from __future__ import annotations
 
 import itertools
-import math
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,13 +26,7 @@ from fwdasv.analysis.bisect.environment import (
 )
 from fwdasv.analysis.bisect.outcome import BisectResult, Probe
 from fwdasv.analysis.bisect.rules import (
-    BAD,
-    DEFAULT_FACTOR,
     DEFAULT_MAX_REMEASURE,
-    DIFFERENT,
-    FAILED,
-    PART_WAY,
-    UNKNOWN,
     Classification,
     classify,
     closer,
@@ -43,14 +36,17 @@ from fwdasv.analysis.bisect.rules import (
     step_text,
 )
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule
-from fwdasv.asv.history import CommitFilter, History, param_label
+from fwdasv.analysis.status import Status
+from fwdasv.asv.history import BenchmarkInfo, CommitFilter, History, Record, param_label
 from fwdasv.asv.project import AsvError, AsvProject, run_commits
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
 
 
 @dataclass
-class Target:
+class BenchmarkCase:
+    """The benchmark (and case) a bisection follows."""
+
     name: str
     case: str | None
     unit: str | None
@@ -58,8 +54,8 @@ class Target:
 
 
 def resolve_benchmark(
-    benchmarks: dict[str, dict[str, Any]], bench: str, case: str | None
-) -> Target:
+    benchmarks: Mapping[str, BenchmarkInfo], bench: str, case: str | None
+) -> BenchmarkCase:
     """asv find's rule: an exact name, else a regex that matches exactly one benchmark."""
     if bench in benchmarks:
         names = [bench]
@@ -74,13 +70,13 @@ def resolve_benchmark(
         raise BisectError(f"BENCH {bench!r} must name exactly one benchmark (matches: {found})")
     name = names[0]
     info = benchmarks[name]
-    params = info.get("params") or []
+    params = info.params
     combos = [", ".join(c) for c in _product(params)]
     labels = [", ".join(param_label(v) for v in c) for c in _product(params)]
     if not params:
         if case is not None:
             raise BisectError(f"{name} has no parameters: drop --case")
-        return Target(name, None, info.get("unit"), f"^{re.escape(name)}$")
+        return BenchmarkCase(name, None, info.unit, f"^{re.escape(name)}$")
     if case is None:
         if len(labels) != 1:
             raise BisectError(
@@ -90,24 +86,25 @@ def resolve_benchmark(
     if case not in labels:
         raise BisectError(f"{name} has no case {case!r} (cases: {', '.join(labels)})")
     combo = combos[labels.index(case)]
-    return Target(name, case, info.get("unit"), f"^{re.escape(name)}\\({re.escape(combo)}\\)$")
+    pattern = f"^{re.escape(name)}\\({re.escape(combo)}\\)$"
+    return BenchmarkCase(name, case, info.unit, pattern)
 
 
-def _product(params: list[list[str]]) -> list[tuple[str, ...]]:
+def _product(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
     return list(itertools.product(*params)) if params else [()]
 
 
 @dataclass
-class Series:
+class StoredSamples:
     """Samples of one benchmark case per commit, read back from the results dir."""
 
     project: AsvProject
     machine: str
-    benchmark: Target
+    benchmark: BenchmarkCase
     env_name: str | None = None
     notes: list[str] = field(default_factory=list)
 
-    def read(self, commit: str) -> dict[str, Any] | None:
+    def read(self, commit: str) -> Record | None:
         """The record of this commit (the chosen env), or None when there is none."""
         history = History(
             self.project.results_dir,
@@ -119,16 +116,14 @@ class Series:
         records = [
             r
             for r in history.records()
-            if self.benchmark.case is None or r["case"] == self.benchmark.case
+            if self.benchmark.case is None or r.case == self.benchmark.case
         ]
-        per_commit = [
-            r for r in records if (r["env_name"] or "").split("-", 1)[0] in PER_COMMIT_ENVS
-        ]
+        per_commit = [r for r in records if (r.env_name or "").split("-", 1)[0] in PER_COMMIT_ENVS]
         if len(per_commit) < len(records):
             self.notes.append(f"{commit[:8]}: ignored stored results from an existing environment")
         if self.env_name is not None:
-            per_commit = [r for r in per_commit if r["env_name"] == self.env_name]
-        envs = sorted({r["env_name"] for r in per_commit})
+            per_commit = [r for r in per_commit if r.env_name == self.env_name]
+        envs = sorted({r.env_name or "" for r in per_commit})
         if len(envs) > 1:
             raise BisectError(
                 f"{commit[:8]} has results in several environments ({', '.join(envs)}); "
@@ -137,16 +132,16 @@ class Series:
         if not per_commit:
             return None
         record = per_commit[0]
-        check_per_commit(record, commit)
+        check_per_commit(record.commit_hash, record.env_name, commit)
         if self.env_name is None:
-            self.env_name = record["env_name"]
+            self.env_name = record.env_name
         return record
 
 
-def samples_of(record: dict[str, Any] | None) -> list[float]:
-    if record is None or record["status"] != "ok":
+def samples_of(record: Record | None) -> list[float]:
+    if record is None or record.status != "ok":
         return []
-    return [s for s in record.get("samples") or [] if s is not None and not math.isnan(s)]
+    return record.sample_values()
 
 
 @dataclass
@@ -155,7 +150,8 @@ class Bisector:
 
     `min_samples` (default: the fewest for which Mann-Whitney can reach
     `alpha`) is what a stored result must have to be reused without running
-    asv. `python` is passed to asv as `--python`.
+    asv. `python` is passed to asv as `--python`. `factor` None: the project's
+    probe floor (`VerdictSettings.probe_factor`, 1.05 by default).
     """
 
     project: AsvProject
@@ -164,7 +160,7 @@ class Bisector:
     bench: str
     machine: str
     case: str | None = None
-    factor: float = DEFAULT_FACTOR
+    factor: float | None = None
     alpha: float = DEFAULT_ALPHA
     max_remeasure: int = DEFAULT_MAX_REMEASURE
     min_samples: int | None = None
@@ -176,6 +172,8 @@ class Bisector:
     remeasures: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
+        if self.factor is None:
+            self.factor = self.project.verdict_settings().probe_factor
         check_rule(self.factor, self.alpha)
         if self.max_remeasure < 0:
             raise BisectError(f"--max-remeasure {self.max_remeasure}: must be >= 0")
@@ -187,8 +185,8 @@ class Bisector:
         except AsvError as error:
             raise BisectError(str(error)) from None
         self.line = [good_hash, *after_good]
-        self.target: Target | None = None
-        self.series: Series | None = None
+        self.target: BenchmarkCase | None = None
+        self.series: StoredSamples | None = None
 
     @property
     def good_hash(self) -> str:
@@ -231,7 +229,7 @@ class Bisector:
         assert self.series is not None
         return samples_of(self.series.read(commit))
 
-    def resolve(self) -> Target:
+    def resolve(self) -> BenchmarkCase:
         """Which benchmark: benchmarks.json names it; before any run there is none, so
         the ends are measured with BENCH as given, then it is resolved."""
         if not (self.project.results_dir / "benchmarks.json").is_file():
@@ -239,7 +237,7 @@ class Bisector:
         self.target = resolve_benchmark(
             History(self.project.results_dir).benchmarks, self.bench, self.case
         )
-        self.series = Series(self.project, self.machine, self.target)
+        self.series = StoredSamples(self.project, self.machine, self.target)
         return self.target
 
     def check_ends(self) -> int:
@@ -264,7 +262,7 @@ class Bisector:
                 f"BAD {self.bad_hash[:8]} {human_value(stats.median(b), unit)} (n={len(b)}): "
                 f"{step_text(step)}"
             )
-            if step.outcome == DIFFERENT:
+            if step.outcome == Status.DIFFERENT:
                 return direction
             if attempt == self.max_remeasure:
                 raise BisectError(
@@ -295,17 +293,18 @@ class Bisector:
                     "benchmark failed, or it was skipped) -> failed; the candidate nearest "
                     "the middle is next"
                 )
-                return Probe(commit, title, FAILED, None, 0, decided_by=FAILED)
+                return Probe(commit, title, Status.FAILED, None, 0, decided_by="failed")
             g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
             decision = classify(g, s, b, direction, self.factor, self.alpha)
             verdict, decided_by = decision.verdict, "samples"
-            if verdict in (UNKNOWN, PART_WAY) and tries == self.max_remeasure:
+            undecided = (Status.UNKNOWN, Status.PART_WAY)
+            if verdict in undecided and tries == self.max_remeasure:
                 verdict, decided_by = closer(g, s, b), "closer-median"
-            if verdict not in (UNKNOWN, PART_WAY):
+            if verdict not in undecided:
                 break
             tries += 1
             self.remeasures += 1
-            if verdict == PART_WAY:
+            if verdict == Status.PART_WAY:
                 # It differs from both ends: measure the ends again (the machine may
                 # have moved since they were measured), and the probe with them.
                 self.say(
@@ -354,9 +353,9 @@ class Bisector:
             commit = self.line[mid]
             probe = self.place(commit, len(probes) + 1, direction)
             probes.append(probe)
-            if probe.verdict == FAILED:
+            if probe.verdict == Status.FAILED:
                 skipped.add(mid)
-            elif probe.verdict == BAD:
+            elif probe.verdict == Status.BAD:
                 hi = mid
             else:
                 lo = mid
@@ -369,7 +368,7 @@ class Bisector:
         good and the first bad differ significantly (measured again once if they do not)."""
         before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
         effect = compare_step(before, after, direction, self.factor, self.alpha)
-        if effect.outcome != DIFFERENT and self.max_remeasure > 0:
+        if effect.outcome != Status.DIFFERENT and self.max_remeasure > 0:
             self.say(
                 f"final pair {self.line[lo][:8]} -> {self.line[hi][:8]}: {step_text(effect)}; "
                 "measuring both again"
@@ -401,7 +400,7 @@ class Bisector:
             remeasures=self.remeasures,
             probes=tuple(probes),
             skipped=tuple(self.line[i] for i in sorted(skipped) if lo < i < hi),
-            reproducible=effect.outcome == DIFFERENT,
+            reproducible=effect.outcome == Status.DIFFERENT,
             final_step=effect,
         )
 

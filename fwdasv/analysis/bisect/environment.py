@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from fwdasv.asv.history import ResultFileError, result_header
 from fwdasv.asv.project import AsvProject
@@ -41,7 +40,8 @@ def check_environment(project: AsvProject, python: str | None = None) -> None:
     for spec in [python] if python else []:
         if spec == "same" or spec.startswith("existing") or "/" in spec:
             raise BisectError(f"--python={spec} selects an existing environment: {why}")
-    for spec in project.raw.get("pythons") or []:
+    pythons = project.raw.get("pythons")
+    for spec in pythons if isinstance(pythons, list) else []:
         if spec == "same" or "/" in str(spec):
             raise BisectError(
                 f"{project.config_path}: pythons holds {spec!r}, an existing environment: {why}"
@@ -53,15 +53,16 @@ def check_environment(project: AsvProject, python: str | None = None) -> None:
         )
 
 
-def check_per_commit(record: dict[str, Any], commit: str) -> None:
-    """A result used by bisect must be this commit's, from a per-commit environment."""
-    if record["commit_hash"] != commit:
+def check_per_commit(commit_hash: str | None, env_name: str | None, commit: str) -> None:
+    """A result used by bisect (its commit and environment, as its file says) must be this
+    commit's, from a per-commit environment."""
+    if commit_hash != commit:
         raise BisectError(
-            f"the result file for {commit[:8]} holds commit {record['commit_hash']} "
+            f"the result file for {commit[:8]} holds commit {commit_hash} "
             "(two commits share the 8-character prefix asv names files by); bisect cannot "
             "tell their results apart"
         )
-    env_name = record["env_name"] or ""
+    env_name = env_name or ""
     if env_name.split("-", 1)[0] not in PER_COMMIT_ENVS:
         raise BisectError(
             f"the result for {commit[:8]} comes from environment {env_name!r}, not one asv "
@@ -111,7 +112,7 @@ def verify_measured(
                 header = result_header(path)
             except ResultFileError as error:
                 raise BisectError(f"unreadable after asv run: {error}") from None
-            check_per_commit(header, commit)
+            check_per_commit(header.commit_hash, header.env_name, commit)
     saved = [c for c in commits if c not in unsaved]
     if saved and not installed_commits(project) & set(saved):
         raise BisectError(

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fwdasv.analysis.bisect.rules import Step
+from fwdasv.analysis.bisect.rules import StepTest
+from fwdasv.analysis.status import Status
 from fwdasv.core.tables import human_value
 
 
@@ -13,11 +14,11 @@ from fwdasv.core.tables import human_value
 class Probe:
     commit: str
     subject: str | None
-    verdict: str  # good / bad / failed
+    verdict: Status  # good / bad / failed
     median: float | None
     sample_count: int
-    from_good: Step | None = None
-    to_bad: Step | None = None
+    from_good: StepTest | None = None
+    to_bad: StepTest | None = None
     remeasures: int = 0
     decided_by: str = "samples"  # samples / closer-median (uncertain) / failed
 
@@ -46,7 +47,7 @@ class BisectResult:
     # Whether the final pair (last good, first bad) differs significantly: if not, no
     # commit is named (the step did not reproduce where the probes put it).
     reproducible: bool = True
-    final_step: Step | None = None
+    final_step: StepTest | None = None
 
     @property
     def percent(self) -> float:
@@ -96,7 +97,7 @@ class BisectResult:
         return line
 
     def to_json(self) -> dict[str, Any]:
-        def step(s: Step | None) -> dict[str, Any] | None:
+        def step(s: StepTest | None) -> dict[str, Any] | None:
             return None if s is None else {"outcome": s.outcome, "ratio": s.ratio, "p": s.p_value}
 
         return {

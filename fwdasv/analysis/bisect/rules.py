@@ -11,21 +11,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, sample_test
+from fwdasv.analysis.status import Status
 from fwdasv.core import stats
+from fwdasv.core.verdicts import VerdictSettings
 
-DEFAULT_FACTOR = 1.05
+# A probe's detection floor (fwdasv.core.verdicts.PROBE_FLOOR_PCT: why it is not the
+# smallest change worth reporting); a project's own is `VerdictSettings.probe_factor`.
+DEFAULT_PROBE_FACTOR = VerdictSettings().probe_factor
 DEFAULT_MAX_REMEASURE = 2
-
-DIFFERENT, SAME, UNKNOWN = "different", "same", "unknown"
-GOOD, BAD, FAILED = "good", "bad", "failed"
-PART_WAY = "part-way"
 
 
 @dataclass(frozen=True)
-class Step:
-    """One comparison x -> y in the direction of the regression."""
+class StepTest:
+    """One comparison x -> y in the direction of the regression: is the step between them?"""
 
-    outcome: str  # different / same / unknown
+    outcome: Status  # different / same / unknown (STEP_OUTCOMES)
     ratio: float | None = None  # median(y) / median(x)
     p_value: float | None = None
 
@@ -34,9 +34,9 @@ def compare_step(
     x: Sequence[float],
     y: Sequence[float],
     direction: int,
-    factor: float = DEFAULT_FACTOR,
+    factor: float = DEFAULT_PROBE_FACTOR,
     alpha: float = DEFAULT_ALPHA,
-) -> Step:
+) -> StepTest:
     """x -> y in `direction` (+1: is y slower? -1: is y faster?).
 
     `same` when the median ratio is within `factor` that way; beyond it,
@@ -46,17 +46,19 @@ def compare_step(
     """
     tested = sample_test(x, y, alpha)
     if tested.ratio is None:
-        return Step(UNKNOWN)
+        return StepTest(Status.UNKNOWN)
     if not tested.beyond(factor, direction):
-        return Step(SAME if tested.different is not None else UNKNOWN, tested.ratio, tested.p_value)
-    return Step(DIFFERENT if tested.different else UNKNOWN, tested.ratio, tested.p_value)
+        outcome = Status.SAME if tested.different is not None else Status.UNKNOWN
+        return StepTest(outcome, tested.ratio, tested.p_value)
+    outcome = Status.DIFFERENT if tested.different else Status.UNKNOWN
+    return StepTest(outcome, tested.ratio, tested.p_value)
 
 
 @dataclass(frozen=True)
 class Classification:
-    verdict: str  # good / bad / unknown
-    from_good: Step
-    to_bad: Step
+    verdict: Status  # good / bad / part-way / unknown
+    from_good: StepTest
+    to_bad: StepTest
 
 
 def classify(
@@ -64,32 +66,33 @@ def classify(
     probe: Sequence[float],
     bad: Sequence[float],
     direction: int,
-    factor: float = DEFAULT_FACTOR,
+    factor: float = DEFAULT_PROBE_FACTOR,
     alpha: float = DEFAULT_ALPHA,
 ) -> Classification:
     """The module's rule table for one probe between GOOD and BAD."""
     from_good = compare_step(good, probe, direction, factor, alpha)
     to_bad = compare_step(probe, bad, direction, factor, alpha)
-    if from_good.outcome == DIFFERENT and to_bad.outcome == SAME:
-        verdict = BAD
-    elif from_good.outcome == SAME and to_bad.outcome == DIFFERENT:
-        verdict = GOOD
-    elif from_good.outcome == DIFFERENT and to_bad.outcome == DIFFERENT:
+    outcomes = (from_good.outcome, to_bad.outcome)
+    if outcomes == (Status.DIFFERENT, Status.SAME):
+        verdict = Status.BAD
+    elif outcomes == (Status.SAME, Status.DIFFERENT):
+        verdict = Status.GOOD
+    elif outcomes == (Status.DIFFERENT, Status.DIFFERENT):
         # Part way between the ends: either a step of several commits, or the ends
         # (or the probe) measured in another machine state. The ends are measured again.
-        verdict = PART_WAY
+        verdict = Status.PART_WAY
     else:
-        verdict = UNKNOWN
+        verdict = Status.UNKNOWN
     return Classification(verdict, from_good, to_bad)
 
 
-def closer(good: Sequence[float], probe: Sequence[float], bad: Sequence[float]) -> str:
+def closer(good: Sequence[float], probe: Sequence[float], bad: Sequence[float]) -> Status:
     """The fallback: the end whose median is nearer the probe's, in log ratio."""
     m = math.log(stats.median(probe))
     return (
-        GOOD
+        Status.GOOD
         if abs(m - math.log(stats.median(good))) <= abs(m - math.log(stats.median(bad)))
-        else BAD
+        else Status.BAD
     )
 
 
@@ -107,8 +110,8 @@ def expected_probes(commits: int) -> int:
     return math.ceil(math.log2(commits)) if commits > 1 else 0
 
 
-def step_text(step: Step) -> str:
-    if step.ratio is None:
-        return step.outcome
-    p = f", p={step.p_value:.2g}" if step.p_value is not None else ""
-    return f"{100 * (step.ratio - 1):+.1f}%{p}: {step.outcome}"
+def step_text(test: StepTest) -> str:
+    if test.ratio is None:
+        return str(test.outcome)
+    p = f", p={test.p_value:.2g}" if test.p_value is not None else ""
+    return f"{100 * (test.ratio - 1):+.1f}%{p}: {test.outcome}"

@@ -1,0 +1,66 @@
+"""What fails CI, in one place: which statuses fail a check, and the exit status that says so.
+
+A `Gate` is one small frozen value, as pytest-benchmark's
+`PercentageRegressionCheck` is: the set of statuses that fail, and how a
+list of verdicts becomes an exit status (1 when any of them fails, else 0).
+Every command that gates reads one of the gates below; none maps statuses
+to exit statuses itself.
+
+    FINDINGS         regressions, confirm, publish's count, nightly --no-confirm,
+                     the demo's "something to confirm": a regression (detected, not
+                     yet re-measured) or a confirmed one fails; not-reproduced and
+                     drift do not
+    CONFIRMED_ONLY   nightly with confirmation: only a confirmed regression fails
+                     (an unconfirmed one was re-measured and left undecided)
+    COMPARISON       compare and explain (two commits): worse, or newly failing
+
+To extend a rule (a `suspected` status that fails, an improvement that does
+not), add the status to the gate's `failing` set; a new kind of failure (results
+that cannot be read) is a new field with its default, read by `exit_status`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fwdasv.analysis.status import Status
+from fwdasv.core.errors import EXIT_FINDING, EXIT_OK
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The statuses that fail a check (`failing`), named for help texts and reports."""
+
+    name: str
+    failing: frozenset[Status]
+
+    def __post_init__(self) -> None:
+        wrong = [s for s in self.failing if not isinstance(s, Status)]
+        assert not wrong, f"gate {self.name}: not status words: {wrong}"
+
+    def fails(self, status: str) -> bool:
+        """Whether one verdict's status fails the check."""
+        return status in self.failing
+
+    def count(self, statuses: Iterable[str]) -> int:
+        """How many of the verdicts fail the check."""
+        return sum(1 for status in statuses if self.fails(status))
+
+    def exit_status(self, statuses: Iterable[str]) -> int:
+        """EXIT_FINDING (1) when any verdict fails the check, else EXIT_OK (0)."""
+        return EXIT_FINDING if any(self.fails(status) for status in statuses) else EXIT_OK
+
+    def describe(self) -> str:
+        """The failing statuses, in `Status` order: `regression or confirmed`."""
+        return " or ".join(str(s) for s in Status if s in self.failing)
+
+
+FINDINGS = Gate("findings", frozenset({Status.REGRESSION, Status.CONFIRMED}))
+CONFIRMED_ONLY = Gate("confirmed-only", frozenset({Status.CONFIRMED}))
+COMPARISON = Gate("comparison", frozenset({Status.WORSE, Status.FAILED}))
+
+
+def nightly_gate(confirm: bool) -> Gate:
+    """Nightly's gate: a confirmed regression when it re-measures, else any regression."""
+    return CONFIRMED_ONLY if confirm else FINDINGS

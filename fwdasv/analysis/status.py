@@ -1,0 +1,74 @@
+"""The status words of every verdict, each defined once.
+
+A word is what the JSON, the verdicts file and the tables have always shown:
+each member's value is that string, and a member is a `str` (json.dumps
+writes the plain value, f-strings and tables show it). Python 3.10 has no
+`enum.StrEnum`, so `StatusWord` is the small backport (`str` mixed into
+`Enum`, `__str__` and `__format__` returning the value).
+
+Who says which words:
+
+    findings (detect, confirm)  regression, drift, confirmed, not-reproduced
+    confirm (the A/B re-measure) confirmed, not-reproduced, undecided
+    compare (two commits)       worse, improved, unchanged, unknown, failed, fixed
+    bisect, one comparison      different, same, unknown
+    bisect, one probe           good, bad, part-way, unknown, failed
+
+`unknown` (the samples cannot decide) and `failed` (the benchmark did not
+measure) mean the same in compare and bisect. What fails CI is not decided
+here but in `fwdasv.analysis.gate`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class StatusWord(str, Enum):
+    """`enum.StrEnum` for Python 3.10: members are their values wherever text is wanted."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Status(StatusWord):
+    # A finding's status (fwdasv.analysis.findings).
+    REGRESSION = "regression"  # detected, not (yet) re-measured
+    DRIFT = "drift"  # the machine changed, not the code
+    CONFIRMED = "confirmed"  # the A/B re-measure reproduced it
+    NOT_REPRODUCED = "not-reproduced"  # the A/B re-measure ruled it out
+    # The A/B re-measure that neither confirms nor rules out (fwdasv.analysis.confirm).
+    UNDECIDED = "undecided"
+    # Two commits compared (fwdasv.analysis.compare).
+    WORSE = "worse"
+    IMPROVED = "improved"
+    UNCHANGED = "unchanged"
+    FIXED = "fixed"  # failed at the first commit, measured at the second
+    # Compare and bisect alike.
+    UNKNOWN = "unknown"  # the samples cannot decide
+    FAILED = "failed"  # the benchmark did not measure (compare: at the second commit)
+    # Bisect (fwdasv.analysis.bisect.rules): one comparison, then one probe.
+    DIFFERENT = "different"
+    SAME = "same"
+    GOOD = "good"
+    BAD = "bad"
+    PART_WAY = "part-way"
+
+
+# The words each verdict may take, in the order they are listed.
+FINDING_STATUSES = (Status.REGRESSION, Status.CONFIRMED, Status.NOT_REPRODUCED, Status.DRIFT)
+CONFIRMATION_STATUSES = (Status.CONFIRMED, Status.NOT_REPRODUCED, Status.UNDECIDED)
+# compare's display order: what needs attention first.
+COMPARISON_STATUSES = (
+    Status.WORSE,
+    Status.FAILED,
+    Status.IMPROVED,
+    Status.FIXED,
+    Status.UNKNOWN,
+    Status.UNCHANGED,
+)
+STEP_OUTCOMES = (Status.DIFFERENT, Status.SAME, Status.UNKNOWN)
+PROBE_VERDICTS = (Status.GOOD, Status.BAD, Status.PART_WAY, Status.UNKNOWN, Status.FAILED)

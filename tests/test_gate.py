@@ -1,0 +1,55 @@
+"""The one gate: which statuses fail CI, and the exit status a list of verdicts maps to."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from fwdasv.analysis.gate import (
+    COMPARISON,
+    CONFIRMED_ONLY,
+    FINDINGS,
+    Gate,
+    nightly_gate,
+)
+from fwdasv.analysis.status import Status
+from fwdasv.core.errors import EXIT_FINDING, EXIT_OK
+
+
+def test_findings_fail_on_a_regression_or_a_confirmed_one() -> None:
+    assert FINDINGS.failing == {Status.REGRESSION, Status.CONFIRMED}
+    assert FINDINGS.exit_status([]) == EXIT_OK == 0
+    assert FINDINGS.exit_status([Status.DRIFT, Status.NOT_REPRODUCED]) == 0
+    assert FINDINGS.exit_status([Status.DRIFT, Status.REGRESSION]) == EXIT_FINDING == 1
+    assert FINDINGS.exit_status(iter([Status.CONFIRMED])) == 1
+    assert FINDINGS.count([Status.REGRESSION, Status.DRIFT, Status.CONFIRMED]) == 2
+    # The words as stored in a file (plain strings) count the same.
+    assert FINDINGS.fails("confirmed") and not FINDINGS.fails("undecided")
+    assert FINDINGS.describe() == "regression or confirmed"
+
+
+def test_nightly_with_confirmation_fails_only_on_confirmed_ones() -> None:
+    assert nightly_gate(True) is CONFIRMED_ONLY and nightly_gate(False) is FINDINGS
+    assert CONFIRMED_ONLY.exit_status([Status.REGRESSION, Status.NOT_REPRODUCED]) == 0
+    assert CONFIRMED_ONLY.exit_status([Status.REGRESSION, Status.CONFIRMED]) == 1
+
+
+def test_comparisons_fail_on_worse_or_newly_failing() -> None:
+    assert COMPARISON.exit_status([Status.IMPROVED, Status.UNCHANGED, Status.UNKNOWN]) == 0
+    assert COMPARISON.exit_status([Status.FIXED]) == 0
+    assert COMPARISON.exit_status([Status.UNCHANGED, Status.WORSE]) == 1
+    assert COMPARISON.exit_status([Status.FAILED]) == 1
+    assert COMPARISON.describe() == "worse or failed"
+
+
+def test_a_gate_is_a_frozen_value_of_status_words() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        FINDINGS.failing = frozenset()  # type: ignore[misc]
+    # Extending a rule is one more word in `failing`.
+    wider = dataclasses.replace(FINDINGS, failing=FINDINGS.failing | {Status.UNDECIDED})
+    assert (
+        wider.exit_status([Status.UNDECIDED]) == 1 and FINDINGS.exit_status([Status.UNDECIDED]) == 0
+    )
+    with pytest.raises(AssertionError, match="not status words"):
+        Gate("typo", frozenset({"regresion"}))  # type: ignore[arg-type]
