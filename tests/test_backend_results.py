@@ -496,7 +496,7 @@ def test_pooling_launches_builds_new_summaries_and_keeps_every_sample():
     outcome = RunOutcome(config, parsed, Path("bench.log"))
     assert pool(config, [outcome, outcome], tolerance)["decode"] == twice
     # A launch that failed afterwards fails the case, its samples kept.
-    failed = dataclasses.replace(decode, median_us=None, ranks=(), error="RuntimeError: boom")
+    failed = results.CaseResult.failed("decode", decode.requests, "RuntimeError: boom")
     broken = twice.pooled(failed, [], VLLM_SAMPLES, tolerance)
     assert broken.error == "RuntimeError: boom" and broken.samples_s == twice.samples_s
     assert math.isnan(broken.median_us) and broken.unstable is False

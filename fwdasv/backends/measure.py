@@ -166,5 +166,5 @@ def launch_isolating_failures(
 
 def failed_outcome(config: RunConfig, error: LaunchError) -> RunOutcome:
     """A bench process that failed: its error (exit status, the rank's error) as each case's result."""
-    entries = [results.error_entry(c.name, c.requests, error.summary) for c in config.cases]
-    return RunOutcome(config, results.parse(entries, "<failed launch>"), error.log_path or Path())
+    failed = [results.CaseResult.failed(c.name, c.requests, error.summary) for c in config.cases]
+    return RunOutcome(config, failed, error.log_path or Path())

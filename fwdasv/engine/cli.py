@@ -187,8 +187,13 @@ def forward(
         check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
 
     # Import torch only once the arguments are known to be good.
-    from fwdasv.engine.capture import BenchOptions
-    from fwdasv.engine.runner import EngineConfig, resolve_device, resolve_dtype, resolve_timer
+    from fwdasv.engine.config import (
+        BenchOptions,
+        EngineConfig,
+        resolve_device,
+        resolve_dtype,
+        resolve_timer,
+    )
     from fwdasv.targets.base import torch_dtype
 
     try:
