@@ -30,13 +30,12 @@ def test_a_dying_case_is_isolated_and_the_others_are_measured(
     cache = suite.setup_cache()
     out = capsys.readouterr().out
     assert "running each case on its own" in out
-    cases = cache["cases"]
     for name in ("first", "last"):
-        assert cases[name]["error"] is None, cases[name]
-        assert len(cases[name]["samples_s"]) == 8
+        assert cache.summary(name).error is None, cache.summary(name)
+        assert len(cache.summary(name).samples_s) == 8
         suite.setup(cache, name)
         assert suite.track_latency(cache, name)["number"] == 1
-    assert "exited with status 7" in cases["crash"]["error"]
+    assert "exited with status 7" in cache.summary("crash").error
     suite.setup(cache, "crash")  # a failure, not a skip: setup lets it through ...
     with pytest.raises(RuntimeError, match="the bench failed"):
         suite.track_latency(cache, "crash")  # ... and the benchmark fails

@@ -2,9 +2,9 @@
 
 The engine runs as a real subprocess (`run_bench` launches `python -m
 fwdasv.engine` on the tiny target), and every real vLLM 0.33 output in
-tests/data is read by the same parser. Then `fwdasv.asv.suite._pool` turns
-each into what asv stores, and a suite's `setup`/`track_*` methods read the
-cache exactly as `_measure` builds it: per-sample medians in seconds, the
+tests/data is read by the same parser. Then `fwdasv.backends.measure.pool`
+turns each into what asv stores (a `CaseSummary` per case), and a suite's
+`setup`/`track_*` methods read the cache exactly as `_measure` builds it: per-sample medians in seconds, the
 spread recomputed from them, the worst graph (or pipeline) vs eager error over
 ranks, the pipeline clock uncertainty, and refusals for a forward that
 computed garbage. The only thing not run here is vLLM's bench itself (it needs
@@ -15,8 +15,10 @@ the failures.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
+import pickle
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,12 +26,13 @@ import numpy as np
 import pytest
 
 from fwdasv.asv import suite as asvsuite
-from fwdasv.asv.suite import RefusedLatency
+from fwdasv.asv.suite import RefusedLatency, SuiteCache
 from fwdasv.backends import RunConfig, RunOutcome, run_bench, shape_problems
 from fwdasv.backends import torch as torch_backend
-from fwdasv.backends.measure import pool as _pool
+from fwdasv.backends.measure import CaseSummary, pool
 from fwdasv.core import results
-from fwdasv.core.cases import BenchCase, BenchRequest
+from fwdasv.core.cases import BenchCase
+from fwdasv.core.files import write_atomic
 
 DATA = Path(__file__).resolve().parent / "data"
 # vLLM's --output-json files (the kernel summaries beside them are another format).
@@ -74,17 +77,20 @@ def file_suite(path: Path, data: list[dict[str, Any]] | None = None) -> type[asv
 
 def build_cache(
     suite: asvsuite.ForwardSuite, config: RunConfig, outcome: RunOutcome, log_dir: Path
-) -> dict[str, Any]:
+) -> SuiteCache:
     """What `_measure` returns for one launch."""
-    pooled: dict[str, dict[str, Any]] = {}
-    for case in config.cases:
-        _pool(pooled, case, outcome, config.samples, suite.tolerance)
-    return {"cases": pooled, "config": config.describe(), "log_dir": str(log_dir)}
+    pooled = pool(config, [outcome], suite.tolerance)
+    return SuiteCache(tuple(pooled.values()), config, str(log_dir))
+
+
+def write_json(data: list[dict[str, Any]], path: Path) -> None:
+    """An edited bench output as the bench writes it (a NaN as null)."""
+    write_atomic(path, json.dumps(results.finite_json(data), indent=2, allow_nan=False))
 
 
 def cache_from(
     tmp_path: Path, path: Path, data: list[dict[str, Any]] | None = None, suite_data=None
-) -> tuple[asvsuite.ForwardSuite, dict[str, Any], RunOutcome]:
+) -> tuple[asvsuite.ForwardSuite, SuiteCache, RunOutcome]:
     """Write `data` (default: the file as recorded) as a bench output and pool it.
 
     The suite's cases are those of `suite_data` (default: of `data`), so a file
@@ -92,7 +98,7 @@ def cache_from(
     """
     data = raw(path) if data is None else data
     out = tmp_path / "bench.json"
-    results.dump(data, out)
+    write_json(data, out)
     parsed = results.load(out)
     suite = file_suite(path, data if suite_data is None else suite_data)()
     config = suite.run_config()
@@ -170,29 +176,29 @@ def test_engine_results_become_asv_samples(engine_run):
     suite: TinyEngine = engine_run["suite"]
     cache = engine_run["cache"]
     by_name = results.by_case(engine_run["outcome"].results)
-    assert cache["config"]["backend"] == "torch" and cache["config"]["samples"] == 4
+    assert cache.config.backend == "torch" and cache.config.samples == 4
     for name in ("decode", "prefill"):
         latency = by_name[name].latency
-        entry = cache["cases"][name]
+        entry = cache.summary(name)
         expected = block_medians_s(list(latency.samples_us), 4)
-        assert entry["samples_s"] == pytest.approx(expected, rel=1e-12)
+        assert entry.samples_s == pytest.approx(expected, rel=1e-12)
         suite.setup(cache, name)
-        assert suite.track_latency(cache, name) == {"samples": entry["samples_s"], "number": 1}
+        assert suite.track_latency(cache, name) == {"samples": list(entry.samples_s), "number": 1}
         medians = np.asarray(expected) * 1e6
         spread = 100 * (medians.max() - medians.min()) / np.median(medians)
         assert suite.track_spread_pct(cache, name) == pytest.approx(spread)
         # The host timer has no graph to compare: NaN, which asv stores as skipped.
-        assert entry["graph_vs_eager"] is None
+        assert entry.worst_relative_rms is None
         assert math.isnan(suite.track_graph_vs_eager(cache, name))
-        assert entry["timer"] == "host_perf_counter" and entry["refusals"] == []
+        assert entry.timer == "host_perf_counter" and entry.refusals == ()
 
 
 def test_a_case_the_engine_recorded_as_failed_fails_its_benchmarks(engine_run):
     suite: TinyEngine = engine_run["suite"]
     cache = engine_run["cache"]
-    entry = cache["cases"]["big"]
-    assert entry["error"].startswith("TargetError: big: KV length 16385")
-    assert entry["samples_s"] == []
+    entry = cache.summary("big")
+    assert entry.error.startswith("TargetError: big: KV length 16385")
+    assert entry.samples_s == ()
     # Not an out-of-memory: a failure of the commit, not a skip.
     suite.setup(cache, "big")
     for method in (suite.track_latency, suite.track_spread_pct, suite.track_graph_vs_eager):
@@ -231,32 +237,32 @@ def test_real_vllm_file_through_the_asv_layer(tmp_path, path):
         name = entry_json["case"]
         ranks = entry_json["ranks"]
         latency = ranks[0]["latency_us"]
-        entry = cache["cases"][name]
+        entry = cache.summary(name)
         samples_s = block_medians_s(latency["samples_us"], VLLM_SAMPLES)
-        assert entry["samples_s"] == pytest.approx(samples_s, rel=1e-12)
-        assert len(entry["samples_s"]) == VLLM_SAMPLES
+        assert entry.samples_s == pytest.approx(samples_s, rel=1e-12)
+        assert len(entry.samples_s) == VLLM_SAMPLES
         # Seconds, not µs: the per-sample medians sit around the bench's median.
-        assert all(1e-5 < s < 1e-1 for s in entry["samples_s"])
-        assert entry["median_us"] == pytest.approx(float(np.median(samples_s)) * 1e6)
-        assert entry["median_us"] == pytest.approx(entry_json["median_us"], rel=0.05)
+        assert all(1e-5 < s < 1e-1 for s in entry.samples_s)
+        assert entry.median_us == pytest.approx(float(np.median(samples_s)) * 1e6)
+        assert entry.median_us == pytest.approx(entry_json["median_us"], rel=0.05)
         medians_us = np.asarray(samples_s) * 1e6
         spread = 100 * (medians_us.max() - medians_us.min()) / np.median(medians_us)
-        assert entry["spread_pct"] == pytest.approx(spread)
-        assert entry["unstable"] is bool(spread > 0.5)
-        assert entry["timer"] == latency["timer"]
-        assert entry["refusals"] == [] and entry["error"] is None
+        assert entry.spread_pct == pytest.approx(spread)
+        assert entry.unstable is bool(spread > 0.5)
+        assert entry.timer == latency["timer"]
+        assert entry.refusals == () and entry.error is None
         # The recorded captures are bitwise exact on every rank (and every stage's stream).
         errors = [r["graph_vs_eager"]["relative_rms"] for r in ranks] + [
             c["relative_rms"] for r in ranks for c in r.get("pipeline_vs_eager", {}).values()
         ]
-        assert entry["graph_vs_eager"] == max(errors) == 0.0
+        assert entry.worst_relative_rms == max(errors) == 0.0
         clocks = [r["clock_uncertainty_us"] for r in ranks if "clock_uncertainty_us" in r]
-        assert entry["clock_uncertainty_us"] == (max(clocks) if clocks else None)
+        assert entry.clock_uncertainty_us == (max(clocks) if clocks else None)
         assert pipeline is bool(clocks)
 
         suite.setup(cache, name)
-        assert suite.track_latency(cache, name) == {"samples": entry["samples_s"], "number": 1}
-        assert suite.track_spread_pct(cache, name) == entry["spread_pct"]
+        assert suite.track_latency(cache, name) == {"samples": list(entry.samples_s), "number": 1}
+        assert suite.track_spread_pct(cache, name) == entry.spread_pct
         assert suite.track_graph_vs_eager(cache, name) == 0.0
         if pipeline:
             assert suite.track_clock_uncertainty_us(cache, name) == max(clocks) > 0
@@ -285,12 +291,12 @@ def test_graph_vs_eager_is_the_worst_over_ranks_and_the_pipeline(tmp_path, edits
     data[0]["ranks"][1]["clock_uncertainty_us"] = 60.5
     suite, cache, _ = cache_from(tmp_path, PIPELINE, data)
     name = data[0]["case"]
-    entry = cache["cases"][name]
+    entry = cache.summary(name)
     # Within the tolerance: recorded, not refused.
-    assert entry["refusals"] == []
+    assert entry.refusals == ()
     assert suite.track_graph_vs_eager(cache, name) == expected
     assert suite.track_clock_uncertainty_us(cache, name) == 60.5
-    assert suite.track_latency(cache, name)["samples"] == entry["samples_s"]
+    assert suite.track_latency(cache, name)["samples"] == list(entry.samples_s)
 
 
 def _set(data, case_index, rank, key, value, sub=None):
@@ -369,29 +375,34 @@ def test_corrupt_output_is_refused(tmp_path, kind):
     _set(data, case_index, rank, key, value, sub)
     suite, cache, _ = cache_from(tmp_path, path, data)
     bad = data[case_index]["case"]
-    entry = cache["cases"][bad]
-    assert [r.split(":")[0] for r in entry["refusals"]] == [check]
+    entry = cache.summary(bad)
+    assert [r.split(":")[0] for r in entry.refusals] == [check]
     suite.setup(cache, bad)  # measured here: not a skip
     with pytest.raises(RefusedLatency, match=rf"{bad}: no latency recorded: {check}: "):
         suite.track_latency(cache, bad)
     # The diagnostics stay recorded: they show why the latency was refused. The
     # graph-vs-eager series holds the bad comparison (a NaN one stays NaN, never
     # the exact 0.0 of another rank).
-    assert suite.track_spread_pct(cache, bad) == entry["spread_pct"]
+    assert suite.track_spread_pct(cache, bad) == entry.spread_pct
     if key in ("graph_vs_eager", "pipeline_vs_eager"):
         got, want = suite.track_graph_vs_eager(cache, bad), value["relative_rms"]
         assert got == want or (math.isnan(got) and math.isnan(want)), got
     # The other cases of the same launch are unaffected.
     for other in data:
         if other["case"] != bad:
-            assert cache["cases"][other["case"]]["refusals"] == []
+            assert cache.summary(other["case"]).refusals == ()
             assert suite.track_latency(cache, other["case"])["number"] == 1
 
 
 def _error_entry(entry: dict[str, Any], error: str) -> dict[str, Any]:
     """The entry fwdasv's engine writes for a case that raised."""
-    requests = [BenchRequest(**r) for r in entry["requests"]]
-    return results.error_entry(entry["case"], requests, error)
+    return {
+        "case": entry["case"],
+        "requests": entry["requests"],
+        "median_us": None,
+        "error": error,
+        "ranks": [],
+    }
 
 
 def test_a_case_recorded_as_failed_fails_track_latency(tmp_path):
@@ -436,7 +447,7 @@ def test_a_jittered_kv_length_is_a_shape_problem_and_refused(tmp_path):
             f"asked {n}*1@1024, got 3*1@1024,1@1187,{n - 4}*1@1024"
         ]
     }
-    assert cache["cases"]["decode"]["refusals"] == outcome.problems["decode"]
+    assert list(cache.summary("decode").refusals) == outcome.problems["decode"]
     with pytest.raises(RefusedLatency, match="KV-length jitter"):
         suite.track_latency(cache, "decode")
     assert suite.track_latency(cache, "prefill")["number"] == 1
@@ -448,8 +459,8 @@ def test_a_missing_case_is_a_shape_problem_and_fails(tmp_path):
     suite, cache, outcome = cache_from(tmp_path, SINGLE, ran, suite_data=asked)
     assert outcome.problems == {"prefill": ["missing from the bench output"]}
     assert shape_problems(outcome.config, outcome.results) == outcome.problems
-    entry = cache["cases"]["prefill"]
-    assert entry["error"] == "missing from the bench output"
+    entry = cache.summary("prefill")
+    assert entry.error == "missing from the bench output"
     suite.setup(cache, "prefill")
     with pytest.raises(RuntimeError, match="prefill: the bench failed: missing from the bench"):
         suite.track_latency(cache, "prefill")
@@ -459,4 +470,89 @@ def test_a_missing_case_is_a_shape_problem_and_fails(tmp_path):
 def test_a_skipped_suite_skips_every_case(tmp_path):
     suite = file_suite(SINGLE)()
     with pytest.raises(NotImplementedError, match="no CUDA"):
-        suite.setup({"skip": "no CUDA device"}, "decode")
+        suite.setup(SuiteCache(skip="no CUDA device"), "decode")
+
+
+# --- the pooled summary and the cache asv pickles ---------------------------------------
+
+
+def with_telemetry(result: results.CaseResult, **figures: Any) -> results.CaseResult:
+    """`result` as if NVML had read rank 0's GPU while it ran."""
+    rank = dataclasses.replace(result.ranks[0], telemetry=results.Telemetry(**figures))
+    return dataclasses.replace(result, ranks=(rank, *result.ranks[1:]))
+
+
+def test_pooling_launches_builds_new_summaries_and_keeps_every_sample():
+    parsed = results.load(SINGLE)
+    config = file_suite(SINGLE)().run_config()
+    tolerance = results.DEFAULT_RELATIVE_RMS_TOLERANCE
+    decode = results.by_case(parsed)["decode"]
+    empty = CaseSummary.empty("decode")
+    once = empty.pooled(decode, [], VLLM_SAMPLES, tolerance)
+    twice = once.pooled(decode, [], VLLM_SAMPLES, tolerance)
+    assert empty == CaseSummary("decode") and empty.samples_s == ()  # left as it was
+    assert twice.samples_s == once.samples_s * 2 and len(twice.samples_s) == 2 * VLLM_SAMPLES
+    assert twice.median_us == once.median_us and twice.worst_relative_rms == 0.0
+    outcome = RunOutcome(config, parsed, Path("bench.log"))
+    assert pool(config, [outcome, outcome], tolerance)["decode"] == twice
+    # A launch that failed afterwards fails the case, its samples kept.
+    failed = results.CaseResult.failed("decode", decode.requests, "RuntimeError: boom")
+    broken = twice.pooled(failed, [], VLLM_SAMPLES, tolerance)
+    assert broken.error == "RuntimeError: boom" and broken.samples_s == twice.samples_s
+    assert math.isnan(broken.median_us) and broken.unstable is False
+    missing = once.pooled(None, ["missing from the bench output"], VLLM_SAMPLES, tolerance)
+    assert missing.error == "missing from the bench output"
+
+
+def test_telemetry_series_combine_the_launches(tmp_path):
+    parsed = results.load(SINGLE)
+    suite = file_suite(SINGLE)()
+    config = suite.run_config()
+    cool = [
+        with_telemetry(
+            r,
+            readings=10,
+            sm_clock_median_mhz=1980,
+            sm_clock_min_mhz=1900,
+            power_capped_pct=0.0,
+            thermal_capped_pct=0.0,
+        )
+        for r in parsed
+    ]
+    hot = [
+        with_telemetry(
+            r,
+            readings=30,
+            sm_clock_median_mhz=1700,
+            sm_clock_min_mhz=1605,
+            power_capped_pct=80.0,
+            thermal_capped_pct=10.0,
+        )
+        for r in parsed
+    ]
+    outcomes = [RunOutcome(config, cool, Path("a.log")), RunOutcome(config, hot, Path("b.log"))]
+    cache = SuiteCache(tuple(pool(config, outcomes, suite.tolerance).values()), config, "logs")
+    assert suite.track_sm_clock_mhz(cache, "decode") == 1840.0  # median of the launches'
+    assert suite.track_sm_clock_min_mhz(cache, "decode") == 1605
+    # Weighted by each launch's readings: (10 * 0 + 30 * 80) / 40.
+    assert suite.track_power_capped_pct(cache, "decode") == 60.0
+    assert suite.track_thermal_capped_pct(cache, "decode") == 7.5
+    bare = SuiteCache(tuple(pool(config, [RunOutcome(config, parsed, Path())], 1e-3).values()))
+    assert math.isnan(suite.track_sm_clock_mhz(bare, "decode"))
+    assert math.isnan(suite.track_power_capped_pct(bare, "decode"))
+
+
+def test_the_suite_cache_pickles_as_asv_stores_it(tmp_path):
+    """asv pickles `setup_cache`'s value to a file and unpickles it in each benchmark's
+    process: the summaries must come back equal, and read the same."""
+    suite, cache, _ = cache_from(tmp_path, PIPELINE)
+    again = pickle.loads(pickle.dumps(cache))
+    assert again == cache and isinstance(again.summary("decode"), CaseSummary)
+    for name in ("decode", "prefill"):
+        assert suite.track_latency(again, name) == suite.track_latency(cache, name)
+        assert suite.track_clock_uncertainty_us(again, name) > 0
+    skipped = pickle.loads(pickle.dumps(SuiteCache(skip="no GPU")))
+    with pytest.raises(NotImplementedError, match="no GPU"):
+        suite.setup(skipped, "decode")
+    with pytest.raises(KeyError, match="nope"):
+        cache.summary("nope")

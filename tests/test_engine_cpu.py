@@ -47,7 +47,8 @@ def check_host_rank(rank: results.RankResult, count: int) -> None:
     assert rank.latency.count == count == len(rank.latency.samples_us)
     assert rank.graph_vs_eager is None
     assert rank.graph_deterministic is None
-    assert rank.raw["graph_vs_eager"] is None and rank.raw["graph_deterministic"] is None
+    written = rank.to_json()
+    assert written["graph_vs_eager"] is None and written["graph_deterministic"] is None
     assert rank.eager_repeat is not None and rank.eager_repeat.exact
     assert rank.finite is True
     assert rank.timing_scope == "target_only"
@@ -87,10 +88,10 @@ def test_module_engine_runs_every_kind_and_records_a_failing_case(tmp_path, env)
         assert result.num_tokens == sum(r.query_len for r in result.requests)
         assert result.median_us == rank.latency.median
         assert refusals(result) == []
-        assert rank.raw["engine"]["target"] == "fwdasv.targets.decoder:tiny"
-        assert rank.raw["engine"]["device"] == "cpu"
-        assert rank.raw["engine"]["dtype"] == "float32"
-        assert (rank.raw["engine"]["iters"], rank.raw["engine"]["samples"]) == (3, 2)
+        assert rank.engine.target == "fwdasv.targets.decoder:tiny"
+        assert rank.engine.device == "cpu"
+        assert rank.engine.dtype == "float32"
+        assert (rank.engine.iters, rank.engine.samples) == (3, 2)
     # vLLM's layout: a top-level array written with indent=2.
     assert out.read_text().startswith('[\n  {\n    "case": "big"')
 
@@ -179,7 +180,7 @@ def test_fwdasv_forward_via_cli_runner(tmp_path, monkeypatch):
     assert [r.case for r in parsed] == ["decode", "hit"]
     for case in parsed:
         check_host_rank(case.ranks[0], count=2 * 3)
-        assert case.ranks[0].raw["engine"]["warmup_s"] == 0.01
+        assert case.ranks[0].engine.warmup_s == 0.01
     assert json.loads(out.read_text())[1]["requests"] == [
         {"query_len": 4, "kv_len": 20, "num_draft_tokens": 0, "chunked": False}
     ]
@@ -341,6 +342,7 @@ def test_host_bench_restores_state_before_every_run():
     import torch
 
     from fwdasv.core.cases import parse_case
+    from fwdasv.core.results import TensorDiff
     from fwdasv.engine.capture import BenchOptions, bench_forward
     from fwdasv.targets.decoder import tiny
 
@@ -349,8 +351,8 @@ def test_host_bench_restores_state_before_every_run():
     before = [view.clone() for view in prepared.state]
     options = BenchOptions(iters=2, samples=2, warmup_s=0, timer="host")
     rank = bench_forward(prepared, options, torch.device("cpu"))
-    assert rank["eager_repeat"] == {"max_abs": 0.0, "relative_rms": 0.0}
-    assert rank["latency_us"]["count"] == 4
-    assert rank["state_reset_bytes"] == sum(v.numel() * v.element_size() for v in before)
+    assert rank.eager_repeat == TensorDiff(0.0, 0.0)
+    assert rank.latency.count == 4
+    assert rank.state_reset_bytes == sum(v.numel() * v.element_size() for v in before)
     # The last timed run started from the restored state: the counters advanced once.
     assert prepared.state[0].tolist() == [r.kv_len for r in case.requests]

@@ -8,6 +8,7 @@ longer sequences and compute something else).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -23,20 +24,20 @@ from fwdasv.targets.decoder import llama3_8b_layers, tiny
 pytestmark = pytest.mark.gpu
 
 ITERS, SAMPLES = 5, 3
-EXACT = {"max_abs": 0.0, "relative_rms": 0.0}
+EXACT = results.TensorDiff(0.0, 0.0)
 
 
-def check_graph_rank(rank: dict, num_tokens: int) -> None:
-    latency = rank["latency_us"]
-    assert latency["timer"] == "graph_events"
-    assert latency["count"] == ITERS * SAMPLES == len(latency["samples_us"])
-    assert latency["median"] > 0 and latency["min"] > 0
-    assert rank["graph_vs_eager"] == EXACT
-    assert rank["eager_repeat"] == EXACT
-    assert rank["graph_deterministic"] is True
-    assert rank["finite"] is True
-    assert rank["num_tokens"] == num_tokens
-    assert rank["state_reset_bytes"] > 0
+def check_graph_rank(rank: results.RankResult, num_tokens: int) -> None:
+    latency = rank.latency
+    assert latency.timer == "graph_events"
+    assert latency.count == ITERS * SAMPLES == len(latency.samples_us)
+    assert latency.median > 0 and latency.min > 0
+    assert rank.graph_vs_eager == EXACT
+    assert rank.eager_repeat == EXACT
+    assert rank.graph_deterministic is True
+    assert rank.finite is True
+    assert rank.num_tokens == num_tokens
+    assert rank.state_reset_bytes > 0
 
 
 @pytest.fixture(scope="module")
@@ -53,10 +54,10 @@ def test_graph_path_on_every_kind(device, case):
     options = BenchOptions(iters=ITERS, samples=SAMPLES, warmup_s=0.05, timer="graph")
     rank = bench_forward(prepared, options, device)
     check_graph_rank(rank, case.num_tokens)
-    assert rank["timing_scope"] == "target_only"
-    entry = results.case_entry(case.name, case.requests, [rank])
-    (parsed,) = results.parse([entry])
-    assert refusals(parsed) == []
+    assert rank.timing_scope == "target_only"
+    measured = results.CaseResult.measured(case.name, case.requests, [rank])
+    (parsed,) = results.parse(json.loads(results.dumps([measured])))
+    assert parsed == measured and refusals(parsed) == []
 
 
 def test_graph_path_on_llama_sized_layers(device):
@@ -72,10 +73,10 @@ def test_host_timer_on_cuda_leaves_graph_fields_null(device):
     prepared = tiny(device=str(device), dtype="bfloat16").prepare(case, seed=0)
     options = BenchOptions(iters=ITERS, samples=SAMPLES, warmup_s=0, timer="host")
     rank = bench_forward(prepared, options, device)
-    assert rank["latency_us"]["timer"] == "host_perf_counter"
-    assert rank["latency_us"]["count"] == ITERS * SAMPLES
-    assert rank["graph_vs_eager"] is None and rank["graph_deterministic"] is None
-    assert rank["eager_repeat"] == EXACT
+    assert rank.latency.timer == "host_perf_counter"
+    assert rank.latency.count == ITERS * SAMPLES
+    assert rank.graph_vs_eager is None and rank.graph_deterministic is None
+    assert rank.eager_repeat == EXACT
 
 
 def test_module_engine_defaults_to_graphs_in_bfloat16_on_cuda(tmp_path, clean_env):
@@ -97,9 +98,9 @@ def test_module_engine_defaults_to_graphs_in_bfloat16_on_cuda(tmp_path, clean_en
     assert not parsed[0].ok
     for result in parsed[1:]:
         (rank,) = result.ranks
-        check_graph_rank(rank.raw, result.num_tokens)
-        assert rank.raw["engine"]["dtype"] == "bfloat16"
-        assert rank.raw["engine"]["device"].startswith("cuda")
-        assert rank.raw["engine"]["gpu"] == torch.cuda.get_device_name()
+        check_graph_rank(rank, result.num_tokens)
+        assert rank.engine.dtype == "bfloat16"
+        assert rank.engine.device.startswith("cuda")
+        assert rank.engine.gpu == torch.cuda.get_device_name()
         assert refusals(result) == []
         assert result.line().endswith("graph vs eager rel rms 0.0e+00")

@@ -422,7 +422,16 @@ def test_setup_then_reset_restores_the_saved_state_exactly(
     assert fake.gpus[1].gpu_locked_clocks == (1365, 1365)
     assert fake.gpus[0].persistence == 1
     saved = json.loads(state_file.read_text())
-    assert saved == state
+    assert saved == state.to_json()
+    assert state_file.read_text() == json.dumps(saved, indent=2) + "\n"
+    assert list(saved) == ["version", "created_at", "host", "pid", "boot_id", "gpus"]
+    assert list(saved["gpus"][0]) == ["index", "uuid", "name", "before", "applied"]
+    assert list(saved["gpus"][0]["applied"]) == [
+        "persistence_mode",
+        "gpu_locked_clocks",
+        "memory_locked_clocks",
+    ]
+    assert list(saved["gpus"][0]["applied"]["gpu_locked_clocks"]) == ["min_mhz", "max_mhz", "label"]
     assert saved["gpus"][0]["before"]["persistence_mode"] is False
     assert saved["gpus"][0]["applied"]["gpu_locked_clocks"]["label"] == "base"
     assert saved["gpus"][1]["applied"]["persistence_mode"] is None

@@ -118,25 +118,6 @@ def test_unstable_timing_is_a_warning_line_and_a_field(tmp_path, env):
     assert entry["unstable"] is True and entry["refused"] == []
 
 
-def test_judge_entry_marks_stable_and_unstable_points():
-    from fwdasv.core.cases import parse_case
-    from fwdasv.core.stats import Latency
-
-    def entry(times: list[float]) -> dict:
-        rank = {
-            "num_tokens": 4,
-            "finite": True,
-            "eager_repeat": {"max_abs": 0.0, "relative_rms": 0.0},
-            "latency_us": Latency.from_replays(times, 2, "host_perf_counter").to_json(),
-        }
-        return results.case_entry("p", parse_case("p=4").requests, [rank])
-
-    stable, unstable = entry([100.0, 100.0, 100.2, 100.2]), entry([100.0, 100.0, 110.0, 110.0])
-    assert not results.judge_entry(stable).unstable and stable["unstable"] is False
-    assert results.judge_entry(unstable).unstable and unstable["unstable"] is True
-    assert stable["refused"] == unstable["refused"] == []
-
-
 # --- 2. output paths: refused before measuring, nothing replaced ------------------------
 
 
@@ -386,15 +367,16 @@ def test_each_protocol_runs_on_cpu_and_is_recorded(tmp_path, monkeypatch, protoc
     result = CliRunner().invoke(fwdasv_main, args)
     assert result.exit_code == 0, result.output
     (case,) = results.load(out)
-    recorded = case.ranks[0].raw["protocol"]
-    assert recorded["name"] == protocol
-    assert case.ranks[0].raw["engine"]["protocol"] == protocol
+    recorded = case.ranks[0].protocol
+    assert recorded.name == protocol
+    assert case.ranks[0].engine.protocol == protocol
     if protocol == "duty-cycled":
         # Both are rounded to 0.1 ms in the JSON.
-        assert recorded["timed_idle_s"] == pytest.approx(3 * recorded["timed_busy_s"], abs=1e-3)
+        assert recorded.timed_idle_s == pytest.approx(3 * recorded.timed_busy_s, abs=1e-3)
+        assert recorded.burst_s == 0.05 and recorded.gap_ratio == 3.0
     else:
-        assert recorded["iters_per_block"] >= 3
-        assert case.latency.count == 2 * recorded["iters_per_block"]
+        assert recorded.iters_per_block >= 3 and recorded.burst_s is None
+        assert case.latency.count == 2 * recorded.iters_per_block
 
 
 # --- 4. one line for every user mistake --------------------------------------------------

@@ -15,11 +15,12 @@ import torch
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase, parse_case
+from fwdasv.core.results import PipelineTimeline
 from fwdasv.engine.capture import BenchOptions
+from fwdasv.engine.config import EngineConfig
 from fwdasv.engine.pipeline import TIMER_PIPELINE_GPU, TIMER_PIPELINE_HOST, pipeline_latency
 from fwdasv.engine.pipeline_run import pipeline_main
 from fwdasv.engine.ranks import MARGIN_PER_STAGE
-from fwdasv.engine.runner import EngineConfig
 from fwdasv.targets.base import TargetSpec
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -52,10 +53,11 @@ def check_pipeline_case(entry: results.CaseResult, stages: int) -> None:
     assert entry.ok, entry.error
     assert len(entry.ranks) == stages
     assert entry.verdicts() and not [v for v in entry.failures() if v.check != "stable"]
-    latency = entry.ranks[0].raw["latency_us"]
-    timelines = [rank.raw["pipeline_timeline"] for rank in entry.ranks]
+    # As written to the results file.
+    latency = entry.ranks[0].to_json()["latency_us"]
+    timelines = [rank.to_json()["pipeline_timeline"] for rank in entry.ranks]
     for index, rank in enumerate(entry.ranks):
-        raw = rank.raw
+        raw = rank.to_json()
         assert raw["pp_rank"] == index
         assert raw["latency_us"] == latency  # identical on every rank
         assert raw["pipeline_warmup_microbatches"] == margin
@@ -179,21 +181,15 @@ def test_three_stage_pipeline_main_matches_single_process(tmp_path: Path, clean_
     for entry, case in zip(loaded, cases, strict=True):
         check_pipeline_case(entry, stages=3)
         check_dump(dump, case, stages=3)
-    engine = loaded[0].ranks[2].raw["engine"]
-    assert engine["pipeline_stages"] == 3 and engine["world_size"] == 3
+    engine = loaded[0].ranks[2].engine
+    assert engine.pipeline_stages == 3 and engine.world_size == 3
 
 
 def test_pipeline_latency_is_last_end_minus_first_start_max_over_replicas() -> None:
     margin = 1
 
     def timeline(stage: int, replica: int, starts: list[float], ends: list[float], u: float):
-        return {
-            "stage": stage,
-            "dp_rank": replica,
-            "starts_us": starts,
-            "ends_us": ends,
-            "clock_uncertainty_us": u,
-        }
+        return PipelineTimeline(stage, replica, tuple(starts), tuple(ends), u)
 
     timelines = [
         timeline(0, 0, [0, 10, 20, 30], [5, 15, 25, 35], 1.0),
@@ -230,7 +226,7 @@ def test_two_gpu_pipeline_graphs_and_correlated_events(tmp_path: Path, clean_env
     (entry,) = results.load(out)
     assert entry.ok and not [v for v in entry.failures() if v.check != "stable"], entry.verdicts()
     for index, rank in enumerate(entry.ranks):
-        raw = rank.raw
+        raw = rank.to_json()
         assert raw["latency_us"]["timer"] == TIMER_PIPELINE_GPU
         assert raw["latency_us"]["count"] == 100
         assert raw["graph_vs_eager"] == {"max_abs": 0.0, "relative_rms": 0.0}
@@ -239,7 +235,7 @@ def test_two_gpu_pipeline_graphs_and_correlated_events(tmp_path: Path, clean_env
         assert len(raw["pipeline_timeline"]["starts_us"]) == 100 + 2 * 8
         assert 0 < raw["clock_uncertainty_us"] < 1000
         assert raw["engine"]["device"] == f"cuda:{index}"
-    timelines = [rank.raw["pipeline_timeline"] for rank in entry.ranks]
+    timelines = [rank.to_json()["pipeline_timeline"] for rank in entry.ranks]
     check_inflight_bound(timelines[0], timelines[-1], 2)
     streamed = torch.load(dump / "d.rank1.pt")["hidden_states"]
     reference = single_process_output(case, device="cuda:0", dtype="bfloat16")

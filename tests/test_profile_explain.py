@@ -119,7 +119,7 @@ def tiny_profile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_cpu_profile_names_aten_ops_with_positive_self_time(tiny_profile):
     block = tiny_profile["block"]
-    summary = load_summary(block["summary"])
+    summary = load_summary(block.summary)
     assert summary.device == "cpu" and summary.is_cpu and summary.replays == 3
     names = [row.name for row in summary.kernels]
     assert all(name.startswith("aten::") for name in names), names
@@ -135,14 +135,21 @@ def test_cpu_profile_names_aten_ops_with_positive_self_time(tiny_profile):
     assert 99.5 < sum(row.pct for row in summary.kernels) < 100.5
     # busy = the ops' self time; span = the forward's wall time, Python between ops included.
     assert 0 < summary.busy_us <= summary.span_us
-    # The rank dict's block: vLLM's keys, the first 10 rows.
-    assert block["device"] == "cpu"
-    assert block["top_kernels"] == [row.to_json() for row in summary.kernels[:10]]
-    assert {"summary", "span_us", "busy_us", "activities"} <= block.keys()
+    # The rank's block: vLLM's keys, the first 10 rows.
+    assert block.device == "cpu" and block.top_kernels == summary.kernels[:10]
+    assert list(block.to_json()) == [
+        "summary",
+        "device",
+        "span_us",
+        "busy_us",
+        "activities",
+        "top_kernels",
+    ]
+    assert block.to_json()["top_kernels"] == [row.to_json() for row in summary.kernels[:10]]
 
 
 def test_cpu_profile_excludes_the_restore(tiny_profile):
-    summary = load_summary(tiny_profile["block"]["summary"])
+    summary = load_summary(tiny_profile["block"].summary)
     by_name = {row.name: row for row in summary.kernels}
     bare = tiny_profile["bare_counts"]
     # Exactly the forward's own ops: copy_ as often as a forward alone runs it, not once
@@ -150,10 +157,8 @@ def test_cpu_profile_excludes_the_restore(tiny_profile):
     assert by_name["aten::copy_"].calls == bare["aten::copy_"]
     for name, row in by_name.items():
         assert row.calls == bare[name], name
-    restore = summary.extra["pre_forward_kernels"]
-    assert [(r["name"], r["calls"]) for r in restore] == [
-        ("aten::copy_", tiny_profile["state_views"])
-    ]
+    restore = summary.pre_forward_kernels
+    assert [(r.name, r.calls) for r in restore] == [("aten::copy_", tiny_profile["state_views"])]
     assert summary.pre_forward_us > 0
     # The restores ran inside the profiled region, labelled, and show in the trace.
     with gzip.open(summary.trace, "rt") as stream:
@@ -166,7 +171,7 @@ def test_cpu_profile_excludes_the_restore(tiny_profile):
 
 
 def test_kernels_json_round_trips_with_vllm_keys(tiny_profile):
-    kernels_path = Path(tiny_profile["block"]["summary"])
+    kernels_path = Path(tiny_profile["block"].summary)
     # A case name with '/' is made safe for a file name, the same way every time.
     assert kernels_path == profile_paths(tiny_profile["dir"], tiny_profile["case"], 0)[0]
     assert kernels_path.parent == tiny_profile["dir"] and "/" not in kernels_path.name
@@ -304,8 +309,8 @@ def test_gpu_summary_skips_each_replays_restore_and_groups_names():
     assert summary.pre_forward_us == 3.0
     assert summary.busy_us == 46.5  # the median replay
     assert summary.span_us == 4 + 10 + 20 + 12 + 0.5 + 4 * 0.5
-    assert summary.extra["restore_activities"] == 2
-    skipped = {r["name"]: r["calls"] for r in summary.extra["pre_forward_kernels"]}
+    assert summary.restore_activities == 2
+    skipped = {r.name: r.calls for r in summary.pre_forward_kernels}
     assert skipped == {"Memcpy DtoD (Device -> Device)": 1, "at::native::elementwise_kernel": 1}
 
 
@@ -598,10 +603,10 @@ def test_engine_cli_profile_dir_adds_the_profile_block(demo_profiles):
             rank = case.ranks[0]
             # The timed replays are the engine's usual ones; the profile is its own run.
             assert case.ok and rank.latency.count == 3 * 2
-            block = rank.raw["profile"]
-            assert Path(block["summary"]) == demo_profiles[label]["kernels"][case.case]
-            assert block["device"] == "cpu" and len(block["top_kernels"]) == 10
-            assert f"{case.case}: profile {block['summary']}" in demo_profiles[label]["stdout"]
+            block = rank.profile
+            assert Path(block.summary) == demo_profiles[label]["kernels"][case.case]
+            assert block.device == "cpu" and len(block.top_kernels) == 10
+            assert f"{case.case}: profile {block.summary}" in demo_profiles[label]["stdout"]
 
 
 def demo_diff(demo_profiles: dict[str, Any], case: str) -> KernelDiff:
@@ -737,17 +742,17 @@ def test_gpu_profile_excludes_the_restore_copies(tmp_path):
         block = profile_case(
             prepared, snapshot, device, ProfileOptions(), tmp_path, "decode", rank=0
         )
-    summary = load_summary(block["summary"])
+    summary = load_summary(block.summary)
     assert summary.device == "cuda" and summary.activities > 0
     assert sum(row.calls for row in summary.kernels) == summary.activities
-    skipped = summary.extra["pre_forward_kernels"]
-    assert sum(r["calls"] for r in skipped) == restore_activity_count(snapshot) > 0
+    skipped = summary.pre_forward_kernels
+    assert sum(r.calls for r in skipped) == restore_activity_count(snapshot) > 0
     # What is left out is exactly what a graph of the restore alone launches, by name and
     # count; a graph may run a memcpy node as a copy engine memcpy ("Memcpy DtoD") or as a
     # kernel ("memcpy32_post"), so those count as one name.
     left_out = collections.Counter()
     for row in skipped:
-        left_out[_memcpy_as_one(row["name"])] += row["calls"]
+        left_out[_memcpy_as_one(row.name)] += row.calls
     assert left_out == _restore_alone(snapshot, device), skipped
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -13,6 +14,7 @@ import pytest
 from fwdasv.core import results
 from fwdasv.core.cases import BenchRequest
 from fwdasv.core.files import write_atomic
+from fwdasv.core.kernels import KernelRow
 from fwdasv.core.results import ResultsError, load, parse, refusals, verdicts
 from fwdasv.core.stats import Latency
 
@@ -53,7 +55,7 @@ def test_real_vllm_file_parses_to_the_json_values(path):
             assert rank.latency.count == latency_json["count"] == len(latency_json["samples_us"])
             assert rank.latency.samples_us == tuple(latency_json["samples_us"])
             assert rank.graph_vs_eager.to_json() == rank_json["graph_vs_eager"]
-            assert rank.raw == rank_json
+            assert rank.to_json() == rank_json
         assert result.latency == result.ranks[0].latency
         assert result.num_tokens == entry["ranks"][0]["num_tokens"]
 
@@ -233,11 +235,18 @@ def test_spread_over_half_a_percent_marks_unstable_only():
     assert result.latency.unstable
 
 
-def test_error_entry_round_trips_and_is_refused(tmp_path):
+def test_failed_case_round_trips_and_is_refused(tmp_path):
     requests = [BenchRequest(1, 20000)] * 2
-    ok_entry = raw(SINGLE)[0]
+    ok = load(SINGLE)[0]
     path = tmp_path / "out.json"
-    results.dump([ok_entry, results.error_entry("big", requests, "TargetError: too long")], path)
+    results.dump([ok, results.CaseResult.failed("big", requests, "TargetError: too long")], path)
+    assert json.loads(path.read_text())[1] == {
+        "case": "big",
+        "requests": [r.to_json() for r in requests],
+        "median_us": None,
+        "error": "TargetError: too long",
+        "ranks": [],
+    }
     first, failed = load(path)
     assert first.ok
     assert not failed.ok
@@ -252,13 +261,36 @@ def test_error_entry_round_trips_and_is_refused(tmp_path):
         _ = failed.latency
 
 
-def test_case_entry_takes_rank_zeros_median():
+def test_a_measured_case_takes_rank_zeros_median():
     latency = Latency.from_replays([1.0, 2.0, 3.0], 1, "host_perf_counter")
-    rank = {"num_tokens": 4, "finite": True, "latency_us": latency.to_json()}
-    entry = results.case_entry("p", [BenchRequest(4, 4)], [rank])
-    assert entry["median_us"] == 2.0
-    (parsed,) = parse([entry])
-    assert parsed.latency == latency
+    rank = results.RankResult(0, num_tokens=4, latency=latency, finite=True, graph_vs_eager=None)
+    case = results.CaseResult.measured("p", [BenchRequest(4, 4)], [rank])
+    assert case.median_us == 2.0 and case.to_json()["median_us"] == 2.0
+    (parsed,) = parse([case.to_json()])
+    assert parsed.latency == latency and parsed == case
+
+
+def test_judge_sets_the_verdict_fields_once():
+    def case(times: list[float]) -> results.CaseResult:
+        latency = Latency.from_replays(times, 2, "host_perf_counter")
+        rank = results.RankResult(
+            0, 4, latency, finite=True, graph_vs_eager=None, eager_repeat=results.TensorDiff(0, 0)
+        )
+        return results.CaseResult.measured("p", [BenchRequest(4, 4)], [rank])
+
+    stable, unstable = case([100.0, 100.0, 100.2, 100.2]), case([100.0, 100.0, 110.0, 110.0])
+    assert not stable.judged and "refused" not in stable.to_json()
+    for value, marked in ((stable, False), (unstable, True)):
+        judged = value.judge()
+        assert judged.judged and judged.refused == () and judged.unstable is marked
+        assert (judged.to_json()["refused"], judged.to_json()["unstable"]) == ([], marked)
+        assert parse([judged.to_json()]) == [judged]
+    nan = dataclasses.replace(
+        stable, ranks=(dataclasses.replace(stable.ranks[0], finite=False),)
+    ).judge()
+    assert nan.refused == ("finite: non-finite output on ranks [0]",)
+    failed = results.CaseResult.failed("x", [BenchRequest(4, 4)], "TargetError: no")
+    assert failed.judge() is failed and "refused" not in failed.judge().to_json()
 
 
 # --- bad files --------------------------------------------------------------------------
@@ -373,10 +405,41 @@ def test_missing_file(tmp_path):
 
 def test_dump_writes_what_load_reads(tmp_path):
     path = tmp_path / "sub" / "out.json"
-    results.dump(raw(FOUR), path)
+    results.dump(load(FOUR), path)
     assert json.loads(path.read_text()) == raw(FOUR)
     assert load(path) == load(FOUR)
     assert path.read_text().startswith('[\n  {\n    "case"')
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_a_real_file_read_and_written_again_is_byte_identical(path):
+    """vLLM writes `json.dump(results, f, indent=2)`; fwdasv adds only the final newline."""
+    text = path.read_text()
+    parsed = load(path)
+    assert results.dumps(parsed) == text.rstrip("\n") + "\n"
+    assert parse(json.loads(results.dumps(parsed))) == parsed
+
+
+def test_the_pipeline_files_latency_keeps_vllms_pipeline_key_order():
+    rank = load(PIPELINE)[0].ranks[0]
+    assert list(rank.to_json()["latency_us"]) == list(raw(PIPELINE)[0]["ranks"][0]["latency_us"])
+    assert list(rank.to_json()) == list(raw(PIPELINE)[0]["ranks"][0])
+    # Built by fwdasv (no layout read): vLLM's single-GPU order.
+    fresh = dataclasses.replace(rank.latency, layout=())
+    assert list(fresh.to_json())[:3] == ["timer", "median", "sample_spread_pct"]
+
+
+def test_a_nan_comparison_is_written_as_null_and_read_back_as_nan(tmp_path):
+    result = edited(
+        SINGLE,
+        lambda e: e["ranks"][0].update(graph_vs_eager={"max_abs": math.nan, "relative_rms": 1.0}),
+    )
+    path = tmp_path / "out.json"
+    results.dump([result], path)
+    assert '"max_abs": null' in path.read_text()
+    (again,) = load(path)
+    assert math.isnan(again.ranks[0].graph_vs_eager.max_abs)
+    assert failed_checks(again) == failed_checks(result) == {"graph_vs_eager"}
 
 
 def test_write_atomic_replaces_the_file_whole(tmp_path):
@@ -412,3 +475,166 @@ def test_write_atomic_gives_the_file_the_usual_permissions(tmp_path: Path) -> No
     assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "page.html").read_text() == "<html></html>\n"
     assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
+
+
+# --- values the engine builds, written and read back -----------------------------------------
+
+
+def engine_rank(**changes) -> results.RankResult:
+    """A single-stage rank as fwdasv's engine builds it on a GPU, every block set."""
+    latency = Latency.from_replays([10.0, 11.0, 12.5, 13.0], 2, "graph_events").rounded()
+    engine = results.EngineInfo(
+        target="pkg.mod:target",
+        target_options={"num_layers": 2},
+        device="cuda:0",
+        dtype="bfloat16",
+        iters=2,
+        samples=2,
+        seed=0,
+        warmup_s=1.0,
+        timer="graph",
+        protocol="duty-cycled",
+        torch="2.13.0",
+        python="3.12.1",
+        gpu="NVIDIA H200",
+    )
+    reading = results.TelemetryReading(0.0, 1755, 3201, 700.0, 31, 100, ("sw_power_cap",))
+    telemetry = results.Telemetry(
+        readings=2,
+        sm_clock_min_mhz=1755.0,
+        sm_clock_median_mhz=1755.0,
+        sm_clock_max_mhz=1755.0,
+        power_median_w=700.0,
+        power_capped_pct=100.0,
+        thermal_capped_pct=0.0,
+        scope="one reading after each sample block",
+        gpu=results.GpuIdentity(0, "GPU-1", "NVIDIA H200"),
+        reasons_pct=(("sw_power_cap", 100.0),),
+        log=(reading, dataclasses.replace(reading, t_s=0.05)),
+        unreadable=(("power", "Not Supported"),),
+    )
+    row = KernelRow("ns::gemm", 9.5, 80.0, 4, "void ns::gemm<float>(float*)")
+    rank = results.RankResult(
+        rank=0,
+        num_tokens=4,
+        latency=latency,
+        finite=True,
+        graph_vs_eager=results.TensorDiff(0.0, 0.0),
+        eager_repeat=results.TensorDiff(0.0, 0.0),
+        graph_deterministic=True,
+        state_reset_bytes=4096,
+        timing_scope="target_only",
+        protocol=results.ProtocolRun("duty-cycled", 3.0, 0.05, 0.0, 2, 40, 0.0013, 0.0039),
+        telemetry=telemetry,
+        engine=engine,
+        profile=results.ProfileBlock("p.rank0.kernels.json", 9.5, 12.0, 5, (row,), device="cuda"),
+    )
+    return dataclasses.replace(rank, **changes)
+
+
+def written_again(value: results.CaseResult) -> results.CaseResult:
+    (again,) = parse(json.loads(results.dumps([value])))
+    return again
+
+
+def test_an_engine_rank_round_trips_in_the_engines_key_order():
+    case = results.CaseResult.measured("p", [BenchRequest(4, 4)], [engine_rank()]).judge()
+    assert written_again(case) == case
+    rank = case.to_json()["ranks"][0]
+    assert list(rank) == [
+        "num_tokens", "timing_scope", "eager_repeat", "graph_vs_eager", "graph_deterministic",
+        "finite", "latency_us", "state_reset_bytes", "protocol", "telemetry", "engine", "profile",
+    ]  # fmt: skip
+    assert list(rank["telemetry"]) == [
+        "source",
+        "scope",
+        "gpu",
+        "summary",
+        "readings",
+        "unreadable",
+    ]
+    assert (
+        rank["engine"]["target_options"] == {"num_layers": 2} and "world_size" not in rank["engine"]
+    )
+    assert rank["protocol"]["burst_s"] == 0.05
+    assert list(case.to_json())[-2:] == ["refused", "unstable"]
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"telemetry": None},
+        {"telemetry": None, "telemetry_unavailable": "NVML cannot start here"},
+        {"profile": results.ProfileBlock.failed("ProfileRunError: no GPU activity")},
+        {"graph_vs_eager": None, "graph_deterministic": None, "protocol": None, "engine": None},
+    ],
+    ids=["no-telemetry", "nvml-unavailable", "profile-failed", "host-timer"],
+)
+def test_engine_ranks_without_some_blocks_round_trip(changes):
+    case = results.CaseResult.measured("p", [BenchRequest(4, 4)], [engine_rank(**changes)])
+    assert written_again(case) == case
+    rank = case.to_json()["ranks"][0]
+    # vLLM's comparison keys are always written (null when not measured); fwdasv's blocks not.
+    assert {"eager_repeat", "graph_vs_eager", "graph_deterministic"} <= rank.keys()
+    if changes.get("telemetry_unavailable"):
+        assert rank["telemetry"] == {
+            "source": "nvml", "unavailable": "NVML cannot start here", "summary": None
+        }  # fmt: skip
+    elif "telemetry" in changes:
+        assert "telemetry" not in rank
+
+
+def test_a_pipeline_rank_round_trips_in_vllms_pipeline_order():
+    latency = Latency.from_replays([100.0, 101.0, 99.5, 100.5], 2, "pipeline_host_perf_counter")
+    timeline = results.PipelineTimeline(0, 0, (0.0, 5.0), (4.0, 9.0), 12.5, "rank 0")
+    engine = dataclasses.replace(engine_rank().engine, pipeline_stages=2, world_size=2)
+    ranks = [
+        results.RankResult(
+            rank=index,
+            num_tokens=4,
+            latency=latency,
+            finite=True,
+            graph_vs_eager=None,
+            state_reset_bytes=0,
+            timing_scope="target_only",
+            pp_rank=index,
+            pipeline_vs_eager={"hidden_states": results.TensorDiff(0.0, 0.0)},
+            clock_uncertainty_us=25.0,
+            engine=engine,
+            pipeline_timeline=dataclasses.replace(timeline, stage=index),
+            pipeline_warmup_microbatches=8,
+        )
+        for index in range(2)
+    ]
+    case = results.CaseResult.measured("p", [BenchRequest(4, 4)], ranks).judge()
+    assert written_again(case) == case and case.pipeline
+    rank = case.to_json()["ranks"][1]
+    assert list(rank) == [
+        "num_tokens", "pp_rank", "timing_scope", "graph_vs_eager", "intermediate_graph_vs_eager",
+        "state_reset_bytes", "pipeline_vs_eager", "finite", "engine", "pipeline_timeline",
+        "pipeline_warmup_microbatches", "clock_uncertainty_us", "latency_us",
+    ]  # fmt: skip
+    assert rank["graph_vs_eager"] is None and rank["intermediate_graph_vs_eager"] is None
+    assert list(rank["engine"])[-2:] == ["pipeline_stages", "world_size"]
+    assert rank["pipeline_timeline"]["clock_method"] == "rank 0"
+
+
+@pytest.mark.parametrize(
+    ("edit", "names"),
+    [
+        (lambda r: r["protocol"].pop("name"), ["protocol", "'name'"]),
+        (lambda r: r["engine"].update(iters="3"), ["engine", "'iters'"]),
+        (lambda r: r["telemetry"]["summary"].update(readings=None), ["telemetry", "'readings'"]),
+        (lambda r: r["telemetry"].update(readings=[{"t_s": "x"}]), ["readings[0]", "'t_s'"]),
+        (lambda r: r["profile"].update(top_kernels=[{"name": 1}]), ["top_kernels[0]"]),
+    ],
+)
+def test_a_malformed_engine_block_is_one_error_naming_it(edit, names):
+    data = json.loads(
+        results.dumps([results.CaseResult.measured("p", [BenchRequest(4, 4)], [engine_rank()])])
+    )
+    edit(data[0]["ranks"][0])
+    with pytest.raises(ResultsError) as info:
+        parse(data, "f.json")
+    for name in names:
+        assert name in str(info.value), str(info.value)

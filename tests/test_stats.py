@@ -91,12 +91,13 @@ def test_block_medians_are_per_block_of_consecutive_replays():
 def test_to_json_from_json_round_trip():
     rng = np.random.default_rng(1)
     latency = Latency.from_replays((rng.random(12) * 1000).tolist(), 4, "graph_events")
-    raw = latency.to_json(round_samples=False)
+    raw = latency.to_json()
     assert Latency.from_json(raw) == latency
-    rounded = latency.to_json()
+    rounded = latency.rounded().to_json()
     assert rounded["samples_us"] == [round(t, 2) for t in latency.samples_us]
     back = Latency.from_json(rounded)
     assert back.samples_us == tuple(round(t, 2) for t in latency.samples_us)
+    assert back == latency.rounded() and back.rounded() == back
     assert {k: v for k, v in rounded.items() if k != "samples_us"} == {
         k: v for k, v in raw.items() if k != "samples_us"
     }

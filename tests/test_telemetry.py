@@ -63,7 +63,7 @@ def test_a_reading_holds_clocks_power_and_reasons_of_the_gpu(fake: FakeNvml):
     gpu = telemetry.GpuTelemetry.open(uuid=fake.gpus[1].uuid)
     try:
         reading = gpu.read(clock=lambda: 12.5)
-        assert gpu.describe() == {"index": 1, "uuid": fake.gpus[1].uuid, "name": "NVIDIA H200"}
+        assert gpu.describe() == results.GpuIdentity(1, fake.gpus[1].uuid, "NVIDIA H200")
     finally:
         gpu.close()
     assert reading == telemetry.Reading(
@@ -76,8 +76,9 @@ def test_a_reading_holds_clocks_power_and_reasons_of_the_gpu(fake: FakeNvml):
         clock_event_reasons=SW_POWER_CAP,
     )
     assert reading.power_capped is True and reading.thermal_capped is False and reading.busy
-    assert reading.to_json(origin_s=10.0)["clock_event_reasons"] == ["sw_power_cap"]
-    assert reading.to_json(origin_s=10.0)["t_s"] == 2.5
+    record = reading.record(origin_s=10.0)
+    assert record.clock_event_reasons == ("sw_power_cap",) and record.t_s == 2.5
+    assert record.to_json()["clock_event_reasons"] == ["sw_power_cap"]
 
 
 def test_a_field_the_gpu_cannot_report_is_none_and_the_rest_still_reads(fake: FakeNvml):
@@ -124,13 +125,17 @@ def test_summary_gives_clock_range_and_the_share_of_capped_readings():
         reading(1900, None),
     ]
     summary = telemetry.summarize(readings)
-    assert summary["readings"] == 5
-    assert (summary["sm_clock_min_mhz"], summary["sm_clock_median_mhz"]) == (1605, 1800)
-    assert summary["sm_clock_max_mhz"] == 1980
+    assert summary.readings == 5
+    assert (summary.sm_clock_min_mhz, summary.sm_clock_median_mhz) == (1605, 1800)
+    assert summary.sm_clock_max_mhz == 1980
     # Of the 4 readings whose reasons were read.
-    assert summary["power_capped_pct"] == 50.0
-    assert summary["thermal_capped_pct"] == 25.0
-    assert summary["reasons_pct"] == {"sw_power_cap": 50.0, "sw_thermal_slowdown": 25.0}
+    assert summary.power_capped_pct == 50.0
+    assert summary.thermal_capped_pct == 25.0
+    assert summary.reasons_pct == (("sw_power_cap", 50.0), ("sw_thermal_slowdown", 25.0))
+    assert summary.to_json()["summary"]["reasons_pct"] == {
+        "sw_power_cap": 50.0,
+        "sw_thermal_slowdown": 25.0,
+    }
 
 
 # --- the protocols, on a virtual clock ----------------------------------------------------
@@ -247,17 +252,20 @@ def test_engine_block_telemetry_goes_into_the_rank_dict(fake: FakeNvml):
         )
     finally:
         gpu.close()
-    data = rank["telemetry"]
-    assert data["gpu"]["uuid"] == fake.gpus[0].uuid
-    assert len(data["readings"]) == 3
-    assert data["summary"]["sm_clock_median_mhz"] == 1755
-    assert data["summary"]["power_capped_pct"] == 100.0
-    assert rank["protocol"]["name"] == "steady" and rank["protocol"]["iters_per_block"] == 2
-    # Through the results parser: the case's telemetry.
-    latency = rank["latency_us"]
-    entry = results.case_entry("p", parse_case("p=4").requests, [rank])
-    parsed = results.parse_case_result(json.loads(json.dumps(entry)), "p")
-    assert parsed.latency.count == latency["count"] == 6
+    data = rank.telemetry
+    assert data.gpu.uuid == fake.gpus[0].uuid
+    assert len(data.log) == 3 and data.log[0].t_s == 0.0
+    assert data.sm_clock_median_mhz == 1755
+    assert data.power_capped_pct == 100.0
+    assert rank.protocol.name == "steady" and rank.protocol.iters_per_block == 2
+    # Through the results file and its parser: the case's telemetry.
+    case = results.CaseResult.measured("p", parse_case("p=4").requests, [rank]).judge()
+    written = json.loads(results.dumps([case]))[0]["ranks"][0]["telemetry"]
+    assert list(written) == ["source", "scope", "gpu", "summary", "readings"]
+    assert written["readings"][0]["clock_event_reasons"] == ["sw_power_cap"]
+    (parsed,) = results.parse(json.loads(results.dumps([case])))
+    assert parsed == case and parsed.ranks[0].telemetry == data
+    assert parsed.latency.count == rank.latency.count == 6
     assert parsed.telemetry.sm_clock_min_mhz == 1755 and parsed.telemetry.readings == 3
     assert "SM 1755-1755 MHz" in parsed.telemetry.line()
 
@@ -300,17 +308,24 @@ def test_sampler_splits_readings_per_case_at_the_case_lines(fake, tmp_path, clea
         launch(
             spec, out, tmp_path / "bench.log", echo=bench_telemetry.marking(None, sampler, cases)
         )
-    parsed = bench_telemetry.attach(out, sampler)
+    parsed = bench_telemetry.attach(out, results.load(out), sampler)
     assert [r.case for r in parsed] == cases
     for result in parsed:
         rank = result.ranks[0]
         assert rank.telemetry is not None and rank.telemetry.readings >= 3
         assert rank.telemetry.sm_clock_median_mhz == 1650
         assert rank.telemetry.power_capped_pct == 100.0
-        assert "no block hooks" in rank.raw["telemetry"]["scope"]
-    # Written back into the results file, which stays valid JSON.
+        assert "no block hooks" in rank.telemetry.scope
+        assert rank.telemetry.source == "nvml-sampler" and rank.telemetry.log is None
+    # Written back into the results file, which stays valid JSON, vLLM's keys as it wrote
+    # them and the telemetry last.
     again = results.load(out)
-    assert again[0].ranks[0].telemetry == parsed[0].ranks[0].telemetry
+    assert again == parsed
+    recorded = json.loads(VLLM_FOUR.read_text())
+    for case, written in zip(recorded, json.loads(out.read_text()), strict=True):
+        telemetry_json = written["ranks"][0].pop("telemetry")
+        assert json.dumps(written) == json.dumps(case)
+        assert telemetry_json["source"] == "nvml-sampler"
 
 
 def test_sampling_without_nvml_gives_none(monkeypatch):
@@ -345,5 +360,7 @@ def test_a_cpu_run_records_no_telemetry(tmp_path, clean_env):
     )
     assert done.returncode == 0, done.stderr
     (case,) = results.load(out)
-    assert "telemetry" not in case.ranks[0].raw and case.telemetry is None
-    assert case.ranks[0].raw["protocol"]["name"] == "steady"
+    assert "telemetry" not in json.loads(out.read_text())[0]["ranks"][0]
+    assert case.ranks[0].telemetry is None and case.telemetry is None
+    assert case.ranks[0].telemetry_unavailable is None
+    assert case.ranks[0].protocol.name == "steady"

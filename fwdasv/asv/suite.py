@@ -39,10 +39,17 @@ import statistics
 import sys
 import time
 import types
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fwdasv.core.cases import parse_case, unique_cases
+
+if TYPE_CHECKING:
+    from fwdasv.backends import RunConfig
+    from fwdasv.backends.measure import CaseSummary
+    from fwdasv.core.results import Telemetry
 
 # Per-process environment overrides, so one benchmarks/ directory serves a
 # laptop, a CI box and an offline GPU host.
@@ -57,36 +64,50 @@ class RefusedLatency(RuntimeError):
     """The case ran but failed validation: no latency may be recorded for it."""
 
 
-def _ran(cache: dict[str, Any], case: str) -> dict[str, Any]:
-    """The case's cache entry; a case whose bench failed fails every benchmark of it."""
-    entry = cache["cases"][case]
-    if entry.get("error") is not None:
-        raise RuntimeError(f"{case}: the bench failed: {entry['error']}")
-    return entry
+@dataclass(frozen=True)
+class SuiteCache:
+    """What a suite's `setup_cache` returns, and asv pickles for every benchmark process.
 
+    Either `skip` (why this machine cannot run the suite: every benchmark is
+    skipped) or each case's `CaseSummary`, in the suite's order, with the
+    configuration measured and where its logs are, for whoever reads the cache.
+    """
 
-def _telemetry(cache: dict[str, Any], case: str, key: str, combine) -> float:
-    """`combine` of one telemetry figure over the case's launches; NaN (skipped) without any."""
-    summaries = _ran(cache, case).get("telemetry") or []
-    values = [s[key] for s in summaries if s.get(key) is not None]
-    return float(combine(values)) if values else math.nan
+    summaries: tuple[CaseSummary, ...] = ()
+    config: RunConfig | None = None
+    log_dir: str | None = None
+    skip: str | None = None
 
+    def summary(self, case: str) -> CaseSummary:
+        for summary in self.summaries:
+            if summary.case == case:
+                return summary
+        raise KeyError(f"{case}: not a case of this suite's cache")
 
-def _weighted_mean(cache: dict[str, Any], case: str):
-    """A mean of per-launch percentages weighted by each launch's number of readings."""
-    summaries = [
-        s
-        for s in _ran(cache, case).get("telemetry") or []
-        if s.get("readings") and s.get("power_capped_pct") is not None
-    ]
+    def ran(self, case: str) -> CaseSummary:
+        """The case's summary; a case whose bench failed fails every benchmark of it."""
+        summary = self.summary(case)
+        if summary.error is not None:
+            raise RuntimeError(f"{case}: the bench failed: {summary.error}")
+        return summary
 
-    def mean(values: list[float]) -> float:
-        if len(values) != len(summaries):
-            return statistics.fmean(values)
-        weights = [s["readings"] for s in summaries]
-        return sum(v * w for v, w in zip(values, weights, strict=True)) / sum(weights)
+    def telemetry(self, case: str, figure: Callable[[Telemetry], float | None], combine) -> float:
+        """`combine` of one telemetry figure over the case's launches; NaN (skipped) without any."""
+        values = [v for t in self.ran(case).telemetry if (v := figure(t)) is not None]
+        return float(combine(values)) if values else math.nan
 
-    return mean
+    def capped_pct(self, case: str, figure: Callable[[Telemetry], float | None]) -> float:
+        """A percentage of readings over the case's launches, each launch weighted by its
+        number of readings (a plain mean where some launch has no figure)."""
+        summaries = [t for t in self.ran(case).telemetry if t.readings and figure(t) is not None]
+
+        def mean(values: list[float]) -> float:
+            if len(values) != len(summaries):
+                return statistics.fmean(values)
+            weights = [t.readings for t in summaries]
+            return sum(v * w for v, w in zip(values, weights, strict=True)) / sum(weights)
+
+        return self.telemetry(case, figure, mean)
 
 
 def _value_or_skip(value: float | None) -> float:
@@ -171,7 +192,7 @@ class ForwardSuite(abc.ABC):
 
     # --- what asv calls ---
 
-    def _measure(self) -> dict[str, Any]:
+    def _measure(self) -> SuiteCache:
         """The body of every suite's `setup_cache`: launch the bench, keep plain data."""
         from fwdasv.backends import BackendUnavailable
         from fwdasv.backends.measure import measure
@@ -189,10 +210,10 @@ class ForwardSuite(abc.ABC):
             )
         except BackendUnavailable as error:
             say(f"[fwdasv] {name}: skipped: {error}")
-            return {"skip": str(error)}
-        return {"cases": cases, "config": config.describe(), "log_dir": str(directory)}
+            return SuiteCache(skip=str(error))
+        return SuiteCache(tuple(cases.values()), config, str(directory))
 
-    def run_config(self):
+    def run_config(self) -> RunConfig:
         from fwdasv.backends import RunConfig
 
         model = self.model
@@ -226,63 +247,63 @@ class ForwardSuite(abc.ABC):
             entry=os.environ.get(ENV_VLLM_ENTRY, "cli"),
         )
 
-    def setup(self, cache: dict[str, Any], case: str) -> None:
-        if "skip" in cache:
-            raise NotImplementedError(cache["skip"])
-        entry = cache["cases"][case]
-        error = entry.get("error")
+    def setup(self, cache: SuiteCache, case: str) -> None:
+        if cache.skip is not None:
+            raise NotImplementedError(cache.skip)
+        error = cache.summary(case).error
         if error is not None and error.startswith(("OutOfMemoryError", "torch.OutOfMemoryError")):
             # Does not fit this machine: not measurable here, not a failure of the commit.
             raise NotImplementedError(f"{case}: {error}")
 
-    def track_latency(self, cache: dict[str, Any], case: str) -> dict[str, Any]:
-        entry = _ran(cache, case)
-        if entry["refusals"]:
-            raise RefusedLatency(f"{case}: no latency recorded: " + "; ".join(entry["refusals"]))
-        if entry["unstable"]:
+    def track_latency(self, cache: SuiteCache, case: str) -> dict[str, object]:
+        """asv's samples result: `{"samples": [seconds...], "number": 1}`."""
+        summary = cache.ran(case)
+        if summary.refusals:
+            raise RefusedLatency(f"{case}: no latency recorded: " + "; ".join(summary.refusals))
+        if summary.unstable:
             print(
-                f"[fwdasv] {case}: unstable timing (sample spread {entry['spread_pct']:.2f}%)",
+                f"[fwdasv] {case}: unstable timing (sample spread {summary.spread_pct:.2f}%)",
                 file=sys.stderr,
             )
-        return {"samples": entry["samples_s"], "number": 1}
+        return {"samples": list(summary.samples_s), "number": 1}
 
     track_latency.unit = "seconds"  # type: ignore[attr-defined]
 
-    def track_spread_pct(self, cache: dict[str, Any], case: str) -> float:
-        return _ran(cache, case)["spread_pct"]
+    def track_spread_pct(self, cache: SuiteCache, case: str) -> float:
+        return cache.ran(case).spread_pct
 
     track_spread_pct.unit = "%"  # type: ignore[attr-defined]
 
-    def track_graph_vs_eager(self, cache: dict[str, Any], case: str) -> float:
+    def track_graph_vs_eager(self, cache: SuiteCache, case: str) -> float:
         """Worst relative RMS of graph (or pipeline) vs eager output; NaN (skipped) if not measured."""
-        return _value_or_skip(_ran(cache, case)["graph_vs_eager"])
+        return _value_or_skip(cache.ran(case).worst_relative_rms)
 
     track_graph_vs_eager.unit = "relative rms"  # type: ignore[attr-defined]
 
     # GPU telemetry (fwdasv.hw.telemetry), so a step in latency can be told from a
     # change of machine state: NaN (skipped) where no GPU was read (CPU, no NVML).
 
-    def track_sm_clock_mhz(self, cache: dict[str, Any], case: str) -> float:
+    def track_sm_clock_mhz(self, cache: SuiteCache, case: str) -> float:
         """Median SM clock while the case ran (median over launches of each launch's median)."""
-        return _telemetry(cache, case, "sm_clock_median_mhz", statistics.median)
+        return cache.telemetry(case, lambda t: t.sm_clock_median_mhz, statistics.median)
 
     track_sm_clock_mhz.unit = "MHz"  # type: ignore[attr-defined]
 
-    def track_sm_clock_min_mhz(self, cache: dict[str, Any], case: str) -> float:
+    def track_sm_clock_min_mhz(self, cache: SuiteCache, case: str) -> float:
         """Lowest SM clock read while the case ran, over every launch."""
-        return _telemetry(cache, case, "sm_clock_min_mhz", min)
+        return cache.telemetry(case, lambda t: t.sm_clock_min_mhz, min)
 
     track_sm_clock_min_mhz.unit = "MHz"  # type: ignore[attr-defined]
 
-    def track_power_capped_pct(self, cache: dict[str, Any], case: str) -> float:
+    def track_power_capped_pct(self, cache: SuiteCache, case: str) -> float:
         """Percent of readings (blocks, in fwdasv's engine) whose clocks were cut for power."""
-        return _telemetry(cache, case, "power_capped_pct", _weighted_mean(cache, case))
+        return cache.capped_pct(case, lambda t: t.power_capped_pct)
 
     track_power_capped_pct.unit = "%"  # type: ignore[attr-defined]
 
-    def track_thermal_capped_pct(self, cache: dict[str, Any], case: str) -> float:
+    def track_thermal_capped_pct(self, cache: SuiteCache, case: str) -> float:
         """Percent of readings whose clocks were cut for heat."""
-        return _telemetry(cache, case, "thermal_capped_pct", _weighted_mean(cache, case))
+        return cache.capped_pct(case, lambda t: t.thermal_capped_pct)
 
     track_thermal_capped_pct.unit = "%"  # type: ignore[attr-defined]
 
@@ -336,7 +357,7 @@ class PipelineSuite(ForwardSuite, abc.ABC):
 
     pipeline_stages: ClassVar[int] = 2
 
-    def track_clock_uncertainty_us(self, cache: dict[str, Any], case: str) -> float:
-        return _value_or_skip(_ran(cache, case)["clock_uncertainty_us"])
+    def track_clock_uncertainty_us(self, cache: SuiteCache, case: str) -> float:
+        return _value_or_skip(cache.ran(case).clock_uncertainty_us)
 
     track_clock_uncertainty_us.unit = "us"  # type: ignore[attr-defined]

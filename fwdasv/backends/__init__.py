@@ -231,5 +231,5 @@ def launch_bench(
             spec, output_json, log_path, echo=telemetry.marking(echo, sampler, names), cases=names
         )
     if sampler is not None:
-        outcome = telemetry.attach(output_json, sampler)
+        outcome = telemetry.attach(output_json, outcome, sampler)
     return RunOutcome(config, outcome, log_path, shape_problems(config, outcome))

@@ -9,16 +9,16 @@ setup, capture, warmup and timed replays (only readings of a busy GPU are
 summarized), not its timed blocks alone: coarser than the engine's, and said
 so in the `scope` it records. The summaries go into each rank dict under
 `telemetry` (the GPU of rank r is the r-th visible one), which vLLM's schema
-does not use, and the results file is rewritten with them.
+does not use, and the results file is rewritten with them (otherwise as vLLM
+wrote it: `fwdasv.core.results` keeps its keys and their order).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from fwdasv.core import results
 from fwdasv.hw.telemetry import (
@@ -74,20 +74,28 @@ def marking(
     return see
 
 
-def attach(output_json: Path, sampler: Sampler) -> list[results.CaseResult]:
-    """Put each case's telemetry into its rank dicts, rewrite the file, return it parsed."""
-    entries: Any = json.loads(output_json.read_text())
+def attach(
+    output_json: Path, parsed: Sequence[results.CaseResult], sampler: Sampler
+) -> list[results.CaseResult]:
+    """Each case's ranks with the telemetry of its window; the results file rewritten with them."""
     windows = {window.label: window for window in sampler.windows()}
     scope = SCOPE.format(interval=sampler.interval_s)
-    for entry in entries if isinstance(entries, list) else ():
-        window = windows.get(entry.get("case")) if isinstance(entry, dict) else None
-        if window is None:
-            continue
-        for index, rank in enumerate(entry.get("ranks") or ()):
-            gpu = index % len(sampler.gpus)
-            readings = sampler.window_readings(gpu, window)
-            rank["telemetry"] = rank_telemetry(
-                sampler.gpus[gpu], readings, scope, keep_readings=False, source="nvml-sampler"
-            )
-    results.dump(entries, output_json, what="bench results")
-    return results.parse(entries, str(output_json))
+    attached = []
+    for result in parsed:
+        window = windows.get(result.case)
+        if window is not None:
+            ranks = []
+            for index, rank in enumerate(result.ranks):
+                gpu = index % len(sampler.gpus)
+                telemetry = rank_telemetry(
+                    sampler.gpus[gpu],
+                    sampler.window_readings(gpu, window),
+                    scope,
+                    keep_readings=False,
+                    source="nvml-sampler",
+                )
+                ranks.append(dataclasses.replace(rank, telemetry=telemetry))
+            result = dataclasses.replace(result, ranks=tuple(ranks))
+        attached.append(result)
+    results.dump(attached, output_json, what="bench results")
+    return attached

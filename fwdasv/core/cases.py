@@ -96,7 +96,7 @@ class BenchRequest:
             text += f":{self.num_draft_tokens}"
         return text
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
 

@@ -9,8 +9,10 @@ first-to-last forward activity), `busy_us` (median summed durations),
 `pre_forward_us` (the excluded restore work), `activities` (per forward) and
 `kernels`: rows `{name, us, pct, calls, example}` per forward, sorted by `us`
 descending. fwdasv adds `device` ("cuda": GPU kernels; "cpu": aten ops and
-their self CPU time) and a few provenance keys; a file without `device` is
-vLLM's, hence GPU kernels. Other keys are kept as they are (`extra`).
+their self CPU time), the restore's rows it left out (`pre_forward_kernels`,
+with `restore_activities` on a GPU or the CPU's `measure`) and the `case` and
+`rank` profiled; a file without `device` is vLLM's, hence GPU kernels. Other
+keys are kept as they are (`extra`).
 
 Torch-free on purpose: the analysis side reads these files without the engine.
 """
@@ -21,6 +23,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +35,7 @@ TRACE_SUFFIX = ".trace.json.gz"
 DEVICE_CUDA = "cuda"
 DEVICE_CPU = "cpu"
 _VLLM_KEYS = ("trace", "replays", "span_us", "busy_us", "pre_forward_us", "activities", "kernels")
+_FWDASV_KEYS = ("device", "measure", "restore_activities", "pre_forward_kernels", "case", "rank")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_STEM = 100
 
@@ -50,7 +54,7 @@ class KernelRow:
     calls: int
     example: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "us": self.us,
@@ -60,7 +64,7 @@ class KernelRow:
         }
 
     @classmethod
-    def from_json(cls, data: Any, where: str) -> KernelRow:
+    def from_json(cls, data: object, where: str) -> KernelRow:
         if not isinstance(data, dict):
             raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
         name = _field(data, "name", str, where)
@@ -75,7 +79,11 @@ class KernelRow:
 
 @dataclass(frozen=True)
 class KernelSummary:
-    """A whole kernels.json; `device` is None for a file without the key (vLLM's: GPU)."""
+    """A whole kernels.json; `device` is None for a file without the key (vLLM's: GPU).
+
+    fwdasv's keys are None (or empty) in vLLM's files; `extra` holds any key
+    neither writes, as read.
+    """
 
     replays: int
     span_us: float
@@ -85,7 +93,13 @@ class KernelSummary:
     kernels: tuple[KernelRow, ...]
     trace: str | None = None
     device: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # How a CPU row is measured; the GPU activities per replay left out as the restore's.
+    measure: str | None = field(default=None, compare=False)
+    restore_activities: int | None = field(default=None, compare=False)
+    pre_forward_kernels: tuple[KernelRow, ...] | None = field(default=None, compare=False)
+    case: str | None = field(default=None, compare=False)
+    rank: int | None = field(default=None, compare=False)
+    extra: Mapping[str, object] = field(default_factory=dict, compare=False)
     source: str = field(default="", compare=False)
 
     @property
@@ -97,9 +111,9 @@ class KernelSummary:
         """What a row is: `op` (CPU self time) or `kernel` (GPU time)."""
         return "op" if self.is_cpu else "kernel"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """vLLM's keys in vLLM's order, then fwdasv's and any others."""
-        data: dict[str, Any] = {
+        data: dict[str, object] = {
             "trace": self.trace,
             "replays": self.replays,
             "span_us": self.span_us,
@@ -108,13 +122,22 @@ class KernelSummary:
             "activities": self.activities,
             "kernels": [row.to_json() for row in self.kernels],
         }
-        if self.device is not None:
-            data["device"] = self.device
+        fwdasv: dict[str, object] = {
+            "device": self.device,
+            "measure": self.measure,
+            "restore_activities": self.restore_activities,
+            "pre_forward_kernels": None
+            if self.pre_forward_kernels is None
+            else [row.to_json() for row in self.pre_forward_kernels],
+            "case": self.case,
+            "rank": self.rank,
+        }
+        data.update((key, value) for key, value in fwdasv.items() if value is not None)
         data.update(self.extra)
         return data
 
     @classmethod
-    def from_json(cls, data: Any, where: str) -> KernelSummary:
+    def from_json(cls, data: object, where: str) -> KernelSummary:
         if not isinstance(data, dict):
             raise ProfileError(f"{where}: expected a JSON object, got {type(data).__name__}")
         rows = _field(data, "kernels", list, where)
@@ -122,6 +145,11 @@ class KernelSummary:
         if device is not None and device not in (DEVICE_CUDA, DEVICE_CPU):
             raise ProfileError(f"{where}: 'device' must be 'cuda' or 'cpu', got {device!r}")
         trace = data.get("trace")
+        restore = data.get("pre_forward_kernels")
+        if restore is not None and not isinstance(restore, list):
+            raise ProfileError(f"{where}: 'pre_forward_kernels' must be a list")
+        measure, case, rank = data.get("measure"), data.get("case"), data.get("rank")
+        restore_activities = data.get("restore_activities")
         return cls(
             replays=_field(data, "replays", int, where),
             span_us=float(_field(data, "span_us", (int, float), where)),
@@ -133,12 +161,24 @@ class KernelSummary:
             ),
             trace=None if trace is None else str(trace),
             device=device,
-            extra={k: v for k, v in data.items() if k not in (*_VLLM_KEYS, "device")},
+            measure=None if measure is None else str(measure),
+            restore_activities=None
+            if restore_activities is None
+            else _field(data, "restore_activities", int, where),
+            pre_forward_kernels=None
+            if restore is None
+            else tuple(
+                KernelRow.from_json(row, f"{where}: pre_forward_kernels[{i}]")
+                for i, row in enumerate(restore)
+            ),
+            case=None if case is None else str(case),
+            rank=None if rank is None else _field(data, "rank", int, where),
+            extra={k: v for k, v in data.items() if k not in (*_VLLM_KEYS, *_FWDASV_KEYS)},
             source=where,
         )
 
 
-def _field(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def _field(data: Mapping[str, object], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise ProfileError(f"{where}: missing key {key!r}; is this a *{KERNELS_SUFFIX} file?")
     value = data[key]

@@ -10,11 +10,11 @@ compare agrees with `asv compare`.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,7 +28,8 @@ class Latency:
 
     `samples_us` are the raw replay times, `samples` blocks of `iters`
     consecutive replays; `sample_spread_pct` is the spread of the block medians
-    relative to the overall median (0 with one block).
+    relative to the overall median (0 with one block). `to_json` writes the
+    values as held: `rounded` gives vLLM's 0.01 µs samples.
     """
 
     timer: str
@@ -40,6 +41,10 @@ class Latency:
     p90: float
     count: int
     samples_us: tuple[float, ...]
+    # The key order of the JSON block this came from: vLLM's pipeline bench writes
+    # another order than its single-GPU bench, and a file read and written again
+    # stays byte-identical. Empty: vLLM's single-GPU order.
+    layout: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def from_replays(cls, times_us: Sequence[float], samples: int, timer: str) -> Latency:
@@ -78,9 +83,15 @@ class Latency:
             raise ValueError(f"{times.size} replay times do not split into {samples} samples")
         return [float(m) for m in np.median(times.reshape(samples, -1), axis=1)]
 
-    def to_json(self, round_samples: bool = True) -> dict[str, Any]:
-        """vLLM's `latency_us` block (samples rounded to 0.01 µs as vLLM does)."""
-        return {
+    def rounded(self, digits: int = 2) -> Latency:
+        """The replay times as vLLM's single-GPU bench writes them (to 0.01 µs); statistics kept."""
+        return dataclasses.replace(
+            self, samples_us=tuple(round(t, digits) for t in self.samples_us)
+        )
+
+    def to_json(self) -> dict[str, object]:
+        """vLLM's `latency_us` block, in the order it was read (`layout`) or vLLM's single-GPU one."""
+        data: dict[str, object] = {
             "timer": self.timer,
             "median": self.median,
             "sample_spread_pct": self.sample_spread_pct,
@@ -89,23 +100,27 @@ class Latency:
             "min": self.min,
             "p90": self.p90,
             "count": self.count,
-            "samples_us": [round(t, 2) for t in self.samples_us]
-            if round_samples
-            else list(self.samples_us),
+            "samples_us": list(self.samples_us),
         }
+        if not self.layout:
+            return data
+        return {key: data[key] for key in (*self.layout, *data) if key in data}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Latency:
+    def from_json(cls, data: Mapping[str, object]) -> Latency:
+        """The block as written (validated by `fwdasv.core.results`, which reads whole files)."""
+        samples = data.get("samples_us", ())
         return cls(
             timer=str(data["timer"]),
-            median=float(data["median"]),
-            sample_spread_pct=float(data["sample_spread_pct"]),
-            mean=float(data["mean"]),
-            std=float(data["std"]),
-            min=float(data["min"]),
-            p90=float(data["p90"]),
-            count=int(data["count"]),
-            samples_us=tuple(float(t) for t in data.get("samples_us", ())),
+            median=_float(data["median"]),
+            sample_spread_pct=_float(data["sample_spread_pct"]),
+            mean=_float(data["mean"]),
+            std=_float(data["std"]),
+            min=_float(data["min"]),
+            p90=_float(data["p90"]),
+            count=int(_float(data["count"])),
+            samples_us=tuple(_float(t) for t in samples) if isinstance(samples, Sequence) else (),
+            layout=tuple(data),
         )
 
     def summary(self) -> str:
@@ -113,6 +128,12 @@ class Latency:
             f"median {self.median:.1f} us, sample spread {self.sample_spread_pct:.2f}%, "
             f"cv {100 * self.cv:.2f}%, n={self.count} ({self.timer})"
         )
+
+
+def _float(value: object) -> float:
+    if not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
 
 
 def spread_pct(block_medians: Sequence[float], median: float) -> float:

@@ -15,14 +15,17 @@ timer; `timer` says so and the graph-only fields are null.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from fwdasv.core.results import RankResult, TensorDiff
 from fwdasv.core.stats import Latency
-from fwdasv.engine.protocol import PROTOCOLS, STEADY, BlockRun, Protocol, Replayer, run_protocol
+from fwdasv.engine.config import BenchOptions
+from fwdasv.engine.protocol import BlockRun, Protocol, Replayer, run_protocol
 from fwdasv.targets.base import PreparedForward
 
 if TYPE_CHECKING:
@@ -32,43 +35,20 @@ TIMER_GRAPH = "graph_events"
 TIMER_HOST = "host_perf_counter"
 
 
-@dataclass(frozen=True)
-class BenchOptions:
-    iters: int = 20
-    samples: int = 5
-    seed: int = 0
-    # Replays before timing, for steady clocks (the seed's ~1 s).
-    warmup_s: float = 1.0
-    # "graph" (CUDA only) or "host".
-    timer: str = "graph"
-    # A name of fwdasv.engine.protocol.PROTOCOLS (resolved: not "auto").
-    protocol: str = STEADY
-
-    def __post_init__(self) -> None:
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
-        if self.iters < 1 or self.samples < 1:
-            raise ValueError(f"iters ({self.iters}) and samples ({self.samples}) must be >= 1")
-        if self.warmup_s < 0:
-            raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
-        if self.timer not in ("graph", "host"):
-            raise ValueError(f"timer must be 'graph' or 'host', got {self.timer!r}")
-
-
 def first_tensor(outputs: dict[str, torch.Tensor] | torch.Tensor) -> torch.Tensor:
     if isinstance(outputs, torch.Tensor):
         return outputs
     return next(iter(outputs.values()))
 
 
-def tensor_diff(actual: torch.Tensor, expected: torch.Tensor) -> dict[str, float]:
+def tensor_diff(actual: torch.Tensor, expected: torch.Tensor) -> TensorDiff:
     """vLLM's `_compare`: float32 max abs difference and RMS relative to the expected RMS."""
     delta = actual.float() - expected.float()
     scale = expected.float().square().mean().sqrt().clamp(min=1e-12)
-    return {
-        "max_abs": delta.abs().max().item() if delta.numel() else 0.0,
-        "relative_rms": (delta.square().mean().sqrt() / scale).item() if delta.numel() else 0.0,
-    }
+    return TensorDiff(
+        max_abs=delta.abs().max().item() if delta.numel() else 0.0,
+        relative_rms=(delta.square().mean().sqrt() / scale).item() if delta.numel() else 0.0,
+    )
 
 
 class StateSnapshot:
@@ -131,40 +111,55 @@ def capture_forward(
     return CapturedForward(graph, start, end, outputs)
 
 
+@dataclass(frozen=True)
+class _Checks:
+    """What a timed run found about its outputs (the graph fields None for the host timer)."""
+
+    eager_repeat: TensorDiff
+    graph_vs_eager: TensorDiff | None
+    graph_deterministic: bool | None
+    finite: bool
+
+
 def bench_forward(
     prepared: PreparedForward,
     options: BenchOptions,
     device: torch.device,
     telemetry: GpuTelemetry | None = None,
-) -> dict[str, Any]:
-    """The rank dict of vLLM's schema for one prepared case (plus `protocol`, `telemetry`)."""
+) -> RankResult:
+    """Rank 0's result of vLLM's schema for one prepared case (plus its protocol, telemetry)."""
     snapshot = StateSnapshot(prepared.state)
     if options.timer == "graph":
         if device.type != "cuda":
             raise ValueError("the graph timer needs a CUDA device; use --timer host on CPU")
-        result, run = _bench_graph(prepared, snapshot, options, device, telemetry)
+        checks, run = _bench_graph(prepared, snapshot, options, device, telemetry)
+        timer = TIMER_GRAPH
     else:
-        result, run = _bench_host(prepared, snapshot, options, device, telemetry)
-    rank = {
-        "num_tokens": prepared.num_tokens,
-        "timing_scope": "target_only",
-        **result,
-        "state_reset_bytes": snapshot.nbytes,
-        "protocol": {
-            **Protocol.named(options.protocol).to_json(),
-            "iters_per_block": run.iters,
-            "warmup_replays": run.warmup_replays,
-            "timed_busy_s": round(run.busy_s, 4),
-            "timed_idle_s": round(run.idle_s, 4),
-        },
-    }
-    if telemetry is not None:
-        from fwdasv.hw.telemetry import rank_telemetry
+        checks, run = _bench_host(prepared, snapshot, options, device, telemetry)
+        timer = TIMER_HOST
+    rank = RankResult(
+        rank=0,
+        num_tokens=prepared.num_tokens,
+        # vLLM's single-GPU bench writes its replay times to 0.01 µs.
+        latency=Latency.from_replays(run.times_us, options.samples, timer).rounded(),
+        finite=checks.finite,
+        graph_vs_eager=checks.graph_vs_eager,
+        eager_repeat=checks.eager_repeat,
+        graph_deterministic=checks.graph_deterministic,
+        state_reset_bytes=snapshot.nbytes,
+        timing_scope="target_only",
+        protocol=run.record(Protocol.named(options.protocol)),
+    )
+    if telemetry is None:
+        return rank
+    from fwdasv.hw.telemetry import rank_telemetry
 
-        rank["telemetry"] = rank_telemetry(
+    return dataclasses.replace(
+        rank,
+        telemetry=rank_telemetry(
             telemetry, run.readings, "one reading after each sample block", keep_readings=True
-        )
-    return rank
+        ),
+    )
 
 
 def _timed(replayer: Replayer, options: BenchOptions, telemetry: GpuTelemetry | None) -> BlockRun:
@@ -184,7 +179,7 @@ def _bench_host(
     options: BenchOptions,
     device: torch.device,
     telemetry: GpuTelemetry | None,
-) -> tuple[dict[str, Any], BlockRun]:
+) -> tuple[_Checks, BlockRun]:
     forward = prepared.forward
     with torch.inference_mode():
         forward()  # eager warmup: lazy init, allocator, autotuning
@@ -203,13 +198,12 @@ def _bench_host(
             return (time.perf_counter() - begin) * 1e6
 
         run = _timed(Replayer(run_once, run_once, lambda: None), options, telemetry)
-    return {
-        "eager_repeat": tensor_diff(reference, eager),
-        "graph_vs_eager": None,
-        "graph_deterministic": None,
-        "finite": bool(reference.isfinite().all()),
-        "latency_us": Latency.from_replays(run.times_us, options.samples, TIMER_HOST).to_json(),
-    }, run
+    return _Checks(
+        eager_repeat=tensor_diff(reference, eager),
+        graph_vs_eager=None,
+        graph_deterministic=None,
+        finite=bool(reference.isfinite().all()),
+    ), run
 
 
 def _bench_graph(
@@ -218,7 +212,7 @@ def _bench_graph(
     options: BenchOptions,
     device: torch.device,
     telemetry: GpuTelemetry | None,
-) -> tuple[dict[str, Any], BlockRun]:
+) -> tuple[_Checks, BlockRun]:
     forward = prepared.forward
     with torch.inference_mode():
         stream = torch.cuda.Stream(device)
@@ -240,13 +234,13 @@ def _bench_graph(
         first = output.clone()
         graph.replay()
         synchronize(device)
-        result = {
+        checks = _Checks(
             # Same step from the same restored state: should match exactly.
-            "eager_repeat": tensor_diff(reference, eager),
-            "graph_vs_eager": tensor_diff(first, reference),
-            "graph_deterministic": bool(torch.equal(first, output)),
-            "finite": bool(output.isfinite().all()),
-        }
+            eager_repeat=tensor_diff(reference, eager),
+            graph_vs_eager=tensor_diff(first, reference),
+            graph_deterministic=bool(torch.equal(first, output)),
+            finite=bool(output.isfinite().all()),
+        )
 
         def replay_once() -> float:
             graph.replay()
@@ -256,7 +250,4 @@ def _bench_graph(
         run = _timed(
             Replayer(replay_once, graph.replay, lambda: synchronize(device)), options, telemetry
         )
-    result["latency_us"] = Latency.from_replays(
-        run.times_us, options.samples, TIMER_GRAPH
-    ).to_json()
-    return result, run
+    return checks, run

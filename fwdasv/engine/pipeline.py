@@ -25,10 +25,11 @@ of leaving it hanging.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +40,11 @@ import torch.distributed as dist
 
 from fwdasv.core.cases import BenchCase
 from fwdasv.core.files import check_output_path
+from fwdasv.core.results import EngineInfo, PipelineTimeline, RankResult, TensorDiff
 from fwdasv.core.stats import Latency
 from fwdasv.engine.capture import StateSnapshot, synchronize, tensor_diff
 from fwdasv.engine.clock import HostClock, PipelineClock
+from fwdasv.engine.config import EngineConfig
 from fwdasv.engine.ranks import (
     Groups,
     Topology,
@@ -50,7 +53,7 @@ from fwdasv.engine.ranks import (
     recv_object,
     send_object,
 )
-from fwdasv.engine.runner import EngineConfig, describe_error
+from fwdasv.engine.runner import describe_error
 from fwdasv.targets.base import PreparedForward, Target
 
 TIMER_PIPELINE_GPU = "pipeline_correlated_gpu_events_rank_max"
@@ -115,7 +118,9 @@ class PipelineBench:
         self.receive_names: list[str] = []
         self.send_names: list[str] = []
         self.output: dict[str, torch.Tensor] = {}
-        self.result: dict[str, Any] = {}
+        # The stage graph's outputs against eager (GPU only): the worst, and each.
+        self.graph_vs_eager: TensorDiff | None = None
+        self.intermediate_graph_vs_eager: dict[str, TensorDiff] | None = None
 
     # eager pass: receive, run, send on; every stage gets its reference.
 
@@ -210,10 +215,8 @@ class PipelineBench:
         comparisons = {
             name: tensor_diff(value, self.reference[name]) for name, value in self.output.items()
         }
-        self.result["graph_vs_eager"] = max(
-            comparisons.values(), key=lambda c: c["relative_rms"], default=None
-        )
-        self.result["intermediate_graph_vs_eager"] = comparisons
+        self.graph_vs_eager = max(comparisons.values(), key=lambda c: c.relative_rms, default=None)
+        self.intermediate_graph_vs_eager = comparisons
 
     # stream: count + 2 * margin microbatches, no host barrier between them.
 
@@ -287,30 +290,90 @@ class PipelineBench:
 
     def timeline(
         self, starts: list[Any], ends: list[Any], clock: PipelineClock, end_clock: PipelineClock
-    ) -> dict[str, Any]:
+    ) -> PipelineTimeline:
         """This rank's microbatch times on rank 0's clock (the seed's `pipeline_timeline`)."""
-        return {
-            "stage": self.topology.stage,
-            "dp_rank": self.topology.replica,
-            "starts_us": [clock.timestamp(mark, end_clock) for mark in starts],
-            "ends_us": [clock.timestamp(mark, end_clock) for mark in ends],
-            "clock_uncertainty_us": max(clock.uncertainty_us, end_clock.uncertainty_us),
-            "clock_method": clock.method,
-        }
+        return PipelineTimeline(
+            stage=self.topology.stage,
+            dp_rank=self.topology.replica,
+            starts_us=tuple(clock.timestamp(mark, end_clock) for mark in starts),
+            ends_us=tuple(clock.timestamp(mark, end_clock) for mark in ends),
+            clock_uncertainty_us=max(clock.uncertainty_us, end_clock.uncertainty_us),
+            clock_method=clock.method,
+        )
 
-    def checks(self) -> dict[str, Any]:
-        """The streamed (last microbatch's) output against the eager reference."""
-        return {
-            "pipeline_vs_eager": {
+    def stage_result(self, context: RankContext) -> StageResult:
+        """What this rank found, for the gather: its checks of the streamed (last
+        microbatch's) output against the eager reference, and its settings."""
+        assert self.snapshot is not None
+        return StageResult(
+            num_tokens=self.prepared.num_tokens,
+            stage=context.topology.stage,
+            graph_vs_eager=self.graph_vs_eager,
+            intermediate_graph_vs_eager=self.intermediate_graph_vs_eager,
+            state_reset_bytes=self.snapshot.nbytes,
+            pipeline_vs_eager={
                 name: tensor_diff(value, self.reference[name])
                 for name, value in self.output.items()
             },
-            "finite": all(bool(t.isfinite().all()) for t in self.output.values()),
-        }
+            finite=all(bool(t.isfinite().all()) for t in self.output.values()),
+            engine=dataclasses.replace(
+                context.config.describe(),
+                pipeline_stages=context.topology.num_stages,
+                world_size=context.topology.world_size,
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """One rank's part of a case before the latency is known (it needs every rank's timeline)."""
+
+    num_tokens: int
+    stage: int
+    graph_vs_eager: TensorDiff | None
+    intermediate_graph_vs_eager: Mapping[str, TensorDiff] | None
+    state_reset_bytes: int
+    pipeline_vs_eager: Mapping[str, TensorDiff]
+    finite: bool
+    engine: EngineInfo
+
+    def rank_result(
+        self,
+        rank: int,
+        timeline: PipelineTimeline,
+        latency: Latency,
+        margin: int,
+        uncertainty_us: float,
+    ) -> RankResult:
+        return RankResult(
+            rank=rank,
+            num_tokens=self.num_tokens,
+            latency=latency,
+            finite=self.finite,
+            graph_vs_eager=self.graph_vs_eager,
+            state_reset_bytes=self.state_reset_bytes,
+            timing_scope="target_only",
+            pp_rank=self.stage,
+            pipeline_vs_eager=self.pipeline_vs_eager,
+            intermediate_graph_vs_eager=self.intermediate_graph_vs_eager,
+            clock_uncertainty_us=uncertainty_us,
+            engine=self.engine,
+            pipeline_timeline=timeline,
+            pipeline_warmup_microbatches=margin,
+        )
+
+
+@dataclass(frozen=True)
+class _Gathered:
+    """What each rank sends the others after the stream: its error, or its timeline and result."""
+
+    error: str | None
+    timeline: PipelineTimeline | None = None
+    stage: StageResult | None = None
 
 
 def pipeline_latency(
-    timelines: Sequence[dict[str, Any]], num_stages: int, margin: int
+    timelines: Sequence[PipelineTimeline], num_stages: int, margin: int
 ) -> tuple[np.ndarray, float]:
     """Per microbatch: last stage's end minus first stage's start, max over replicas.
 
@@ -318,18 +381,16 @@ def pipeline_latency(
     and the clock uncertainty: the worst replica's first- plus last-stage bound.
     """
     latencies, uncertainties = [], []
-    for replica in sorted({t["dp_rank"] for t in timelines}):
-        ranks = [t for t in timelines if t["dp_rank"] == replica]
-        first = [t for t in ranks if t["stage"] == 0]
-        last = [t for t in ranks if t["stage"] == num_stages - 1]
+    for replica in sorted({t.dp_rank for t in timelines}):
+        ranks = [t for t in timelines if t.dp_rank == replica]
+        first = [t for t in ranks if t.stage == 0]
+        last = [t for t in ranks if t.stage == num_stages - 1]
         assert first and last, f"replica {replica} lacks a first or last stage: {ranks}"
         latencies.append(
-            np.max([t["ends_us"] for t in last], axis=0)
-            - np.min([t["starts_us"] for t in first], axis=0)
+            np.max([t.ends_us for t in last], axis=0) - np.min([t.starts_us for t in first], axis=0)
         )
         uncertainties.append(
-            max(t["clock_uncertainty_us"] for t in first)
-            + max(t["clock_uncertainty_us"] for t in last)
+            max(t.clock_uncertainty_us for t in first) + max(t.clock_uncertainty_us for t in last)
         )
     latency = np.max(latencies, axis=0)
     total = latency.size
@@ -349,8 +410,8 @@ class RankContext:
     dump_dir: Path | None = None
 
 
-def bench_case(context: RankContext, target: Target, case: BenchCase) -> list[dict[str, Any]]:
-    """Every rank's dict of vLLM's pipeline schema for one case (on every rank).
+def bench_case(context: RankContext, target: Target, case: BenchCase) -> list[RankResult]:
+    """Every rank's result of vLLM's pipeline schema for one case (on every rank).
 
     Raises CaseFailed on every rank when any rank failed.
     """
@@ -377,57 +438,30 @@ def bench_case(context: RankContext, target: Target, case: BenchCase) -> list[di
     bench.capture()
     marks = bench.stream()
     # Local work after the stream can still fail; its error rides on the gather.
-    payload: dict[str, Any] = {"error": None}
     try:
-        payload["timeline"] = bench.timeline(*marks)
-        payload["rank"] = _rank_dict(bench, prepared, context)
+        payload = _Gathered(None, bench.timeline(*marks), bench.stage_result(context))
         if context.dump_dir is not None:
             _dump(context.dump_dir, case, topo.rank, bench.output)
     except Exception as failure:
-        payload["error"] = describe_error(failure)
-    gathered: list[Any] = [None] * topo.world_size
+        payload = _Gathered(describe_error(failure))
+    gathered: list[_Gathered] = [_Gathered(None)] * topo.world_size
     dist.all_gather_object(gathered, payload, group=groups.control)
-    raise_failures([p["error"] for p in gathered], "after the stream")
-    timelines = [p["timeline"] for p in gathered]
+    raise_failures([p.error for p in gathered], "after the stream")
+    stages = [
+        (p.timeline, p.stage) for p in gathered if p.timeline is not None and p.stage is not None
+    ]
+    assert len(stages) == topo.world_size, f"{len(stages)} of {topo.world_size} ranks sent a result"
+    timelines = [timeline for timeline, _ in stages]
     latency, uncertainty_us = pipeline_latency(timelines, topo.num_stages, topo.margin)
     expected = options.iters * options.samples
     assert latency.size == expected, f"{latency.size} timed microbatches, expected {expected}"
     timer = TIMER_PIPELINE_GPU if bench.use_graph else TIMER_PIPELINE_HOST
-    latency_us = Latency.from_replays(latency.tolist(), options.samples, timer).to_json(
-        round_samples=False
-    )
-    ranks = []
-    for payload, timeline in zip(gathered, timelines, strict=True):
-        ranks.append(
-            {
-                **payload["rank"],
-                "pipeline_timeline": timeline,
-                "pipeline_warmup_microbatches": topo.margin,
-                "clock_uncertainty_us": uncertainty_us,
-                "latency_us": latency_us,
-            }
-        )
-    return ranks
-
-
-def _rank_dict(
-    bench: PipelineBench, prepared: PreparedForward, context: RankContext
-) -> dict[str, Any]:
-    assert bench.snapshot is not None
-    return {
-        "num_tokens": prepared.num_tokens,
-        "pp_rank": context.topology.stage,
-        "timing_scope": "target_only",
-        "graph_vs_eager": bench.result.get("graph_vs_eager"),
-        "intermediate_graph_vs_eager": bench.result.get("intermediate_graph_vs_eager"),
-        "state_reset_bytes": bench.snapshot.nbytes,
-        **bench.checks(),
-        "engine": {
-            **context.config.describe(),
-            "pipeline_stages": context.topology.num_stages,
-            "world_size": context.topology.world_size,
-        },
-    }
+    # vLLM's pipeline bench writes its latencies unrounded.
+    latency_us = Latency.from_replays(latency.tolist(), options.samples, timer)
+    return [
+        stage.rank_result(rank, timeline, latency_us, topo.margin, uncertainty_us)
+        for rank, (timeline, stage) in enumerate(stages)
+    ]
 
 
 def _dump(directory: Path, case: BenchCase, rank: int, output: dict[str, torch.Tensor]) -> None:

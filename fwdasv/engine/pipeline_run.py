@@ -20,7 +20,6 @@ import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -28,6 +27,7 @@ import torch.distributed as dist
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
 from fwdasv.core.errors import EXIT_INTERRUPTED, UserError
+from fwdasv.engine.config import EngineConfig
 from fwdasv.engine.pipeline import RankContext, bench_case
 from fwdasv.engine.ranks import (
     CaseFailed,
@@ -37,7 +37,7 @@ from fwdasv.engine.ranks import (
     init_groups,
     rank_device,
 )
-from fwdasv.engine.runner import EngineConfig, announce, describe_error, free_device_memory
+from fwdasv.engine.runner import announce, describe_error, free_device_memory
 from fwdasv.launch import MAX_RANKS_PER_CPU, usable_cpus
 from fwdasv.targets.base import TargetSpec
 
@@ -82,7 +82,6 @@ def _run_cases(
     warn: Callable[[str], None],
 ) -> list[results.CaseResult]:
     topology, config = context.topology, context.config
-    entries: list[dict[str, Any]] = []
     judged: list[results.CaseResult] = []
     error = None
     target = None
@@ -98,37 +97,37 @@ def _run_cases(
     except CaseFailed as failure:
         # Nothing can run: every case carries the build error.
         for case in cases:
-            entries.append(results.error_entry(case.name, case.requests, str(failure)))
-            judged.append(_publish(topology, entries, output_json, echo, warn))
+            failed = results.CaseResult.failed(case.name, case.requests, str(failure))
+            _publish(topology, judged, failed, output_json, echo, warn)
         return judged
     assert target is not None
     for case in cases:
         try:
             ranks = bench_case(context, target, case)
-            entry = results.case_entry(case.name, case.requests, ranks)
+            result = results.CaseResult.measured(case.name, case.requests, ranks)
         except CaseFailed as failure:
-            entry = results.error_entry(case.name, case.requests, str(failure))
+            result = results.CaseResult.failed(case.name, case.requests, str(failure))
         finally:
             free_device_memory(context.device)
-        entries.append(entry)
-        judged.append(_publish(topology, entries, output_json, echo, warn))
+        _publish(topology, judged, result, output_json, echo, warn)
     return judged
 
 
 def _publish(
     topology: Topology,
-    entries: list[dict[str, Any]],
+    judged: list[results.CaseResult],
+    result: results.CaseResult,
     output_json: str | os.PathLike[str] | None,
     echo: Callable[[str], None],
     warn: Callable[[str], None],
-) -> results.CaseResult:
-    """Judge the newest entry (every rank, the same verdict); rank 0 writes and prints it."""
-    result = results.judge_entry(entries[-1])
+) -> None:
+    """Judge the newest result (every rank, the same verdict) into `judged`; rank 0 writes
+    every result so far and prints this one."""
+    judged.append(result.judge())
     if topology.rank == 0:
         if output_json is not None:
-            results.dump(entries, output_json, make_parents=False, what="--output-json")
-        announce(result, echo, warn)
-    return result
+            results.dump(judged, output_json, make_parents=False, what="--output-json")
+        announce(judged[-1], echo, warn)
 
 
 # --- entry point: relaunch under torchrun, or run this rank ---------------------------

@@ -27,7 +27,7 @@ import os
 import re
 import statistics
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from fwdasv.core.kernels import (
     KernelSummary,
     profile_paths,
 )
+from fwdasv.core.results import ProfileBlock
 from fwdasv.engine.capture import StateSnapshot, capture_forward, synchronize
 from fwdasv.targets.base import PreparedForward
 
@@ -129,49 +130,70 @@ def short_name(name: str) -> str:
 # --- summaries (pure) -----------------------------------------------------------------
 
 
+@dataclass
+class _Total:
+    us: float = 0.0
+    calls: int = 0
+    example: str = ""
+
+
 class _Tally:
     """Per-name totals over several forwards, turned into per-forward rows."""
 
     def __init__(self) -> None:
-        self.totals: dict[str, list[Any]] = {}
+        self.totals: dict[str, _Total] = {}
 
     def add(self, name: str, us: float, example: str) -> None:
-        entry = self.totals.setdefault(name, [0.0, 0, ""])
-        entry[0] += us
-        entry[1] += 1
-        entry[2] = entry[2] or example[:300]
+        total = self.totals.setdefault(name, _Total())
+        total.us += us
+        total.calls += 1
+        total.example = total.example or example[:300]
 
     def rows(self, forwards: int) -> tuple[KernelRow, ...]:
         """Mean time and (floored, as vLLM) calls per forward; pct of the summed time."""
-        grand = sum(entry[0] for entry in self.totals.values())
+        grand = sum(total.us for total in self.totals.values())
         rows = [
             KernelRow(
                 name=name,
-                us=round(total / forwards, 2),
-                pct=round(100 * total / grand, 2) if grand > 0 else 0.0,
-                calls=calls // forwards,
-                example=example,
+                us=round(total.us / forwards, 2),
+                pct=round(100 * total.us / grand, 2) if grand > 0 else 0.0,
+                calls=total.calls // forwards,
+                example=total.example,
             )
-            for name, (total, calls, example) in self.totals.items()
+            for name, total in self.totals.items()
         ]
         rows.sort(key=lambda row: (-row.us, row.name))
         return tuple(rows)
 
 
-def gpu_activities(events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Activity:
+    """One GPU activity of a chrome trace (a kernel, copy or memset): start and length in µs,
+    the numbers as the trace has them."""
+
+    name: str
+    category: str
+    ts: float
+    dur: float
+
+
+def gpu_activities(events: Iterable[Mapping[str, object]]) -> list[Activity]:
     """A chrome trace's GPU activities (kernels, copies, memsets), in time order."""
-    return sorted(
-        (e for e in events if e.get("cat") in GPU_CATEGORIES and "dur" in e),
-        key=lambda e: e["ts"],
-    )
+    found = []
+    for event in events:
+        if event.get("cat") in GPU_CATEGORIES and "dur" in event:
+            ts, dur = event["ts"], event["dur"]
+            assert isinstance(ts, (int, float)) and isinstance(dur, (int, float)), event
+            found.append(Activity(str(event["name"]), str(event["cat"]), ts, dur))
+    return sorted(found, key=lambda activity: activity.ts)
 
 
-def activity_name(event: dict[str, Any]) -> str:
+def activity_name(activity: Activity) -> str:
     """The row of a GPU activity: a kernel's short name, a copy's or memset's own name."""
-    return short_name(event["name"]) if event["cat"] == "kernel" else event["name"]
+    return short_name(activity.name) if activity.category == "kernel" else activity.name
 
 
-def summarize_gpu(events: Iterable[dict[str, Any]], replays: int, skip: int) -> KernelSummary:
+def summarize_gpu(events: Iterable[Mapping[str, object]], replays: int, skip: int) -> KernelSummary:
     """Per-forward kernel rows from the chrome-trace events of `replays` graph replays.
 
     Each replay first runs `skip` activities that are not the forward (the
@@ -197,12 +219,12 @@ def summarize_gpu(events: Iterable[dict[str, Any]], replays: int, skip: int) -> 
     for index in range(replays):
         chunk = activities[index * per_replay : (index + 1) * per_replay]
         restore, forward = chunk[:skip], chunk[skip:]
-        pre.append(sum(e["dur"] for e in restore))
-        spans.append(max(e["ts"] + e["dur"] for e in forward) - min(e["ts"] for e in forward))
-        busy.append(sum(e["dur"] for e in forward))
+        pre.append(sum(a.dur for a in restore))
+        spans.append(max(a.ts + a.dur for a in forward) - min(a.ts for a in forward))
+        busy.append(sum(a.dur for a in forward))
         for tally, part in ((restore_tally, restore), (forward_tally, forward)):
-            for e in part:
-                tally.add(activity_name(e), e["dur"], e["name"])
+            for activity in part:
+                tally.add(activity_name(activity), activity.dur, activity.name)
     return KernelSummary(
         replays=replays,
         # First to last forward activity; busy can exceed it when streams overlap.
@@ -212,10 +234,8 @@ def summarize_gpu(events: Iterable[dict[str, Any]], replays: int, skip: int) -> 
         activities=per_replay - skip,
         kernels=forward_tally.rows(replays),
         device=DEVICE_CUDA,
-        extra={
-            "restore_activities": skip,
-            "pre_forward_kernels": [row.to_json() for row in restore_tally.rows(replays)],
-        },
+        restore_activities=skip,
+        pre_forward_kernels=restore_tally.rows(replays),
     )
 
 
@@ -282,10 +302,8 @@ def summarize_cpu(runs: Sequence[OpRun]) -> KernelSummary:
         activities=statistics.median_low(len(run.ops) for run in runs),
         kernels=tuple(rows),
         device=DEVICE_CPU,
-        extra={
-            "measure": "self_cpu_time_total of aten ops, median over forwards",
-            "pre_forward_kernels": [row.to_json() for row in restore_tally.rows(len(runs))],
-        },
+        measure="self_cpu_time_total of aten ops, median over forwards",
+        pre_forward_kernels=restore_tally.rows(len(runs)),
     )
 
 
@@ -402,26 +420,22 @@ def write_case_profile(
     kernels_path, trace_path = profile_paths(profile_dir, case_name, rank)
     with atomic_output(trace_path, binary=True) as stream:
         stream.write(gzip.compress(trace_json, compresslevel=6, mtime=0))
-    written = replace(
-        summary,
-        trace=str(trace_path),
-        extra={**summary.extra, "case": case_name, "rank": rank},
-    )
+    written = replace(summary, trace=str(trace_path), case=case_name, rank=rank)
     # indent=1 as vLLM writes it.
     write_atomic(kernels_path, json.dumps(written.to_json(), indent=1) + "\n")
     return written
 
 
-def profile_block(summary: KernelSummary, kernels_path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The `profile` entry of a rank dict, as vLLM's bench fills it."""
-    return {
-        "summary": str(kernels_path),
-        "device": summary.device,
-        "span_us": summary.span_us,
-        "busy_us": summary.busy_us,
-        "activities": summary.activities,
-        "top_kernels": [row.to_json() for row in summary.kernels[:TOP_KERNELS]],
-    }
+def profile_block(summary: KernelSummary, kernels_path: str | os.PathLike[str]) -> ProfileBlock:
+    """The `profile` entry of a rank's result, as vLLM's bench fills it."""
+    return ProfileBlock(
+        summary=str(kernels_path),
+        device=summary.device,
+        span_us=summary.span_us,
+        busy_us=summary.busy_us,
+        activities=summary.activities,
+        top_kernels=summary.kernels[:TOP_KERNELS],
+    )
 
 
 def profile_case(
@@ -432,8 +446,8 @@ def profile_case(
     profile_dir: str | os.PathLike[str],
     case_name: str,
     rank: int = 0,
-) -> dict[str, Any]:
-    """Profile one prepared case and write its files; returns the rank dict's `profile` block.
+) -> ProfileBlock:
+    """Profile one prepared case and write its files; returns the rank's `profile` block.
 
     `snapshot` must hold the state from before the case was first run (take it
     before timing): timing leaves the state one step on.

@@ -38,7 +38,12 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+from fwdasv.core.results import ProtocolRun
+
+if TYPE_CHECKING:
+    from fwdasv.hw.telemetry import Reading
 
 STEADY, DUTY_CYCLED, LONG_BLOCKS = "steady", "duty-cycled", "long-blocks"
 PROTOCOLS = (STEADY, DUTY_CYCLED, LONG_BLOCKS)
@@ -72,14 +77,6 @@ class Protocol:
             return cls(LONG_BLOCKS, block_s=1.0)
         return cls(name)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "gap_ratio": self.gap_ratio,
-            "burst_s": None if math.isinf(self.burst_s) else self.burst_s,
-            "block_s": self.block_s,
-        }
-
 
 def resolve_protocol(name: str, timer: str) -> str:
     """`auto` -> the protocol for this timer; a named one as is."""
@@ -110,10 +107,23 @@ class BlockRun:
 
     times_us: list[float]
     iters: int  # replays per block (long-blocks may raise it)
-    readings: list[Any] = field(default_factory=list)  # one telemetry Reading per block
+    readings: list[Reading] = field(default_factory=list)  # one per block, when read
     busy_s: float = 0.0
     idle_s: float = 0.0
     warmup_replays: int = 0
+
+    def record(self, protocol: Protocol) -> ProtocolRun:
+        """What a rank's result keeps of the protocol and this run (times to 0.1 ms)."""
+        return ProtocolRun(
+            name=protocol.name,
+            gap_ratio=protocol.gap_ratio,
+            burst_s=None if math.isinf(protocol.burst_s) else protocol.burst_s,
+            block_s=protocol.block_s,
+            iters_per_block=self.iters,
+            warmup_replays=self.warmup_replays,
+            timed_busy_s=round(self.busy_s, 4),
+            timed_idle_s=round(self.idle_s, 4),
+        )
 
 
 def run_protocol(
@@ -122,7 +132,7 @@ def run_protocol(
     samples: int,
     warmup_s: float,
     protocol: Protocol,
-    read_telemetry: Callable[[], Any] | None = None,
+    read_telemetry: Callable[[], Reading] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BlockRun:
@@ -185,7 +195,7 @@ def _duty_cycled_block(
     protocol: Protocol,
     clock: Callable[[], float],
     sleep: Callable[[float], None],
-    read_telemetry: Callable[[], Any] | None,
+    read_telemetry: Callable[[], Reading] | None,
 ) -> None:
     done = 0
     while done < run.iters:

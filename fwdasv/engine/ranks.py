@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from fwdasv.core.errors import UserError
-from fwdasv.engine.runner import EngineConfig
+from fwdasv.engine.config import EngineConfig
 
 # Microbatches dropped at each end of the stream, per stage (the seed's 4 x PP).
 MARGIN_PER_STAGE = 4

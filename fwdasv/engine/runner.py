@@ -6,72 +6,30 @@ later loses nothing already measured. A case that fails (a shape the target
 refuses, CUDA out of memory) is recorded with its error and the next case
 still runs; a case that ran but computed garbage (non-finite output, graph
 unlike eager, replays that differ) is recorded with `refused`, the asv suites'
-rule (`fwdasv.core.results.judge_entry`), and counts as failed too.
+rule (`fwdasv.core.results.CaseResult.judge`), and counts as failed too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
-import platform
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
+from fwdasv.core.results import CaseResult, ProfileBlock
 from fwdasv.core.stats import UNSTABLE_SPREAD_PCT
-from fwdasv.engine.capture import BenchOptions, StateSnapshot, bench_forward
+from fwdasv.engine.capture import StateSnapshot, bench_forward
+from fwdasv.engine.config import EngineConfig
 from fwdasv.targets.base import PreparedForward, TargetSpec
 
-
-@dataclass(frozen=True)
-class EngineConfig:
-    target: str
-    target_options: dict[str, Any]
-    device: str
-    dtype: str
-    options: BenchOptions
-
-    def describe(self) -> dict[str, Any]:
-        """What produced a result, stored in every rank dict under `engine`."""
-        info: dict[str, Any] = {
-            "target": self.target,
-            "target_options": self.target_options,
-            "device": self.device,
-            "dtype": self.dtype,
-            **asdict(self.options),
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-        }
-        if self.device.startswith("cuda"):
-            info["gpu"] = torch.cuda.get_device_name(torch.device(self.device))
-        return info
-
-
-def resolve_device(device: str) -> str:
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"--device {device}: no CUDA device is visible; use --device cpu")
-    return device
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    if dtype == "auto":
-        return "bfloat16" if device.startswith("cuda") else "float32"
-    return dtype
-
-
-def resolve_timer(timer: str, device: str) -> str:
-    if timer == "auto":
-        return "graph" if device.startswith("cuda") else "host"
-    if timer == "graph" and not device.startswith("cuda"):
-        raise ValueError("--timer graph needs a CUDA device; use --timer host (or auto) on CPU")
-    return timer
+if TYPE_CHECKING:
+    from fwdasv.hw.telemetry import GpuTelemetry
 
 
 def describe_error(error: BaseException) -> str:
@@ -87,9 +45,9 @@ def free_device_memory(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def _write(entries: list[dict[str, Any]], output_json: str | os.PathLike[str]) -> None:
+def _write(done: Sequence[CaseResult], output_json: str | os.PathLike[str]) -> None:
     try:
-        results.dump(entries, output_json, make_parents=False, what="--output-json")
+        results.dump(done, output_json, make_parents=False, what="--output-json")
     except OSError as error:
         raise results.ResultsError(
             f"--output-json {output_json}: cannot write the results ({error.strerror or error})"
@@ -102,7 +60,7 @@ def _profile(
     device: torch.device,
     profile_dir: str | os.PathLike[str],
     case_name: str,
-) -> dict[str, Any]:
+) -> ProfileBlock:
     """--profile-dir: profiled runs of their own, after timing; a failure is recorded in
     the block and keeps the case's timing."""
     from fwdasv.engine.profile import ProfileOptions, profile_case
@@ -111,16 +69,16 @@ def _profile(
     try:
         return profile_case(prepared, snapshot, device, ProfileOptions(), profile_dir, case_name)
     except Exception as error:
-        return {"error": describe_error(error)}
+        return ProfileBlock.failed(describe_error(error))
 
 
-def _profile_line(case_name: str, block: dict[str, Any]) -> str:
-    if "error" in block:
-        return f"[forward] {case_name}: profile FAILED: {block['error']}"
+def _profile_line(case_name: str, block: ProfileBlock) -> str:
+    if block.error is not None:
+        return f"[forward] {case_name}: profile FAILED: {block.error}"
     return (
-        f"[forward] {case_name}: profile {block['summary']} ({block['activities']} "
-        f"{'ops' if block['device'] == 'cpu' else 'GPU activities'} per forward, "
-        f"busy {block['busy_us']:.1f} us)"
+        f"[forward] {case_name}: profile {block.summary} ({block.activities} "
+        f"{'ops' if block.device == 'cpu' else 'GPU activities'} per forward, "
+        f"busy {block.busy_us:.1f} us)"
     )
 
 
@@ -141,7 +99,7 @@ def announce(
         )
 
 
-def open_telemetry(device: torch.device) -> tuple[Any, str | None]:
+def open_telemetry(device: torch.device) -> tuple[GpuTelemetry | None, str | None]:
     """The NVML view of the CUDA device (None and why, when NVML cannot read it)."""
     from fwdasv.hw.telemetry import TelemetryUnavailable, open_for_device
 
@@ -164,7 +122,7 @@ def run_cases(
     """Bench every case; returns the judged results (failed and refused cases included).
 
     With `profile_dir`, each timed case is then profiled (`fwdasv.engine.profile`)
-    and its rank dict gets vLLM's `profile` block.
+    and its rank result gets vLLM's `profile` block.
     """
     device = torch.device(config.device)
     telemetry, no_telemetry = None, None
@@ -176,8 +134,7 @@ def run_cases(
         telemetry, no_telemetry = open_telemetry(device)
     spec = TargetSpec.parse(config.target, config.target_options)
     engine_info = config.describe()
-    entries: list[dict[str, Any]] = []
-    judged: list[results.CaseResult] = []
+    judged: list[CaseResult] = []
     try:
         with torch.inference_mode():
             target = spec.build(config.device, config.dtype)
@@ -187,30 +144,28 @@ def run_cases(
                     prepared = target.prepare(case, config.options.seed)
                     # Timing leaves the state one step on: profiling restores this one.
                     snapshot = StateSnapshot(prepared.state) if profile_dir is not None else None
-                    rank = bench_forward(prepared, config.options, device, telemetry)
-                    if no_telemetry is not None:
-                        from fwdasv.hw.telemetry import unavailable_telemetry
-
-                        rank["telemetry"] = unavailable_telemetry(no_telemetry)
-                    rank["engine"] = engine_info
+                    rank = dataclasses.replace(
+                        bench_forward(prepared, config.options, device, telemetry),
+                        telemetry_unavailable=no_telemetry,
+                        engine=engine_info,
+                    )
                     if snapshot is not None and profile_dir is not None:
-                        rank["profile"] = _profile(
-                            prepared, snapshot, device, profile_dir, case.name
-                        )
-                    entry = results.case_entry(case.name, case.requests, [rank])
+                        profile = _profile(prepared, snapshot, device, profile_dir, case.name)
+                        rank = dataclasses.replace(rank, profile=profile)
+                    result = CaseResult.measured(case.name, case.requests, [rank])
                 except Exception as error:  # recorded per case; the others still run
-                    entry = results.error_entry(case.name, case.requests, describe_error(error))
+                    result = CaseResult.failed(case.name, case.requests, describe_error(error))
                 finally:
                     prepared = snapshot = None
                     free_device_memory(device)
-                result = results.judge_entry(entry)
-                entries.append(entry)
+                result = result.judge()
                 judged.append(result)
                 if output_json is not None:
-                    _write(entries, output_json)
+                    _write(judged, output_json)
                 announce(result, echo, warn)
-                if profile_dir is not None and entry["ranks"]:
-                    echo(_profile_line(case.name, entry["ranks"][0]["profile"]))
+                profiled = result.ranks[0].profile if result.ranks else None
+                if profiled is not None:
+                    echo(_profile_line(case.name, profiled))
                 sys.stdout.flush()
     finally:
         if telemetry is not None:

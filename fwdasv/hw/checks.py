@@ -88,13 +88,13 @@ def check_clock_policy(gpu: GpuInfo, policy: str) -> Check:
     name = "clock-policy"
     if policy not in CLOCK_POLICIES:
         raise HardwareError(f"clock policy {policy!r}: choose one of {', '.join(CLOCK_POLICIES)}")
-    lock = (gpu.clock_lock or {}).get("gpu")
-    state = f"locked at {lock['label']}" if lock else "not locked by fwdasv"
+    lock = gpu.clock_lock.gpu if gpu.clock_lock else None
+    state = f"locked at {lock.label}" if lock else "not locked by fwdasv"
     if policy == "any":
         return Check(name, gpu.index, True, False, f"any (clocks {state})")
     if policy == "locked":
         if lock:
-            return Check(name, gpu.index, True, True, f"locked at {lock['label']} by fwdasv")
+            return Check(name, gpu.index, True, True, f"locked at {lock.label} by fwdasv")
         return Check(
             name,
             gpu.index,
@@ -105,7 +105,7 @@ def check_clock_policy(gpu: GpuInfo, policy: str) -> Check:
         )
     if lock:
         return Check(
-            name, gpu.index, False, True, f"clocks locked at {lock['label']}; run 'fwdasv hw reset'"
+            name, gpu.index, False, True, f"clocks locked at {lock.label}; run 'fwdasv hw reset'"
         )
     target = (gpu.app_graphics_clock_mhz, gpu.app_memory_clock_mhz)
     default = (gpu.default_app_graphics_clock_mhz, gpu.default_app_memory_clock_mhz)

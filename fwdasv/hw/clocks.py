@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pynvml
 
 from fwdasv.hw.errors import HardwareError, NotPermitted
 from fwdasv.hw.nvml import GpuInfo
+from fwdasv.hw.statefile import ClockLock, GpuSettings, SavedGpu
 
 # The only NVML functions that change a GPU; `NvmlApplier` refuses any other.
 SETTERS = frozenset(
@@ -130,14 +130,14 @@ class LockRequest:
             "clock) or 'default' (the default applications clock)"
         )
 
-    def resolve(self, gpu: GpuInfo) -> dict[str, Any]:
+    def resolve(self, gpu: GpuInfo) -> ClockLock:
         """min/max MHz for nvmlDeviceSetGpuLockedClocks on this GPU, and a label for records."""
         if self.kind == "base":
             # NVML resolves the sentinel to the GPU's base (TDP) clock, the one it is rated to
             # sustain at its power limit, so power capping should not pull it lower (nvbench's
             # `--lock-clocks base` does the same).
             tdp = pynvml.NVML_CLOCK_LIMIT_ID_TDP
-            return {"min_mhz": tdp, "max_mhz": tdp, "label": "base"}
+            return ClockLock(tdp, tdp, "base")
         if self.kind == "default":
             mhz = gpu.default_app_graphics_clock_mhz
             if mhz is None:
@@ -145,17 +145,17 @@ class LockRequest:
                     f"{gpu.label}: the default applications clock is unreadable "
                     f"({gpu.unreadable.get('default_app_graphics_clock')}); give --lock-clocks MHz"
                 )
-            return {"min_mhz": mhz, "max_mhz": mhz, "label": f"{mhz}MHz"}
+            return ClockLock(mhz, mhz, f"{mhz}MHz")
         assert self.mhz is not None
         if gpu.sm_clock_max_mhz is not None and self.mhz > gpu.sm_clock_max_mhz:
             raise HardwareError(
                 f"--lock-clocks {self.mhz}: above {gpu.label}'s maximum SM clock "
                 f"{gpu.sm_clock_max_mhz} MHz"
             )
-        return {"min_mhz": self.mhz, "max_mhz": self.mhz, "label": f"{self.mhz}MHz"}
+        return ClockLock(self.mhz, self.mhz, f"{self.mhz}MHz")
 
 
-def _memory_lock(text: str, gpu: GpuInfo) -> dict[str, Any]:
+def _memory_lock(text: str, gpu: GpuInfo) -> ClockLock:
     value = text.strip().lower()
     if value == "max":
         mhz = gpu.memory_clock_max_mhz
@@ -167,7 +167,7 @@ def _memory_lock(text: str, gpu: GpuInfo) -> dict[str, Any]:
         raise HardwareError(
             f"--lock-memory-clocks {text!r}: give a frequency in MHz or 'max' (e.g. 3201 on an H200)"
         )
-    return {"min_mhz": mhz, "max_mhz": mhz, "label": f"{mhz}MHz"}
+    return ClockLock(mhz, mhz, f"{mhz}MHz")
 
 
 def plan_setup(
@@ -175,74 +175,60 @@ def plan_setup(
     lock_clocks: str | None = None,
     lock_memory_clocks: str | None = None,
     persistence: bool = False,
-) -> tuple[list[dict[str, Any]], list[Change]]:
+) -> tuple[list[SavedGpu], list[Change]]:
     """The saved state of each GPU (before and what will be applied) and the changes, in order."""
     request = LockRequest.parse(lock_clocks) if lock_clocks else None
-    entries: list[dict[str, Any]] = []
+    saved: list[SavedGpu] = []
     changes: list[Change] = []
     for gpu in gpus:
         if gpu.uuid is None:
             raise HardwareError(f"{gpu.label}: UUID unreadable, so its state cannot be saved")
-        before = {
-            "persistence_mode": gpu.persistence_mode,
-            "gpu_locked_clocks": None,  # a previous fwdasv lock is refused below
-            "memory_locked_clocks": None,
-            "app_graphics_clock_mhz": gpu.app_graphics_clock_mhz,
-            "app_memory_clock_mhz": gpu.app_memory_clock_mhz,
-            "default_app_graphics_clock_mhz": gpu.default_app_graphics_clock_mhz,
-            "default_app_memory_clock_mhz": gpu.default_app_memory_clock_mhz,
-        }
-        applied: dict[str, Any] = {
-            "persistence_mode": None,
-            "gpu_locked_clocks": None,
-            "memory_locked_clocks": None,
-        }
+        before = GpuSettings(
+            persistence_mode=gpu.persistence_mode,
+            # No lock before: a previous fwdasv lock is refused first.
+            app_graphics_clock_mhz=gpu.app_graphics_clock_mhz,
+            app_memory_clock_mhz=gpu.app_memory_clock_mhz,
+            default_app_graphics_clock_mhz=gpu.default_app_graphics_clock_mhz,
+            default_app_memory_clock_mhz=gpu.default_app_memory_clock_mhz,
+        )
+        persistence_mode, sm_lock, memory_lock = None, None, None
 
         def change(function: str, *args: int, why: str, gpu: GpuInfo = gpu) -> None:
             changes.append(Change(gpu.index, gpu.uuid or "", function, tuple(args), why))
 
         if persistence and gpu.persistence_mode is not True:
-            applied["persistence_mode"] = True
+            persistence_mode = True
             change(
                 "nvmlDeviceSetPersistenceMode",
                 pynvml.NVML_FEATURE_ENABLED,
                 why=f"persistence mode on (was {_on_off(gpu.persistence_mode)})",
             )
         if request is not None:
-            lock = request.resolve(gpu)
-            applied["gpu_locked_clocks"] = lock
+            sm_lock = request.resolve(gpu)
             change(
                 "nvmlDeviceSetGpuLockedClocks",
-                lock["min_mhz"],
-                lock["max_mhz"],
-                why=f"lock SM clocks at {lock['label']}",
+                sm_lock.min_mhz,
+                sm_lock.max_mhz,
+                why=f"lock SM clocks at {sm_lock.label}",
             )
         if lock_memory_clocks:
-            lock = _memory_lock(lock_memory_clocks, gpu)
-            applied["memory_locked_clocks"] = lock
+            memory_lock = _memory_lock(lock_memory_clocks, gpu)
             change(
                 "nvmlDeviceSetMemoryLockedClocks",
-                lock["min_mhz"],
-                lock["max_mhz"],
-                why=f"lock memory clocks at {lock['label']}",
+                memory_lock.min_mhz,
+                memory_lock.max_mhz,
+                why=f"lock memory clocks at {memory_lock.label}",
             )
-        entries.append(
-            {
-                "index": gpu.index,
-                "uuid": gpu.uuid,
-                "name": gpu.name,
-                "before": before,
-                "applied": applied,
-            }
-        )
-    return entries, changes
+        applied = GpuSettings(persistence_mode, sm_lock, memory_lock)
+        saved.append(SavedGpu(gpu.index, gpu.uuid, gpu.name, before, applied))
+    return saved, changes
 
 
-def plan_reset(entries: Sequence[dict[str, Any]], current: dict[str, GpuInfo]) -> list[Change]:
+def plan_reset(saved: Sequence[SavedGpu], current: dict[str, GpuInfo]) -> list[Change]:
     """The changes that bring each saved GPU back to its saved state, setup's in reverse."""
     changes: list[Change] = []
-    for entry in entries:
-        uuid, before, applied = entry["uuid"], entry["before"], entry["applied"]
+    for entry in saved:
+        uuid, before, applied = entry.uuid, entry.before, entry.applied
         gpu = current[uuid]
 
         def change(
@@ -250,28 +236,22 @@ def plan_reset(entries: Sequence[dict[str, Any]], current: dict[str, GpuInfo]) -
         ) -> None:
             changes.append(Change(gpu.index, uuid, function, tuple(args), why))
 
-        if applied.get("memory_locked_clocks"):
+        if applied.memory_locked_clocks:
             change("nvmlDeviceResetMemoryLockedClocks", why="memory clocks were not locked before")
-        if applied.get("gpu_locked_clocks"):
+        if applied.gpu_locked_clocks:
             change("nvmlDeviceResetGpuLockedClocks", why="SM clocks were not locked before")
-        saved = (before.get("app_memory_clock_mhz"), before.get("app_graphics_clock_mhz"))
+        clocks = (before.app_memory_clock_mhz, before.app_graphics_clock_mhz)
         now = (gpu.app_memory_clock_mhz, gpu.app_graphics_clock_mhz)
-        if None not in saved and None not in now and saved != now:
-            defaults = (
-                before.get("default_app_memory_clock_mhz"),
-                before.get("default_app_graphics_clock_mhz"),
-            )
-            why = f"applications clocks back to {saved[1]}/{saved[0]} MHz (graphics/memory)"
-            if saved == defaults:
+        if None not in clocks and None not in now and clocks != now:
+            defaults = (before.default_app_memory_clock_mhz, before.default_app_graphics_clock_mhz)
+            why = f"applications clocks back to {clocks[1]}/{clocks[0]} MHz (graphics/memory)"
+            if clocks == defaults:
                 change("nvmlDeviceResetApplicationsClocks", why=why)
             else:
-                change("nvmlDeviceSetApplicationsClocks", saved[0], saved[1], why=why)
-        if (
-            applied.get("persistence_mode") is not None
-            and before.get("persistence_mode") is not None
-        ):
-            was = bool(before["persistence_mode"])
-            if was != bool(applied["persistence_mode"]):
+                change("nvmlDeviceSetApplicationsClocks", clocks[0], clocks[1], why=why)
+        if applied.persistence_mode is not None and before.persistence_mode is not None:
+            was = bool(before.persistence_mode)
+            if was != bool(applied.persistence_mode):
                 mode = pynvml.NVML_FEATURE_ENABLED if was else pynvml.NVML_FEATURE_DISABLED
                 change("nvmlDeviceSetPersistenceMode", mode, why=f"persistence mode {_on_off(was)}")
     return changes

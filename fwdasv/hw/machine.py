@@ -48,8 +48,8 @@ def default_machine_name(host: str, gpus: Sequence[GpuInfo]) -> str:
 
 def clock_policy_label(gpus: Sequence[GpuInfo], policy: str = "auto") -> str:
     """'locked-<how>' / 'default' / 'any' as recorded in the machine file."""
-    locks = [(g.clock_lock or {}).get("gpu") for g in gpus]
-    labels = sorted({lock["label"] for lock in locks if lock})
+    locks = [g.clock_lock.gpu if g.clock_lock else None for g in gpus]
+    labels = sorted({lock.label for lock in locks if lock})
     if policy == "auto":
         policy = "locked" if locks and all(locks) else "default"
     if policy == "locked" and labels:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ from typing import Any
 import pynvml
 
 from fwdasv.hw.errors import HardwareError, NoDriver, NotPermitted
-from fwdasv.hw.statefile import recorded_locks, resolve_state_file
+from fwdasv.hw.statefile import RecordedLock, recorded_locks, resolve_state_file
 
 _MIB = 1024 * 1024
 
@@ -109,7 +109,7 @@ class GpuInfo:
     default_app_memory_clock_mhz: int | None
     # NVML has no getter for locked clocks: this is the lock fwdasv's state file records
     # for this GPU in this boot, or None (a lock set with `nvidia-smi -lgc` is invisible).
-    clock_lock: dict[str, Any] | None
+    clock_lock: RecordedLock | None
     persistence_mode: bool | None
     temperature_c: int | None
     slowdown_temperature_c: int | None
@@ -216,7 +216,7 @@ def _memory(handle: Any) -> Any:
         return pynvml.nvmlDeviceGetMemoryInfo(handle)
 
 
-def read_gpu(handle: Any, index: int, locks: dict[str, dict[str, Any]]) -> GpuInfo:
+def read_gpu(handle: Any, index: int, locks: Mapping[str, RecordedLock]) -> GpuInfo:
     read = _Reader()
     nv = pynvml
     uuid = read("uuid", lambda: nv.nvmlDeviceGetUUID(handle))

@@ -20,7 +20,7 @@ from fwdasv.core.files import write_atomic
 from fwdasv.hw.clocks import Change, applier_for, plan_reset, plan_setup, require_root
 from fwdasv.hw.errors import HardwareError
 from fwdasv.hw.nvml import GpuInfo, nvml, read_gpu, read_inventory_in_session
-from fwdasv.hw.statefile import STATE_VERSION, boot_id, load_state, now_iso, resolve_state_file
+from fwdasv.hw.statefile import HwState, boot_id, load_state, now_iso, resolve_state_file
 
 # --------------------------------------------------------------------------- undo on interruption
 
@@ -110,7 +110,7 @@ def _setup(
     state_file: str | os.PathLike[str] | None,
     dry_run: bool,
     echo: Callable[[str], None],
-) -> tuple[dict[str, Any] | None, UndoGuard | None]:
+) -> tuple[HwState | None, UndoGuard | None]:
     if not (lock_clocks or lock_memory_clocks or persistence):
         raise HardwareError(
             "nothing to set up: give --lock-clocks MHz|base|default, --lock-memory-clocks "
@@ -126,15 +126,8 @@ def _setup(
                 "so the state saved before the first setup is not lost"
             )
         inventory = read_inventory_in_session(gpus, None)
-        entries, changes = plan_setup(inventory.gpus, lock_clocks, lock_memory_clocks, persistence)
-        state = {
-            "version": STATE_VERSION,
-            "created_at": now_iso(),
-            "host": platform.node(),
-            "pid": os.getpid(),
-            "boot_id": boot_id(),
-            "gpus": entries,
-        }
+        saved, changes = plan_setup(inventory.gpus, lock_clocks, lock_memory_clocks, persistence)
+        state = HwState(now_iso(), platform.node(), os.getpid(), boot_id(), tuple(saved))
         applier = applier_for(dry_run, echo)
         if not changes:
             echo("nothing to change: the GPUs are already as asked")
@@ -145,7 +138,7 @@ def _setup(
                 applier.apply(change)
             echo("dry run: nothing was changed")
             return state, None
-        write_atomic(path, json.dumps(state, indent=2) + "\n")
+        write_atomic(path, json.dumps(state.to_json(), indent=2) + "\n")
         echo(f"saved the current GPU state to {path}")
         guard = UndoGuard(lambda: reset(path, missing_ok=True, echo=echo)).install()
         made = 0
@@ -180,7 +173,7 @@ def setup(
     state_file: str | os.PathLike[str] | None = None,
     dry_run: bool = False,
     echo: Callable[[str], None] = print,
-) -> dict[str, Any] | None:
+) -> HwState | None:
     """Save the GPUs' state, then lock clocks / enable persistence; `reset` undoes it.
 
     The changes outlive the call (the operator resets later); an interruption while
@@ -202,7 +195,7 @@ def locked_clocks(
     persistence: bool = False,
     state_file: str | os.PathLike[str] | None = None,
     echo: Callable[[str], None] = print,
-) -> Iterator[dict[str, Any] | None]:
+) -> Iterator[HwState | None]:
     """Set up for the block and reset after it, also on an exception, exit or SIGTERM/SIGINT."""
     state, guard = _setup(
         gpus, lock_clocks, lock_memory_clocks, persistence, state_file, False, echo
@@ -234,20 +227,19 @@ def reset(
         )
     if not dry_run:
         require_root("fwdasv hw reset")
-    state = load_state(path)
-    entries = state.get("gpus", [])
+    saved = load_state(path).gpus
     with nvml():
         current: dict[str, GpuInfo] = {}
-        for entry in entries:
+        for entry in saved:
             try:
-                handle = pynvml.nvmlDeviceGetHandleByUUID(entry["uuid"])
+                handle = pynvml.nvmlDeviceGetHandleByUUID(entry.uuid)
             except pynvml.NVMLError_NotFound:
                 raise HardwareError(
-                    f"GPU {entry['uuid']} from the saved state {path} is not on this machine; "
+                    f"GPU {entry.uuid} from the saved state {path} is not on this machine; "
                     "restore the remaining GPUs by hand (nvidia-smi -rgc -rmc) and delete the file"
                 ) from None
-            current[entry["uuid"]] = read_gpu(handle, pynvml.nvmlDeviceGetIndex(handle), {})
-        changes = plan_reset(entries, current)
+            current[entry.uuid] = read_gpu(handle, pynvml.nvmlDeviceGetIndex(handle), {})
+        changes = plan_reset(saved, current)
         applier = applier_for(dry_run, echo)
         for change in changes:
             applier.apply(change)

@@ -26,16 +26,18 @@ its own, as `fwdasv.hw.nvml` does: one the GPU or driver cannot report is None
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pynvml
 
+from fwdasv.core.results import GpuIdentity, Telemetry, TelemetryReading
 from fwdasv.hw.nvml import CLOCK_EVENT_REASONS, _Reader, decode_clock_event_reasons
 
 _BIT = {name: bit for bit, name in CLOCK_EVENT_REASONS.items()}
@@ -83,15 +85,19 @@ class Reading:
             return False
         return self.utilization_pct is None or self.utilization_pct > 0
 
-    def to_json(self, origin_s: float = 0.0) -> dict[str, Any]:
-        data = asdict(self)
-        data["t_s"] = round(self.t_s - origin_s, 4)
-        data["clock_event_reasons"] = (
-            None
+    def record(self, origin_s: float = 0.0) -> TelemetryReading:
+        """As kept in a rank's telemetry: seconds since `origin_s` (to 0.1 ms), reasons by name."""
+        return TelemetryReading(
+            t_s=round(self.t_s - origin_s, 4),
+            sm_clock_mhz=self.sm_clock_mhz,
+            memory_clock_mhz=self.memory_clock_mhz,
+            power_w=self.power_w,
+            temperature_c=self.temperature_c,
+            utilization_pct=self.utilization_pct,
+            clock_event_reasons=None
             if self.clock_event_reasons is None
-            else list(decode_clock_event_reasons(self.clock_event_reasons))
+            else decode_clock_event_reasons(self.clock_event_reasons),
         )
-        return data
 
 
 class TelemetryUnavailable(Exception):
@@ -129,8 +135,8 @@ class GpuTelemetry:
             raise TelemetryUnavailable(f"NVML has no GPU {uuid or index} ({error})") from None
         return cls(handle, index)
 
-    def describe(self) -> dict[str, Any]:
-        return {"index": self.index, "uuid": self.uuid, "name": self.name}
+    def describe(self) -> GpuIdentity:
+        return GpuIdentity(self.index, self.uuid, self.name)
 
     def read(self, clock: Callable[[], float] = time.monotonic) -> Reading:
         read = _Reader()
@@ -202,8 +208,8 @@ def _pct(flags: Sequence[bool | None]) -> float | None:
     return 100.0 * sum(known) / len(known) if known else None
 
 
-def summarize(readings: Sequence[Reading]) -> dict[str, Any]:
-    """The per-case figures (`fwdasv.core.results.Telemetry`'s fields) of some readings."""
+def summarize(readings: Sequence[Reading]) -> Telemetry:
+    """The per-case figures of some readings (which GPU, and where they come from, unset)."""
     sm = _values(readings, "sm_clock_mhz")
     memory = _values(readings, "memory_clock_mhz")
     power = _values(readings, "power_w")
@@ -213,20 +219,20 @@ def summarize(readings: Sequence[Reading]) -> dict[str, Any]:
     for mask in masks:
         for name in decode_clock_event_reasons(mask):
             reasons[name] = reasons.get(name, 0.0) + 100.0 / len(masks)
-    return {
-        "readings": len(readings),
-        "sm_clock_min_mhz": min(sm) if sm else None,
-        "sm_clock_median_mhz": statistics.median(sm) if sm else None,
-        "sm_clock_max_mhz": max(sm) if sm else None,
-        "memory_clock_min_mhz": min(memory) if memory else None,
-        "memory_clock_median_mhz": statistics.median(memory) if memory else None,
-        "power_median_w": statistics.median(power) if power else None,
-        "power_max_w": max(power) if power else None,
-        "temperature_max_c": max(temperature) if temperature else None,
-        "power_capped_pct": _pct([r.power_capped for r in readings]),
-        "thermal_capped_pct": _pct([r.thermal_capped for r in readings]),
-        "reasons_pct": {name: round(pct, 2) for name, pct in sorted(reasons.items())},
-    }
+    return Telemetry(
+        readings=len(readings),
+        sm_clock_min_mhz=min(sm) if sm else None,
+        sm_clock_median_mhz=statistics.median(sm) if sm else None,
+        sm_clock_max_mhz=max(sm) if sm else None,
+        memory_clock_min_mhz=min(memory) if memory else None,
+        memory_clock_median_mhz=statistics.median(memory) if memory else None,
+        power_median_w=statistics.median(power) if power else None,
+        power_max_w=max(power) if power else None,
+        temperature_max_c=max(temperature) if temperature else None,
+        power_capped_pct=_pct([r.power_capped for r in readings]),
+        thermal_capped_pct=_pct([r.thermal_capped for r in readings]),
+        reasons_pct=tuple((name, round(pct, 2)) for name, pct in sorted(reasons.items())),
+    )
 
 
 def rank_telemetry(
@@ -236,25 +242,18 @@ def rank_telemetry(
     *,
     keep_readings: bool,
     source: str = "nvml",
-) -> dict[str, Any]:
-    """The `telemetry` entry of a rank dict (see fwdasv.core.results.Telemetry)."""
+) -> Telemetry:
+    """A rank's telemetry: the summary of `readings` on `gpu`, where they come from, and
+    (`keep_readings`) the readings themselves, timed from the first."""
     origin = readings[0].t_s if readings else 0.0
-    data: dict[str, Any] = {
-        "source": source,
-        "scope": scope,
-        "gpu": gpu.describe(),
-        "summary": summarize(readings),
-    }
-    if keep_readings:
-        data["readings"] = [r.to_json(origin) for r in readings]
-    if gpu.unreadable:
-        data["unreadable"] = dict(gpu.unreadable)
-    return data
-
-
-def unavailable_telemetry(reason: str) -> dict[str, Any]:
-    """A rank dict's `telemetry` where no GPU could be read: why, and no summary."""
-    return {"source": "nvml", "unavailable": reason, "summary": None}
+    return dataclasses.replace(
+        summarize(readings),
+        scope=scope,
+        source=source,
+        gpu=gpu.describe(),
+        log=tuple(r.record(origin) for r in readings) if keep_readings else None,
+        unreadable=tuple(gpu.unreadable.items()),
+    )
 
 
 # --- a sampler thread, for a bench without block hooks ----------------------------------

@@ -21,7 +21,8 @@ def check(target: str, cases: list[str], device: str = "auto", dtype: str = "aut
     """Build `target` and prepare each case; returns a one-line summary."""
     import torch
 
-    from fwdasv.engine.runner import describe_error, resolve_device, resolve_dtype
+    from fwdasv.engine.config import resolve_device, resolve_dtype
+    from fwdasv.engine.runner import describe_error
 
     parsed = unique_cases(parse_case(text) for text in cases)
     spec = TargetSpec.parse(target)

@@ -159,29 +159,31 @@ def measure_variant(
     block = profile_case(
         prepared, snapshot, device, ProfileOptions(args.replays), args.out / label, case.name
     )
-    rank["profile"] = block
-    rank["wall_s"] = time.perf_counter() - begin
-    write_json(args.out / label / "rank.json", rank)
+    rank = replace(rank, profile=block)
+    write_json(
+        args.out / label / "rank.json",
+        {**rank.to_json(), "wall_s": time.perf_counter() - begin},
+    )
     print(
-        f"[{label}] median {rank['latency_us']['median']:.1f} us, busy {block['busy_us']:.1f} us, "
-        f"{block['activities']} activities per forward",
+        f"[{label}] median {rank.latency.median:.1f} us, busy {block.busy_us:.1f} us, "
+        f"{block.activities} activities per forward",
         flush=True,
     )
-    return rank, load_summary(block["summary"])
+    return rank, load_summary(block.summary)
 
 
 def restore_check(summary: Any) -> dict[str, Any]:
-    skipped = summary.extra.get("pre_forward_kernels", [])
-    expected = summary.extra.get("restore_activities")
+    skipped = summary.pre_forward_kernels or ()
+    expected = summary.restore_activities
     # A restore is copies: copy_ kernels (direct_copy_kernel) and memcpys ("Memcpy DtoD").
     copies = all(
-        any(word in f"{row['name']} {row['example']}".lower() for word in ("copy", "memcpy"))
+        any(word in f"{row.name} {row.example}".lower() for word in ("copy", "memcpy"))
         for row in skipped
     )
-    calls = sum(row["calls"] for row in skipped)
+    calls = sum(row.calls for row in skipped)
     return {
         "pre_forward_us": summary.pre_forward_us,
-        "skipped": [(row["name"], row["calls"]) for row in skipped],
+        "skipped": [(row.name, row.calls) for row in skipped],
         "skipped_calls": calls,
         "restore_activities": expected,
         "ok": bool(skipped) and copies and (expected is None or calls == expected),
@@ -230,12 +232,13 @@ def engine_cli(args: argparse.Namespace, case_text: str) -> dict[str, Any]:
     if proc.returncode != 0:
         print(proc.stderr[-3000:], file=sys.stderr, flush=True)
         return {**result, "ok": False}
+    from fwdasv.core import results
     from fwdasv.core.kernels import load_summary
 
     try:
-        block = json.loads((out / "results.json").read_text())[0]["ranks"][0]["profile"]
-        result["profile"] = {k: v for k, v in block.items() if k != "top_kernels"}
-        result["ok"] = bool(load_summary(block["summary"]).kernels)
+        block = results.load(out / "results.json")[0].ranks[0].profile
+        result["profile"] = {k: v for k, v in block.to_json().items() if k != "top_kernels"}
+        result["ok"] = bool(load_summary(block.summary).kernels)
     except Exception as error:  # reported as a failed check, with what went wrong
         result.update(ok=False, error=f"{type(error).__name__}: {error}")
     return result
@@ -277,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAIL  {summary['error']}", file=sys.stderr, flush=True)
                 raise
         del good, bad
-    summary["latency_us"] = {k: r["latency_us"]["median"] for k, r in ranks.items()}
+    summary["latency_us"] = {k: r.latency.median for k, r in ranks.items()}
     diff = diff_summaries(profiles["good"], profiles["bad"])
     control = diff_summaries(profiles["good"], profiles["control"])
     (args.out / "explain.txt").write_text(format_diff(diff, "table") + "\n")

@@ -200,17 +200,16 @@ def case_figures(result: results.CaseResult, samples: int) -> dict[str, Any]:
         "refused": list(result.refused),
         "iters_per_block": latency.count // samples,
     }
-    rank = result.ranks[0].raw
-    telemetry = rank.get("telemetry") or {}
-    summary = telemetry.get("summary") or {}
+    rank = result.ranks[0]
+    telemetry = rank.telemetry
     for key in ("sm_clock_min_mhz", "sm_clock_median_mhz", "power_capped_pct"):
-        figures[key] = summary.get(key)
-    figures["thermal_capped_pct"] = summary.get("thermal_capped_pct")
-    clocks = [r.get("sm_clock_mhz") for r in telemetry.get("readings") or []]
+        figures[key] = getattr(telemetry, key, None)
+    figures["thermal_capped_pct"] = getattr(telemetry, "thermal_capped_pct", None)
+    clocks = [r.sm_clock_mhz for r in (telemetry.log or ())] if telemetry is not None else []
     figures["block_medians_us"] = medians
     figures["block_sm_clock_mhz"] = clocks
     figures["clock_corr"] = correlation(medians, clocks)
-    figures["protocol"] = rank.get("protocol")
+    figures["protocol"] = None if rank.protocol is None else rank.protocol.to_json()
     return figures
 
 

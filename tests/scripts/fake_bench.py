@@ -29,22 +29,22 @@ from fwdasv.core.stats import Latency
 
 
 def write(path: str, names: list[str]) -> None:
-    entries = []
+    done = []
     for name in names:
         case = parse_case(f"{name}=2*1@16")
         latency = Latency.from_replays([10.0, 11.0, 12.0, 13.0], 2, "host_perf_counter")
-        rank = {
-            "num_tokens": case.num_tokens,
-            "timing_scope": "target_only",
-            "eager_repeat": {"max_abs": 0.0, "relative_rms": 0.0},
-            "graph_vs_eager": None,
-            "graph_deterministic": None,
-            "finite": True,
-            "latency_us": latency.to_json(),
-            "state_reset_bytes": 0,
-        }
-        entries.append(results.case_entry(case.name, case.requests, [rank]))
-    results.dump(entries, path)
+        rank = results.RankResult(
+            rank=0,
+            num_tokens=case.num_tokens,
+            latency=latency.rounded(),
+            finite=True,
+            graph_vs_eager=None,
+            eager_repeat=results.TensorDiff(0.0, 0.0),
+            state_reset_bytes=0,
+            timing_scope="target_only",
+        )
+        done.append(results.CaseResult.measured(case.name, case.requests, [rank]))
+    results.dump(done, path)
 
 
 def main() -> int:

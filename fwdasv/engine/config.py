@@ -1,0 +1,306 @@
+"""What the engine is asked to do, validated and resolved: `EngineConfig`, `ForwardRun`.
+
+The command line (`fwdasv.engine.cli`) only maps its flags onto
+`ForwardRun.from_options`, as vLLM's `EngineArgs.from_cli_args` builds its
+config from parsed flags: every check runs here, in the order a user meets
+them, each a one-line `UserError`. Torch-free until the settings are known to
+be good: a misspelt target or a bad output path fails in a fraction of a
+second; `auto` device, timer, protocol and dtype are then resolved with
+torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fwdasv.core.cases import BenchCase, load_cases, parse_case, suite_cases, unique_cases
+from fwdasv.core.errors import CasesFailed, UserError
+from fwdasv.core.files import check_output_dir, check_output_path
+from fwdasv.core.results import EngineInfo
+from fwdasv.engine.protocol import AUTO, PROTOCOLS, STEADY, resolve_protocol
+from fwdasv.targets.base import TargetSpec, check_dtype_name, parse_options
+
+if TYPE_CHECKING:
+    from fwdasv.core.results import CaseResult
+
+
+class EngineOptionError(UserError, ValueError):
+    """Flags of `fwdasv forward` that cannot go together or do not fit this machine."""
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    iters: int = 20
+    samples: int = 5
+    seed: int = 0
+    # Replays before timing, for steady clocks (the seed's ~1 s).
+    warmup_s: float = 1.0
+    # "graph" (CUDA only) or "host".
+    timer: str = "graph"
+    # A name of fwdasv.engine.protocol.PROTOCOLS (resolved: not "auto").
+    protocol: str = STEADY
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if self.iters < 1 or self.samples < 1:
+            raise ValueError(f"iters ({self.iters}) and samples ({self.samples}) must be >= 1")
+        if self.warmup_s < 0:
+            raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
+        if self.timer not in ("graph", "host"):
+            raise ValueError(f"timer must be 'graph' or 'host', got {self.timer!r}")
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise EngineOptionError(f"--device {device}: no CUDA device is visible; use --device cpu")
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    if dtype == "auto":
+        return "bfloat16" if device.startswith("cuda") else "float32"
+    return dtype
+
+
+def resolve_timer(timer: str, device: str) -> str:
+    if timer == "auto":
+        return "graph" if device.startswith("cuda") else "host"
+    if timer == "graph" and not device.startswith("cuda"):
+        raise EngineOptionError(
+            "--timer graph needs a CUDA device; use --timer host (or auto) on CPU"
+        )
+    return timer
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How to time: the target and its options, device, dtype and the bench options."""
+
+    target: str
+    # The target factory's keyword options (JSON values, from --target-option).
+    target_options: Mapping[str, object]
+    device: str
+    dtype: str
+    options: BenchOptions
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        target: str,
+        target_options: Mapping[str, object],
+        device: str,
+        dtype: str,
+        timer: str,
+        protocol: str,
+        iters: int,
+        samples: int,
+        seed: int,
+        warmup_s: float,
+        pipeline: bool,
+    ) -> EngineConfig:
+        """The config with every `auto` resolved on this machine (this imports torch).
+
+        A pipeline streams its microbatches back to back: its protocol is steady.
+        """
+        from fwdasv.targets.base import torch_dtype
+
+        device = resolve_device(device)
+        timer = resolve_timer(timer, device)
+        dtype = resolve_dtype(dtype, device)
+        torch_dtype(dtype)
+        return cls(
+            target=target,
+            target_options=target_options,
+            device=device,
+            dtype=dtype,
+            options=BenchOptions(
+                iters=iters,
+                samples=samples,
+                seed=seed,
+                warmup_s=warmup_s,
+                timer=timer,
+                protocol=STEADY if pipeline else resolve_protocol(protocol, timer),
+            ),
+        )
+
+    def describe(self) -> EngineInfo:
+        """What produced a result, stored in every rank's result (`engine`)."""
+        import platform
+
+        import torch
+
+        options = self.options
+        return EngineInfo(
+            target=self.target,
+            target_options=self.target_options,
+            device=self.device,
+            dtype=self.dtype,
+            iters=options.iters,
+            samples=options.samples,
+            seed=options.seed,
+            warmup_s=options.warmup_s,
+            timer=options.timer,
+            protocol=options.protocol,
+            torch=torch.__version__,
+            python=platform.python_version(),
+            gpu=torch.cuda.get_device_name(torch.device(self.device))
+            if self.device.startswith("cuda")
+            else None,
+        )
+
+
+def collect_cases(
+    case: Sequence[str], shapes: str | None, suite: Sequence[str]
+) -> tuple[BenchCase, ...]:
+    """--case, then --shapes, then --suite cases, each name once."""
+    cases = [parse_case(text) for text in case]
+    if shapes:
+        cases += load_cases(shapes)
+    for name in suite:
+        cases += suite_cases(name)
+    if not cases:
+        raise EngineOptionError("No cases: pass at least one --case, --shapes or --suite")
+    return tuple(unique_cases(cases))
+
+
+def under_torchrun() -> bool:
+    return "RANK" in os.environ and int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+@dataclass(frozen=True)
+class ForwardRun:
+    """One `fwdasv forward`: the cases, the engine config, where the results go.
+
+    `pipeline`: several stages, or one rank of a torchrun group.
+    """
+
+    config: EngineConfig
+    cases: tuple[BenchCase, ...]
+    pipeline_stages: int = 1
+    pipeline: bool = False
+    timeout_s: float = 3600.0
+    output_json: str | None = None
+    dump_output: str | None = None
+    profile_dir: str | None = None
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        target: str,
+        target_options: Sequence[str],
+        case: Sequence[str],
+        shapes: str | None,
+        suite: Sequence[str],
+        iters: int,
+        samples: int,
+        seed: int,
+        dtype: str,
+        device: str,
+        timer: str,
+        warmup_s: float,
+        protocol: str,
+        pipeline_stages: int,
+        timeout_s: float,
+        output_json: str | None,
+        create_dirs: bool,
+        dump_output: str | None,
+        profile_dir: str | None,
+    ) -> ForwardRun:
+        """Check the flags of `fwdasv forward` and build the run; the first problem is a
+        one-line `UserError` (status 1), before anything is measured."""
+        cases = collect_cases(case, shapes, suite)
+        pipeline = pipeline_stages > 1 or under_torchrun()
+        if pipeline and protocol not in (AUTO, STEADY):
+            raise EngineOptionError(
+                f"--protocol {protocol} is for single-stage runs: a pipeline streams its "
+                "microbatches back to back (use --protocol steady or auto)"
+            )
+        if dump_output is not None and not pipeline:
+            raise EngineOptionError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
+        options = parse_options(tuple(target_options))
+        # A misspelt target fails before torch is imported, in a fraction of a second.
+        spec = TargetSpec.parse(target, options)
+        spec.resolve()
+        if pipeline_stages > 1 and not under_torchrun():
+            # Before any rank starts (64 stages of a 4-layer target ran a box out of memory).
+            spec.check_stages(pipeline_stages)
+        if dtype != "auto":
+            check_dtype_name(dtype)
+        # Before anything is measured: a bad path must cost nothing.
+        if output_json is not None:
+            check_output_path(output_json, make_parents=create_dirs, what="--output-json")
+        if dump_output is not None:
+            check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
+        config = EngineConfig.from_options(
+            target=target,
+            target_options=options,
+            device=device,
+            dtype=dtype,
+            timer=timer,
+            protocol=protocol,
+            iters=iters,
+            samples=samples,
+            seed=seed,
+            warmup_s=warmup_s,
+            pipeline=pipeline,
+        )
+        if pipeline and profile_dir is not None:
+            raise EngineOptionError(
+                "--profile-dir is not supported for pipeline runs yet; profile with one stage"
+            )
+        return cls(
+            config=config,
+            cases=cases,
+            pipeline_stages=pipeline_stages,
+            pipeline=pipeline,
+            timeout_s=timeout_s,
+            output_json=output_json,
+            dump_output=dump_output,
+            profile_dir=profile_dir,
+        )
+
+    def run(self, echo: Callable[[str], None], warn: Callable[[str], None]) -> list[CaseResult]:
+        """Run every case (a pipeline through torchrun); raises CasesFailed (status 3) when
+        some failed or were refused, after all ran and were written."""
+        if self.pipeline:
+            from fwdasv.engine.pipeline_run import pipeline_main
+
+            outcome = pipeline_main(
+                self.config,
+                self.cases,
+                self.pipeline_stages,
+                self.output_json,
+                self.timeout_s,
+                self.dump_output,
+                echo=echo,
+                warn=warn,
+            )
+        else:
+            from fwdasv.engine.runner import run_cases
+
+            outcome = run_cases(
+                self.config,
+                self.cases,
+                self.output_json,
+                echo=echo,
+                warn=warn,
+                profile_dir=self.profile_dir,
+            )
+        failed = [r for r in outcome if not r.ok or r.refused]
+        if failed:
+            raise CasesFailed(
+                f"{len(failed)} case(s) failed: "
+                + ", ".join(f"{r.case} ({'refused' if r.ok else 'error'})" for r in failed)
+                + (f" (details in {self.output_json})" if self.output_json else "")
+            )
+        return outcome
