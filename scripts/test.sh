@@ -31,11 +31,11 @@ echo "[test.sh] ruff"
 # (e.g. -k cases) one part may select none.
 base=$(mktemp -d "${TMPDIR:-/tmp}/fwdasv-tests.XXXXXX")
 echo "[test.sh] pytest: the timing tests, with the rest beside them at nice 19 (log: $base/rest.log)"
-nice -n 19 .venv/bin/python -m pytest -p no:cacheprovider --basetemp "$base/rest" \
+nice -n 19 .venv/bin/python -m pytest -p no:cacheprovider --durations=25 --basetemp "$base/rest" \
   -m "not measure" "$@" > "$base/rest.log" 2>&1 &
 rest_pid=$!
 timing=0
-.venv/bin/python -m pytest --basetemp "$base/timing" -m measure "$@" || timing=$?
+.venv/bin/python -m pytest --durations=25 --basetemp "$base/timing" -m measure "$@" || timing=$?
 rest=0
 wait "$rest_pid" || rest=$?
 echo "[test.sh] the other tests (beside the timing tests, nice 19):"

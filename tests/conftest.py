@@ -36,7 +36,7 @@ MEASURING_FIXTURES = frozenset({"demo_history", "measuring"})
 MEASURING_MODULES = frozenset(
     {
         "test_bisect.py",
-        "test_confirm.py",
+        "test_reproduce.py",
         "test_explain_cli.py",
         "test_own_model.py",
         "test_profile_explain.py",
@@ -478,3 +478,57 @@ def drawn_history(
         return DrawnHistory(project, tuple(hashes), tuple(subjects), DEMO_MACHINE)
 
     return build
+
+
+# --- drawn histories shared by the findings and publish tests ------------------------------
+
+# 12 commits, +2% from commit 6 on: 1% noise on each of 25 samples (a commit's median
+# varies by about 0.3%), the step about 7 times that. Drawn (a case), Plain (no
+# parameters) and an environment canary that does not move.
+STEP_INDEX = 6
+SCALES = (1.0,) * STEP_INDEX + (1.02,) * 6
+FLAT_CANARY = (1.0,) * len(SCALES)
+
+
+@pytest.fixture(scope="session")
+def stepped(drawn_history):
+    return drawn_history("stepped", SCALES, plain=True, canary=FLAT_CANARY)
+
+
+@pytest.fixture(scope="session")
+def step_free(drawn_history):
+    return drawn_history("step-free", (1.0,) * len(SCALES))
+
+
+@pytest.fixture(scope="session")
+def drifted(drawn_history):
+    """The series and the machine's canary step up together at commit 6: the machine changed."""
+    return drawn_history("drifted", SCALES, canary=SCALES)
+
+
+def copy_project(history, tmp_path: Path):
+    """The history's asv project (configuration, benchmarks, results) in a directory of its own."""
+    import shutil
+
+    from fwdasv.asv.project import AsvProject
+
+    root = Path(history.project.config_path).parent
+    shutil.copytree(root, tmp_path / "asv", ignore=shutil.ignore_patterns("html", ".fwdasv-*"))
+    return AsvProject.load(tmp_path / "asv" / "asv.conf.json")
+
+
+def invoke_cli(project, *args: str, command: str = "regressions"):
+    """`fwdasv COMMAND --config <project> ARGS` through click's runner."""
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+
+    return CliRunner().invoke(main, [command, "--config", str(project.config_path), *args])
+
+
+def finding_of(project, benchmark: str):
+    """The one finding of `benchmark` in the project's stored results."""
+    from fwdasv.analysis import findings
+
+    (found,) = [f for f in findings.find(project) if f.key.benchmark == benchmark]
+    return found

@@ -1,8 +1,8 @@
 """fwdasv nightly: the steps in order over real asv, and the reset even when the run fails.
 
 The hardware is faked at the NVML boundary (tests/fake_nvml.py, as in
-test_hardware.py) only where clocks are locked; asv, git and the engine are real.
-The gate on confirmed findings over a real confirmation is in test_confirm.py.
+test_hw.py) only where clocks are locked; asv, git and the engine are real.
+The gate on confirmed findings over a real confirmation is in test_reproduce.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Seeded simulations of GPU-like latency histories, to measure what verdicts get right.
 
 Research tooling, not part of any command: scripts/verdict_quality.py (the
-verdict-quality figures of docs/measurements.md) and tests/test_verdicts.py
+verdict-quality figures of docs/measurements.md) and tests/test_simulate.py
 use it to calibrate and check the rules of `noise`, `detect` and `confirm`.
 It stays in the package beside those rules so that both run the same code.
 

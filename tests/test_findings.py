@@ -1,10 +1,9 @@
-"""fwdasv regressions: the findings of the stored results, with a CI exit status.
+"""fwdasv.analysis.findings and `fwdasv regressions`: the findings of the stored results.
 
 fwdasv's findings (`fwdasv.analysis.findings`), read from results_dir with no
 site: 12-commit histories of seeded draws stored by real asv runs (a +2% step,
-no step, a step the environment canary makes too), the verdicts file, `fwdasv
-publish` putting the findings into asv's Regressions page and Atom feed, and
-the demo model's history measured by asv.
+no step, a step the environment canary makes too), the verdicts file, and
+the demo model's history measured by asv (`fwdasv publish`: tests/test_publish.py).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import STEP_INDEX, copy_project, finding_of, invoke_cli
 
 from fwdasv.analysis import findings
 from fwdasv.analysis.confirm import judge_ab
@@ -104,43 +104,6 @@ def test_judge_series_takes_a_fallen_gpu_clock_for_drift() -> None:
 
 # --- fwdasv's findings, from results_dir --------------------------------------------------
 
-# 12 commits, +2% from commit 6 on: 1% noise on each of 25 samples (a commit's median
-# varies by about 0.3%), the step about 7 times that. Drawn (a case), Plain (no
-# parameters) and an environment canary that does not move.
-STEP_INDEX = 6
-SCALES = (1.0,) * STEP_INDEX + (1.02,) * 6
-FLAT_CANARY = (1.0,) * len(SCALES)
-
-
-@pytest.fixture(scope="module")
-def stepped(drawn_history):
-    return drawn_history("stepped", SCALES, plain=True, canary=FLAT_CANARY)
-
-
-@pytest.fixture(scope="module")
-def step_free(drawn_history):
-    return drawn_history("step-free", (1.0,) * len(SCALES))
-
-
-@pytest.fixture(scope="module")
-def drifted(drawn_history):
-    """The series and the machine's canary step up together at commit 6: the machine changed."""
-    return drawn_history("drifted", SCALES, canary=SCALES)
-
-
-def _invoke(project, *args: str, command: str = "regressions"):
-    return CliRunner().invoke(main, [command, "--config", str(project.config_path), *args])
-
-
-def _copy(history, tmp_path: Path) -> AsvProject:
-    """The history's asv project (configuration, benchmarks, results) in a directory of its own."""
-    import shutil
-
-    root = Path(history.project.config_path).parent
-    shutil.copytree(root, tmp_path / "asv", ignore=shutil.ignore_patterns("html", ".fwdasv-*"))
-    return AsvProject.load(tmp_path / "asv" / "asv.conf.json")
-
-
 # The fields `fwdasv regressions --format json` had before the verdicts: kept for automation.
 TODAYS_FIELDS = {
     "benchmark",
@@ -171,7 +134,7 @@ def test_json_from_results_only_finds_the_step(stepped) -> None:
     project = stepped.project
     assert not project.html_dir.exists()  # nothing published: results_dir is enough
     step = stepped.hashes[STEP_INDEX]
-    result = _invoke(project, "--format", "json")
+    result = invoke_cli(project, "--format", "json")
     assert result.exit_code == 1, result.output
     document = json.loads(result.stdout)
     assert (document["count"], document["gating"], document["above_threshold"]) == (2, 2, 2)
@@ -214,36 +177,36 @@ def test_json_from_results_only_finds_the_step(stepped) -> None:
 @pytest.mark.slow
 def test_table_markdown_and_filters(stepped) -> None:
     step = stepped.hashes[STEP_INDEX]
-    result = _invoke(stepped.project)
+    result = invoke_cli(stepped.project)
     assert result.exit_code == 1, result.output
     assert "regression" in result.stdout and step[:8] in result.stdout
     assert stepped.subjects[STEP_INDEX] in result.stdout
     assert result.stdout.rstrip().endswith("2 finding(s): 2 regression")
 
-    result = _invoke(stepped.project, "--format", "markdown")
+    result = invoke_cli(stepped.project, "--format", "markdown")
     assert result.exit_code == 1
     assert result.stdout.startswith("### Performance regressions: 2 regression")
     assert "| regression | bench.Drawn.track_latency | decode_bs8 | testbox |" in result.stdout
     assert f"{step[:8]} {stepped.subjects[STEP_INDEX]}" in result.stdout
 
-    result = _invoke(stepped.project, "--bench", "Drawn", "--format", "json")
+    result = invoke_cli(stepped.project, "--bench", "Drawn", "--format", "json")
     assert [e["benchmark"] for e in json.loads(result.stdout)["regressions"]] == [stepped.benchmark]
     # A minimum effect above the step: nothing to report, exit 0 (--threshold: its old name).
     for option in ("--min-effect", "--threshold"):
-        result = _invoke(stepped.project, option, "5")
+        result = invoke_cli(stepped.project, option, "5")
         assert result.exit_code == 0, result.output
         assert "No regressions" in result.stdout
-    result = _invoke(stepped.project, "--min-effect", "1")
+    result = invoke_cli(stepped.project, "--min-effect", "1")
     assert result.exit_code == 1
-    result = _invoke(stepped.project, "--bench", "no-such-benchmark")
+    result = invoke_cli(stepped.project, "--bench", "no-such-benchmark")
     assert result.exit_code == 0 and "No regressions" in result.stdout
-    result = _invoke(stepped.project, "--machine", "no-such-machine")
+    result = invoke_cli(stepped.project, "--machine", "no-such-machine")
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.slow
 def test_a_step_free_history_exits_0_with_no_findings(step_free) -> None:
-    result = _invoke(step_free.project, "--format", "json")
+    result = invoke_cli(step_free.project, "--format", "json")
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
     assert document["regressions"] == [] and document["count"] == 0
@@ -251,22 +214,17 @@ def test_a_step_free_history_exits_0_with_no_findings(step_free) -> None:
 
 @pytest.mark.slow
 def test_a_step_the_canary_makes_too_is_drift_and_exits_0(drifted) -> None:
-    result = _invoke(drifted.project, "--format", "json")
+    result = invoke_cli(drifted.project, "--format", "json")
     assert result.exit_code == 0, result.output
     (entry,) = json.loads(result.stdout)["regressions"]
     assert entry["benchmark"] == drifted.benchmark
     assert entry["status"] == "drift"
     assert entry["after_commit"] == drifted.hashes[STEP_INDEX]
     assert entry["above_threshold"] is False
-    assert "drift" in _invoke(drifted.project).stdout
+    assert "drift" in invoke_cli(drifted.project).stdout
 
 
 # --- the verdicts file --------------------------------------------------------------------
-
-
-def _finding(project, benchmark: str) -> findings.Finding:
-    (found,) = [f for f in findings.find(project) if f.key.benchmark == benchmark]
-    return found
 
 
 def _confirmation(b: list[float], finding: findings.Finding) -> ConfirmationRecord:
@@ -277,9 +235,9 @@ def _confirmation(b: list[float], finding: findings.Finding) -> ConfirmationReco
 
 @pytest.mark.slow
 def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_path: Path) -> None:
-    project = _copy(stepped, tmp_path)
+    project = copy_project(stepped, tmp_path)
     path = project.results_dir / findings.VERDICTS_FILE
-    drawn = _finding(project, stepped.benchmark)
+    drawn = finding_of(project, stepped.benchmark)
     confirmation = _confirmation([1.021, 1.0205, 1.0215], drawn)
     assert confirmation.figures.status == Status.CONFIRMED, confirmation.summary
     findings.record_verdict(project, drawn, status=Status.CONFIRMED, confirmation=confirmation)
@@ -291,7 +249,7 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
     assert line["confirmation"]["summary"].startswith("confirmed: B +2.")
     assert list(line) == sorted(line)  # one JSON object a line, keys sorted
 
-    result = _invoke(project, "--format", "json")
+    result = invoke_cli(project, "--format", "json")
     assert result.exit_code == 1, result.output
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.benchmark]["status"] == "confirmed"
@@ -300,9 +258,9 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
     assert path.read_bytes() == first  # reading never writes
 
     # Plain ruled out: it no longer gates; the confirmed one still does.
-    plain = _finding(project, stepped.plain)
+    plain = finding_of(project, stepped.plain)
     findings.record_verdict(project, plain, status=Status.NOT_REPRODUCED)
-    result = _invoke(project, "--format", "json")
+    result = invoke_cli(project, "--format", "json")
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.plain]["status"] == "not-reproduced"
     assert entries[stepped.benchmark]["status"] == "confirmed"
@@ -314,7 +272,7 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
     findings.record_verdict(project, drawn, status=Status.UNDECIDED, confirmation=undecided)
     second = path.read_bytes()
     assert second.startswith(first) and len(second.splitlines()) == 3
-    result = _invoke(project, "--format", "json")
+    result = invoke_cli(project, "--format", "json")
     entries = {e["benchmark"]: e for e in json.loads(result.stdout)["regressions"]}
     assert entries[stepped.benchmark]["status"] == "regression"
     assert entries[stepped.benchmark]["verdict"]["confirmation"] == undecided.to_json()
@@ -323,7 +281,7 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
     # A line without a re-measure keeps the one before it: the lines merge, the last wins.
     (merged,) = [f for f in findings.find(project) if f.key == drawn.key]
     assert merged.verdict is not None and merged.verdict.confirmation == undecided
-    result = _invoke(project, "--format", "json")
+    result = invoke_cli(project, "--format", "json")
     assert result.exit_code == 0, result.output
     assert {e["status"] for e in json.loads(result.stdout)["regressions"]} == {"not-reproduced"}
     assert path.read_bytes().startswith(second)
@@ -337,8 +295,8 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
     reached one commit further; the finding now ends inside that range."""
     from dataclasses import replace
 
-    project = _copy(stepped, tmp_path)
-    drawn = _finding(project, stepped.benchmark)
+    project = copy_project(stepped, tmp_path)
+    drawn = finding_of(project, stepped.benchmark)
     step = stepped.hashes[STEP_INDEX]
     assert drawn.after_commit == step
     later = stepped.hashes[STEP_INDEX + 1]
@@ -350,7 +308,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
     findings.record_verdict(project, wider, status=Status.CONFIRMED)
     entries = {
         e["benchmark"]: e
-        for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
+        for e in json.loads(invoke_cli(project, "--format", "json").stdout)["regressions"]
     }
     assert entries[stepped.benchmark]["status"] == "confirmed"
     assert entries[stepped.benchmark]["verdict"]["range_commits"] == [step, later]
@@ -358,7 +316,7 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
 
     # A verdict about a range that does not hold the finding's first new commit is not its.
     elsewhere = replace(
-        _finding(project, stepped.plain),
+        finding_of(project, stepped.plain),
         before_commit=stepped.hashes[STEP_INDEX + 1],
         after_commit=stepped.hashes[STEP_INDEX + 2],
         commits=(findings.Commit(stepped.hashes[STEP_INDEX + 2]),),
@@ -366,21 +324,23 @@ def test_a_verdict_on_a_range_holds_for_the_narrower_range_found_later(
     findings.record_verdict(project, elsewhere, status=Status.NOT_REPRODUCED)
     entries = {
         e["benchmark"]: e
-        for e in json.loads(_invoke(project, "--format", "json").stdout)["regressions"]
+        for e in json.loads(invoke_cli(project, "--format", "json").stdout)["regressions"]
     }
     assert entries[stepped.plain]["status"] == "regression"
 
 
 @pytest.mark.slow
 def test_an_unreadable_verdict_line_is_one_clear_error(stepped, tmp_path: Path) -> None:
-    project = _copy(stepped, tmp_path)
+    project = copy_project(stepped, tmp_path)
     path = project.results_dir / findings.VERDICTS_FILE
-    findings.record_verdict(project, _finding(project, stepped.benchmark), status=Status.CONFIRMED)
+    findings.record_verdict(
+        project, finding_of(project, stepped.benchmark), status=Status.CONFIRMED
+    )
     with open(path, "a", encoding="utf-8") as stream:
         stream.write('{"finding": {"machine": "testbox"}, "status": "confirmed"\n')
     before = path.read_bytes()
     for command in ("regressions", "publish"):
-        result = _invoke(project, command=command)
+        result = invoke_cli(project, command=command)
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith(f"Error: {path}:2: not a fwdasv verdict line"), line
@@ -399,11 +359,13 @@ def test_the_configurations_min_effect_is_the_default_and_the_flag_overrides_it(
     stepped, tmp_path: Path
 ) -> None:
     # The step is about 2%: a configured minimum effect of 5% leaves it out.
-    project = _with_settings(_copy(stepped, tmp_path), {"min_effect_pct": 5, "confirm": False})
-    quiet = _invoke(project, "--format", "json")
+    project = _with_settings(
+        copy_project(stepped, tmp_path), {"min_effect_pct": 5, "confirm": False}
+    )
+    quiet = invoke_cli(project, "--format", "json")
     assert quiet.exit_code == 0, quiet.output
     assert json.loads(quiet.stdout)["count"] == 0
-    loud = _invoke(project, "--format", "json", "--min-effect", "1")
+    loud = invoke_cli(project, "--format", "json", "--min-effect", "1")
     assert loud.exit_code == 1, loud.output
     document = json.loads(loud.stdout)
     assert document["count"] == 2
@@ -424,83 +386,13 @@ def test_the_configurations_min_effect_is_the_default_and_the_flag_overrides_it(
 def test_a_malformed_settings_block_is_one_line_naming_the_key(
     stepped, tmp_path: Path, block: object, named: str
 ) -> None:
-    project = _with_settings(_copy(stepped, tmp_path), block)
+    project = _with_settings(copy_project(stepped, tmp_path), block)
     for command in ("regressions", "publish"):
-        result = _invoke(project, command=command)
+        result = invoke_cli(project, command=command)
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith(f"Error: {project.config_path}: ") and named in line, line
     assert not project.html_dir.exists()  # publish refused before writing a site
-
-
-# --- fwdasv publish ---------------------------------------------------------------------
-
-
-@pytest.mark.slow
-def test_publish_puts_the_findings_into_asvs_regressions_page_and_feed(
-    stepped, tmp_path: Path
-) -> None:
-    import xml.etree.ElementTree as ET
-
-    project = _copy(stepped, tmp_path)
-    findings.record_verdict(project, _finding(project, stepped.benchmark), status=Status.CONFIRMED)
-    verdicts = (project.results_dir / findings.VERDICTS_FILE).read_bytes()
-    listed = _invoke(project, "--format", "json")
-    result = _invoke(project, command="publish")
-    assert result.exit_code == 0, result.output
-    assert "2 finding(s): 1 confirmed, 1 regression" in result.stdout
-
-    html = project.html_dir
-    index = json.loads((html / "index.json").read_text())
-    revision = {commit: int(rev) for rev, commit in index["revision_to_hash"].items()}
-    step = stepped.hashes[STEP_INDEX]
-    entries = json.loads((html / "regressions.json").read_text())["regressions"]
-    # asv's 7-item entries: name [status], graph, graph params, param index, latest, best, jumps.
-    assert all(len(entry) == 7 for entry in entries), entries
-    by_name = {entry[0]: entry for entry in entries}
-    assert set(by_name) == {
-        "bench.Drawn.track_latency('decode_bs8') [confirmed]",
-        # Without parameters, "()" keeps the status out of the name asv reads before "(".
-        "bench.Plain.track_latency() [regression]",
-    }, by_name
-    drawn = by_name["bench.Drawn.track_latency('decode_bs8') [confirmed]"]
-    plain = by_name["bench.Plain.track_latency() [regression]"]
-    assert (drawn[3], plain[3]) == (0, None)  # the case's index in asv's params
-    listed_graphs = {e["graph_path"] for e in json.loads(listed.stdout)["regressions"]}
-    assert {drawn[1], plain[1]} == listed_graphs  # the listing names the published graphs
-    for name, graph, _graph_params, _idx, latest, best, jumps in (drawn, plain):
-        assert (html / graph).is_file(), (name, graph)
-        ((before_rev, after_rev, before, after),) = jumps
-        # One commit in the range: asv's null first revision.
-        assert before_rev is None and after_rev == revision[step], jumps
-        assert 1.015 < after / before < 1.025 and best <= latest
-
-    feed = ET.parse(html / "regressions.xml").getroot()
-    atom = "{http://www.w3.org/2005/Atom}"
-    titles = [e.find(f"{atom}title").text for e in feed.iter(f"{atom}entry")]
-    assert len(titles) == 2, titles
-    assert any(t.endswith("bench.Drawn.track_latency('decode_bs8') [confirmed]") for t in titles)
-    assert any(t.endswith("bench.Plain.track_latency() [regression]") for t in titles)
-    for entry in feed.iter(f"{atom}entry"):
-        link = entry.find(f"{atom}link").attrib["href"]
-        assert f"commits={step}" in link and "index.html#bench." in link, link
-
-    page = (html / "fwdasv" / "findings.html").read_text()
-    assert "bench.Drawn.track_latency(decode_bs8)" in page
-    assert "<td class='confirmed'>confirmed</td>" in page
-    assert "<td class='regression'>regression</td>" in page
-    assert step[:8] in page and stepped.subjects[STEP_INDEX] in page
-    nav = (html / "index.html").read_text()
-    assert '<li id="nav-li-fwdasv"><a href="fwdasv/findings.html">' in nav
-
-    # The listing still reads results_dir: the same without the site, the verdicts untouched.
-    import shutil
-
-    shutil.rmtree(html)
-    again = _invoke(project, "--format", "json")
-    assert again.exit_code == listed.exit_code == 1
-    assert json.loads(again.stdout) == json.loads(listed.stdout)
-    assert (project.results_dir / findings.VERDICTS_FILE).read_bytes() == verdicts
 
 
 # --- the demo model's history --------------------------------------------------------------
@@ -515,7 +407,7 @@ def test_listing_of_the_demo_history(demo_history) -> None:
     """
     assert demo_history.status == 0, demo_history.output[-3000:]
     project = demo_history.project
-    result = _invoke(project, "--format", "json")
+    result = invoke_cli(project, "--format", "json")
     document = json.loads(result.stdout)
     found = document["regressions"]
     assert {f["after_commit"] for f in found} <= set(demo_history.hashes)
@@ -539,7 +431,7 @@ def test_listing_of_the_demo_history(demo_history) -> None:
     raw = json.loads((project.html_dir / "regressions.json").read_text())["regressions"]
     assert len(raw) == len(found)
     assert any(item[0].endswith(" [regression]") for item in raw)
-    table = _invoke(project)
+    table = invoke_cli(project)
     assert demo_history.slow_commit[:8] in table.stdout
 
 

@@ -1,0 +1,116 @@
+"""fwdasv.analysis.detect: steps in one series, judged by its own noise; drift by the canary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fwdasv.analysis import simulate as sim
+from fwdasv.analysis.detect import detect, mark_drift, segments
+from fwdasv.analysis.noise import estimate_noise
+from fwdasv.analysis.status import Status
+
+DRIFT, REGRESSION = Status.DRIFT, Status.REGRESSION
+
+
+def _history(
+    seed: int,
+    between_pct: float = 0.2,
+    within_pct: float = 0.2,
+    commits: int = 60,
+    shifts: tuple[sim.Shift, ...] = (),
+    outlier_rate: float = 0.0,
+) -> sim.SimHistory:
+    rng = np.random.default_rng(seed)
+    spec = sim.random_spec(
+        rng, between_pct=between_pct, within_pct=within_pct, outlier_rate=outlier_rate
+    )
+    return sim.simulate(spec, rng, commits, shifts)
+
+
+def _with(samples: tuple[tuple[float, ...], ...], index: int, pct: float) -> list[list[float]]:
+    """The history with commit `index`'s samples scaled by 1 + pct / 100."""
+    out = [list(s) for s in samples]
+    out[index] = [v * (1 + pct / 100) for v in out[index]]
+    return out
+
+
+# --- detection -----------------------------------------------------------------------
+
+
+def test_detect_finds_a_clear_step_at_its_commit() -> None:
+    history = _history(4, between_pct=0.1, shifts=(sim.Shift(30, 1.0),))
+    noise = estimate_noise(history.samples)
+    findings = detect(history.medians(), noise)
+    assert len(findings) == 1, findings
+    step = findings[0]
+    assert (step.before_index, step.after_index) == (29, 30), step
+    assert step.percent == pytest.approx(1.0, abs=0.15), step
+    assert step.z >= step.z_threshold and step.status == REGRESSION
+    assert (step.commits_before, step.commits_after) == (30, 30)
+
+
+def test_detect_reports_nothing_on_a_flat_series_with_outliers() -> None:
+    for seed in range(10):
+        history = _history(10 + seed, between_pct=0.1)
+        samples = _with(history.samples, 20, 2.5)  # one slow commit
+        samples = _with(tuple(map(tuple, samples)), 40, 2.0)  # and two in a row
+        samples = _with(tuple(map(tuple, samples)), 41, 3.0)
+        noise = estimate_noise(samples)
+        medians = [float(np.median(s)) for s in samples]
+        assert detect(medians, noise) == [], seed
+
+
+def test_a_new_level_must_hold_for_several_commits() -> None:
+    history = _history(5, between_pct=0.1, shifts=(sim.Shift(56, 2.0),))
+    noise = estimate_noise(history.samples)
+    medians = history.medians()
+    for held in (1, 2, 3):  # commits at the new level so far: not reported, nor moved earlier
+        assert detect(medians[: 56 + held], noise) == [], held
+    (step,) = detect(medians, noise)
+    assert (step.after_index, step.commits_after) == (56, 4)
+
+
+def test_detect_separates_several_steps_and_ignores_an_improvement() -> None:
+    shifts = (sim.Shift(15, 1.0), sim.Shift(30, 1.5), sim.Shift(45, -2.0))
+    history = _history(6, between_pct=0.1, shifts=shifts)
+    noise = estimate_noise(history.samples)
+    findings = detect(history.medians(), noise)
+    assert [f.after_index for f in findings] == [15, 30], findings
+    assert [round(f.percent, 1) for f in findings] == pytest.approx([1.0, 1.5], abs=0.2)
+    levels = segments(history.medians(), noise)
+    assert [s.start for s in levels] == [0, 15, 30, 45]
+
+
+def test_detect_indexes_around_failed_commits() -> None:
+    history = _history(7, between_pct=0.1, shifts=(sim.Shift(30, 1.0),))
+    medians = history.medians()
+    medians[29] = None
+    medians[30] = None
+    (step,) = detect(medians, estimate_noise(history.samples))
+    assert (step.before_index, step.after_index) == (28, 31)
+
+
+def test_minimum_effect_hides_tiny_significant_steps() -> None:
+    history = _history(8, between_pct=0.03, within_pct=0.05, shifts=(sim.Shift(30, 0.2),))
+    noise = estimate_noise(history.samples)
+    assert detect(history.medians(), noise) == []
+    (step,) = detect(history.medians(), noise, min_effect_pct=0.1)
+    assert step.after_index == 30
+
+
+def test_a_step_the_canary_shares_is_drift() -> None:
+    rng = np.random.default_rng(9)
+    machine = sim.simulate_machine(rng, series=3, env_index=25, env_pct=1.5)
+    canary_noise = estimate_noise(machine.canary.samples)
+    for history in machine.series:
+        findings = detect(history.medians(), estimate_noise(history.samples))
+        assert findings and all(abs(f.after_index - 25) <= 1 for f in findings), findings
+        marked = mark_drift(findings, machine.canary.medians(), canary_noise)
+        assert [f.status for f in marked] == [DRIFT] * len(findings)
+    # A canary without the shift leaves a regression a regression.
+    quiet = _history(10, between_pct=0.1)
+    history = machine.series[0]
+    findings = detect(history.medians(), estimate_noise(history.samples))
+    marked = mark_drift(findings, quiet.medians(), estimate_noise(quiet.samples))
+    assert [f.status for f in marked] == [REGRESSION] * len(findings)
