@@ -277,6 +277,13 @@ NORM = (
     "void vllm::rms_norm_kernel<c10::BFloat16, 8, 2, true>(c10::BFloat16*, "
     "c10::BFloat16 const*, long, float, int, int)"
 )
+FLASH_SHORT = "cutlass::device_kernel<flash::enable_sm90_or_later>"
+ELEMENTWISE = (
+    "void at::native::vectorized_elementwise_kernel<4, at::native::tanh_kernel_cuda("
+    "at::TensorIteratorBase&)::{lambda()#1}, at::detail::Array<char*, 2> >(int, "
+    "at::native::tanh_kernel_cuda(at::TensorIteratorBase&)::{lambda()#1}, "
+    "at::detail::Array<char*, 2>)"
+)
 COPY_KERNEL = (
     "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
     "at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() "
@@ -344,6 +351,173 @@ def test_gpu_summary_skips_each_replays_restore_and_groups_names():
     assert summary.restore_activities == 2
     skipped = {r.name: r.calls for r in summary.pre_forward_kernels}
     assert skipped == {"Memcpy DtoD (Device -> Device)": 1, "at::native::elementwise_kernel": 1}
+
+
+FORWARD_OPS = (
+    # (aten op that launches it, the forward's activity in gpu_trace_events, line)
+    ("aten::_fused_rms_norm", "kernel", NORM, 10),
+    ("aten::mm", "kernel", GEMM_A, 11),
+    ("aten::_flash_attention_forward", "kernel", FLASH, 12),
+    ("aten::mm", "kernel", GEMM_A, 13),
+    ("aten::zero_", "gpu_memset", "Memset (Device)", 14),
+)
+
+
+def eager_trace_events(plan=FORWARD_OPS) -> tuple[list[dict[str, Any]], list[Any]]:
+    """The attribution forward as kineto writes it: the restore's copy, then the forward's
+    ops, each inside the dispatch mode's `src#i` range, launching one activity each."""
+    from fwdasv.core.kernels import SourceFrame
+    from fwdasv.engine.attribute import Call
+
+    tid = {"pid": 1, "tid": 1}
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "user_annotation", "name": "fwdasv::restore", "ts": 0, "dur": 50, **tid},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaMemcpyAsync",
+            "ts": 10,
+            "dur": 5,
+            "args": {"correlation": 900},
+            **tid,
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoD (Device -> Device)",
+            "ts": 5000,
+            "dur": 1,
+            "args": {"correlation": 900},
+            "pid": 0,
+            "tid": 7,
+        },
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "fwdasv::forward",
+            "ts": 100,
+            "dur": 1000,
+            **tid,
+        },
+    ]
+    calls = []
+    for i, (op, cat, name, line) in enumerate(plan):
+        start = 110 + 100 * i
+        calls.append(Call(op, SourceFrame("mymodel/model.py", line, "forward", f"line{line}")))
+        events += [
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"fwdasv::src#{i}",
+                "ts": start,
+                "dur": 50,
+                **tid,
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": op,
+                "ts": start + 2,
+                "dur": 40,
+                "args": {"External id": i + 1, "Input Dims": [[8, 64], [64, 64]]},
+                **tid,
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "ts": start + 20,
+                "dur": 5,
+                "args": {"External id": i + 1, "correlation": 500 + i},
+                **tid,
+            },
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "ts": 6000 + 50 * i,
+                "dur": 3,
+                "args": {"External id": i + 1, "correlation": 500 + i},
+                "pid": 0,
+                "tid": 7,
+            },
+        ]
+    return events[::-1], calls
+
+
+def test_gpu_kernels_sit_under_the_aten_op_that_launched_them():
+    from fwdasv.engine.attribute import attribute_events
+    from fwdasv.engine.profile import FORWARD_LABEL, GPU_CATEGORIES, summarize_gpu, with_gpu_ops
+
+    graph = gpu_trace_events()
+    summary = summarize_gpu(graph, replays=3, skip=2)
+    eager, calls = eager_trace_events()
+    found = attribute_events(eager, FORWARD_LABEL, GPU_CATEGORIES)
+    assert len(found.gpu) == 5  # the restore's copy is not the forward's
+    done = with_gpu_ops(summary, graph, 2, found, calls)
+    assert done.attribution == "sequence"
+    ops = {row.name: row for row in done.ops}
+    assert list(ops) == [
+        "aten::mm",
+        "aten::_flash_attention_forward",
+        "aten::_fused_rms_norm",
+        "aten::zero_",
+    ]
+    mm = ops["aten::mm"]
+    assert (mm.us, mm.calls) == (22.0, 2)
+    assert [(k.name, k.us, k.calls) for k in mm.kernels] == [(GEMM_A, 22.0, 2)]
+    # Both call sites, the one with more GPU time (12 us, line 13) first.
+    assert [(f.file, f.line) for f in mm.sources] == [
+        ("mymodel/model.py", 13),
+        ("mymodel/model.py", 11),
+    ]
+    assert ops["aten::_fused_rms_norm"].kernels[0].name == "vllm::rms_norm_kernel"
+    assert ops["aten::_fused_rms_norm"].source.line == 10
+    assert ops["aten::mm"].shapes == ("8x64,64x64",)
+    assert sum(row.us for row in done.ops) == pytest.approx(summary.busy_us, abs=0.1)
+    # The kernels list stays vLLM's, each row with its sources too.
+    assert [row.name for row in done.kernels] == [row.name for row in summary.kernels]
+    assert {row.name: row for row in done.kernels}[FLASH_SHORT].source.line == 12
+    # It round-trips, and explain diffs by op with the kernels under each.
+    again = KernelSummary.from_json(json.loads(json.dumps(done.to_json())), "x")
+    assert again.ops == done.ops and again.ops[0].kernels == done.ops[0].kernels
+    # An eager forward that launched other kernels than the graph: matched by name.
+    fewer, calls = eager_trace_events(FORWARD_OPS[:4])
+    by_name = with_gpu_ops(
+        summary, graph, 2, attribute_events(fewer, FORWARD_LABEL, GPU_CATEGORIES), calls
+    )
+    assert by_name.attribution.startswith("name: the graph runs 5 activities")
+    assert {row.name for row in by_name.ops} >= {"aten::mm", "(no aten op)"}
+
+
+def test_explain_puts_an_added_op_on_top_with_its_kernel_under_it():
+    from fwdasv.engine.attribute import attribute_events
+    from fwdasv.engine.profile import FORWARD_LABEL, GPU_CATEGORIES, summarize_gpu, with_gpu_ops
+
+    def profiled(plan, graph):
+        eager, calls = eager_trace_events(plan)
+        found = attribute_events(eager, FORWARD_LABEL, GPU_CATEGORIES)
+        return with_gpu_ops(summarize_gpu(graph, replays=3, skip=2), graph, 2, found, calls)
+
+    good = profiled(FORWARD_OPS, gpu_trace_events())
+    # BAD adds a tanh (one elementwise kernel) after the norm.
+    added = ("aten::tanh", "kernel", ELEMENTWISE, 20)
+    bad_events = gpu_trace_events()
+    for event in bad_events:  # where the memset ran, last in each replay
+        if event["name"] == "Memset (Device)":
+            event.update(cat="kernel", name=ELEMENTWISE, dur=4.0)
+    bad = profiled((*FORWARD_OPS[:4], added), bad_events)
+    diff = diff_rounds([good] * 3, [bad] * 3)
+    assert diff.unit == "op (GPU)"
+    top = diff.kernels[0]
+    assert (top.name, top.change) == ("aten::tanh", "new")
+    assert (top.source.file, top.source.line) == ("mymodel/model.py", 20)
+    assert [k.name for k in top.kernels] == ["at::native::vectorized_elementwise_kernel"]
+    table = format_diff(diff, "table")
+    lines = table.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("+") and "aten::tanh" in line)
+    assert "mymodel/model.py:20 forward" in lines[at]
+    assert "└ at::native::vectorized_elementwise_kernel" in lines[at + 1]
 
 
 def test_gpu_summary_errors_say_what_was_recorded():
