@@ -809,6 +809,8 @@ def profile_checkout(checkout: Path, profile_dir: Path, output_json: Path) -> st
     env = one_thread_env(PYTHONPATH=os.pathsep.join([str(checkout), str(ROOT)]))
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    # Silenced at the source: kineto's lines never reach a CPU profile's output.
+    assert "USDT:" not in proc.stderr and "gpuGetDeviceCount" not in proc.stderr, proc.stderr
     return proc.stdout
 
 
@@ -846,7 +848,7 @@ def demo_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             timeout=60,
         )
     names = (case_name(DEMO_DECODE), case_name(DEMO_PREFILL))
-    out: dict[str, Any] = {"rounds": 0}
+    out: dict[str, Any] = {"rounds": 0, "checkouts": {label: root / label for label in commits}}
     with measuring_priority():
         for attempt in range(3):
             for label in commits:
@@ -902,6 +904,16 @@ def test_demo_softcap_commit_diff_names_the_ops_that_replaced_fused_attention(de
     assert rows["aten::_softmax"].status == "new" and rows["aten::_softmax"].calls_after == 4
     assert rows["aten::masked_fill_"].status == "new"
     assert "`aten::bmm`" in format_diff(prefill, "markdown")
+    # Every row that stands out names its line in the demo repository, as that
+    # commit's file has it (GOOD's for what vanished), in the attention function.
+    for row in prefill.stands_out[:8]:
+        source = row.source
+        assert source is not None and source.file == "tinylm/model.py", row
+        side = "good" if row.change == "vanished" else "bad"
+        lines = (demo_profiles["checkouts"][side] / source.file).read_text().splitlines()
+        assert lines[source.line - 1].strip() == source.code, row
+    assert rows["aten::bmm"].source.function == "attention"
+    assert "tinylm/model.py:" in format_diff(prefill).splitlines()[3]
     # Decodes: the two batched matmuls over the repeated K/V dominate.
     decode = demo_diff(demo_profiles, DEMO_DECODE)
     assert "aten::bmm" in decode.top5, format_diff(decode)
@@ -1050,3 +1062,54 @@ def _restore_alone(snapshot, device) -> collections.Counter:
             torch.cuda.synchronize(device)
     events = json.loads(chrome_trace(prof))["traceEvents"]
     return collections.Counter(_memcpy_as_one(activity_name(e)) for e in gpu_activities(events))
+
+
+# --- what explain says around the diff --------------------------------------------------
+
+
+def test_an_undecided_confirm_makes_explain_say_the_step_is_not_established(tmp_path):
+    from types import SimpleNamespace
+
+    from fwdasv.analysis.confirm import Confirmation
+    from fwdasv.analysis.explain import undecided_note, with_note
+    from fwdasv.analysis.status import Status
+    from fwdasv.analysis.verdict_file import (
+        VERDICTS_FILE,
+        ConfirmationRecord,
+        FindingIdent,
+        FindingVerdict,
+        append_verdict,
+    )
+
+    a, b = "a" * 40, "b" * 40
+    project = SimpleNamespace(results_dir=tmp_path)
+    assert undecided_note(project, "forward.TinyLM", "prefill_512", a, b) == ""  # no file
+
+    def record(status: Status, at: str) -> None:
+        figures = Confirmation(
+            status, 4.0, -17.0, 16.0, 0.5, 3.0, 3, 3, 8.0, 8.0, 1.0, "observed", 4.0, 5.0
+        )
+        ident = FindingIdent("box", None, "forward.TinyLM.track_latency", "prefill_512", b)
+        verdict = FindingVerdict(ident, at, a, (b,), status, ConfirmationRecord.of(figures, a, b))
+        append_verdict(tmp_path / VERDICTS_FILE, verdict)
+
+    record(Status.CONFIRMED, "2026-01-01T00:00:00+00:00")
+    assert undecided_note(project, "forward.TinyLM", "prefill_512", a, b) == ""
+    record(Status.UNDECIDED, "2026-01-02T00:00:00+00:00")
+    note = undecided_note(project, "forward.TinyLM", "prefill_512", a, b)
+    assert note.startswith("the step is not established: confirm left aaaaaaaa..bbbbbbbb undecided")
+    assert undecided_note(project, "forward.TinyLM", "decode", a, b) == ""  # another case
+    diff = with_note(diff_summaries(summary_of({"x": (1.0, 1)}), summary_of({"x": (1.0, 1)})), note)
+    assert f"note: {note}" in format_diff(diff).splitlines()[1]
+    assert json.loads(format_diff(diff, "json"))["notes"][0] == note
+
+
+def test_kineto_noise_is_filtered_and_the_rest_of_stderr_kept(capfd):
+    from fwdasv.engine.profile import quiet_kineto
+
+    with quiet_kineto():
+        os.write(2, b"USDT:2026-12-02 17:09:09 7287:7287 SyncActivityProfilerHandler.cpp:52] ")
+        os.write(2, b"profiler_start\nSTAGE:2026-12-02 17:13:29 1:1 X.cpp:51] Completed Stage\n")
+        os.write(2, b"[W init.cpp:1] gpuGetDeviceCount failed with code 100\nkeep this line\n")
+    err = capfd.readouterr().err
+    assert err == "keep this line\n"

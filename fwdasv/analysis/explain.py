@@ -766,7 +766,7 @@ def undecided_note(project: AsvProject, suite: str, case: str, good: str, bad: s
     if newest is None or newest.confirmation is None:
         return ""
     record = newest.confirmation
-    if record.confirmation.status != Status.UNDECIDED:
+    if record.figures.status != Status.UNDECIDED:
         return ""
     return (
         f"the step is not established: confirm left {record.a_commit[:8]}..{record.b_commit[:8]} "
