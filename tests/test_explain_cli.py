@@ -167,3 +167,31 @@ def test_busy_box_identical_forward_code_stands_out_nowhere(
         result.stdout
     )
     assert "slower (" not in result.stdout and "faster (" not in result.stdout
+
+
+def test_lease_explain_source_script_is_valid_bash() -> None:
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gpu" / "lease_explain_source.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+def test_explain_source_script_names_the_added_op_and_line_on_cpu(
+    tmp_path: Path, asv_machine_home: Path
+) -> None:
+    """The H200 script's dry run: the same repository, project and checks, on the CPU
+    (no kernel under the op there: the check is the GPU's only)."""
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gpu" / "explain_source.py"
+    out = tmp_path / "out"
+    argv = [sys.executable, str(script), "--out", str(out), "--device", "cpu"]
+    argv += ["--case", "prefill_128=128", "--timeout-s", "800"]
+    with measuring_priority():
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["device"] == "cpu" and "kernel_under_op" not in summary["checks"]
+    assert summary["checks"] == {"added_on_top": True, "names_the_line": True, "exit_1": True}, (
+        proc.stdout + proc.stderr[-2000:]
+    )
+    assert proc.returncode == 0
+    assert "sigmoid" in summary["added_code"]
+    table = (out / "explain.txt").read_text()
+    assert f"tinylm/model.py:{summary['added_line']} forward" in table
