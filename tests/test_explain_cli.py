@@ -192,6 +192,6 @@ def test_explain_source_script_names_the_added_op_and_line_on_cpu(
         proc.stdout + proc.stderr[-2000:]
     )
     assert proc.returncode == 0
-    assert "sigmoid" in summary["added_code"]
+    assert "torch.tanh" in summary["added_code"]
     table = (out / "explain.txt").read_text()
     assert f"tinylm/model.py:{summary['added_line']} forward" in table

@@ -33,10 +33,11 @@ top5 are the largest shares on the side of the net change that stands out
 (slower_us + faster_us) and explained_top5_pct the part of that side they make.
 
 The verdict (and explain's exit status) follows only what stands out: `worse`
-when the net change that stands out is a slowdown larger than its own noise
-(the root of the summed squares of those rows' noise), `improved` the other
-way, `unchanged` otherwise, and the headline then says that no change stands
-out (or that what changed in structure costs no time beyond the noise).
+when the net change that stands out is a slowdown and every BAD process spends
+more time on the rows that stand out than every GOOD process (net_noise_us:
+the larger spread of those per-process sums), `improved` the other way round,
+`unchanged` otherwise; the headline then says that no change stands out (or
+that what changed in structure costs no time beyond the noise).
 
 Pure functions first, then the loader edge, then formatting (table, JSON,
 Markdown), as `compare.py` does.
@@ -45,7 +46,6 @@ Markdown), as `compare.py` does.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 from collections.abc import Callable, Sequence
@@ -418,16 +418,16 @@ def diff_rounds(goods: Sequence[KernelSummary], bads: Sequence[KernelSummary]) -
     total = round(sum(r.delta_us for r in rows), 2)
     net = slower + faster
     single = len(goods) < 2 or len(bads) < 2
-    net_noise = (
-        None
-        if single
-        else round(math.sqrt(sum((r.noise_us or 0.0) ** 2 for r in rows if r.stands_out)), 2)
-    )
-    beyond = abs(net) > (net_noise or 0.0)
+    # The rows that stand out, summed per process: a slowdown when every BAD process
+    # spends more on them than every GOOD one (the other way round: a speed-up).
+    standing = [name for name in (r.name for r in rows if r.stands_out)]
+    per_good = [sum(sides[n][0].values[i] for n in standing) for i in range(len(goods))]
+    per_bad = [sum(sides[n][1].values[j] for n in standing) for j in range(len(bads))]
+    net_noise = None if single else round(max(_spread(per_good), _spread(per_bad)), 2)
     verdict = Status.UNCHANGED
-    if net > 0 and beyond:
+    if standing and net > 0 and min(per_bad) > max(per_good):
         verdict = Status.WORSE
-    elif net < 0 and beyond:
+    elif standing and net < 0 and max(per_bad) < min(per_good):
         verdict = Status.IMPROVED
     side = [r for r in rows if r.stands_out and r.delta_us * net > 0]
     side.sort(key=lambda r: (-abs(r.delta_us), r.name))

@@ -1,9 +1,9 @@
 """Does `fwdasv explain` name an added op, its source line and (GPU) its kernel, on top?
 
 Builds the demo's `tinylm` repository (fwdasv.demo.project) and one commit more
-on top of it that adds one elementwise op per layer (`x = x + 1e-3 *
-torch.sigmoid(x)` after the MLP: aten::sigmoid, an op the model never ran
-before), writes an asv project timing one case through fwdasv's engine (CUDA
+on top of it that adds one elementwise op per layer (`x =
+torch.tanh(x)` after the MLP: aten::tanh, an op the model never ran before,
+one kernel per layer), writes an asv project timing one case through fwdasv's engine (CUDA
 graphs on a GPU, the host timer on a CPU), then runs
 
     python -m fwdasv explain HEAD~1 HEAD forward.TinyLM.track_latency --case CASE
@@ -11,7 +11,7 @@ graphs on a GPU, the host timer on a CPU), then runs
 (3 profiles a side, interleaved) and checks (summary.json "checks"; exit 0 when
 all pass):
 
-- added_on_top: the first row is aten::sigmoid, `new`, with as many calls as layers;
+- added_on_top: the first row is aten::tanh, `new`, with as many calls as layers;
 - names_the_line: its source is tinylm/model.py at the added line (its number and
   code as the commit has them);
 - kernel_under_op (GPU only): an elementwise kernel sits under it;
@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-ADDED = "x = x + 1e-3 * torch.sigmoid(x)  # one added elementwise op per layer"
+ADDED = "x = torch.tanh(x)  # one added elementwise op per layer"
 ANCHOR = 'x = x + (F.silu(h @ layer["w_gate"].t())'
 SUITE = "forward.TinyLM.track_latency"
 
@@ -72,7 +72,7 @@ def add_op_commit(repo: Path) -> int:
     indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
     lines.insert(at + 1, indent + ADDED)
     model.write_text("\n".join(lines) + "\n")
-    git(repo, "commit", "-qam", "Add a sigmoid residual per layer")
+    git(repo, "commit", "-qam", "Squash each layer's output with tanh")
     return at + 2
 
 
@@ -99,7 +99,7 @@ def checks(report: dict, line: int, code: str, layers: int, gpu: bool, status: i
     top = report["kernels"][0] if report["kernels"] else {}
     source = top.get("source") or {}
     found = {
-        "added_on_top": top.get("name") == "aten::sigmoid"
+        "added_on_top": top.get("name") == "aten::tanh"
         and top.get("change") == "new"
         and top.get("calls_after") == layers,
         "names_the_line": source.get("file") == "tinylm/model.py"

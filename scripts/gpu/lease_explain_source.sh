@@ -40,7 +40,7 @@ site_dir=$($py -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 printf '%s\n%s\n' "$PWD" /tmp/site > "$site_dir/zz-fwdasv-lease.pth" 2>/dev/null \
   && echo "wrote $site_dir/zz-fwdasv-lease.pth" || echo "relying on PYTHONPATH"
 
-step "explain HEAD~1 HEAD (one added sigmoid per layer), 3 profiles a side"
+step "explain HEAD~1 HEAD (one added tanh per layer), 3 profiles a side"
 timeout 200 $py scripts/gpu/explain_source.py --out "$OUT/explain-source" --work "$RES/work" \
   --rounds "${ROUNDS:-3}" --timeout-s 170
 status=$?
