@@ -21,7 +21,8 @@ one with the most time first) and its `shapes` (the distinct input shapes it
 was called with); on a GPU, `ops`: the aten ops that launched the forward's
 kernels, each with its kernels as rows under it (`kernels`), and
 `attribution`: how the graph's kernels were matched to the eager forward's
-(`sequence` or `name`) or why they were not. vLLM's files have none of these.
+(`sequence`, or `partly by name` and how many in order) or why they
+were not. vLLM's files have none of these.
 
 Torch-free on purpose: the analysis side reads these files without the engine.
 """

@@ -21,7 +21,7 @@ only. The trace keeps the restore ranges, labelled.
 Then one more eager forward, under the profiler and a dispatch mode, says where
 each row was called (`fwdasv.engine.attribute`): a CPU row's `sources` and
 `shapes`; on a GPU each kernel's launching aten op and source, matched to the
-graph's kernels by their order (`attribution: sequence`; by name when the
+graph's kernels by their order (`attribution: sequence`; what does not line up, by name, when the
 eager forward launches other kernels than the graph), and the `ops` rows with
 their kernels under them. It is never timed, and a failure there leaves the
 rows unattributed (`attribution` says why), never the profile failed.
@@ -30,6 +30,7 @@ rows unattributed (`attribution` says why), never the profile failed.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import gzip
 import json
 import os
@@ -395,34 +396,50 @@ def with_gpu_ops(
     per_replay = len(activities) // replays
     graph = [activities[i * per_replay + skip : (i + 1) * per_replay] for i in range(replays)]
     eager = [
-        (activity_name(Activity(str(e["name"]), str(e["cat"]), 0.0, 0.0)), op, call)
+        (
+            activity_name(Activity(str(e["name"]), str(e["cat"]), 0.0, 0.0)),
+            # No op event with the launch's External id: the op the dispatch mode saw.
+            op or (calls[call].op if call is not None and 0 <= call < len(calls) else ""),
+            call,
+        )
         for e, op, call in found.gpu
     ]
     names = [activity_name(a) for a in graph[0]]
-    if len(eager) == len(names) and all(
-        _memcpy_as_one(n) == _memcpy_as_one(e[0]) for n, e in zip(names, eager, strict=True)
-    ):
+    # In order first (one stream: the graph replays what the eager forward launched);
+    # what does not line up, by kernel name.
+    matcher = difflib.SequenceMatcher(
+        a=[_memcpy_as_one(n) for n in names],
+        b=[_memcpy_as_one(e[0]) for e in eager],
+        autojunk=False,
+    )
+    by_index: list[tuple[str, int | None] | None] = [None] * len(names)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            _, op, call = eager[block.b + k]
+            by_index[block.a + k] = (op, call)
+    matched = sum(1 for entry in by_index if entry is not None)
+    if matched == len(names) == len(eager):
         how = "sequence"
-        by_index = [(op, call) for _, op, call in eager]
     else:
         how = (
-            f"name: the graph runs {len(names)} activities a forward, the eager forward "
-            f"{len(eager)}; kernels matched to ops by kernel name"
+            f"partly by name: {matched} of the graph's {len(names)} activities a forward "
+            f"matched the eager forward's {len(eager)} in order, the rest by kernel name"
         )
-        common: dict[str, Counter[tuple[str, int | None]]] = {}
-        for name, op, call in eager:
-            common.setdefault(_memcpy_as_one(name), Counter())[(op, call)] += 1
-        by_index = []
-        for name in names:
-            options = common.get(_memcpy_as_one(name))
-            by_index.append(options.most_common(1)[0][0] if options else (NO_OP, None))
+    common: dict[str, Counter[tuple[str, int | None]]] = {}
+    for name, op, call in eager:
+        common.setdefault(_memcpy_as_one(name), Counter())[(op, call)] += 1
+    for index, entry in enumerate(by_index):
+        if entry is None:
+            options = common.get(_memcpy_as_one(names[index]))
+            by_index[index] = options.most_common(1)[0][0] if options else (NO_OP, None)
+    pairs = [entry for entry in by_index if entry is not None]
     op_us: dict[str, float] = {}
     op_calls: Counter[str] = Counter()
     op_weights: dict[str, Counter[int]] = {}
     kernel_weights: dict[str, Counter[int]] = {}
     sub: dict[tuple[str, str], list[Any]] = {}
     for chunk in graph:
-        for activity, (op, call) in zip(chunk, by_index, strict=True):
+        for activity, (op, call) in zip(chunk, pairs, strict=True):
             op = op or NO_OP
             name = activity_name(activity)
             op_us[op] = op_us.get(op, 0.0) + activity.dur
