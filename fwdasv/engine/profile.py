@@ -21,8 +21,9 @@ only. The trace keeps the restore ranges, labelled.
 Then one more eager forward, under the profiler and a dispatch mode, says where
 each row was called (`fwdasv.engine.attribute`): a CPU row's `sources` and
 `shapes`; on a GPU each kernel's launching aten op and source, matched to the
-graph's kernels by their order (`attribution: sequence`; what does not line up, by name, when the
-eager forward launches other kernels than the graph), and the `ops` rows with
+graph's kernels by their order (`attribution: sequence`; what does not line up
+by kernel name, when the eager forward launches other kernels than the graph),
+and the `ops` rows with
 their kernels under them. It is never timed, and a failure there leaves the
 rows unattributed (`attribution` says why), never the profile failed.
 """
