@@ -6,7 +6,7 @@ Exit statuses are part of the interface (CI gates on them; which statuses fail i
     regressions  0 none above threshold, 1 some above threshold, 2 cannot read / bad input
     confirm      as regressions, after the re-measure
     compare      0 nothing worse,         1 something worse (or newly failing), 2 bad input
-    explain      0 BAD not slower,        1 BAD slower,                       2 bad input
+    explain      0 nothing slower stands out, 1 a slowdown stands out of the noise, 2 bad input
     bisect       0 found (every probe decided by the samples),
                  1 found but uncertain (a probe decided by the closer median, or an
                    unmeasurable commit next to the step), 2 cannot bisect / bad input
@@ -473,6 +473,14 @@ def publish_command(config: Path) -> None:
     help="GOOD and BAD are two kernels.json files (fwdasv's or vLLM's --profile-dir) to diff; "
     "nothing is measured.",
 )
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1, max=20),
+    default=explain.DEFAULT_ROUNDS,
+    show_default=True,
+    help="Profiled bench processes per commit, interleaved GOOD BAD GOOD BAD ...; their spread "
+    "is each row's noise band (1: no band, a change of time only is never judged).",
+)
 @click.option("--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr).")
 def explain_command(
     good: str,
@@ -484,17 +492,23 @@ def explain_command(
     top: int,
     profile_dir: Path | None,
     files: bool,
+    rounds: int,
     show_bench: bool,
 ) -> None:
-    """Say what got slower between GOOD and BAD: the per-kernel (GPU) or per-op (CPU) diff.
+    """Say what got slower between GOOD and BAD, told apart from timing noise.
 
-    Profiles BENCH's --case at both commits, in one go on this machine, each in
-    asv's environment for that commit (profiled runs of their own: tracked
-    latencies never come from them), then diffs the two kernel summaries:
-    time per forward at GOOD and BAD, the delta and its share of the total,
-    call counts, new and vanished kernels, and the share the top 5 explain.
-    With --files, GOOD and BAD are kernels.json files to diff. Exits 1 when
-    BAD is slower, 0 when not, 2 on bad input.
+    Profiles BENCH's --case at both commits, --rounds bench processes each,
+    interleaved, on this machine, each in asv's environment for that commit
+    (profiled runs of their own: tracked latencies never come from them), then
+    diffs the kernel (GPU) or op (CPU) summaries. Each row: its change per
+    forward with its noise band (the spread of the processes), what changed
+    (new, vanished, calls or shapes: the code runs something else; slower or
+    faster: time only, beyond the noise; else within noise), its share of the
+    slowdown (speed-up), and the source line in your repository that calls it;
+    on a GPU, kernels sit under the aten op that launched them. The headline
+    and the exit status follow only what stands out. With --files, GOOD and
+    BAD are two kernels.json files (one profile a side: no noise band). Exits 1
+    when a slowdown stands out, 0 when not, 2 on bad input.
     """
 
     def progress(line: str) -> None:
@@ -520,6 +534,7 @@ def explain_command(
             profile_dir,
             echo=progress,
             bench_echo=progress if show_bench else None,
+            rounds=rounds,
         )
         diff = done.diff
         label_good, label_bad = done.good[:8], done.bad[:8]

@@ -14,6 +14,16 @@ with `restore_activities` on a GPU or the CPU's `measure`) and the `case` and
 `rank` profiled; a file without `device` is vLLM's, hence GPU kernels. Other
 keys are kept as they are (`extra`).
 
+Where fwdasv's engine could attribute them (one extra eager forward, never a
+timed one): a row's `sources`, the first frames in the tracked repository that
+called it (`SourceFrame`: file, line, function, the line's code, calls; the
+one with the most time first) and its `shapes` (the distinct input shapes it
+was called with); on a GPU, `ops`: the aten ops that launched the forward's
+kernels, each with its kernels as rows under it (`kernels`), and
+`attribution`: how the graph's kernels were matched to the eager forward's
+(`sequence`, or `partly by name` and how many in order) or why they
+were not. vLLM's files have none of these.
+
 Torch-free on purpose: the analysis side reads these files without the engine.
 """
 
@@ -35,7 +45,16 @@ TRACE_SUFFIX = ".trace.json.gz"
 DEVICE_CUDA = "cuda"
 DEVICE_CPU = "cpu"
 _VLLM_KEYS = ("trace", "replays", "span_us", "busy_us", "pre_forward_us", "activities", "kernels")
-_FWDASV_KEYS = ("device", "measure", "restore_activities", "pre_forward_kernels", "case", "rank")
+_FWDASV_KEYS = (
+    "device",
+    "measure",
+    "restore_activities",
+    "pre_forward_kernels",
+    "case",
+    "rank",
+    "ops",
+    "attribution",
+)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_STEM = 100
 
@@ -45,35 +64,110 @@ class ProfileError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
+class SourceFrame:
+    """Where a row was called: the first frame in the tracked repository (file relative to
+    the repository's package root, line, function, that line's code) and how often."""
+
+    file: str
+    line: int
+    function: str
+    code: str = ""
+    calls: int = 0
+
+    @property
+    def label(self) -> str:
+        """`tinylm/model.py:57 attention`."""
+        return f"{self.file}:{self.line} {self.function}"
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        """What stays the same when lines above it move: file, function, code."""
+        return (self.file, self.function, self.code)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "code": self.code,
+            "calls": self.calls,
+        }
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> SourceFrame:
+        if not isinstance(data, dict):
+            raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
+        return cls(
+            file=_field(data, "file", str, where),
+            line=_field(data, "line", int, where),
+            function=_field(data, "function", str, where),
+            code=str(data.get("code", "")),
+            calls=int(data.get("calls", 0) or 0),
+        )
+
+
+@dataclass(frozen=True)
 class KernelRow:
-    """One kernel (GPU) or op (CPU) per forward: time, share of the total, launches."""
+    """One kernel (GPU) or op (CPU) per forward: time, share of the total, launches.
+
+    `sources` and `shapes` (fwdasv's, where attributed) say where it was called and
+    on what; `kernels`: an op row's kernels (GPU `ops`).
+    """
 
     name: str
     us: float
     pct: float
     calls: int
     example: str = ""
+    sources: tuple[SourceFrame, ...] = field(default=(), compare=False)
+    shapes: tuple[str, ...] = field(default=(), compare=False)
+    kernels: tuple[KernelRow, ...] = field(default=(), compare=False)
+
+    @property
+    def source(self) -> SourceFrame | None:
+        return self.sources[0] if self.sources else None
 
     def to_json(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "name": self.name,
             "us": self.us,
             "pct": self.pct,
             "calls": self.calls,
             "example": self.example,
         }
+        if self.sources:
+            data["sources"] = [frame.to_json() for frame in self.sources]
+        if self.shapes:
+            data["shapes"] = list(self.shapes)
+        if self.kernels:
+            data["kernels"] = [row.to_json() for row in self.kernels]
+        return data
 
     @classmethod
     def from_json(cls, data: object, where: str) -> KernelRow:
         if not isinstance(data, dict):
             raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
         name = _field(data, "name", str, where)
+        sources = data.get("sources") or []
+        shapes = data.get("shapes") or []
+        kernels = data.get("kernels") or []
+        if not isinstance(sources, list) or not isinstance(kernels, list):
+            raise ProfileError(f"{where}: 'sources' and 'kernels' must be lists")
+        if not isinstance(shapes, list) or not all(isinstance(s, str) for s in shapes):
+            raise ProfileError(f"{where}: 'shapes' must be a list of strings")
         return cls(
             name=name,
             us=float(_field(data, "us", (int, float), where)),
             pct=float(_field(data, "pct", (int, float), where)),
             calls=_field(data, "calls", int, where),
             example=str(data.get("example", "")),
+            sources=tuple(
+                SourceFrame.from_json(f, f"{where}: sources[{i}]") for i, f in enumerate(sources)
+            ),
+            shapes=tuple(shapes),
+            kernels=tuple(
+                KernelRow.from_json(k, f"{where}: kernels[{i}]") for i, k in enumerate(kernels)
+            ),
         )
 
 
@@ -99,6 +193,8 @@ class KernelSummary:
     pre_forward_kernels: tuple[KernelRow, ...] | None = field(default=None, compare=False)
     case: str | None = field(default=None, compare=False)
     rank: int | None = field(default=None, compare=False)
+    ops: tuple[KernelRow, ...] | None = field(default=None, compare=False)
+    attribution: str | None = field(default=None, compare=False)
     extra: Mapping[str, object] = field(default_factory=dict, compare=False)
     source: str = field(default="", compare=False)
 
@@ -131,6 +227,8 @@ class KernelSummary:
             else [row.to_json() for row in self.pre_forward_kernels],
             "case": self.case,
             "rank": self.rank,
+            "ops": None if self.ops is None else [row.to_json() for row in self.ops],
+            "attribution": self.attribution,
         }
         data.update((key, value) for key, value in fwdasv.items() if value is not None)
         data.update(self.extra)
@@ -150,6 +248,10 @@ class KernelSummary:
             raise ProfileError(f"{where}: 'pre_forward_kernels' must be a list")
         measure, case, rank = data.get("measure"), data.get("case"), data.get("rank")
         restore_activities = data.get("restore_activities")
+        ops = data.get("ops")
+        if ops is not None and not isinstance(ops, list):
+            raise ProfileError(f"{where}: 'ops' must be a list")
+        attribution = data.get("attribution")
         return cls(
             replays=_field(data, "replays", int, where),
             span_us=float(_field(data, "span_us", (int, float), where)),
@@ -173,6 +275,10 @@ class KernelSummary:
             ),
             case=None if case is None else str(case),
             rank=None if rank is None else _field(data, "rank", int, where),
+            ops=None
+            if ops is None
+            else tuple(KernelRow.from_json(row, f"{where}: ops[{i}]") for i, row in enumerate(ops)),
+            attribution=None if attribution is None else str(attribution),
             extra={k: v for k, v in data.items() if k not in (*_VLLM_KEYS, *_FWDASV_KEYS)},
             source=where,
         )

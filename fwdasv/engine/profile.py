@@ -17,17 +17,30 @@ On CPU the forward runs eagerly; each run's restore and forward sit in
 labelled ranges (`record_function`), and a row is an aten op's self CPU time
 per forward (median over the forwards) over the ops inside the forward ranges
 only. The trace keeps the restore ranges, labelled.
+
+Then one more eager forward, under the profiler and a dispatch mode, says where
+each row was called (`fwdasv.engine.attribute`): a CPU row's `sources` and
+`shapes`; on a GPU each kernel's launching aten op and source, matched to the
+graph's kernels by their order (`attribution: sequence`; what does not line up
+by kernel name, when the eager forward launches other kernels than the graph),
+and the `ops` rows with
+their kernels under them. It is never timed, and a failure there leaves the
+rows unattributed (`attribution` says why), never the profile failed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import difflib
 import gzip
 import json
 import os
 import re
 import statistics
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -45,6 +58,8 @@ from fwdasv.core.kernels import (
     profile_paths,
 )
 from fwdasv.core.results import ProfileBlock
+from fwdasv.engine import attribute
+from fwdasv.engine.attribute import Attributed, Call, Root
 from fwdasv.engine.capture import StateSnapshot, capture_forward, synchronize
 from fwdasv.targets.base import PreparedForward
 
@@ -59,6 +74,39 @@ _GENERIC_LAUNCHER = re.compile(r"(^|::)(device_kernel|Kernel|kernel|KernelWrappe
 # CuTe DSL kernel names carry per-shape layouts from these markers on.
 _CUTE_DSL_LAYOUT = re.compile(r"_object_at_|_tensorptr")
 _TEMPLATE_ARG_END = re.compile(r"[<>(,]")
+
+
+# What libkineto prints on stderr at every profiler start and stop (and, on a box
+# without a GPU, that it found none), whatever KINETO_LOG_LEVEL says.
+KINETO_NOISE = re.compile(rb"^(USDT|STAGE):\d{4}-\d\d-\d\d [^\]]*\] |gpuGetDeviceCount failed")
+
+
+@contextlib.contextmanager
+def quiet_kineto() -> Iterator[None]:
+    """Run a profiler with file descriptor 2 captured; give back every line but kineto's
+    noise (`KINETO_NOISE`) to stderr afterwards."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no real stderr (embedded): nothing to filter
+        yield
+        return
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [
+                line for line in captured.read().splitlines(True) if not KINETO_NOISE.search(line)
+            ]
+            if kept:
+                sys.stderr.flush()
+                os.write(2, b"".join(kept))
 
 
 class ProfileRunError(UserError, RuntimeError):
@@ -307,6 +355,137 @@ def summarize_cpu(runs: Sequence[OpRun]) -> KernelSummary:
     )
 
 
+def _memcpy_as_one(name: str) -> str:
+    # A graph may run a memcpy node as a copy ("Memcpy DtoD") or as a kernel ("memcpy32_post").
+    return "memcpy" if "memcpy" in name.lower() else name
+
+
+def with_cpu_sources(
+    summary: KernelSummary, found: Attributed, calls: Sequence[Call]
+) -> KernelSummary:
+    """The CPU rows with where they were called and on what shapes."""
+    rows = tuple(
+        replace(
+            row,
+            sources=attribute.frames_of(found.op_sources.get(row.name, Counter()), calls),
+            shapes=attribute.top_shapes(found.op_shapes.get(row.name)),
+        )
+        for row in summary.kernels
+    )
+    attributed = sum(1 for row in rows if row.sources)
+    return replace(
+        summary,
+        kernels=rows,
+        attribution=f"eager forward: {attributed}/{len(rows)} ops with a source",
+    )
+
+
+NO_OP = "(no aten op)"
+
+
+def with_gpu_ops(
+    summary: KernelSummary,
+    events: Iterable[Mapping[str, object]],
+    skip: int,
+    found: Attributed,
+    calls: Sequence[Call],
+) -> KernelSummary:
+    """The kernel rows with their sources, and `ops`: each launching aten op with its
+    kernels under it, from the graph replays' times and the eager forward's launches."""
+    activities = gpu_activities(events)
+    replays = summary.replays
+    per_replay = len(activities) // replays
+    graph = [activities[i * per_replay + skip : (i + 1) * per_replay] for i in range(replays)]
+    eager = [
+        (
+            activity_name(Activity(str(e["name"]), str(e["cat"]), 0.0, 0.0)),
+            # No op event with the launch's External id: the op the dispatch mode saw.
+            op or (calls[call].op if call is not None and 0 <= call < len(calls) else ""),
+            call,
+        )
+        for e, op, call in found.gpu
+    ]
+    names = [activity_name(a) for a in graph[0]]
+    # In order first (one stream: the graph replays what the eager forward launched);
+    # what does not line up, by kernel name.
+    matcher = difflib.SequenceMatcher(
+        a=[_memcpy_as_one(n) for n in names],
+        b=[_memcpy_as_one(e[0]) for e in eager],
+        autojunk=False,
+    )
+    by_index: list[tuple[str, int | None] | None] = [None] * len(names)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            _, op, call = eager[block.b + k]
+            by_index[block.a + k] = (op, call)
+    matched = sum(1 for entry in by_index if entry is not None)
+    if matched == len(names) == len(eager):
+        how = "sequence"
+    else:
+        how = (
+            f"partly by name: {matched} of the graph's {len(names)} activities a forward "
+            f"matched the eager forward's {len(eager)} in order, the rest by kernel name"
+        )
+    common: dict[str, Counter[tuple[str, int | None]]] = {}
+    for name, op, call in eager:
+        common.setdefault(_memcpy_as_one(name), Counter())[(op, call)] += 1
+    for index, entry in enumerate(by_index):
+        if entry is None:
+            options = common.get(_memcpy_as_one(names[index]))
+            by_index[index] = options.most_common(1)[0][0] if options else (NO_OP, None)
+    pairs = [entry for entry in by_index if entry is not None]
+    op_us: dict[str, float] = {}
+    op_calls: Counter[str] = Counter()
+    op_weights: dict[str, Counter[int]] = {}
+    kernel_weights: dict[str, Counter[int]] = {}
+    sub: dict[tuple[str, str], list[Any]] = {}
+    for chunk in graph:
+        for activity, (op, call) in zip(chunk, pairs, strict=True):
+            op = op or NO_OP
+            name = activity_name(activity)
+            op_us[op] = op_us.get(op, 0.0) + activity.dur
+            op_calls[op] += 1
+            entry = sub.setdefault((op, name), [0.0, 0, activity.name])
+            entry[0] += activity.dur
+            entry[1] += 1
+            if call is not None:
+                op_weights.setdefault(op, Counter())[call] += activity.dur
+                kernel_weights.setdefault(name, Counter())[call] += activity.dur
+    grand = sum(op_us.values())
+
+    def pct(us: float) -> float:
+        return round(100 * us / grand, 2) if grand > 0 else 0.0
+
+    ops = []
+    for op, us in op_us.items():
+        kernels = sorted(
+            (
+                KernelRow(name, round(t / replays, 2), pct(t), n // replays, example[:300])
+                for (owner, name), (t, n, example) in sub.items()
+                if owner == op
+            ),
+            key=lambda row: (-row.us, row.name),
+        )
+        ops.append(
+            KernelRow(
+                op,
+                round(us / replays, 2),
+                pct(us),
+                op_calls[op] // replays,
+                op,
+                sources=attribute.frames_of(op_weights.get(op, Counter()), calls),
+                shapes=attribute.top_shapes(found.op_shapes.get(op)),
+                kernels=tuple(kernels),
+            )
+        )
+    ops.sort(key=lambda row: (-row.us, row.name))
+    rows = tuple(
+        replace(row, sources=attribute.frames_of(kernel_weights.get(row.name, Counter()), calls))
+        for row in summary.kernels
+    )
+    return replace(summary, kernels=rows, ops=tuple(ops), attribution=how)
+
+
 # --- profiled runs --------------------------------------------------------------------
 
 
@@ -334,6 +513,7 @@ def _trace_graph_replays(
         synchronize(device)
         activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA]
         with (
+            quiet_kineto(),
             torch.profiler.profile(activities=activities) as prof,
             torch.cuda.nvtx.range(f"forward/{case_name}"),
         ):
@@ -351,13 +531,37 @@ def _trace_eager_forwards(
     with torch.inference_mode():
         snapshot.restore()
         forward()  # lazy init outside the profile
-        with torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
+        with quiet_kineto(), torch.profiler.profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(replays):
                 with record_function(RESTORE_LABEL):
                     snapshot.restore()
                 with record_function(FORWARD_LABEL):
                     forward()
     return prof
+
+
+def _attribution_forward(
+    prepared: PreparedForward, snapshot: StateSnapshot, device: torch.device, roots: Sequence[Root]
+) -> tuple[list[dict[str, Any]], list[Call]]:
+    """One eager forward under the profiler (shapes recorded) and the recording dispatch
+    mode: the chrome trace's events and the calls, for `attribute.attribute_events`."""
+    calls: list[Call] = []
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with torch.inference_mode():
+        snapshot.restore()
+        with (
+            quiet_kineto(),
+            torch.profiler.profile(activities=activities, record_shapes=True) as prof,
+        ):
+            with record_function(RESTORE_LABEL):
+                snapshot.restore()
+            with record_function(FORWARD_LABEL), attribute.recording_mode(roots, calls):
+                prepared.forward()
+            if device.type == "cuda":
+                synchronize(device)
+    return json.loads(chrome_trace(prof))["traceEvents"], calls
 
 
 def _descendants(event: Any) -> list[Any]:
@@ -446,21 +650,34 @@ def profile_case(
     profile_dir: str | os.PathLike[str],
     case_name: str,
     rank: int = 0,
+    roots: Sequence[Root] = (),
 ) -> ProfileBlock:
     """Profile one prepared case and write its files; returns the rank's `profile` block.
 
     `snapshot` must hold the state from before the case was first run (take it
-    before timing): timing leaves the state one step on.
+    before timing): timing leaves the state one step on. `roots`: the tracked
+    repository's directories, whose frames name the rows' sources.
     """
     if device.type == "cuda":
         prof = _trace_graph_replays(prepared, snapshot, device, options.replays, case_name)
         trace_json = chrome_trace(prof)
         events = json.loads(trace_json)["traceEvents"]
-        summary = summarize_gpu(events, options.replays, restore_activity_count(snapshot))
+        skip = restore_activity_count(snapshot)
+        summary = summarize_gpu(events, options.replays, skip)
     else:
         prof = _trace_eager_forwards(prepared, snapshot, options.replays)
         trace_json = chrome_trace(prof)
         summary = summarize_cpu(op_runs(prof, options.replays))
+    try:
+        eager_events, calls = _attribution_forward(prepared, snapshot, device, roots)
+        if device.type == "cuda":
+            found = attribute.attribute_events(eager_events, FORWARD_LABEL, GPU_CATEGORIES)
+            summary = with_gpu_ops(summary, events, skip, found, calls)
+        else:
+            found = attribute.attribute_events(eager_events, FORWARD_LABEL)
+            summary = with_cpu_sources(summary, found, calls)
+    except Exception as error:  # attribution is extra: the timed profile stands without it
+        summary = replace(summary, attribution=f"failed: {type(error).__name__}: {error}")
     written = write_case_profile(profile_dir, case_name, rank, summary, trace_json)
     kernels_path, _ = profile_paths(profile_dir, case_name, rank)
     return profile_block(written, kernels_path)

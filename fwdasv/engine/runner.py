@@ -60,14 +60,24 @@ def _profile(
     device: torch.device,
     profile_dir: str | os.PathLike[str],
     case_name: str,
+    target: str | None = None,
 ) -> ProfileBlock:
     """--profile-dir: profiled runs of their own, after timing; a failure is recorded in
-    the block and keeps the case's timing."""
+    the block and keeps the case's timing. The target's package names the sources."""
+    from fwdasv.engine.attribute import source_roots
     from fwdasv.engine.profile import ProfileOptions, profile_case
 
     free_device_memory(device)
     try:
-        return profile_case(prepared, snapshot, device, ProfileOptions(), profile_dir, case_name)
+        return profile_case(
+            prepared,
+            snapshot,
+            device,
+            ProfileOptions(),
+            profile_dir,
+            case_name,
+            roots=source_roots(target),
+        )
     except Exception as error:
         return ProfileBlock.failed(describe_error(error))
 
@@ -150,7 +160,9 @@ def run_cases(
                         engine=engine_info,
                     )
                     if snapshot is not None and profile_dir is not None:
-                        profile = _profile(prepared, snapshot, device, profile_dir, case.name)
+                        profile = _profile(
+                            prepared, snapshot, device, profile_dir, case.name, config.target
+                        )
                         rank = dataclasses.replace(rank, profile=profile)
                     result = CaseResult.measured(case.name, case.requests, [rank])
                 except Exception as error:  # recorded per case; the others still run
