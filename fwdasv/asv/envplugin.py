@@ -126,7 +126,9 @@ class LinkedVirtualenv(Virtualenv):
             raise util.UserError(str(error)) from None
         vllm_base.activate(env_site_packages(self._path), installed.tree)
         how = "built" if installed.built else "cached"
-        log.info(f"vLLM {commit_hash[:8]} over {self._vllm_base}: {how} in {installed.seconds:.2f} s")
+        log.info(
+            f"vLLM {commit_hash[:8]} over {self._vllm_base}: {how} in {installed.seconds:.2f} s"
+        )
         self._set_installed_commit_hash(commit_hash)
 
     def _setup(self):

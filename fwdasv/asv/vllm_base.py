@@ -100,7 +100,9 @@ class Base:
                     with zipfile.ZipFile(source) as wheel:
                         wheel.extractall(partial)
                 except (OSError, zipfile.BadZipFile) as error:
-                    raise BaseError(f"vllm_base {source}: cannot unpack the wheel: {error}") from None
+                    raise BaseError(
+                        f"vllm_base {source}: cannot unpack the wheel: {error}"
+                    ) from None
                 shutil.rmtree(root, ignore_errors=True)
                 partial.rename(root)
             return cls._checked(root, source)
