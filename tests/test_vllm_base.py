@@ -210,3 +210,42 @@ def test_asv_run_measures_python_commits_over_the_base_and_refuses_the_csrc_one(
     built = [entry["commit"] for entry in installs if entry["built"]]
     assert sorted(built) == sorted(set(history.commits) - {csrc}), "each commit built once"
     assert max(entry["install_s"] for entry in installs) < 10
+
+
+@pytest.mark.slow
+def test_bisect_skips_the_untestable_csrc_commit_and_names_the_slow_one(
+    history, tmp_path, offline, asv_machine_home
+):
+    from fwdasv.analysis.bisect.driver import bisect
+
+    project = AsvProject.load(write_project(tmp_path, history))
+    csrc = history.commits[history.index(CSRC)]
+    slow = history.commits[history.index(SLOW)]
+    lines: list[str] = []
+    result = bisect(
+        project,
+        history.commits[0],
+        history.commits[-1],
+        "vllm_bench.Vllm.time_step",
+        "testbox",
+        echo=lines.append,
+        asv_echo=None,
+    )
+    assert result.first_bad == slow, "\n".join(lines)
+    (probe,) = [p for p in result.probes if p.commit == csrc]
+    assert probe.decided_by == "untestable" and probe.sample_count == 0
+    text = "\n".join(lines)
+    assert f"{csrc[:8]} {CSRC}: untestable ({csrc[:8]}: compiled code differs" in text
+    assert "as `git bisect skip` does" in text
+    # It was never handed to asv: no result file for it.
+    assert not list((project.results_dir / "testbox").glob(f"{csrc[:8]}-*.json"))
+
+
+def test_bisect_refuses_an_untestable_end_with_the_reason(history, tmp_path):
+    from fwdasv.analysis.bisect.driver import bisect
+    from fwdasv.analysis.bisect.environment import BisectError
+
+    project = AsvProject.load(write_project(tmp_path, history))
+    csrc = history.commits[history.index(CSRC)]
+    with pytest.raises(BisectError, match=r"BAD is untestable: .*compiled code differs"):
+        bisect(project, history.commits[0], csrc, "vllm_bench.Vllm.time_step", "testbox")

@@ -368,3 +368,20 @@ def activate(site_packages: Path, tree: Path | None) -> Path:
     partial.write_text(line)
     partial.replace(pth)
     return pth
+
+
+def project_guard(config_path: Path, settings: object, repo: str):
+    """For a project in this mode (its "fwdasv" block names a vllm_base): a function
+    commit -> the refusal line, or None when measurable; None for any other project."""
+    if not isinstance(settings, dict) or not settings.get(CONFIG_KEY):
+        return None
+    from fwdasv.asv.envplugin import VLLM_CACHE
+
+    root = Path(repo)
+    base = Base.open(settings[CONFIG_KEY], config_path.parent / VLLM_CACHE / "base")
+    base_commit = base.commit_in(root, settings.get(COMMIT_KEY))
+
+    def refusal(commit: str) -> str | None:
+        return compiled_change(root, base_commit, commit)
+
+    return refusal
