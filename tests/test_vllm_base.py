@@ -249,3 +249,76 @@ def test_bisect_refuses_an_untestable_end_with_the_reason(history, tmp_path):
     csrc = history.commits[history.index(CSRC)]
     with pytest.raises(BisectError, match=r"BAD is untestable: .*compiled code differs"):
         bisect(project, history.commits[0], csrc, "vllm_bench.Vllm.time_step", "testbox")
+
+
+# --------------------------------------------------------------------------- init --vllm and the history
+
+
+def test_init_vllm_writes_a_project_over_the_base_with_the_shipped_suites(history, tmp_path):
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+
+    directory = tmp_path / "vllm-asv"
+    args = ["init", "--vllm", "--repo", str(history.repo), "--base", str(history.base)]
+    done = CliRunner().invoke(main, [*args, "--dir", str(directory)])
+    assert done.exit_code == 0, done.output
+    assert f"(built at {history.commits[0][:12]})" in done.output
+    config = json.loads((directory / "asv.conf.json").read_text())
+    assert config["fwdasv"]["vllm_base"] == str(history.base)
+    assert config["environment_type"] == "fwdasv"
+    project = AsvProject.load(directory / "asv.conf.json")
+    assert project.verdict_settings().min_effect_pct > 0  # the block stays readable
+    from fwdasv.analysis.remeasure import load_suite_class
+
+    name, suite = load_suite_class(project, "forward.Qwen3_0_6B.track_latency")
+    assert name == "forward.Qwen3_0_6B" and suite.backend == "vllm"
+    again = CliRunner().invoke(main, [*args, "--dir", str(directory)])
+    assert again.exit_code != 0 and "--force" in again.output
+
+
+def test_init_vllm_refuses_a_base_without_vllm_or_an_unknown_commit(history, tmp_path):
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+
+    args = ["init", "--vllm", "--repo", str(history.repo), "--dir", str(tmp_path / "p")]
+    done = CliRunner().invoke(main, [*args, "--base", str(tmp_path)])
+    assert done.exit_code != 0
+    assert "--base" in done.output and "holds no installed vllm/ package" in done.output
+    done = CliRunner().invoke(main, [*args, "--base", str(history.base), "--base-commit", "nope"])
+    assert done.exit_code != 0 and "vllm_base_commit" in done.output
+    assert not (tmp_path / "p" / "asv.conf.json").exists()
+
+
+def test_the_vllm_history_builder_makes_a_measurable_history_with_one_refused_commit(tmp_path):
+    """scripts/make_vllm_history.py over a vLLM-0.33-shaped tree: the slow Qwen3 change,
+    the csrc commit (refused) and its undo (measurable again)."""
+    base = tmp_path / "site"
+    models = base / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (base / "vllm" / "__init__.py").write_text("")
+    (base / "vllm" / "_version.py").write_text("__version__ = version = '0.33.0'\n")
+    (base / "vllm" / "envs.py").write_text("X = 1\n")
+    (base / "vllm" / "_C_stable_libtorch.abi3.so").write_text("compiled\n")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_vllm_history", Path(__file__).parent.parent / "scripts" / "make_vllm_history.py"
+    )
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    (models / "qwen3.py").write_text(
+        "class Attn:\n    def forward(self, q, k, v):\n" + maker.SLOW_OLD
+    )
+    made = maker.build(base, tmp_path / "repo")
+    assert len(made) >= 12
+    repo = tmp_path / "repo"
+    opened = vllm_base.Base.open(base, tmp_path / "unpacked")
+    at = opened.commit_in(repo)
+    assert at == made[0][0]
+    refused = [s for c, s in made if vllm_base.compiled_change(repo, at, c)]
+    assert refused == [maker.CSRC_SUBJECT]
+    slow = next(c for c, s in made if s == maker.SLOW_SUBJECT)
+    assert "attn_output.float()" in git(repo, "show", f"{slow}:vllm/model_executor/models/qwen3.py")
+    assert not git(repo, "ls-files", "*.so")
