@@ -322,3 +322,17 @@ def test_the_vllm_history_builder_makes_a_measurable_history_with_one_refused_co
     slow = next(c for c, s in made if s == maker.SLOW_SUBJECT)
     assert "attn_output.float()" in git(repo, "show", f"{slow}:vllm/model_executor/models/qwen3.py")
     assert not git(repo, "ls-files", "*.so")
+
+
+def test_the_phases_entry_runs_the_timed_shim_and_its_lines_are_read_back(tmp_path):
+    from fwdasv.backends import RunConfig
+    from fwdasv.backends.vllm import argv
+    from fwdasv.backends.vllm_phases import parse_phases
+    from fwdasv.core.cases import parse_case
+
+    config = RunConfig(
+        backend="vllm", model="m", cases=(parse_case("decode=1*1@64"),), entry="phases"
+    )
+    assert argv(config, tmp_path / "o.json")[:2] == ["-m", "fwdasv.backends.vllm_phases"]
+    log = ["[forward] x", "[phase] import_vllm 24.50", "[phase] case:a 1.5", "[phase] case:a 0.5"]
+    assert parse_phases(log) == {"import_vllm": 24.5, "case:a": 2.0}
