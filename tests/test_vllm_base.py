@@ -336,3 +336,13 @@ def test_the_phases_entry_runs_the_timed_shim_and_its_lines_are_read_back(tmp_pa
     assert argv(config, tmp_path / "o.json")[:2] == ["-m", "fwdasv.backends.vllm_phases"]
     log = ["[forward] x", "[phase] import_vllm 24.50", "[phase] case:a 1.5", "[phase] case:a 0.5"]
     assert parse_phases(log) == {"import_vllm": 24.5, "case:a": 2.0}
+
+
+def test_a_commit_that_leaves_vllm_alone_is_all_links_of_the_previous_tree(history, tmp_path):
+    cache = vllm_base.TreeCache(tmp_path / "trees", history.repo, _base(history, tmp_path))
+    first = cache.tree(history.commits[0])
+    docs = cache.tree(history.commits[history.subjects.index("docs: a note")])
+    for name in ("__init__.py", "speed.py"):
+        assert (docs.tree / "vllm" / name).stat().st_ino == (
+            first.tree / "vllm" / name
+        ).stat().st_ino

@@ -309,6 +309,8 @@ class TreeCache:
             self.repo, "diff", "--name-only", "--no-renames", previous, commit, "--", PACKAGE
         ).split("\n")
         changed = [name for name in listed if name]
+        if not changed:  # (ls-tree of no paths would list the whole tree)
+            return
         for name in changed:
             target = work / name
             if target.is_file() or target.is_symlink():
