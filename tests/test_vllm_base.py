@@ -346,3 +346,15 @@ def test_a_commit_that_leaves_vllm_alone_is_all_links_of_the_previous_tree(histo
         assert (docs.tree / "vllm" / name).stat().st_ino == (
             first.tree / "vllm" / name
         ).stat().st_ino
+
+
+def test_init_without_target_or_vllm_says_what_is_needed(history, tmp_path):
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+
+    args = ["init", "--repo", str(history.repo), "--dir", str(tmp_path / "p")]
+    done = CliRunner().invoke(main, args)
+    assert done.exit_code == 1 and "--target PKG.MODULE:CALLABLE is needed" in done.output
+    done = CliRunner().invoke(main, [*args, "--target", "x.y:z", "--base", str(history.base)])
+    assert done.exit_code == 1 and "--base and --base-commit go with --vllm" in done.output
