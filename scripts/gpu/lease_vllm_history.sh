@@ -111,7 +111,8 @@ explain) setup; cd "$proj"
   good=${commits[$((slow - 2))]} bad=${commits[$((slow + 4))]}
   step "fwdasv bisect ${good:0:8}..${bad:0:8} $BENCH --case $CASE (stored samples reused)"
   t0=$(date +%s.%N)
-  timeout 300 $py -m fwdasv bisect "$good..$bad" $BENCH --case "$CASE" --machine $machine \
+  # --factor 1.005: the step is ~1% (bisect's default probe floor is 5%).
+  timeout 300 $py -m fwdasv bisect "$good..$bad" $BENCH --case "$CASE" --machine $machine --factor 1.005 \
     --json "$OUT/bisect.json" > "$OUT/bisect.txt" 2>&1
   echo "exit $? in $(elapsed "$t0") s"; cat "$OUT/bisect.txt"
   step "fwdasv explain (profiles at the slow commit and its parent, vLLM's --profile-dir)"
