@@ -10,52 +10,9 @@ the vLLM install lacks the CLI's server dependencies.
 
 from fwdasv import asvsuite
 from fwdasv.core.cases import SUITES
+from fwdasv.vllm_suites import Llama31_8B, Qwen3_0_6B, Qwen3_0_6B_Verify
 
-
-class Qwen3_0_6B(asvsuite.VllmSuite):
-    """vLLM's default model: decode batches 1/8/32/128 at 1k and 1/8/32 at 8k, prefills, a mixed batch."""
-
-    model = "Qwen/Qwen3-0.6B"
-    local_model = "qwen3-0.6b"
-    max_model_len = 8192
-    cases = (
-        *(c for c in SUITES["vllm-decode"] if c.split("=")[0] != "decode_bs128_8k"),
-        *SUITES["vllm-prefill"],
-        "mix_2k_bs32=2048,32*1@4096",
-    )
-    version = "1"
-
-
-class Qwen3_0_6B_Verify(asvsuite.VllmSuite):
-    """A speculative-verify step (Q = 1 + 3 draft tokens); the target only, no drafter timed."""
-
-    model = "Qwen/Qwen3-0.6B"
-    local_model = "qwen3-0.6b"
-    max_model_len = 8192
-    extra_args = (
-        "--speculative-config",
-        '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "prompt_lookup_min": 2}',
-        "--exclude-drafter",
-    )
-    cases = ("verify_bs16_4k=16*4@4096:3",)
-    version = "1"
-
-
-class Llama31_8B(asvsuite.VllmSuite):
-    """Llama-3.1-8B: decode at 1k and 8k, a 2k prefill and a mixed batch."""
-
-    model = "meta-llama/Llama-3.1-8B"
-    local_model = "llama-3.1-8b"
-    max_model_len = 8192
-    cases = (
-        "decode_bs1_1k=1*1@1024",
-        "decode_bs32_1k=32*1@1024",
-        "decode_bs128_1k=128*1@1024",
-        "decode_bs32_8k=32*1@8192",
-        "prefill_2k=2048",
-        "mix_2k_bs32=2048,32*1@4096",
-    )
-    version = "1"
+__all__ = ["Llama31_8B", "Qwen3_0_6B", "Qwen3_0_6B_Verify"]
 
 
 class CanaryDecoder(asvsuite.TorchSuite):

@@ -14,7 +14,8 @@ carries none of them). Then, one commit each, oldest first:
     6     a Python-only change
     7     a comment in csrc/ (compiled sources differ from the base's: not measurable
           over it)
-    8-11  Python-only changes
+    8     the comment taken out again (compiled sources equal the base's again)
+    9-12  Python-only changes
 
 Prints one line per commit (`HASH SUBJECT`) and writes them to `<out>/../<name>.commits`
 too. The compiled files stay out of git (`.gitignore`): per-commit installs take them from
@@ -34,6 +35,7 @@ from pathlib import Path
 AUTHOR = ["-c", "user.name=fwdasv", "-c", "user.email=fwdasv@localhost"]
 SLOW_SUBJECT = "Qwen3: keep the attention output in float32 across the head merge"
 CSRC_SUBJECT = "csrc: note on the cache kernels' block layout"
+CSRC_UNDO_SUBJECT = "csrc: the block layout note moves to the docs"
 SLOW_OLD = (
     "        attn_output = self.attn(q, k, v)\n        output, _ = self.o_proj(attn_output)\n"
 )
@@ -138,6 +140,10 @@ def build(base: Path, repo: Path) -> list[tuple[str, str]]:
                 repo / "csrc" / "cache_kernels.cu",
                 "// Blocks are [num_blocks, block_size, heads, dim].\n",
             ),
+        ),
+        (
+            CSRC_UNDO_SUBJECT,
+            lambda: (repo / "csrc" / "cache_kernels.cu").write_text(CSRC),
         ),
         (
             "envs: a comment on logging",

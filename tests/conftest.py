@@ -95,7 +95,9 @@ TESTBOX = {
 
 
 def benchmark_suites(base: type, modules: Sequence[Any] | None = None) -> list[type]:
-    """The concrete suites of benchmarks/ (or `modules`) that subclass `base`."""
+    """The concrete suites of benchmarks/ (or `modules`) that subclass `base`: defined there,
+    or re-exported by its `__all__` (benchmarks/forward.py's vLLM suites, from
+    fwdasv.vllm_suites; asv names them by the module that imports them)."""
     import inspect
 
     if modules is None:
@@ -108,7 +110,10 @@ def benchmark_suites(base: type, modules: Sequence[Any] | None = None) -> list[t
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if (
                 issubclass(cls, base)
-                and cls.__module__ == module.__name__
+                and (
+                    cls.__module__ == module.__name__
+                    or cls.__name__ in getattr(module, "__all__", ())
+                )
                 and not inspect.isabstract(cls)
             ):
                 found.append(cls)

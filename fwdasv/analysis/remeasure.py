@@ -4,7 +4,11 @@ A regression found in the history is re-measured by fwdasv itself: each
 commit installed by asv into its own environment (`fwdasv.asv.install`), then
 one bench process of exactly the suite's configuration and one case, started
 the way the suite starts it (`fwdasv.backends`), with the environment's
-interpreter. What comes back is that process's result: its per-sample
+interpreter. Each commit keeps an environment of its own
+(`fwdasv.asv.install.env_dir_for`): A and B of an interleaved re-measure are
+installed once each, and what confirm installed, explain finds installed.
+`per_commit_envs=False` uses the configuration's one environment instead,
+reinstalling at every switch of commit (how confirm ran before). What comes back is that process's result: its per-sample
 medians (confirm judges on the process-level medians) or, with a profile
 directory, its kernel summary (explain diffs two of them).
 """
@@ -18,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.asv.install import InstalledCommit, install_commit
+from fwdasv.asv.install import InstalledCommit, env_dir_for, install_commit
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.backends import BackendUnavailable, RunConfig, RunOutcome, get_backend, launch_bench
 from fwdasv.core import results
@@ -96,12 +100,29 @@ class Remeasurer:
     bench_echo: Callable[[str], None] | None = None
     installed: InstalledCommit | None = None
     runs: int = 0
+    per_commit_envs: bool = True
+    installs: int = 0  # installs that did work (a commit new to its environment)
+    install_s: float = 0.0  # seconds spent in install_commit, reuses included
+    _envs: dict[str, InstalledCommit] = dataclasses.field(default_factory=dict)
 
     def install(self, commit: str) -> InstalledCommit:
-        if self.installed is None or self.installed.commit != commit:
-            self.say(f"  installing {commit[:8]} into asv's environment")
-            self.installed = install_commit(self.project, commit, echo=self.bench_echo)
+        if self.per_commit_envs:
+            if commit not in self._envs:
+                self._envs[commit] = self._install(commit, env_dir_for(self.project, commit))
+            self.installed = self._envs[commit]
+        elif self.installed is None or self.installed.commit != commit:
+            self.installed = self._install(commit, None)
         return self.installed
+
+    def _install(self, commit: str, env_dir: Path | None) -> InstalledCommit:
+        where = "its own environment" if env_dir is not None else "asv's environment"
+        self.say(f"  installing {commit[:8]} into {where}")
+        done = install_commit(self.project, commit, echo=self.bench_echo, env_dir=env_dir)
+        self.installs += int(done.installed)
+        self.install_s += done.seconds
+        if not done.installed:
+            self.say(f"  {commit[:8]}: already installed there")
+        return done
 
     def say(self, line: str) -> None:
         if self.echo is not None:

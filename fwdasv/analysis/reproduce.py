@@ -2,9 +2,9 @@
 
 For a finding (`fwdasv.analysis.findings`), the commits just outside its step
 (`fwdasv.analysis.confirm.ab_indices`: A at the old level, B at the new) are
-installed in turn into asv's environment and measured one bench process at a
-time, A B A B ..., so both see the same machine in the same minutes. The
-verdict is on the process-level medians (`fwdasv.analysis.confirm`), with more
+installed once each, into an environment of its own (`fwdasv.asv.install`),
+and measured one bench process at a time, A B A B ..., so both see the same
+machine in the same minutes. The verdict is on the process-level medians (`fwdasv.analysis.confirm`), with more
 processes while undecided (up to `max_processes` a side), and is appended to
 the verdicts file. A confirmed finding is then explained: the case profiled at
 A and at B, and the kernel (or op) diff stored with the verdict.
@@ -107,6 +107,10 @@ def confirm_findings(
             max_processes=max_processes,
         )
         say(f"  {verdict.summary()}")
+        say(
+            f"  cost: {measurer.installs} install(s) in {measurer.install_s:.1f} s, "
+            f"{interleaved.processes * 2} bench processes"
+        )
         status = verdict.status
         findings.record_verdict(
             project, finding, status=status, confirmation=ConfirmationRecord.of(verdict, a, b)

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import click
 
-from fwdasv.asv.scaffold import DEFAULT_CASES, DEFAULT_THRESHOLD, SuiteSpec, init_project
+from fwdasv.asv.scaffold import (
+    DEFAULT_CASES,
+    DEFAULT_THRESHOLD,
+    InitError,
+    SuiteSpec,
+    init_project,
+    init_vllm_project,
+)
 from fwdasv.core.clitools import CONTEXT, Command
 
 
@@ -30,9 +37,30 @@ def _machine_name() -> str:
 )
 @click.option(
     "--target",
-    required=True,
+    default=None,
     metavar="PKG.MODULE:CALLABLE",
-    help="The factory fwdasv's engine times, in that repository (see fwdasv/targets/base.py).",
+    help="The factory fwdasv's engine times, in that repository (see fwdasv/targets/base.py); "
+    "not with --vllm.",
+)
+@click.option(
+    "--vllm",
+    is_flag=True,
+    help="--repo is a vLLM clone: measure its commits with fwdasv's vLLM suites, each commit's "
+    "Python over the compiled --base (no build, no index).",
+)
+@click.option(
+    "--base",
+    default=None,
+    type=click.Path(exists=True, path_type=Path),
+    help="With --vllm: a vLLM wheel, or a directory holding an installed vllm/ with its compiled "
+    "extensions (a site-packages, the offline bundle's tree).",
+)
+@click.option(
+    "--base-commit",
+    default=None,
+    metavar="REV",
+    help="With --vllm: the commit the base was built from, when the base records none "
+    "(default: its recorded commit, else the tag v<version>).",
 )
 @click.option(
     "--case",
@@ -73,7 +101,10 @@ def _machine_name() -> str:
 )
 def init_command(
     repo: Path,
-    target: str,
+    target: str | None,
+    vllm: bool,
+    base: Path | None,
+    base_commit: str | None,
     cases: tuple[str, ...],
     directory: Path,
     branch: str | None,
@@ -90,6 +121,13 @@ def init_command(
     builds and prepares every case. Refuses to replace an existing project
     unless --force.
     """
+    if vllm:
+        _init_vllm(repo, target, base, base_commit, cases, directory, branch, project, force)
+        return
+    if target is None:
+        raise InitError("--target PKG.MODULE:CALLABLE is needed (or --vllm for a vLLM clone)")
+    if base is not None or base_commit is not None:
+        raise InitError("--base and --base-commit go with --vllm (a vLLM clone)")
     suite = SuiteSpec(target, tuple(cases) or DEFAULT_CASES)
     done = init_project(
         directory,
@@ -126,10 +164,58 @@ def init_command(
         ("fwdasv publish", "the site, in html/"),
         ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
     ]
+    _next_steps(steps)
+
+
+def _next_steps(steps: list[tuple[str, str]]) -> None:
     width = max(len(command) for command, _ in steps)
     click.echo("next:")
     for command, why in steps:
         click.echo(f"  {command:<{width}}  # {why}" if why else f"  {command}")
+
+
+def _init_vllm(
+    repo: Path,
+    target: str | None,
+    base: Path | None,
+    base_commit: str | None,
+    cases: tuple[str, ...],
+    directory: Path,
+    branch: str | None,
+    project: str | None,
+    force: bool,
+) -> None:
+    if target is not None or cases:
+        raise InitError("--vllm writes fwdasv's vLLM suites: drop --target and --case")
+    if base is None:
+        raise InitError(
+            "--vllm needs --base PATH: a vLLM wheel or a directory holding an installed vllm/ "
+            "with its compiled extensions"
+        )
+    written, commit = init_vllm_project(
+        directory, repo, base, base_commit=base_commit, project=project, branch=branch, force=force
+    )
+    config = written.config_path
+    click.echo(
+        f"wrote {config}: asv project {written.raw['project']!r}, branch {written.branches[0]}, "
+        f"each commit's vllm/ over the compiled base {base} (built at {commit[:12]}); commits "
+        "whose compiled sources differ from it are refused"
+    )
+    click.echo(
+        f"wrote {written.benchmark_dir / 'forward.py'}: Qwen3_0_6B, Qwen3_0_6B_Verify, Llama31_8B"
+    )
+    machine = _machine_name()
+    here = Path.cwd().resolve()
+    steps = [] if config.parent == here else [(f"cd {_shown(config.parent, here)}", "")]
+    steps += [
+        (f"fwdasv hw machine --name {machine}", "this box's GPUs for asv"),
+        (
+            f"asv run --record-samples --machine {machine} --bench Qwen3_0_6B ALL",
+            "every commit of the branch over the base",
+        ),
+        ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
+    ]
+    _next_steps(steps)
 
 
 def _shown(path: Path, here: Path) -> str:

@@ -18,18 +18,32 @@ In asv.conf.json (`fwdasv init` writes this):
 
 asv imports a plugin named with a leading dot as a module; this one only
 defines the class, so importing it for any asv command costs nothing.
+
+vLLM over a compiled base (`fwdasv.asv.vllm_base`): with
+
+    "fwdasv": {"vllm_base": "/path/to/site-packages or vllm-X.whl"}
+
+the project is not built or pip-installed at all. At each commit the
+environment gets that commit's vllm/ Python over the base's compiled files (a
+tree built once per commit, under `.fwdasv-vllm/` beside the configuration),
+put first on sys.path; a commit whose compiled sources differ from the base's
+is refused with the reason, and asv records its benchmarks as failed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
+from pathlib import Path
 
 from asv import util
 from asv.console import log
 from asv.plugins.virtualenv import Virtualenv
 
-from fwdasv.asv.envlink import link
+from fwdasv.asv import vllm_base
+from fwdasv.asv.envlink import env_site_packages, link
 
 TOOL_NAME = "fwdasv"
 PLUGIN = ".fwdasv.asv.envplugin"
@@ -42,6 +56,18 @@ INSTALL_COMMAND = [
     "--no-compile --disable-pip-version-check {build_dir}"
 ]
 UNINSTALL_COMMAND: list[str] = []
+VLLM_CACHE = ".fwdasv-vllm"  # beside asv.conf.json: the unpacked wheel and per-commit trees
+
+
+class RefusedInstall(util.ProcessError):
+    """A commit the compiled base cannot serve; asv records its benchmarks as failed."""
+
+    def __init__(self, commit: str, reason: str):
+        super().__init__(["fwdasv-vllm-install", commit], 1, reason, "")
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class LinkedVirtualenv(Virtualenv):
@@ -50,6 +76,11 @@ class LinkedVirtualenv(Virtualenv):
     tool_name = TOOL_NAME
 
     def __init__(self, conf, python, requirements, tagged_env_vars):
+        # Read before asv's __init__, which asks for the install checksum.
+        settings = getattr(conf, TOOL_NAME, None)
+        settings = settings if isinstance(settings, dict) else {}
+        self._vllm_base = settings.get(vllm_base.CONFIG_KEY)
+        self._vllm_base_commit = settings.get(vllm_base.COMMIT_KEY)
         super().__init__(conf, python, requirements, tagged_env_vars)
         # The parent's interpreter: its packages are the ones linked.
         current = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -69,6 +100,36 @@ class LinkedVirtualenv(Virtualenv):
         if conf.uninstall_command is None:
             self._uninstall_command = UNINSTALL_COMMAND
         self._set_commit_hash(self._get_installed_commit_hash())
+
+    def _get_install_checksum(self):
+        # A new base makes every installed commit stale.
+        return [*super()._get_install_checksum(), self._vllm_base, self._vllm_base_commit]
+
+    def install_project(self, conf, repo, commit_hash):
+        if not self._vllm_base:
+            return super().install_project(conf, repo, commit_hash)
+        if self._get_installed_commit_hash() == commit_hash:
+            self._set_commit_hash(commit_hash)
+            return
+        self._set_installed_commit_hash(None)
+        self._set_commit_hash(commit_hash)
+        cache = Path(os.getcwd()) / VLLM_CACHE  # asv runs in the configuration's directory
+        try:
+            installed = install_vllm_commit(
+                cache, Path(repo._path), commit_hash, self._vllm_base, self._vllm_base_commit
+            )
+        except vllm_base.Refused as refused:
+            # asv prints warnings while it builds (errors of a ProcessError are hidden).
+            log.warning(f"fwdasv: {refused}")
+            raise RefusedInstall(commit_hash, str(refused)) from None
+        except vllm_base.BaseError as error:
+            raise util.UserError(str(error)) from None
+        vllm_base.activate(env_site_packages(self._path), installed.tree)
+        how = "built" if installed.built else "cached"
+        log.info(
+            f"vLLM {commit_hash[:8]} over {self._vllm_base}: {how} in {installed.seconds:.2f} s"
+        )
+        self._set_installed_commit_hash(commit_hash)
 
     def _setup(self):
         env = dict(os.environ)
@@ -99,3 +160,28 @@ class LinkedVirtualenv(Virtualenv):
             name = key[4:] if key.startswith("pip+") else key
             declaration = util.ParsedPipDeclaration(f"{name} {val}")
             util.construct_pip_call(self._run_pip, declaration)()
+
+
+def install_vllm_commit(
+    cache: Path, repo: Path, commit: str, base_path: str, base_commit: str | None = None
+) -> vllm_base.Installed:
+    """The commit's tree over the base (built once), after the compiled-code guard; writes
+    one line per install to `cache/installs.jsonl` (what the cost tables read)."""
+    started = time.perf_counter()
+    base = vllm_base.Base.open(base_path, cache / "base")
+    base_hash = base.commit_in(repo, base_commit)
+    reason = vllm_base.compiled_change(repo, base_hash, commit)
+    if reason is not None:
+        raise vllm_base.Refused(reason)
+    installed = vllm_base.TreeCache(cache / "trees", repo, base).tree(commit)
+    entry = {
+        "commit": commit,
+        "built": installed.built,
+        "linked_from": installed.linked_from,
+        "tree_s": round(installed.seconds, 3),
+        "install_s": round(time.perf_counter() - started, 3),
+        "at": time.time(),
+    }
+    with (cache / "installs.jsonl").open("a") as handle:
+        handle.write(json.dumps(entry) + "\n")
+    return installed

@@ -10,7 +10,13 @@ install command), in a subprocess started through `fwdasv.launch`, and
 returns the environment's python. An existing environment installs nothing
 per commit, so it is refused with the reason.
 
-    python -m fwdasv.asv.install --config asv.conf.json --commit HASH
+    python -m fwdasv.asv.install --config asv.conf.json --commit HASH [--env-dir DIR]
+
+`--env-dir` puts the environment under DIR instead of the configuration's
+env_dir: confirm and explain keep one environment per commit there
+(`env_dir_for`), so an interleaved A B A B re-measure installs A and B once
+each, and a commit installed once is found installed next time (asv skips an
+environment whose recorded commit is the one asked for).
 """
 
 from __future__ import annotations
@@ -29,11 +35,21 @@ INSTALL_TIMEOUT_S = 3600.0
 _MARK = "fwdasv-install: "
 
 
+PER_COMMIT_ENVS = ".fwdasv-envs"  # beside asv.conf.json
+
+
 @dataclass(frozen=True)
 class InstalledCommit:
     commit: str
     python: str  # the environment's interpreter
     env_name: str
+    installed: bool = True  # False: the environment held the commit already
+    seconds: float = 0.0  # this call, the subprocess included
+
+
+def env_dir_for(project: AsvProject, commit: str) -> Path:
+    """The environment directory that keeps `commit` installed for re-measures."""
+    return project.config_path.parent / PER_COMMIT_ENVS / commit[:12]
 
 
 def install_commit(
@@ -41,10 +57,16 @@ def install_commit(
     commit: str,
     echo: Callable[[str], None] | None = None,
     python: str = sys.executable,
+    env_dir: Path | None = None,
 ) -> InstalledCommit:
-    """Install `commit` into the project's asv environment; its interpreter."""
+    """Install `commit` into the project's asv environment (or one under `env_dir`); its
+    interpreter."""
+    import time
+
     from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
+    started = time.perf_counter()
+    where = [] if env_dir is None else ["--env-dir", str(env_dir)]
     spec = LaunchSpec(
         args=[
             "-m",
@@ -53,6 +75,7 @@ def install_commit(
             str(project.config_path),
             "--commit",
             commit,
+            *where,
         ],
         python=python,
         timeout_s=INSTALL_TIMEOUT_S,
@@ -78,10 +101,16 @@ def install_commit(
             f"{completed.returncode}, log {log}):\n{tail}"
         )
     data = json.loads(answer[-1])
-    return InstalledCommit(data["commit"], data["python"], data["env_name"])
+    return InstalledCommit(
+        data["commit"],
+        data["python"],
+        data["env_name"],
+        installed=bool(data.get("installed", True)),
+        seconds=time.perf_counter() - started,
+    )
 
 
-def _install(config: str, commit: str) -> dict[str, str]:
+def _install(config: str, commit: str, env_dir: str | None = None) -> dict[str, object]:
     from asv import environment, util
     from asv.config import Config
     from asv.console import log
@@ -91,6 +120,8 @@ def _install(config: str, commit: str) -> dict[str, str]:
     log.enable(False)
     os.chdir(Path(config).resolve().parent)
     conf = Config.load(config)
+    if env_dir is not None:
+        conf.env_dir = str(Path(env_dir).resolve())
     for plugin in conf.plugins:
         plugin_manager.import_plugin(plugin)
     environments = list(environment.get_environments(conf, None))
@@ -105,11 +136,13 @@ def _install(config: str, commit: str) -> dict[str, str]:
     repo.pull()
     commit_hash = repo.get_hash_from_name(commit)
     env.create()
+    already = env.installed_commit_hash == commit_hash
     env.install_project(conf, repo, commit_hash)
     return {
         "commit": commit_hash,
         "python": env.find_executable("python"),
         "env_name": env.name,
+        "installed": not already,
     }
 
 
@@ -117,11 +150,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m fwdasv.asv.install", description=__doc__)
     parser.add_argument("--config", required=True)
     parser.add_argument("--commit", required=True)
+    parser.add_argument("--env-dir", default=None, help="instead of the configuration's env_dir")
     args = parser.parse_args(argv)
     from asv import util
 
     try:
-        result = _install(args.config, args.commit)
+        result = _install(args.config, args.commit, args.env_dir)
     except (util.UserError, util.ProcessError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)

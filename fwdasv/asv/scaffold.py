@@ -429,3 +429,70 @@ def init_project(
     )
     written = write_project(root, config, [suite.source()])
     return Initialized(written, repository, suite, checked, tuple(replaced))
+
+
+# --------------------------------------------------------------------------- init --vllm
+
+VLLM_SUITES_SOURCE = '''"""vLLM's forward latency per commit (written by fwdasv init --vllm).
+
+The suites ship with fwdasv (`fwdasv.vllm_suites`); asv names them by this
+module: forward.Qwen3_0_6B.track_latency, ... Offline, set FWDASV_MODEL_DIR to
+a directory holding the models' configs (qwen3-0.6b/, llama-3.1-8b/) and
+FWDASV_VLLM_ENTRY=module when vLLM lacks its CLI's server dependencies.
+"""
+
+from fwdasv.vllm_suites import Llama31_8B, Qwen3_0_6B, Qwen3_0_6B_Verify
+
+__all__ = ["Llama31_8B", "Qwen3_0_6B", "Qwen3_0_6B_Verify"]
+'''
+
+
+def init_vllm_project(
+    directory: str | os.PathLike[str],
+    repo: str | os.PathLike[str],
+    base: str | os.PathLike[str],
+    *,
+    base_commit: str | None = None,
+    project: str | None = None,
+    branch: str | None = None,
+    force: bool = False,
+) -> tuple[AsvProject, str]:
+    """Write an asv project measuring a vLLM clone's commits over a compiled base.
+
+    The base (a wheel or a directory holding an installed vllm/) and its commit
+    in the clone are checked first; returns the project and the base's commit.
+    """
+    from fwdasv.asv import vllm_base
+
+    root = Path(directory).expanduser().resolve()
+    repository = Repository.open(repo)
+    if root.exists() and not root.is_dir():
+        raise InitError(f"--dir {root} is a file; give a directory for the asv project")
+    replaced = existing_files(root)
+    if replaced and not force:
+        raise InitError(
+            f"{replaced[0]} exists: {root} already holds an asv project; pass --force to "
+            "replace its configuration and suites (results are kept), or choose another --dir"
+        )
+    if branch is None:
+        if repository.branch is None:
+            raise InitError(f"--repo {repository.root} is on a detached HEAD; pass --branch NAME")
+        branch = repository.branch
+    try:
+        opened = vllm_base.Base.open(base, root / envplugin.VLLM_CACHE / "base")
+        commit = opened.commit_in(repository.root, base_commit)
+    except vllm_base.BaseError as error:
+        raise InitError(str(error).replace("vllm_base ", "--base ", 1)) from None
+    config = project_config(_repo_field(repository.root, root), project or "vllm", branch=branch)
+    config["fwdasv"][vllm_base.CONFIG_KEY] = str(Path(base).expanduser().resolve())
+    # The suites read a cached bench run in every benchmark (7 per case): spawn costs
+    # ~0.4 s each, forkserver ~0.01 s; CUDA runs only in the bench processes they launch.
+    config["launch_method"] = "forkserver"
+    if base_commit:
+        config["fwdasv"][vllm_base.COMMIT_KEY] = base_commit
+    benchmarks = root / "benchmarks"
+    benchmarks.mkdir(parents=True, exist_ok=True)
+    write_atomic(benchmarks / "__init__.py", '"""asv suites (written by fwdasv)."""\n')
+    write_atomic(benchmarks / f"{SUITE_MODULE}.py", VLLM_SUITES_SOURCE)
+    write_atomic(root / "asv.conf.json", json.dumps(config, indent=4) + "\n")
+    return AsvProject.load(root / "asv.conf.json"), commit

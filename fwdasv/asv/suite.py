@@ -130,7 +130,9 @@ def log_dir(suite: str) -> Path:
         os.path.expanduser("~"), ".cache", "fwdasv", "logs"
     )
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return Path(base) / f"{suite}-{stamp}-{os.getpid()}"
+    # asv names the commit it measures: a log per commit (the per-commit cost tables read it).
+    commit = os.environ.get("ASV_COMMIT", "")[:8]
+    return Path(base) / "-".join(filter(None, (suite, commit, stamp, str(os.getpid()))))
 
 
 class ForwardSuite(abc.ABC):

@@ -57,8 +57,9 @@ class RunConfig:
     # torch only: "auto", "cpu", "cuda"; and the timer, "auto", "graph" (CUDA) or "host".
     device: str = "auto"
     timer: str = "auto"
-    # vllm only: "cli" (python -m vllm.entrypoints.cli.main bench forward) or
-    # "module" (fwdasv's in-process shim, for installs without vLLM's server deps).
+    # vllm only: "cli" (python -m vllm.entrypoints.cli.main bench forward),
+    # "module" (fwdasv's in-process shim, for installs without vLLM's server deps) or
+    # "phases" (the shim with startup phase timers in the log: fwdasv.backends.vllm_phases).
     entry: str = "cli"
 
     def __post_init__(self) -> None:

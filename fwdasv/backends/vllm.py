@@ -17,12 +17,15 @@ from fwdasv.backends import RunConfig, find_module, visible_gpus
 CLI_ENTRY = ["-m", "vllm.entrypoints.cli.main", "bench", "forward"]
 # fwdasv's in-process shim: the same parser and main, without the CLI's server imports.
 MODULE_ENTRY = ["-m", "fwdasv.backends.vllm_forward"]
+# The same, with startup phase timers on stderr (fwdasv.backends.vllm_phases).
+PHASES_ENTRY = ["-m", "fwdasv.backends.vllm_phases"]
+ENTRIES = {"cli": CLI_ENTRY, "module": MODULE_ENTRY, "phases": PHASES_ENTRY}
 
 
 def argv(config: RunConfig, output_json: Path) -> list[str]:
-    if config.entry not in ("cli", "module"):
-        raise ValueError(f"vLLM entry must be 'cli' or 'module', got {config.entry!r}")
-    args = list(CLI_ENTRY if config.entry == "cli" else MODULE_ENTRY)
+    if config.entry not in ENTRIES:
+        raise ValueError(f"vLLM entry must be one of {', '.join(ENTRIES)}, got {config.entry!r}")
+    args = list(ENTRIES[config.entry])
     args += [
         "--model",
         config.model,

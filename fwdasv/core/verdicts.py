@@ -28,6 +28,8 @@ from typing import Any
 from fwdasv.core.errors import UserError
 
 SETTINGS_KEY = "fwdasv"
+# Read by fwdasv.asv.vllm_base (the install mode), not verdicts: known here so neither is refused.
+INSTALL_KEYS = ("vllm_base", "vllm_base_commit")
 # The smallest step reported, whatever its significance: a 0.5% step must pass it
 # nearly always, or half of the 0.5% steps would be lost to their own estimation
 # error (fwdasv.analysis.detect); below it a step is real but too small to chase on
@@ -82,9 +84,17 @@ class VerdictSettings:
         example = json.dumps(cls().to_json())
         if not isinstance(block, dict):
             raise SettingsError(f"{where} must be an object such as {example}")
-        unknown = sorted(set(block) - {"min_effect_pct", "confirm"})
+        unknown = sorted(set(block) - {"min_effect_pct", "confirm", *INSTALL_KEYS})
         if unknown:
-            raise SettingsError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {example})")
+            raise SettingsError(
+                f"{where}: unknown key(s) {', '.join(unknown)} (known: {example}, and "
+                f"{', '.join(INSTALL_KEYS)} for vLLM over a compiled base)"
+            )
+        for key in INSTALL_KEYS:
+            if key in block and not (isinstance(block[key], str) and block[key]):
+                raise SettingsError(
+                    f"{where}.{key} must be a path or commit (text), not {block[key]!r}"
+                )
         effect = block.get("min_effect_pct", MIN_EFFECT_PCT)
         if isinstance(effect, bool) or not isinstance(effect, int | float) or not effect >= 0:
             raise SettingsError(f"{where}.min_effect_pct must be a number >= 0, not {effect!r}")

@@ -187,6 +187,19 @@ class Bisector:
         self.line = [good_hash, *after_good]
         self.target: BenchmarkCase | None = None
         self.series: StoredSamples | None = None
+        # vLLM over a compiled base: commits it cannot serve are untestable, skipped unmeasured.
+        from fwdasv.asv.vllm_base import BaseError, project_guard
+
+        try:
+            self.refusal = project_guard(
+                self.project.config_path, self.project.raw.get("fwdasv"), self.project.repo
+            )
+        except BaseError as error:
+            raise BisectError(str(error)) from None
+        for label, commit in (("GOOD", self.good_hash), ("BAD", self.bad_hash)):
+            why = self.refusal(commit) if self.refusal else None
+            if why:
+                raise BisectError(f"{label} is untestable: {why}")
 
     @property
     def good_hash(self) -> str:
@@ -279,6 +292,13 @@ class Bisector:
         """Measure one probe until the samples place it (or re-measures run out); verdict
         `failed` when it cannot be measured (a failed build or benchmark)."""
         title = self.subject(commit)
+        why = self.refusal(commit) if self.refusal else None
+        if why:
+            self.say(
+                f"[{count}] {commit[:8]} {title or ''}: untestable ({why}); skipped unmeasured, "
+                "as `git bisect skip` does: the candidate nearest the middle is next"
+            )
+            return Probe(commit, title, Status.FAILED, None, 0, decided_by="untestable")
         stored = len(self.samples(commit))
         if stored < self.need:
             self.measure([commit], f"probe {count}")

@@ -20,7 +20,7 @@ class Probe:
     from_good: StepTest | None = None
     to_bad: StepTest | None = None
     remeasures: int = 0
-    decided_by: str = "samples"  # samples / closer-median (uncertain) / failed
+    decided_by: str = "samples"  # samples / closer-median (uncertain) / failed / untestable
 
 
 @dataclass(frozen=True)
@@ -88,9 +88,11 @@ class BisectResult:
             f"{human_value(self.after_median, self.unit)} ({self.percent:+.1f}%{p}); {runs}"
         )
         if self.skipped:
+            untestable = {p.commit for p in self.probes if p.decided_by == "untestable"}
             line += (
-                f"; could not measure {', '.join(c[:8] for c in self.skipped)}: "
-                "the step may be there"
+                f"; could not measure {', '.join(c[:8] for c in self.skipped)}"
+                + (" (untestable over the compiled base)" if untestable & set(self.skipped) else "")
+                + ": the step may be there"
             )
         if not self.certain:
             line += " (uncertain: some probes were decided by the closer median)"
