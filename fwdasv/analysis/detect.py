@@ -357,7 +357,7 @@ def detect(
         down = log_step < 0
         if down and not improvements:
             continue
-        effect = -100 * math.expm1(-log_step) if down else percent  # the same ratio either way
+        effect = 100 * math.expm1(abs(log_step))  # old / new - 1 for an improvement
         if log_step == 0 or effect < min_effect_pct or not _settled(fit.clean[a:c]):
             continue
         z = abs(log_step) / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b)))
@@ -378,7 +378,15 @@ def detect(
             )
         )
     if edge:
-        out = sorted([*out, *edges(medians, noise, min_effect_pct=min_effect_pct)], key=_order)
+        # An edge within EDGE_MAX commits of a step the fit reports is that step's own
+        # new level seen again (its first commits sit in the edge's reference level).
+        fitted = [s.after_index for s in out if s.status != Status.IMPROVEMENT]
+        near = [
+            e
+            for e in edges(medians, noise, min_effect_pct=min_effect_pct)
+            if all(abs(e.after_index - f) > EDGE_MAX for f in fitted)
+        ]
+        out = sorted([*out, *near], key=_order)
     return out
 
 

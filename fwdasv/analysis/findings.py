@@ -9,6 +9,10 @@ and `fwdasv.analysis.detect` finds the upward steps that noise cannot
 explain. A finding's status:
 
     regression       detected, not (yet) re-measured
+    suspected        at the history's edge (its newest 1-3 commits, or after 2-3 at a
+                     series' start), shown by too few commits to exclude outliers;
+                     re-measured at once by `nightly` and `regressions --confirm`
+    improvement      a downward step (faster), listed with `--improvements`; never gates
     confirmed        an A/B re-measure on one machine reproduced it (`fwdasv confirm`)
     not-reproduced   the re-measure ruled it out
     drift            the machine changed, not the code: the environment canary
@@ -129,6 +133,11 @@ class Finding:
         return self.step.percent
 
     @property
+    def showing_commits(self) -> int:
+        """How many commits show the step: its new level's (its old level's at a series' start)."""
+        return self.step.commits_before if self.step.edge == detect.START else self.step.commits_after
+
+    @property
     def gating(self) -> bool:
         """Whether it fails the findings' check (`fwdasv.analysis.gate.FINDINGS`)."""
         return FINDINGS.fails(self.status)
@@ -178,6 +187,8 @@ class Finding:
             "z_threshold": self.step.z_threshold,
             "commits_before": self.step.commits_before,
             "commits_after": self.step.commits_after,
+            "edge": self.step.edge,
+            "showing_commits": self.showing_commits,
             "threshold_pct": self.min_effect_pct,
             "above_threshold": self.gating,
             "verdict": None if self.verdict is None else self.verdict.to_json(),
@@ -278,6 +289,7 @@ def judge_series(
     *,
     min_effect_pct: float = detect.MIN_EFFECT_PCT,
     include: Callable[[SeriesKey], bool] | None = None,
+    improvements: bool = False,
 ) -> list[Finding]:
     """The findings of a set of series, before any stored verdict: pure, no files, no git.
 
@@ -292,11 +304,14 @@ def judge_series(
         The smallest step reported, in percent (`detect.detect`).
     include
         Which latency series to judge (all when None).
+    improvements
+        Whether downward steps are findings too (status `improvement`).
 
     Returns
     -------
     One `Finding` per upward step (`detect.detect` on the series' own noise,
-    `estimate_noise`), status `drift` where the canary or the clock stepped with
+    `estimate_noise`; at the history's edges `suspected` or `regression` by how
+    many commits show it, see `detect.edges`), status `drift` where the canary or the clock stepped with
     it (`detect.mark_drift`), sorted by machine, environment, benchmark and case,
     then oldest step first; commits, graph parameters and verdicts not yet
     attached (`find` does).
@@ -309,7 +324,9 @@ def judge_series(
             continue
         noise = estimate_noise(series.history)
         medians = series.medians()
-        steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
+        steps = detect.detect(
+            medians, noise, min_effect_pct=min_effect_pct, improvements=improvements
+        )
         for canary_medians, canary_noise in _drift_series(key, all_series):
             steps = detect.mark_drift(steps, canary_medians, canary_noise)
         latest = next((m for m in reversed(medians) if m is not None), None)
@@ -338,12 +355,14 @@ def find(
     bench: Sequence[str] = (),
     min_effect_pct: float | None = None,
     subjects: bool = True,
+    improvements: bool = False,
 ) -> list[Finding]:
     """The findings of `project`'s results (every machine, or `machine`), newest status applied.
 
     The I/O edge of `judge_series`: reads the results, the verdicts file and the
     graph parameters asv publishes under, and (`subjects`) each range's commits
     from git. `min_effect_pct` None: the configuration's (`VerdictSettings`).
+    `improvements`: downward steps too (status `improvement`).
     """
     try:
         patterns = [re.compile(p) for p in bench]
@@ -359,7 +378,9 @@ def find(
     def selected(key: SeriesKey) -> bool:
         return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
 
-    judged = judge_series(order, all_series, min_effect_pct=min_effect_pct, include=selected)
+    judged = judge_series(
+        order, all_series, min_effect_pct=min_effect_pct, include=selected, improvements=improvements
+    )
     graphs: dict[tuple[str, str | None], dict[str, object]] = {}
     out = []
     for finding in judged:
@@ -461,7 +482,7 @@ def apply_verdict(finding: Finding, verdicts: StoredVerdicts) -> Finding:
     """The finding with its stored verdict attached, and its status when the verdict
     re-measured it (confirmed, not-reproduced); drift is never overruled."""
     stored = verdicts.about(finding.ident, finding.before_commit)
-    if stored is None or finding.status == Status.DRIFT:
+    if stored is None or finding.status in (Status.DRIFT, Status.IMPROVEMENT):
         return finding
     status = stored.status
     return replace(
@@ -521,8 +542,11 @@ def _row(finding: Finding) -> list[str]:
         )
     else:
         commits = finding.range_label
+    status = str(finding.status)
+    if finding.step.edge is not None and finding.status in (Status.SUSPECTED, Status.REGRESSION):
+        status += f" ({finding.showing_commits} commit{'s' if finding.showing_commits > 1 else ''})"
     return [
-        finding.status,
+        status,
         finding.key.benchmark,
         finding.key.case,
         finding.key.machine,
@@ -561,8 +585,9 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
             f"### Performance regressions: {tally}\n\n"
             + markdown_table(HEADERS, rows)
             + "\n\nEach series judged by its own run-to-run noise (`noise`); `regression`: "
-            "detected, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
-            "changed, not the code.\n"
+            "detected, `suspected`: at the history's edge, shown by too few commits to rule "
+            "out outliers, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
+            "changed, not the code, `improvement`: faster.\n"
         )
     if fmt == "table":
         if not findings:
