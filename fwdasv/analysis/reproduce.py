@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fwdasv.analysis import confirm, explain, findings
 from fwdasv.analysis.findings import Finding
 from fwdasv.analysis.remeasure import Remeasurer, resolve
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.status import TO_CONFIRM, Status
 from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
 
@@ -69,15 +69,16 @@ def confirm_findings(
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
 ) -> list[Finding]:
-    """Re-measure every `regression` among `found`; returns the findings as now judged."""
+    """Re-measure every `regression` and `suspected` among `found`; returns the findings as
+    now judged."""
 
     def say(line: str) -> None:
         if echo is not None:
             echo(line)
 
-    pending = [f for f in found if f.status == Status.REGRESSION]
+    pending = [f for f in found if f.status in TO_CONFIRM]
     if not pending:
-        say("nothing to confirm: no finding has status 'regression'")
+        say("nothing to confirm: no finding has status 'regression' or 'suspected'")
         return list(found)
     order, all_series = findings.load_series(project)
     for number, finding in enumerate(pending, 1):
