@@ -453,3 +453,47 @@ def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) ->
     }
     assert set(each) == {c.partition("=")[0] for c in CASES}
     assert (case, noise_pct) == max(each.items(), key=lambda item: item[1]) and noise_pct > 0
+
+
+# --- a step among the newest commits of a real repository ---------------------------------
+
+
+def test_a_doubled_mlp_at_the_sixth_of_eight_commits_fails_the_gate_with_no_confirm(
+    tmp_path: Path, asv_machine_home: Path, measuring
+) -> None:
+    """issue 19: an 8-commit repository whose 6th commit doubles the MLP's depth. After
+    `asv run ALL`, `fwdasv regressions` names that commit and exits 1: its new level has
+    3 commits, too few for a level of the fit, but far beyond the history's outliers."""
+    from toy_model import SLOW_SUBJECT, TARGET, build_repo
+
+    from fwdasv.asv import project as asv_project
+    from fwdasv.asv.scaffold import SuiteSpec, init_project
+
+    hashes = build_repo(tmp_path / "mymodel", commits=8, slow_index=5)
+    suite = SuiteSpec(
+        TARGET,
+        ("prefill_512=512",),
+        class_name="MyModel",
+        iters=3,
+        samples=10,
+        warmup_s=0.05,
+        env={"OMP_NUM_THREADS": "1"},
+        launches=1,
+    )
+    project = init_project(
+        tmp_path / "asv", tmp_path / "mymodel", suite, project="mymodel", env_dir=tmp_path / "env"
+    ).project
+    with measuring():
+        lines: list[str] = []
+        asv_project.run_spec(project, "ALL", "testbox", echo=lines.append)
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code == 1, result.output + "\n".join(lines[-30:])
+    data = json.loads(result.output)
+    (found,) = [f for f in data["regressions"] if f["benchmark"].endswith(".track_latency")]
+    assert found["after_commit"] == hashes[5]
+    assert found["status"] == "regression" and found["edge"] == "head"
+    assert found["showing_commits"] == 3
+    assert [c["subject"] for c in found["commits"]] == [SLOW_SUBJECT]
+    assert found["percent"] > 50
+    table = invoke_cli(project)
+    assert "regression (3 commits)" in table.output and hashes[5][:8] in table.output

@@ -135,7 +135,9 @@ class Finding:
     @property
     def showing_commits(self) -> int:
         """How many commits show the step: its new level's (its old level's at a series' start)."""
-        return self.step.commits_before if self.step.edge == detect.START else self.step.commits_after
+        return (
+            self.step.commits_before if self.step.edge == detect.START else self.step.commits_after
+        )
 
     @property
     def gating(self) -> bool:
@@ -192,6 +194,22 @@ class Finding:
             "threshold_pct": self.min_effect_pct,
             "above_threshold": self.gating,
             "verdict": None if self.verdict is None else self.verdict.to_json(),
+            "re_measured": self.re_measured(),
+        }
+
+    def re_measured(self) -> dict[str, str] | None:
+        """The pair the confirmation measured (A, B), why those, and its outcome; None
+        before a confirmation. A and B may be wider than the finding's own pair."""
+        record = self.verdict.confirmation if self.verdict is not None else None
+        if record is None:
+            return None
+        return {
+            "a_commit": record.a_commit,
+            "b_commit": record.b_commit,
+            "pair": record.pair,
+            "finding_pair": self.range_label,
+            "why": record.pair_reason or "(not recorded: a line older than the reason)",
+            "outcome": record.figures.label,
         }
 
 
@@ -379,7 +397,11 @@ def find(
         return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
 
     judged = judge_series(
-        order, all_series, min_effect_pct=min_effect_pct, include=selected, improvements=improvements
+        order,
+        all_series,
+        min_effect_pct=min_effect_pct,
+        include=selected,
+        improvements=improvements,
     )
     graphs: dict[tuple[str, str | None], dict[str, object]] = {}
     out = []
@@ -558,6 +580,18 @@ def _row(finding: Finding) -> list[str]:
     ]
 
 
+RE_MEASURED_HEADER = "re-measured"
+
+
+def _re_measured_cell(finding: Finding) -> str:
+    """The confirmation's pair and outcome (`A..B: undecided at this noise`), or ""."""
+    shown = finding.re_measured()
+    if shown is None:
+        return ""
+    same = shown["pair"] == shown["finding_pair"]
+    return f"{shown['pair']}{'' if same else ' (widened)'}: {shown['outcome']}"
+
+
 def format_findings(findings: Sequence[Finding], fmt: str) -> str:
     gating = sum(f.gating for f in findings)
     if fmt == "json":
@@ -574,6 +608,11 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
             default=str,
         )
     rows = [_row(f) for f in findings]
+    headers = HEADERS
+    if any(f.re_measured() for f in findings):
+        # Which pair the confirmation measured: A and B reach a commit past the finding's.
+        headers = (*HEADERS, RE_MEASURED_HEADER)
+        rows = [[*row, _re_measured_cell(f)] for row, f in zip(rows, findings, strict=True)]
     counts = defaultdict(int)
     for f in findings:
         counts[f.status] += 1
@@ -583,7 +622,7 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
             return "### Performance regressions\n\nNo regressions in the stored results.\n"
         return (
             f"### Performance regressions: {tally}\n\n"
-            + markdown_table(HEADERS, rows)
+            + markdown_table(headers, rows)
             + "\n\nEach series judged by its own run-to-run noise (`noise`); `regression`: "
             "detected, `suspected`: at the history's edge, shown by too few commits to rule "
             "out outliers, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
@@ -592,7 +631,14 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
     if fmt == "table":
         if not findings:
             return "No regressions in the stored results."
-        return text_table(HEADERS, rows) + f"\n\n{len(findings)} finding(s): {tally}"
+        out = text_table(headers, rows)
+        if headers != HEADERS:
+            out += (
+                "\n\nre-measured: the pair the A/B confirmation measured; '(widened)': a "
+                "commit past the finding's own pair each side, as its place is uncertain "
+                "by about a commit"
+            )
+        return out + f"\n\n{len(findings)} finding(s): {tally}"
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 

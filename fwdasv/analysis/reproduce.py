@@ -88,10 +88,11 @@ def confirm_findings(
         target = resolve(project, finding.key.benchmark, finding.key.case)
         workdir = project.results_dir.parent / ".fwdasv-confirm" / f"{a[:8]}-{b[:8]}"
         measurer = Remeasurer(project, target, workdir, echo=echo, bench_echo=bench_echo)
+        reason = confirm.pair_reason(finding.step, a_index, b_index)
         say(
             f"[{number}/{len(pending)}] {finding.key.name} on {finding.key.machine}: "
-            f"{finding.percent:+.2f}% at {finding.range_label}; re-measuring A {a[:8]} and "
-            f"B {b[:8]}, interleaved"
+            f"{finding.status} {finding.percent:+.2f}% at {finding.range_label}; re-measuring "
+            f"A {a[:8]} and B {b[:8]}, interleaved ({reason})"
         )
         interleaved = Interleaved(measurer, a, b, say)
         processes = processes_per_commit(
@@ -110,7 +111,10 @@ def confirm_findings(
         say(f"  {verdict.summary()}")
         status = verdict.status
         findings.record_verdict(
-            project, finding, status=status, confirmation=ConfirmationRecord.of(verdict, a, b)
+            project,
+            finding,
+            status=status,
+            confirmation=ConfirmationRecord.of(verdict, a, b, reason),
         )
         if status == Status.CONFIRMED and run_explain:
             try:
