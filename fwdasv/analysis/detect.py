@@ -63,9 +63,10 @@ commits against the first level after them. An edge is reported when
 
 - every one of its k commits stands EDGE_EACH_Z sigma beyond the reference
   (each commit shows it; `commits_after` says how many), and they are one
-  level: each gap is at least EDGE_LEVEL_FRACTION of the largest, less
-  EDGE_LEVEL_Z sigma (a +1% outlier right before a 2x step is not its first
-  commit), and
+  level: their gaps differ by at most EDGE_LEVEL_Z sd of a difference, or
+  each is at least EDGE_LEVEL_FRACTION of the largest (a slow commit on top
+  of a large step); a +1% outlier right before a 2x step, or a commit 1.5
+  sigma up before a 10-sigma step, is not the step's first commit, and
 - the mean of the k commits has z >= the edge's threshold, which rises as the
   edge shortens (EDGE_Z: 4.5 for one commit, 4.0 for two, 3.6 for three,
   Studentized as the scan's is), and the effect is >= `min_effect_pct`.
@@ -123,8 +124,8 @@ EDGE_START = (3, 2)  # commits before a step at a series' start, tested longest 
 EDGE_MIN_REFERENCE = 2  # commits at the reference level an edge is judged against
 EDGE_Z = {1: 4.5, 2: 4.0, 3: 3.6}  # the mean's normal quantile, by commits at the edge
 EDGE_EACH_Z = 1.5  # sigma each edge commit must stand beyond the reference
-EDGE_LEVEL_FRACTION = 1 / 3  # the edge's commits are one level: each gap >= this of the largest
-EDGE_LEVEL_Z = 3.0  # ... less this many sigma
+EDGE_LEVEL_Z = 3.0  # the edge's commits are one level: their gaps within this many sd apart,
+EDGE_LEVEL_FRACTION = 1 / 3  # or each at least this fraction of the largest
 EDGE_OUTLIER_P = 0.005  # chance of k outliers in a row below which a level excludes them
 HEAD, START = "head", "start"
 
@@ -520,7 +521,8 @@ def _judge_gaps(
     low, high = float(np.min(gaps)), float(np.max(gaps))
     if percent < min_effect_pct or z < needed or low < each:
         return None
-    if low < EDGE_LEVEL_FRACTION * high - EDGE_LEVEL_Z * sigma:
+    spread_ok = high - low <= EDGE_LEVEL_Z * sigma * math.sqrt(2)
+    if not spread_ok and low < EDGE_LEVEL_FRACTION * high:
         return None  # not one level: a slow commit before a larger step, or an outlier
     return (Status.REGRESSION if k >= 2 else Status.SUSPECTED), percent, z, needed, low
 
