@@ -59,6 +59,12 @@ def main() -> None:
     help="Exit 1 on a suspected finding left after the re-measure (undecided), too "
     "[default: only a confirmed regression, or any regression with --no-confirm].",
 )
+@click.option(
+    "--explain/--no-explain",
+    default=True,
+    show_default=True,
+    help="Profile a confirmed regression at both commits and keep the kernel diff.",
+)
 def nightly_command(
     config: str,
     machine: str | None,
@@ -71,6 +77,7 @@ def nightly_command(
     machine_file: str | None,
     confirm: bool | None,
     fail_on_suspected: bool,
+    explain: bool,
 ) -> None:
     """Setup, machine file, asv run, findings, confirm, publish, gate, reset (even on failure).
 
@@ -94,6 +101,7 @@ def nightly_command(
         machine_file=machine_file,
         confirm=confirm,
         fail_on_suspected=fail_on_suspected,
+        explain=explain,
         echo=click.echo,
     )
     raise SystemExit(outcome.status)

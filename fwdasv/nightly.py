@@ -158,6 +158,7 @@ def run_nightly(
     machine_file: str | None = None,
     confirm: bool | None = None,
     fail_on_suspected: bool = False,
+    explain: bool = True,
     echo: Callable[[str], None] = print,
 ) -> NightlyOutcome:
     """The six steps, each returning what it found; the `[nightly]` lines are printed from
@@ -200,7 +201,9 @@ def run_nightly(
         )
         say(step.lines())
         if step.runs:
-            confirm_findings(project, found, echo=lambda line: echo(f"  {line}"))
+            confirm_findings(
+                project, found, run_explain=explain, echo=lambda line: echo(f"  {line}")
+            )
         echo("[nightly] 6/6 asv publish with the findings")
         published = tuple(f for f in publish(project, echo=None) if f.key.machine == this.name)
         gate = nightly_gate(step.confirm, fail_on_suspected).exit_status(
