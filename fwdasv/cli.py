@@ -53,6 +53,18 @@ def main() -> None:
     "without, gate on every regression found [default: asv.conf.json's fwdasv.confirm, "
     "else --confirm].",
 )
+@click.option(
+    "--fail-on-suspected",
+    is_flag=True,
+    help="Exit 1 on a suspected finding left after the re-measure (undecided), too "
+    "[default: only a confirmed regression, or any regression with --no-confirm].",
+)
+@click.option(
+    "--explain/--no-explain",
+    default=True,
+    show_default=True,
+    help="Profile a confirmed regression at both commits and keep the kernel diff.",
+)
 def nightly_command(
     config: str,
     machine: str | None,
@@ -64,11 +76,14 @@ def nightly_command(
     commit: str | None,
     machine_file: str | None,
     confirm: bool | None,
+    fail_on_suspected: bool,
+    explain: bool,
 ) -> None:
     """Setup, machine file, asv run, findings, confirm, publish, gate, reset (even on failure).
 
     Exit status: 0 no confirmed regression, 1 a confirmed regression (with
-    --no-confirm: any regression), 2 the run could not be made (asv failed, a
+    --no-confirm: any regression; a suspected one, a step among the newest 1-3
+    commits, is re-measured the same night), 2 the run could not be made (asv failed, a
     pre-flight check failed).
     """
     from fwdasv.hw.nvml import parse_gpu_selection
@@ -85,6 +100,8 @@ def nightly_command(
         commit=commit,
         machine_file=machine_file,
         confirm=confirm,
+        fail_on_suspected=fail_on_suspected,
+        explain=explain,
         echo=click.echo,
     )
     raise SystemExit(outcome.status)

@@ -13,8 +13,12 @@ returns a value (`MachineStep`, `PreflightStep`, `ConfirmStep`, and the
 `NightlyOutcome` that `run_nightly` returns); what it prints is read from that
 value.
 
+Suspected findings (a step among the newest 1-3 commits, too few to rule out
+outliers) are confirmed the night they appear, with the regressions: the
+night a regression lands, its A/B re-measure decides it.
+
 Exit status: 0 no confirmed regression, 1 a confirmed regression (without
-confirmation: any regression), 2 the run could not be made (asv failed, a
+confirmation: any regression; with `fail_on_suspected`, a suspected one too), 2 the run could not be made (asv failed, a
 pre-flight check failed).
 """
 
@@ -28,7 +32,7 @@ from fwdasv.analysis import findings
 from fwdasv.analysis.gate import nightly_gate
 from fwdasv.analysis.publish import publish
 from fwdasv.analysis.reproduce import confirm_findings
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_output_path
@@ -153,6 +157,8 @@ def run_nightly(
     commit: str | None = None,
     machine_file: str | None = None,
     confirm: bool | None = None,
+    fail_on_suspected: bool = False,
+    explain: bool = True,
     echo: Callable[[str], None] = print,
 ) -> NightlyOutcome:
     """The six steps, each returning what it found; the `[nightly]` lines are printed from
@@ -190,15 +196,19 @@ def run_nightly(
         found = findings.find(project, machine=this.name)
         step = ConfirmStep(
             confirm=confirm and not existing_python,
-            pending=sum(f.status == Status.REGRESSION for f in found),
+            pending=sum(f.status in TO_CONFIRM for f in found),
             existing=bool(confirm and existing_python),
         )
         say(step.lines())
         if step.runs:
-            confirm_findings(project, found, echo=lambda line: echo(f"  {line}"))
+            confirm_findings(
+                project, found, run_explain=explain, echo=lambda line: echo(f"  {line}")
+            )
         echo("[nightly] 6/6 asv publish with the findings")
         published = tuple(f for f in publish(project, echo=None) if f.key.machine == this.name)
-        gate = nightly_gate(step.confirm).exit_status(f.status for f in published)
+        gate = nightly_gate(step.confirm, fail_on_suspected).exit_status(
+            f.status for f in published
+        )
         outcome = NightlyOutcome(
             STATUS_REGRESSION if gate else STATUS_OK, this, preflight, asv_status, step, published
         )

@@ -13,7 +13,16 @@ Scenarios (`fwdasv.analysis.simulate`, 60 commits by default), `--histories` eac
 - `env`: machines of 8 series and a canary, all +1.5% at one commit (a driver,
   a power cap): a series counts as reported when it has a finding left as
   `regression` (fwdasv marks a finding `drift` when the canary steps up at the
-  same commit +-1; asv has no such notion: any jump counts).
+  same commit +-1; asv has no such notion: any jump counts);
+- the edges (issue 19), each with the noise the issue names: `head1-2%` and
+  `head1-2x` (the newest commit steps by 2% at 0.2% noise, by 2x at the drawn
+  noise), `head2-1%` (the newest 2 commits, 1% at 0.05%), `head3-2%` (3, 2% at
+  0.2%: found as `regression`), `start2-2%` (2 commits before a 2% step at the
+  series' start, drawn noise): found when a finding of any status (suspected
+  included) is at the step's commit (+-1). The edge table's `none` row is the
+  same no-step histories, counting any finding, regression or confirmed ones,
+  and confirmed ones after the simulated re-measure (suspected ones are
+  re-measured too, as `nightly` does).
 
 fwdasv + confirm counts only findings the simulated A/B re-measure confirmed
 (`fwdasv.analysis.confirm`, 3 processes a side, up to 12 while undecided; the
@@ -42,14 +51,40 @@ except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.detect import Step, detect, mark_drift
+from fwdasv.analysis.detect import HEAD, START, Step, detect, mark_drift
 from fwdasv.analysis.noise import estimate_noise
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.status import TO_CONFIRM, Status
 
 ASV_THRESHOLDS = (0.05, 0.01, 0.005)
 TOLERANCE = 1  # commits: "at the right commit"
 STEPS = {"step0.5": 0.5, "step1": 1.0, "step2": 2.0}
-SCENARIOS = ("none", *STEPS, "env")
+
+
+@dataclass(frozen=True)
+class EdgeScenario:
+    """A step at a history's edge: `at` commits from the head (HEAD) or before it (START)."""
+
+    where: str
+    at: int
+    pct: float
+    between_pct: float | None  # None: drawn from the simulator's range
+    target: float  # the share that must be found
+    as_regression: bool = False  # found only as `regression` (not `suspected`)
+
+    def index(self, commits: int) -> int:
+        return commits - self.at if self.where == HEAD else self.at
+
+
+EDGES = {
+    "head1-2%": EdgeScenario(HEAD, 1, 2.0, 0.2, 0.95),
+    "head1-2x": EdgeScenario(HEAD, 1, 100.0, None, 1.0),
+    "head2-1%": EdgeScenario(HEAD, 2, 1.0, 0.05, 0.90),
+    "head3-2%": EdgeScenario(HEAD, 3, 2.0, 0.2, 0.95, as_regression=True),
+    "start2-2%": EdgeScenario(START, 2, 2.0, None, 0.95),
+}
+# Appended: the scenarios before keep their seeds.
+SCENARIOS = ("none", *STEPS, "env", *EDGES)
+MIDDLE = ("none", *STEPS, "env")
 SERIES_PER_MACHINE = 8
 
 # The issue's targets.
@@ -57,6 +92,8 @@ TARGET_STEP1 = 0.95
 TARGET_STEP05 = 0.60
 TARGET_FALSE_ALARM = 0.01
 TARGET_ENV = 0.05
+TARGET_EDGE_ANY = 0.05  # no step: histories with any finding (suspected included)
+TARGET_EDGE_ALARM = 0.01  # no step: with a regression or a confirmed finding
 
 
 @dataclass(frozen=True)
@@ -74,6 +111,9 @@ class Outcome:
     processes: tuple[int, ...] = ()  # per confirmation: processes a side
     undecided: int = 0  # confirmations still undecided at the last look
     canary_caught: bool | None = None  # env: the canary's finding at the shift
+    any_finding: bool = False  # fwdasv: a finding of any status (suspected included)
+    found_regression: bool = False  # a finding at the right commit with status regression
+    alarm_any_confirmed: bool = False  # a regression or suspected one the re-measure confirmed
 
 
 def _near(index: int, target: int | None) -> bool:
@@ -96,24 +136,31 @@ def judge_series(
     confirmed: list[Step] = []
     processes: list[int] = []
     undecided = 0
-    for finding in regressions:
+    for finding in (f for f in findings if f.status in TO_CONFIRM):
         verdict = sim.confirm_step(history, finding, noise, rng)
         processes.append(verdict.processes_a)
         undecided += verdict.status == Status.UNDECIDED
         if verdict.status == Status.CONFIRMED:
             confirmed.append(finding)
+    # The middle-of-history figures count the confirmation of regressions, as before.
+    confirmed_regressions = [f for f in confirmed if f.status == Status.REGRESSION]
     jumps = sim.asv_regressions(history, ASV_THRESHOLDS)
     return Outcome(
         scenario=scenario,
         found=any(_near(f.after_index, step_index) for f in findings),
         alarm=bool(regressions),
-        found_confirmed=any(_near(f.after_index, step_index) for f in confirmed),
-        alarm_confirmed=bool(confirmed),
+        found_confirmed=any(_near(f.after_index, step_index) for f in confirmed_regressions),
+        alarm_confirmed=bool(confirmed_regressions),
         asv_found=tuple(any(_near(j[1], step_index) for j in jumps[t]) for t in ASV_THRESHOLDS),
         asv_alarm=tuple(bool(jumps[t]) for t in ASV_THRESHOLDS),
         noise_ratio=noise.noise_pct / history.spec.true_noise_pct,
         processes=tuple(processes),
         undecided=undecided,
+        any_finding=bool(findings),
+        found_regression=any(
+            _near(f.after_index, step_index) and f.status == Status.REGRESSION for f in findings
+        ),
+        alarm_any_confirmed=bool(confirmed),
     )
 
 
@@ -144,7 +191,12 @@ def run_task(task: Task) -> list[Outcome]:
         return out
     shifts = ()
     step_index = None
-    if scenario in STEPS:
+    if scenario in EDGES:
+        edge = EDGES[scenario]
+        fixed = {} if edge.between_pct is None else {"between_pct": edge.between_pct}
+        step_index = edge.index(commits)
+        shifts = (sim.Shift(step_index, edge.pct),)
+    elif scenario in STEPS:
         step_index = sim.random_index(rng, commits)
         shifts = (sim.Shift(step_index, STEPS[scenario]),)
     history = sim.simulate(sim.random_spec(rng, **fixed), rng, commits, shifts)
@@ -237,8 +289,74 @@ class Report:
             )
         return rows
 
+    def edge_rows(self) -> list[tuple[str, list[Rate]]]:
+        """Per edge scenario and detector: found (any status), found as regression."""
+        out = []
+        for name in EDGES:
+            cases = self.of(name)
+            if not cases:
+                continue
+            out.append(
+                (
+                    name,
+                    [
+                        _rate(o.found for o in cases),
+                        _rate(o.found_regression for o in cases),
+                        *(_rate(o.asv_found[k] for o in cases) for k in range(len(ASV_THRESHOLDS))),
+                    ],
+                )
+            )
+        none = self.of("none")
+        out.append(
+            (
+                "none (false alarms)",
+                [
+                    _rate(o.any_finding for o in none),
+                    _rate(o.alarm for o in none),
+                    *(_rate(o.asv_alarm[k] for o in none) for k in range(len(ASV_THRESHOLDS))),
+                ],
+            )
+        )
+        return out
+
+    def edge_confirm_line(self) -> str:
+        none = self.of("none")
+        return (
+            "no step, after the simulated re-measure of every regression and suspected "
+            f"finding (fresh draws): {_rate(o.alarm_any_confirmed for o in none).label()} "
+            "histories with a confirmed finding"
+        )
+
+    def edge_targets(self) -> list[tuple[str, bool]]:
+        rows = dict(self.edge_rows())
+        out = []
+        for name, edge in EDGES.items():
+            if name not in rows:
+                continue
+            rate = rows[name][1 if edge.as_regression else 0]
+            kind = " as regression" if edge.as_regression else ""
+            out.append((f">= {edge.target:.0%} of {name} found{kind}", rate.value >= edge.target))
+        none_any, none_alarm = rows["none (false alarms)"][:2]
+        none = self.of("none")
+        confirmed = _rate(o.alarm_any_confirmed for o in none)
+        out += [
+            (
+                f"<= {TARGET_EDGE_ANY:.0%} of no-step histories with any finding",
+                none_any.value <= TARGET_EDGE_ANY,
+            ),
+            (
+                f"<= {TARGET_EDGE_ALARM:.0%} of no-step histories with a regression",
+                none_alarm.value <= TARGET_EDGE_ALARM,
+            ),
+            (
+                f"<= {TARGET_EDGE_ALARM:.0%} of no-step histories confirmed (suspected re-measured)",
+                confirmed.value <= TARGET_EDGE_ALARM,
+            ),
+        ]
+        return out
+
     def noise_lines(self) -> list[str]:
-        ratios = np.array([o.noise_ratio for o in self.outcomes if o.scenario != "env"])
+        ratios = np.array([o.noise_ratio for o in self.outcomes if o.scenario in MIDDLE[:-1]])
         low, mid, high = np.percentile(ratios, [5, 50, 95])
         within = [np.mean((ratios <= f) & (ratios >= 1 / f)) for f in (1.25, 1.5, 2.0)]
         return [
@@ -294,10 +412,18 @@ class Report:
         return (
             f"seed {self.seed}, {self.commits} commits, {self.histories} histories per scenario "
             f"(none, 0.5%, 1%, 2% steps) + {machines} machines x {SERIES_PER_MACHINE} series "
-            f"with a +1.5% environment shift; {len(self.outcomes)} series, "
+            f"with a +1.5% environment shift + {len(EDGES)} edge scenarios of {self.histories} "
+            f"histories; {len(self.outcomes)} series, "
             f"{self.seconds:.0f} s on {self.workers} worker{'s' if self.workers > 1 else ''}"
         )
 
+
+EDGE_HEADERS = (
+    "edge scenario",
+    "fwdasv: found (any status)",
+    "fwdasv: found as regression",
+    *(f"asv publish {100 * t:g}%" for t in ASV_THRESHOLDS),
+)
 
 HEADERS = (
     "detector",
@@ -317,6 +443,13 @@ def format_text(report: Report) -> str:
         lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)))
     lines += ["", *report.noise_lines(), *report.confirm_lines(), ""]
     lines += [f"{'met ' if ok else 'MISS'} {name}" for name, ok in report.targets()]
+    edge_rows = [[name, *(r.label() for r in rates)] for name, rates in report.edge_rows()]
+    widths = [max(len(str(x)) for x in col) for col in zip(EDGE_HEADERS, *edge_rows, strict=True)]
+    lines.append("")
+    for row in [list(EDGE_HEADERS), *edge_rows]:
+        lines.append("  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True)))
+    lines += ["", report.edge_confirm_line(), ""]
+    lines += [f"{'met ' if ok else 'MISS'} {name}" for name, ok in report.edge_targets()]
     return "\n".join(lines)
 
 
@@ -326,6 +459,14 @@ def format_markdown(report: Report, command: str) -> str:
     table += ["| " + " | ".join(row) + " |" for row in rows]
     notes = [*report.noise_lines(), *report.confirm_lines()]
     targets = [f"- {'met' if ok else '**missed**'}: {name}" for name, ok in report.targets()]
+    edge_table = ["| " + " | ".join(EDGE_HEADERS) + " |", "|" + "---|" * len(EDGE_HEADERS)]
+    edge_table += [
+        "| " + " | ".join([name, *(r.label() for r in rates)]) + " |"
+        for name, rates in report.edge_rows()
+    ]
+    edge_targets = [
+        f"- {'met' if ok else '**missed**'}: {name}" for name, ok in report.edge_targets()
+    ]
     return "\n".join(
         [
             f"Command: `{command}` ({report.header()}).",
@@ -337,6 +478,14 @@ def format_markdown(report: Report, command: str) -> str:
             "Targets:",
             "",
             *targets,
+            "",
+            "Edges (issue 19):",
+            "",
+            *edge_table,
+            "",
+            f"- {report.edge_confirm_line()}",
+            "",
+            *edge_targets,
             "",
         ]
     )

@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.confirm import MAX_PROCESSES, ab_indices, judge_ab, run_confirmation
+from fwdasv.analysis.confirm import (
+    MAX_PROCESSES,
+    Confirmation,
+    ab_indices,
+    judge_ab,
+    pair_reason,
+    run_confirmation,
+)
 from fwdasv.analysis.detect import detect
 from fwdasv.analysis.noise import Noise, estimate_noise
 from fwdasv.analysis.status import Status
@@ -113,3 +120,33 @@ def test_the_re_measured_pair_reaches_one_commit_past_the_finding() -> None:
     medians = history.medians()
     medians[28] = None  # failed in the history: the pair reaches past it
     assert ab_indices(step, medians) == (27, 31)
+
+
+def test_a_run_too_noisy_to_see_a_min_effect_step_is_undecided_at_this_noise() -> None:
+    # issue 20: an interval of about [-17%, +16%] is below a claimed +40% step's half,
+    # but a real +10% step would have come out the same: it rules nothing out.
+    a = [1.0, 1.18, 0.85]
+    b = [1.0, 0.84, 1.17]
+    verdict = judge_ab(a, b, 1.0, claimed_pct=50.0, min_effect_pct=5.0)
+    assert verdict.upper_pct < verdict.tested_pct  # the old rule said not-reproduced
+    assert verdict.status == Status.UNDECIDED and verdict.noise_limited
+    assert verdict.label == "undecided at this noise"
+    assert "could not have excluded a +5% (min-effect) step" in verdict.summary()
+    assert verdict.more_processes > 0
+    # The same spread with a min effect it can resolve rules the claimed step out.
+    quiet = judge_ab([1.0, 1.0005, 0.9995], [1.0, 0.9995, 1.0005], 0.1, claimed_pct=2.0)
+    assert quiet.status == Status.NOT_REPRODUCED and not quiet.noise_limited
+    # Stored and read back, older lines (without the field) read as not noise-limited.
+    assert Confirmation.from_json(verdict.to_json()) == verdict
+    old = {k: v for k, v in quiet.to_json().items() if k not in ("noise_limited", "min_effect_pct")}
+    assert Confirmation.from_json(old).noise_limited is False
+
+
+def test_the_pair_reason_says_when_a_and_b_are_wider_than_the_finding() -> None:
+    history = _history(3, shifts=(sim.Shift(30, 2.0),))
+    (step,) = detect(history.medians(), estimate_noise(history.samples))
+    a, b = ab_indices(step, history.medians())
+    reason = pair_reason(step, a, b)
+    assert (a, b) == (step.before_index - 1, step.after_index + 1)
+    assert "A 1 commit before its last old one and B 1 commit after its first new one" in reason
+    assert pair_reason(step, step.before_index, step.after_index).startswith("the finding's own")

@@ -10,7 +10,8 @@ from fwdasv.analysis.detect import detect, mark_drift, segments
 from fwdasv.analysis.noise import estimate_noise
 from fwdasv.analysis.status import Status
 
-DRIFT, REGRESSION = Status.DRIFT, Status.REGRESSION
+DRIFT, REGRESSION, SUSPECTED = Status.DRIFT, Status.REGRESSION, Status.SUSPECTED
+IMPROVEMENT = Status.IMPROVEMENT
 
 
 def _history(
@@ -61,14 +62,69 @@ def test_detect_reports_nothing_on_a_flat_series_with_outliers() -> None:
         assert detect(medians, noise) == [], seed
 
 
-def test_a_new_level_must_hold_for_several_commits() -> None:
+def test_a_new_level_must_hold_for_several_commits_before_the_fit_reports_it() -> None:
     history = _history(5, between_pct=0.1, shifts=(sim.Shift(56, 2.0),))
     noise = estimate_noise(history.samples)
     medians = history.medians()
     for held in (1, 2, 3):  # commits at the new level so far: not reported, nor moved earlier
-        assert detect(medians[: 56 + held], noise) == [], held
+        assert detect(medians[: 56 + held], noise, edge=False) == [], held
     (step,) = detect(medians, noise)
-    assert (step.after_index, step.commits_after) == (56, 4)
+    assert (step.after_index, step.commits_after, step.edge) == (56, 4, None)
+
+
+def test_a_step_at_the_head_is_reported_at_once_at_the_commit_it_keeps() -> None:
+    history = _history(5, between_pct=0.1, shifts=(sim.Shift(56, 2.0),))
+    noise = estimate_noise(history.samples)
+    medians = history.medians()
+    statuses = {}
+    for held in (1, 2, 3):
+        (step,) = detect(medians[: 56 + held], noise)
+        assert (step.after_index, step.commits_after, step.edge) == (56, held, "head"), held
+        assert step.percent == pytest.approx(2.0, abs=0.5)
+        statuses[held] = step.status
+    # One commit can be an outlier; two or three at one level, far beyond the history's
+    # outliers, cannot.
+    assert statuses == {1: SUSPECTED, 2: REGRESSION, 3: REGRESSION}
+    (held,) = detect(medians, noise)  # the same first commit once the level holds
+    assert held.after_index == 56 and held.edge is None
+
+
+def test_one_slow_commit_at_the_head_is_only_suspected() -> None:
+    history = _history(11, between_pct=0.1)
+    samples = _with(history.samples, 59, 2.5)  # the newest commit is slow
+    medians = [float(np.median(s)) for s in samples]
+    (step,) = detect(medians, estimate_noise(samples))
+    assert (step.after_index, step.commits_after, step.status) == (59, 1, SUSPECTED)
+
+
+def test_a_step_after_two_commits_at_the_start_is_reported() -> None:
+    history = _history(12, between_pct=0.1, shifts=(sim.Shift(2, 2.0),))
+    noise = estimate_noise(history.samples)
+    assert detect(history.medians(), noise, edge=False) == []
+    (step,) = detect(history.medians(), noise)
+    assert (step.before_index, step.after_index, step.edge) == (1, 2, "start")
+    assert (step.commits_before, step.status) == (2, REGRESSION)
+    assert step.percent == pytest.approx(2.0, abs=0.5)
+
+
+def test_the_minimum_effect_applies_at_the_edges() -> None:
+    history = _history(13, between_pct=0.03, within_pct=0.05, shifts=(sim.Shift(57, 0.25),))
+    noise = estimate_noise(history.samples)
+    assert detect(history.medians(), noise) == []
+    (step,) = detect(history.medians(), noise, min_effect_pct=0.1)
+    assert (step.after_index, step.edge) == (57, "head")
+
+
+def test_improvements_are_downward_steps_of_their_own_status() -> None:
+    shifts = (sim.Shift(20, 1.5), sim.Shift(40, -2.0))
+    history = _history(14, between_pct=0.1, shifts=shifts)
+    noise = estimate_noise(history.samples)
+    steps = detect(history.medians(), noise, improvements=True)
+    assert [(s.after_index, s.status) for s in steps] == [(20, REGRESSION), (40, IMPROVEMENT)]
+    assert steps[1].percent == pytest.approx(-2.0, abs=0.3)
+    canary = _history(15, between_pct=0.1, shifts=(sim.Shift(40, -2.0),))
+    marked = mark_drift(steps, canary.medians(), estimate_noise(canary.samples))
+    assert marked[1].status == IMPROVEMENT  # a faster canary does not make it drift
 
 
 def test_detect_separates_several_steps_and_ignores_an_improvement() -> None:

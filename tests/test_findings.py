@@ -88,6 +88,60 @@ def test_judge_series_finds_the_step_of_each_latency_series() -> None:
     assert findings.judge_series(ORDER, everything, include=lambda k: k.case == "prefill") == []
 
 
+def test_a_step_at_the_head_is_found_now_and_keeps_its_identity_and_confirmation(
+    tmp_path: Path,
+) -> None:
+    from fwdasv.analysis.verdict_file import FindingVerdict, append_verdict, read_verdicts
+
+    order = [f"{i:02d}" * 20 for i in range(16)]
+    levels = [1.0] * 12 + [1.03] * 4  # +3% at commit 12
+    full = _series("bench.S.track_latency", levels)
+
+    def judged(commits: int) -> findings.Finding:
+        part = findings.Series(full.key, full.unit, full.params, full.history[:commits])
+        (only,) = findings.judge_series(order[:commits], {part.key: part})
+        return only
+
+    night = judged(13)  # the night the step lands: one commit shows it
+    assert (night.status, night.showing_commits, night.step.edge) == (Status.SUSPECTED, 1, "head")
+    assert night.after_commit == order[12] and not night.gating
+    assert "suspected (1 commit)" in findings.format_findings([night], "table")
+    two = judged(14)
+    assert (two.status, two.showing_commits, two.ident) == (Status.REGRESSION, 2, night.ident)
+    assert two.gating
+    # Confirmed the night it landed (as nightly does), then the level holds: the same
+    # finding (series and first new commit), its confirmation kept.
+    path = tmp_path / findings.VERDICTS_FILE
+    record = _confirmation([1.031, 1.0305, 1.0315], night)
+    append_verdict(
+        path,
+        FindingVerdict(
+            ident=night.ident,
+            recorded_at="2026-12-02T00:00:00Z",
+            before_commit=night.before_commit,
+            range_commits=(night.after_commit,),
+            status=Status.CONFIRMED,
+            confirmation=record,
+        ),
+    )
+    held = findings.apply_verdict(judged(16), read_verdicts(path))
+    assert held.step.edge is None and held.ident == night.ident
+    assert held.status == Status.CONFIRMED and held.verdict.confirmation == record
+    shown = held.to_json()["re_measured"]
+    assert shown["pair"] == f"{night.before_commit[:8]}..{night.after_commit[:8]}"
+    assert "re-measured" in findings.format_findings([held], "table")
+
+
+def test_improvements_are_findings_of_their_own_that_never_gate() -> None:
+    faster = _series("bench.S.track_latency", [1.0] * 6 + [0.9] * 6)
+    assert findings.judge_series(ORDER, {faster.key: faster}) == []  # not a regression
+    (found,) = findings.judge_series(ORDER, {faster.key: faster}, improvements=True)
+    assert found.status == Status.IMPROVEMENT and found.after_commit == ORDER[6]
+    assert found.percent == pytest.approx(-10, abs=0.5) and not found.gating
+    # A stored verdict never turns an improvement into something else.
+    assert findings.apply_verdict(found, findings.StoredVerdicts({})) == found
+
+
 def test_judge_series_takes_a_fallen_gpu_clock_for_drift() -> None:
     latency = _series("bench.S.track_latency", STEPPED)
     clock = _series(
@@ -453,3 +507,81 @@ def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) ->
     }
     assert set(each) == {c.partition("=")[0] for c in CASES}
     assert (case, noise_pct) == max(each.items(), key=lambda item: item[1]) and noise_pct > 0
+
+
+# --- a step among the newest commits of a real repository ---------------------------------
+
+
+def test_a_doubled_mlp_at_the_sixth_of_eight_commits_fails_the_gate_with_no_confirm(
+    tmp_path: Path, asv_machine_home: Path, measuring
+) -> None:
+    """issue 19: an 8-commit repository whose 6th commit doubles the MLP's depth. After
+    `asv run ALL`, `fwdasv regressions` names that commit and exits 1: its new level has
+    3 commits, too few for a level of the fit, but far beyond the history's outliers."""
+    from toy_model import SLOW_SUBJECT, TARGET, build_repo
+
+    from fwdasv.asv import project as asv_project
+    from fwdasv.asv.scaffold import SuiteSpec, init_project
+
+    hashes = build_repo(tmp_path / "mymodel", commits=8, slow_index=5)
+    suite = SuiteSpec(
+        TARGET,
+        ("prefill_512=512",),
+        class_name="MyModel",
+        iters=3,
+        samples=10,
+        warmup_s=0.05,
+        env={"OMP_NUM_THREADS": "1"},
+        launches=1,
+    )
+    project = init_project(
+        tmp_path / "asv", tmp_path / "mymodel", suite, project="mymodel", env_dir=tmp_path / "env"
+    ).project
+    with measuring():
+        lines: list[str] = []
+        asv_project.run_spec(project, "ALL", "testbox", echo=lines.append)
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code == 1, result.output + "\n".join(lines[-30:])
+    data = json.loads(result.output)
+    (found,) = [f for f in data["regressions"] if f["benchmark"].endswith(".track_latency")]
+    assert found["after_commit"] == hashes[5]
+    assert found["status"] == "regression" and found["edge"] == "head"
+    assert found["showing_commits"] == 3
+    assert [c["subject"] for c in found["commits"]] == [SLOW_SUBJECT]
+    assert found["percent"] > 50
+    table = invoke_cli(project)
+    assert "regression (3 commits)" in table.output and hashes[5][:8] in table.output
+
+
+@pytest.mark.slow
+def test_a_suspected_head_passes_the_gate_unless_asked_to_fail(drawn_history) -> None:
+    history = drawn_history("head-suspected", (1.0,) * 10 + (1.1,))
+    result = invoke_cli(history.project, "--format", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.output)["regressions"]
+    assert (found["status"], found["edge"], found["showing_commits"]) == ("suspected", "head", 1)
+    assert found["after_commit"] == history.hashes[-1]
+    strict = invoke_cli(history.project, "--fail-on-suspected")
+    assert strict.exit_code == 1 and "suspected (1 commit)" in strict.output, strict.output
+
+
+@pytest.mark.slow
+def test_an_improvement_is_listed_on_request_and_on_the_site_and_never_gates(
+    drawn_history,
+) -> None:
+    from fwdasv.analysis.publish import publish
+
+    history = drawn_history("improved", (1.0,) * 6 + (0.9,) * 6)
+    plain = invoke_cli(history.project)
+    assert plain.exit_code == 0 and "No regressions" in plain.output, plain.output
+    listed = invoke_cli(history.project, "--improvements", "--format", "json")
+    assert listed.exit_code == 0, listed.output
+    (found,) = json.loads(listed.output)["regressions"]
+    assert found["status"] == "improvement" and found["after_commit"] == history.hashes[6]
+    assert found["percent"] < -5
+    published = publish(history.project, echo=None)
+    assert [f.status for f in published] == [Status.IMPROVEMENT]
+    page = (history.project.html_dir / "fwdasv" / "findings.html").read_text()
+    assert "<td class='improvement'>improvement</td>" in page
+    # asv's own Regressions list holds regressions only.
+    assert (history.project.html_dir / "regressions.json").read_text() == '{"regressions":[]}'

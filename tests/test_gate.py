@@ -11,6 +11,7 @@ from fwdasv.analysis.gate import (
     CONFIRMED_ONLY,
     FINDINGS,
     Gate,
+    findings_gate,
     nightly_gate,
 )
 from fwdasv.analysis.status import Status
@@ -53,3 +54,18 @@ def test_a_gate_is_a_frozen_value_of_status_words() -> None:
     )
     with pytest.raises(AssertionError, match="not status words"):
         Gate("typo", frozenset({"regresion"}))  # type: ignore[arg-type]
+
+
+def test_suspected_alone_passes_by_default_and_fails_when_asked() -> None:
+    assert findings_gate().exit_status([Status.SUSPECTED, Status.DRIFT]) == EXIT_OK
+    assert findings_gate(fail_on_suspected=True).exit_status([Status.SUSPECTED]) == EXIT_FINDING
+    assert findings_gate().exit_status([Status.SUSPECTED, Status.REGRESSION]) == EXIT_FINDING
+    assert nightly_gate(True).exit_status([Status.SUSPECTED]) == EXIT_OK
+    assert nightly_gate(True, fail_on_suspected=True).exit_status([Status.SUSPECTED]) == 1
+    assert nightly_gate(True).exit_status([Status.CONFIRMED]) == EXIT_FINDING
+
+
+def test_an_improvement_never_fails_a_gate() -> None:
+    gates = (FINDINGS, CONFIRMED_ONLY, findings_gate(True), nightly_gate(False, True))
+    for gate in gates:
+        assert gate.exit_status([Status.IMPROVEMENT]) == EXIT_OK, gate.name

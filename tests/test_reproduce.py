@@ -27,7 +27,7 @@ from conftest import measuring_priority
 from fwdasv.analysis import findings
 from fwdasv.analysis.explain import DEFAULT_ROUNDS
 from fwdasv.analysis.reproduce import processes_per_commit
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.status import TO_CONFIRM, Status
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.cli import main
 
@@ -185,7 +185,7 @@ def test_nightly_gates_on_confirmed_findings(demo_history, tmp_path: Path) -> No
     # Other findings of the demo's noisy history (if any) are taken as ruled out, so
     # nightly has nothing left to re-measure here.
     for other in found:
-        if other.status == Status.REGRESSION and other.ident != ours.ident:
+        if other.status in TO_CONFIRM and other.ident != ours.ident:
             findings.record_verdict(project, other, status=Status.NOT_REPRODUCED)
 
     def nightly():

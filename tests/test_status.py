@@ -18,6 +18,8 @@ from fwdasv.analysis.status import (
 # Every word as the JSON, the verdicts file and the tables wrote it before the enum.
 WORDS = {
     "REGRESSION": "regression",
+    "SUSPECTED": "suspected",  # new: a step at the history's edge (issue 19)
+    "IMPROVEMENT": "improvement",  # new: a downward step (issue 21)
     "DRIFT": "drift",
     "CONFIRMED": "confirmed",
     "NOT_REPRODUCED": "not-reproduced",
@@ -62,9 +64,11 @@ def test_a_stored_word_reads_back_as_its_member() -> None:
 def test_each_verdict_takes_its_own_words() -> None:
     assert [str(s) for s in FINDING_STATUSES] == [
         "regression",
+        "suspected",
         "confirmed",
         "not-reproduced",
         "drift",
+        "improvement",
     ]
     assert [str(s) for s in CONFIRMATION_STATUSES] == ["confirmed", "not-reproduced", "undecided"]
     assert [str(s) for s in COMPARISON_STATUSES] == [

@@ -95,9 +95,9 @@ def read_verdicts_of(*verdicts: FindingVerdict):
 
 def test_a_status_word_of_a_newer_fwdasv_is_kept_not_applied() -> None:
     line = json.loads(_verdict(status=Status.CONFIRMED).to_line())
-    line["status"] = "suspected"
+    line["status"] = "escalated"
     verdict = FindingVerdict.from_line(line)
-    assert verdict.status == "suspected" and not isinstance(verdict.status, Status)
+    assert verdict.status == "escalated" and not isinstance(verdict.status, Status)
     assert isinstance(FindingVerdict.from_line({**line, "status": "confirmed"}).status, Status)
 
 

@@ -26,7 +26,7 @@ import click
 from fwdasv.analysis import compare, confirm, explain, export, findings
 from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
-from fwdasv.analysis.gate import COMPARISON, FINDINGS
+from fwdasv.analysis.gate import COMPARISON, findings_gate
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
 from fwdasv.asv.history import History, parse_commit_filter
 from fwdasv.asv.project import AsvError, AsvProject, site_hint
@@ -71,7 +71,19 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSetting
     "--confirm",
     "run_confirm",
     is_flag=True,
-    help="Re-measure each new regression first (`fwdasv confirm`), on this machine.",
+    help="Re-measure each new regression and suspected finding first (`fwdasv confirm`), "
+    "on this machine.",
+)
+@click.option(
+    "--improvements",
+    is_flag=True,
+    help="List the improvements (downward steps, status `improvement`) too; they never gate.",
+)
+@click.option(
+    "--fail-on-suspected",
+    is_flag=True,
+    help="Exit 1 on a suspected finding too (a step at the history's edge that too few "
+    "commits show to rule out outliers) [default: only a regression or confirmed one].",
 )
 def regressions_command(
     config: Path,
@@ -80,33 +92,42 @@ def regressions_command(
     bench: tuple[str, ...],
     min_effect: float | None,
     run_confirm: bool,
+    improvements: bool,
+    fail_on_suspected: bool,
 ) -> None:
     """List the regressions in the stored results, each series judged by its own noise.
 
     Reads asv's results directory directly (no `asv publish` needed). For every
     latency series (benchmark, case, machine, environment) the run-to-run noise
     is estimated from its own history and the upward steps it cannot explain
-    are listed, with their status: regression (detected), confirmed or
-    not-reproduced (by `fwdasv confirm`), drift (the environment canary or the
-    GPU clock stepped at the same commit). Exits 1 on any regression or
-    confirmed finding, 0 otherwise, 2 when the results cannot be read.
+    are listed, with their status: regression (detected), suspected (at the
+    history's edge: the newest 1-3 commits, or 2-3 at a series' start, too few
+    to rule out outliers), confirmed or not-reproduced (by `fwdasv confirm`),
+    drift (the environment canary or the GPU clock stepped at the same commit),
+    improvement (with --improvements). Exits 1 on any regression or confirmed
+    finding (and suspected with --fail-on-suspected), 0 otherwise, 2 when the
+    results cannot be read.
     """
     project = AsvProject.load(config)
-    found = findings.find(project, machine=machine, bench=bench, min_effect_pct=min_effect)
+    found = findings.find(
+        project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
+    )
     if run_confirm:
-        found = _confirm(project, found, machine, bench, min_effect)
+        found = _confirm(project, found, machine, bench, min_effect, improvements)
     click.echo(findings.format_findings(found, fmt))
-    finding(FINDINGS.exit_status(f.status for f in found) != 0)
+    finding(findings_gate(fail_on_suspected).exit_status(f.status for f in found) != 0)
 
 
-def _confirm(project, found, machine, bench, min_effect, **options):
+def _confirm(project, found, machine, bench, min_effect, improvements=False, **options):
     from fwdasv.analysis.reproduce import confirm_findings
 
     def progress(line: str) -> None:
         click.echo(line, err=True)
 
     confirm_findings(project, found, echo=progress, **options)
-    return findings.find(project, machine=machine, bench=bench, min_effect_pct=min_effect)
+    return findings.find(
+        project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
+    )
 
 
 @click.command("confirm", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -139,7 +160,7 @@ def confirm_command(
 ) -> None:
     """Re-measure every regression found: A and B interleaved on this machine, then explain.
 
-    For each finding with status `regression`, the commit before its step (A)
+    For each finding with status `regression` or `suspected`, the commit before its step (A)
     and the one after (B) are installed in turn into asv's environment and
     measured one bench process at a time, A B A B ..., at least 3 processes a
     side (more while undecided). The verdict is on the process-level medians,
@@ -166,7 +187,7 @@ def confirm_command(
     )
     found = findings.find(project, machine=machine, bench=bench)
     click.echo(findings.format_findings(found, fmt))
-    finding(FINDINGS.exit_status(f.status for f in found) != 0)
+    finding(findings_gate().exit_status(f.status for f in found) != 0)
 
 
 @click.command("compare", cls=AnalysisCommand, context_settings=CONTEXT)

@@ -45,6 +45,10 @@ Statuses (one-sided bounds d -+ q se, as percentages):
   max(min_effect_pct, claimed_pct / 2): the run rules out the step the history
   showed (claimed_pct is the finding's size; half of it, because a step found
   by a scan is an overestimate, the winner's curse);
+- `undecided at this noise` (`noise_limited`): the upper bound is below the
+  tested slowdown, but the interval is so wide (its half-width q se at least
+  `min_effect_pct`) that a real step of the minimum effect would have come
+  out the same: the run could not have told it, so it rules nothing out;
 - `undecided`: neither; measure more processes. As Pinpoint adds repeats
   while its verdict is UNKNOWN, `run_confirmation` adds STEP_PROCESSES per
   side up to MAX_PROCESSES (looks at 3, 6, 9, 12 processes: 4 looks at
@@ -93,6 +97,10 @@ class Confirmation:
     dof: float
     tested_pct: float  # the slowdown `not-reproduced` rules out
     more_processes: int = 0  # per side, suggested when undecided
+    # Undecided because the interval could not have excluded a min-effect step (else it
+    # would read not-reproduced): "undecided at this noise".
+    noise_limited: bool = False
+    min_effect_pct: float = MIN_EFFECT_PCT
 
     def __post_init__(self) -> None:
         assert self.status in CONFIRMATION_STATUSES, (
@@ -109,8 +117,8 @@ class Confirmation:
         values: dict[str, object] = {}
         for name, kind in _FIELD_KINDS.items():
             if name not in raw:
-                if name == "more_processes":
-                    continue  # has a default
+                if name in _DEFAULTED:
+                    continue  # has a default (lines written before it existed)
                 raise ValueError(f"confirmation: missing {name!r}")
             values[name] = _checked(name, kind, raw[name])
         status = values["status"]
@@ -119,12 +127,23 @@ class Confirmation:
         values["status"] = Status(status)
         return cls(**values)  # type: ignore[arg-type]
 
+    @property
+    def label(self) -> str:
+        """The status as a reader takes it: `undecided at this noise` where it is that."""
+        return f"{self.status} at this noise" if self.noise_limited else str(self.status)
+
     def summary(self) -> str:
+        why = ""
+        if self.noise_limited:
+            why = (
+                f"; the interval could not have excluded a +{self.min_effect_pct:g}% "
+                "(min-effect) step, so it rules nothing out"
+            )
         return (
-            f"{self.status}: B {self.percent:+.2f}% vs A "
+            f"{self.label}: B {self.percent:+.2f}% vs A "
             f"[{self.lower_pct:+.2f}%, {self.upper_pct:+.2f}%], "
             f"{self.processes_a}+{self.processes_b} processes, sd {self.sd_pct:.3f}% "
-            f"({self.variance})"
+            f"({self.variance}){why}"
         )
 
 
@@ -145,7 +164,10 @@ _FIELD_KINDS = {
     "dof": "float",
     "tested_pct": "float",
     "more_processes": "int",
+    "noise_limited": "bool",
+    "min_effect_pct": "float",
 }
+_DEFAULTED = ("more_processes", "noise_limited", "min_effect_pct")
 assert set(_FIELD_KINDS) == set(Confirmation.__dataclass_fields__), "from_json misses a field"
 
 
@@ -161,6 +183,8 @@ def _checked(name: str, kind: str, value: object) -> object:
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
         return value
     if kind == "str" and isinstance(value, str):
+        return value
+    if kind == "bool" and isinstance(value, bool):
         return value
     raise ValueError(f"confirmation: {name!r} is {value!r}, expected {kind.rstrip('?')}")
 
@@ -197,6 +221,23 @@ def ab_indices(
     valid = [i for i, m in enumerate(medians) if m is not None and math.isfinite(m) and m > 0]
     where_a, where_b = valid.index(step.before_index), valid.index(step.after_index)
     return valid[max(where_a - back, 0)], valid[min(where_b + ahead, len(valid) - 1)]
+
+
+def pair_reason(step: Step, a_index: int, b_index: int) -> str:
+    """Why A and B are the commits re-measured for `step` (its own pair, or widened)."""
+    back = step.before_index - a_index
+    ahead = b_index - step.after_index
+    if back == 0 and ahead == 0:
+        return "the finding's own pair: the last commit at the old level and the first at the new"
+    parts = []
+    if back:
+        parts.append(f"A {back} commit{'s' if back > 1 else ''} before its last old one")
+    if ahead:
+        parts.append(f"B {ahead} commit{'s' if ahead > 1 else ''} after its first new one")
+    return (
+        f"{' and '.join(parts)} (inside its levels): the step's place is uncertain by about "
+        "a commit, so the re-measure tests that the level changed between A and B"
+    )
 
 
 def _pct(log_ratio: float) -> float:
@@ -247,14 +288,21 @@ def judge_ab(
     tested = max(min_effect_pct, (claimed_pct or 0.0) / 2)
     tested_log = math.log1p(tested / 100)
     more = 0
+    min_effect_log = math.log1p(min_effect_pct / 100)
+    # Whether a real step of the minimum effect could have come out below the tested one.
+    noise_limited = q * se >= min_effect_log > 0
     if lower > 0 and d >= math.log1p(min_effect_pct / 200):
         status = Status.CONFIRMED
-    elif upper < tested_log:
+        noise_limited = False
+    elif upper < tested_log and not noise_limited:
         status = Status.NOT_REPRODUCED
     else:
+        noise_limited = noise_limited and upper < tested_log
         status = Status.UNDECIDED
-        # q sqrt(2 v / n) <= tested / 2  <=>  n >= 2 v (2 q / tested)^2
-        needed = math.ceil(2 * sd * sd * (2 * q / tested_log) ** 2) if tested_log > 0 else 0
+        # q sqrt(2 v / n) <= width  <=>  n >= 2 v (q / width)^2, width tested / 2, or
+        # below the minimum effect where that is what the run could not resolve.
+        width = min(tested_log / 2, min_effect_log * 0.9) if noise_limited else tested_log / 2
+        needed = math.ceil(2 * sd * sd * (q / width) ** 2) if width > 0 else 0
         more = max(needed - min(na, nb), 1)
     return Confirmation(
         status=status,
@@ -272,6 +320,8 @@ def judge_ab(
         dof=dof,
         tested_pct=tested,
         more_processes=more,
+        noise_limited=noise_limited,
+        min_effect_pct=min_effect_pct,
     )
 
 

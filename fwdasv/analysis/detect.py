@@ -52,6 +52,40 @@ the scan's length as the maximum of a standardized CUSUM does
 2 ln(ln(n / L) / ln(60 / L)), while the t quantile shrinks with the dof (3.8 at
 200 commits).
 
+Edges (`edges`): the fit above says nothing until a step has MIN_SEGMENT
+commits on each side, so a step among the newest 1-3 commits (the head), or
+after only 2-3 commits at a series' start, would wait for later nights. Each
+edge is tested at its known place, not scanned: the k = 1..EDGE_MAX newest
+commits (raw ln medians: despiking would clip exactly them) against the last
+level of the despiked fit of the commits before them (at least
+EDGE_MIN_REFERENCE), longest edge first; at the start, the first k = 2..3
+commits against the first level after them. An edge is reported when
+
+- every one of its k commits stands EDGE_EACH_Z sigma beyond the reference
+  (each commit shows it; `commits_after` says how many), and they are one
+  level: their gaps differ by at most EDGE_LEVEL_Z sd of a difference, or
+  each is at least EDGE_LEVEL_FRACTION of the largest (a slow commit on top
+  of a large step); a +1% outlier right before a 2x step, or a commit 1.5
+  sigma up before a 10-sigma step, is not the step's first commit, and
+- the mean of the k commits has z >= the edge's threshold, which rises as the
+  edge shortens (EDGE_Z: 4.5 for one commit, 4.0 for two, 3.6 for three,
+  Studentized as the scan's is), and the effect is >= `min_effect_pct`.
+
+Its status says whether the new level can still be outliers. One commit
+always can: `suspected`. For k >= 2 the series' own history says how often a
+commit stands that far out: m of its n commits before the edge lie at least as
+far beyond their own level as the edge's least-standing commit, a rate
+r = (m + 1/2) / (n + 1). k outliers in a row have probability about r^k; when
+that is <= EDGE_OUTLIER_P the level excludes outliers and is a `regression`,
+else `suspected`. (Slow outliers are what interference makes; a history with
+many of them needs more commits before its head counts.) When the level later
+holds MIN_SEGMENT commits, the fit reports it at the same first commit: the
+same finding, as `findings` identifies it (series and first new commit).
+
+Improvements (`improvements=True`): the same fit's downward changes, with
+the same z and effect rules, status `improvement` (settled levels only: an
+improvement is not urgent, it is reported once it holds).
+
 Drift: an environment change (a driver, a power cap, another host) moves every
 series of a machine at once, the canary suite included. `mark_drift` labels a
 finding `drift` when the machine's canary steps up at the same place (+-1
@@ -85,6 +119,15 @@ DRIFT_TOLERANCE = 1  # commits between a finding and the canary's step
 DRIFT_Z = 3.0  # the canary's one-sided z there
 DRIFT_FRACTION = 0.5  # and at least this fraction of the finding's step
 DRIFT_WINDOW = 10  # commits each side the canary's step is measured over
+EDGE_MAX = MIN_SEGMENT - 1  # the longest edge tested: 4 commits are a level of the fit
+EDGE_START = (3, 2)  # commits before a step at a series' start, tested longest first
+EDGE_MIN_REFERENCE = 2  # commits at the reference level an edge is judged against
+EDGE_Z = {1: 4.5, 2: 4.0, 3: 3.6}  # the mean's normal quantile, by commits at the edge
+EDGE_EACH_Z = 1.5  # sigma each edge commit must stand beyond the reference
+EDGE_LEVEL_Z = 3.0  # the edge's commits are one level: their gaps within this many sd apart,
+EDGE_LEVEL_FRACTION = 1 / 3  # or each at least this fraction of the largest
+EDGE_OUTLIER_P = 0.005  # chance of k outliers in a row below which a level excludes them
+HEAD, START = "head", "start"
 
 
 @dataclass(frozen=True)
@@ -116,7 +159,8 @@ class Step:
     noise_pct: float
     commits_before: int
     commits_after: int
-    status: Status = Status.REGRESSION  # or DRIFT (mark_drift)
+    status: Status = Status.REGRESSION  # or SUSPECTED, IMPROVEMENT, DRIFT (mark_drift)
+    edge: str | None = None  # HEAD or START: found by `edges` before a level held
 
     def to_json(self) -> dict[str, float | int | str]:
         return {
@@ -131,6 +175,7 @@ class Step:
             "commits_before": self.commits_before,
             "commits_after": self.commits_after,
             "status": self.status,
+            "edge": self.edge,
         }
 
 
@@ -288,6 +333,8 @@ def detect(
     *,
     min_effect_pct: float = MIN_EFFECT_PCT,
     z0: float = Z_THRESHOLD,
+    edge: bool = True,
+    improvements: bool = False,
 ) -> list[Step]:
     """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
 
@@ -295,7 +342,10 @@ def detect(
     and an effect >= `min_effect_pct`; both levels held for >= MIN_SEGMENT
     commits, and the edge between them does not want to move where one would
     hold fewer (then the new level is still forming: the step is reported
-    once it has held MIN_SEGMENT commits).
+    once it has held MIN_SEGMENT commits). With `edge`, the steps at the
+    series' head and start that no level holds yet (`edges`, status
+    `suspected` or `regression`); with `improvements`, the downward steps
+    too (status `improvement`, negative percent).
     """
     if min_effect_pct < 0:
         raise ValueError(f"min_effect_pct {min_effect_pct} must be >= 0")
@@ -305,9 +355,13 @@ def detect(
         before, after = float(np.mean(fit.clean[a:b])), float(np.mean(fit.clean[b:c]))
         log_step = after - before
         percent = 100 * math.expm1(log_step)
-        if log_step <= 0 or percent < min_effect_pct or not _settled(fit.clean[a:c]):
+        down = log_step < 0
+        if down and not improvements:
             continue
-        z = log_step / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b)))
+        effect = 100 * math.expm1(abs(log_step))  # old / new - 1 for an improvement
+        if log_step == 0 or effect < min_effect_pct or not _settled(fit.clean[a:c]):
+            continue
+        z = abs(log_step) / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b)))
         assert z >= fit.threshold * (1 - 1e-9), f"a change with z {z} < {fit.threshold} survived"
         out.append(
             Step(
@@ -321,9 +375,156 @@ def detect(
                 noise_pct=noise.noise_pct,
                 commits_before=b - a,
                 commits_after=c - b,
+                status=Status.IMPROVEMENT if down else Status.REGRESSION,
             )
         )
+    if edge:
+        # An edge within EDGE_MAX commits of a step the fit reports is that step's own
+        # new level seen again (its first commits sit in the edge's reference level).
+        fitted = [s.after_index for s in out if s.status != Status.IMPROVEMENT]
+        near = [
+            e
+            for e in edges(medians, noise, min_effect_pct=min_effect_pct)
+            if all(abs(e.after_index - f) > EDGE_MAX for f in fitted)
+        ]
+        out = sorted([*out, *near], key=_order)
     return out
+
+
+def _order(step: Step) -> int:
+    return step.after_index
+
+
+def edge_threshold(commits: int, dof: float) -> float:
+    """The z an edge of `commits` commits must reach: EDGE_Z's quantile, Studentized."""
+    return t_isf(NormalDist().cdf(-EDGE_Z[commits]), dof)
+
+
+def _outlier_rate(values: np.ndarray, bounds: list[int], excursion: float, sign: float) -> float:
+    """How often a commit before the edge stands `excursion` (ln) beyond its own level,
+    on the side `sign` (+1 slower): (m + 1/2) / (n + 1)."""
+    m = 0
+    for a, b in itertools.pairwise(bounds):
+        level = float(np.median(values[a:b]))
+        m += int(np.sum(sign * (values[a:b] - level) >= excursion))
+    return (m + 0.5) / (values.size + 1)
+
+
+def edges(
+    medians: Sequence[float | None],
+    noise: Noise,
+    *,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+) -> list[Step]:
+    """Upward steps no level holds yet: at the head (the newest 1-3 commits) or after
+    only 2-3 commits at the start; at most one of each, oldest first (see the module)."""
+    index, logs = _valid(medians)
+    sigma = noise.sigma
+    out = []
+    for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
+        step = _edge(index, logs, logs.size - k, k, sigma, noise, min_effect_pct, HEAD)
+        if step is not None:
+            out.append(step)
+            break
+    # The start: its first k commits are the old level; then, where none is, the same
+    # with one slow commit among them set aside.
+    tries = [(k, drop) for drop in (False, True) for k in EDGE_START]
+    for k, drop in tries:
+        step = _edge(index, logs, k, k, sigma, noise, min_effect_pct, START, drop_slow=drop)
+        if step is not None:
+            out.insert(0, step)
+            break
+    return out
+
+
+def _edge(
+    index: np.ndarray,
+    logs: np.ndarray,
+    split: int,
+    k: int,
+    sigma: float,
+    noise: Noise,
+    min_effect_pct: float,
+    where: str,
+    drop_slow: bool = False,
+) -> Step | None:
+    """The step at `split` (first commit with data at the new level, a position among
+    the commits with data), the k commits of the short side tested against the
+    nearest level of the other side's fit; None when it does not stand out."""
+    head = where == HEAD
+    short = logs[split:] if head else logs[:split]
+    rest = logs[:split] if head else logs[split:]
+    if rest.size < EDGE_MIN_REFERENCE or short.size != k:
+        return None
+    clean = despike(rest, sigma)
+    threshold = z_threshold(int(rest.size), noise.dof)
+    bounds = [*partition(clean / sigma, threshold * threshold), int(rest.size)]
+    a, b = (bounds[-2], bounds[-1]) if head else (bounds[0], bounds[1])
+    reference = float(np.mean(clean[a:b]))
+    n_ref = b - a
+    if n_ref < EDGE_MIN_REFERENCE:
+        return None
+    # ln(new level) - ln(old level): the head is the new level, the start the old one.
+    gaps = short - reference if head else reference - short
+    if not drop_slow:
+        judged = _judge_gaps(gaps, n_ref, sigma, noise, min_effect_pct)
+    else:
+        # A slow commit among the first few (a slow clock state, a busy neighbour) is no
+        # old level: the rest of them, without it, can still show the step; suspected,
+        # since fewer commits show it than the edge has. Of three, the one next to the
+        # step is not set aside (it may be the new level's first: then two is the edge).
+        slow = int(np.argmin(gaps))
+        if head or k < 2 or (k > 2 and slow == k - 1):
+            return None
+        judged = _judge_gaps(np.delete(gaps, slow), n_ref, sigma, noise, min_effect_pct)
+        if judged is not None:
+            judged = (Status.SUSPECTED, *judged[1:])
+            short = np.delete(short, slow)
+    if judged is None:
+        return None
+    status, percent, z, needed, low = judged
+    if status == Status.REGRESSION:
+        # How often this history shows a commit that far out on the edge's side (slower
+        # at the head, faster at the start): k of them in a row are outliers, not a level.
+        rate = _outlier_rate(rest, bounds, low, 1.0 if head else -1.0)
+        if rate**k > EDGE_OUTLIER_P:
+            status = Status.SUSPECTED
+    old, new = (reference, float(np.mean(short))) if head else (float(np.mean(short)), reference)
+    return Step(
+        before_index=int(index[split - 1]),
+        after_index=int(index[split]),
+        before=math.exp(old),
+        after=math.exp(new),
+        percent=percent,
+        z=z,
+        z_threshold=needed,
+        noise_pct=noise.noise_pct,
+        commits_before=n_ref if head else k,
+        commits_after=k if head else n_ref,
+        status=status,
+        edge=where,
+    )
+
+
+def _judge_gaps(
+    gaps: np.ndarray, n_ref: int, sigma: float, noise: Noise, min_effect_pct: float
+) -> tuple[Status, float, float, float, float] | None:
+    """An edge's k gaps (ln, each commit's step from the reference): None when they do
+    not stand out as one level; else (status before the outlier rate, percent, z,
+    z needed, the smallest gap). k >= 2 commits are a `regression` candidate."""
+    k = int(gaps.size)
+    log_step = float(np.mean(gaps))
+    percent = 100 * math.expm1(log_step)
+    z = log_step / (sigma * math.sqrt(1 / k + 1 / n_ref))
+    needed = edge_threshold(k, noise.dof)
+    each = sigma * EDGE_EACH_Z * math.sqrt(1 + 1 / n_ref)
+    low, high = float(np.min(gaps)), float(np.max(gaps))
+    if percent < min_effect_pct or z < needed or low < each:
+        return None
+    spread_ok = high - low <= EDGE_LEVEL_Z * sigma * math.sqrt(2)
+    if not spread_ok and low < EDGE_LEVEL_FRACTION * high:
+        return None  # not one level: a slow commit before a larger step, or an outlier
+    return (Status.REGRESSION if k >= 2 else Status.SUSPECTED), percent, z, needed, low
 
 
 @dataclass(frozen=True)
@@ -377,6 +578,9 @@ def mark_drift(
     """
     out = []
     for step in findings:
+        if step.status == Status.IMPROVEMENT:
+            out.append(step)  # the canary tells a slower machine; a faster step stays
+            continue
         needed = DRIFT_FRACTION * math.log1p(step.percent / 100)
         drift = False
         for offset in range(-tolerance, tolerance + 1):

@@ -9,6 +9,10 @@ and `fwdasv.analysis.detect` finds the upward steps that noise cannot
 explain. A finding's status:
 
     regression       detected, not (yet) re-measured
+    suspected        at the history's edge (its newest 1-3 commits, or after 2-3 at a
+                     series' start), shown by too few commits to exclude outliers;
+                     re-measured at once by `nightly` and `regressions --confirm`
+    improvement      a downward step (faster), listed with `--improvements`; never gates
     confirmed        an A/B re-measure on one machine reproduced it (`fwdasv confirm`)
     not-reproduced   the re-measure ruled it out
     drift            the machine changed, not the code: the environment canary
@@ -129,6 +133,13 @@ class Finding:
         return self.step.percent
 
     @property
+    def showing_commits(self) -> int:
+        """How many commits show the step: its new level's (its old level's at a series' start)."""
+        return (
+            self.step.commits_before if self.step.edge == detect.START else self.step.commits_after
+        )
+
+    @property
     def gating(self) -> bool:
         """Whether it fails the findings' check (`fwdasv.analysis.gate.FINDINGS`)."""
         return FINDINGS.fails(self.status)
@@ -178,9 +189,27 @@ class Finding:
             "z_threshold": self.step.z_threshold,
             "commits_before": self.step.commits_before,
             "commits_after": self.step.commits_after,
+            "edge": self.step.edge,
+            "showing_commits": self.showing_commits,
             "threshold_pct": self.min_effect_pct,
             "above_threshold": self.gating,
             "verdict": None if self.verdict is None else self.verdict.to_json(),
+            "re_measured": self.re_measured(),
+        }
+
+    def re_measured(self) -> dict[str, str] | None:
+        """The pair the confirmation measured (A, B), why those, and its outcome; None
+        before a confirmation. A and B may be wider than the finding's own pair."""
+        record = self.verdict.confirmation if self.verdict is not None else None
+        if record is None:
+            return None
+        return {
+            "a_commit": record.a_commit,
+            "b_commit": record.b_commit,
+            "pair": record.pair,
+            "finding_pair": self.range_label,
+            "why": record.pair_reason or "(not recorded: a line older than the reason)",
+            "outcome": record.figures.label,
         }
 
 
@@ -278,6 +307,7 @@ def judge_series(
     *,
     min_effect_pct: float = detect.MIN_EFFECT_PCT,
     include: Callable[[SeriesKey], bool] | None = None,
+    improvements: bool = False,
 ) -> list[Finding]:
     """The findings of a set of series, before any stored verdict: pure, no files, no git.
 
@@ -292,11 +322,14 @@ def judge_series(
         The smallest step reported, in percent (`detect.detect`).
     include
         Which latency series to judge (all when None).
+    improvements
+        Whether downward steps are findings too (status `improvement`).
 
     Returns
     -------
     One `Finding` per upward step (`detect.detect` on the series' own noise,
-    `estimate_noise`), status `drift` where the canary or the clock stepped with
+    `estimate_noise`; at the history's edges `suspected` or `regression` by how
+    many commits show it, see `detect.edges`), status `drift` where the canary or the clock stepped with
     it (`detect.mark_drift`), sorted by machine, environment, benchmark and case,
     then oldest step first; commits, graph parameters and verdicts not yet
     attached (`find` does).
@@ -309,7 +342,9 @@ def judge_series(
             continue
         noise = estimate_noise(series.history)
         medians = series.medians()
-        steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
+        steps = detect.detect(
+            medians, noise, min_effect_pct=min_effect_pct, improvements=improvements
+        )
         for canary_medians, canary_noise in _drift_series(key, all_series):
             steps = detect.mark_drift(steps, canary_medians, canary_noise)
         latest = next((m for m in reversed(medians) if m is not None), None)
@@ -338,12 +373,14 @@ def find(
     bench: Sequence[str] = (),
     min_effect_pct: float | None = None,
     subjects: bool = True,
+    improvements: bool = False,
 ) -> list[Finding]:
     """The findings of `project`'s results (every machine, or `machine`), newest status applied.
 
     The I/O edge of `judge_series`: reads the results, the verdicts file and the
     graph parameters asv publishes under, and (`subjects`) each range's commits
     from git. `min_effect_pct` None: the configuration's (`VerdictSettings`).
+    `improvements`: downward steps too (status `improvement`).
     """
     try:
         patterns = [re.compile(p) for p in bench]
@@ -359,7 +396,13 @@ def find(
     def selected(key: SeriesKey) -> bool:
         return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
 
-    judged = judge_series(order, all_series, min_effect_pct=min_effect_pct, include=selected)
+    judged = judge_series(
+        order,
+        all_series,
+        min_effect_pct=min_effect_pct,
+        include=selected,
+        improvements=improvements,
+    )
     graphs: dict[tuple[str, str | None], dict[str, object]] = {}
     out = []
     for finding in judged:
@@ -461,7 +504,7 @@ def apply_verdict(finding: Finding, verdicts: StoredVerdicts) -> Finding:
     """The finding with its stored verdict attached, and its status when the verdict
     re-measured it (confirmed, not-reproduced); drift is never overruled."""
     stored = verdicts.about(finding.ident, finding.before_commit)
-    if stored is None or finding.status == Status.DRIFT:
+    if stored is None or finding.status in (Status.DRIFT, Status.IMPROVEMENT):
         return finding
     status = stored.status
     return replace(
@@ -521,8 +564,11 @@ def _row(finding: Finding) -> list[str]:
         )
     else:
         commits = finding.range_label
+    status = str(finding.status)
+    if finding.step.edge is not None and finding.status in (Status.SUSPECTED, Status.REGRESSION):
+        status += f" ({finding.showing_commits} commit{'s' if finding.showing_commits > 1 else ''})"
     return [
-        finding.status,
+        status,
         finding.key.benchmark,
         finding.key.case,
         finding.key.machine,
@@ -532,6 +578,18 @@ def _row(finding: Finding) -> list[str]:
         f"{finding.percent:+.2f}%",
         f"{finding.noise.noise_pct:.2f}%",
     ]
+
+
+RE_MEASURED_HEADER = "re-measured"
+
+
+def _re_measured_cell(finding: Finding) -> str:
+    """The confirmation's pair and outcome (`A..B: undecided at this noise`), or ""."""
+    shown = finding.re_measured()
+    if shown is None:
+        return ""
+    same = shown["pair"] == shown["finding_pair"]
+    return f"{shown['pair']}{'' if same else ' (widened)'}: {shown['outcome']}"
 
 
 def format_findings(findings: Sequence[Finding], fmt: str) -> str:
@@ -550,6 +608,11 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
             default=str,
         )
     rows = [_row(f) for f in findings]
+    headers = HEADERS
+    if any(f.re_measured() for f in findings):
+        # Which pair the confirmation measured: A and B reach a commit past the finding's.
+        headers = (*HEADERS, RE_MEASURED_HEADER)
+        rows = [[*row, _re_measured_cell(f)] for row, f in zip(rows, findings, strict=True)]
     counts = defaultdict(int)
     for f in findings:
         counts[f.status] += 1
@@ -559,15 +622,23 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
             return "### Performance regressions\n\nNo regressions in the stored results.\n"
         return (
             f"### Performance regressions: {tally}\n\n"
-            + markdown_table(HEADERS, rows)
+            + markdown_table(headers, rows)
             + "\n\nEach series judged by its own run-to-run noise (`noise`); `regression`: "
-            "detected, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
-            "changed, not the code.\n"
+            "detected, `suspected`: at the history's edge, shown by too few commits to rule "
+            "out outliers, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
+            "changed, not the code, `improvement`: faster.\n"
         )
     if fmt == "table":
         if not findings:
             return "No regressions in the stored results."
-        return text_table(HEADERS, rows) + f"\n\n{len(findings)} finding(s): {tally}"
+        out = text_table(headers, rows)
+        if headers != HEADERS:
+            out += (
+                "\n\nre-measured: the pair the A/B confirmation measured; '(widened)': a "
+                "commit past the finding's own pair each side, as its place is uncertain "
+                "by about a commit"
+            )
+        return out + f"\n\n{len(findings)} finding(s): {tally}"
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 

@@ -8,15 +8,18 @@ to exit statuses itself.
 
     FINDINGS         regressions, confirm, publish's count, nightly --no-confirm,
                      the demo's "something to confirm": a regression (detected, not
-                     yet re-measured) or a confirmed one fails; not-reproduced and
-                     drift do not
+                     yet re-measured) or a confirmed one fails; suspected,
+                     not-reproduced, drift and improvement do not
     CONFIRMED_ONLY   nightly with confirmation: only a confirmed regression fails
                      (an unconfirmed one was re-measured and left undecided)
     COMPARISON       compare and explain (two commits): worse, or newly failing
 
-To extend a rule (a `suspected` status that fails, an improvement that does
-not), add the status to the gate's `failing` set; a new kind of failure (results
-that cannot be read) is a new field with its default, read by `exit_status`.
+`suspected` (a step at the history's edge that one or a few commits show and
+that could still be outliers) does not fail by default: one slow commit at the
+head of a history is a few % of nights, and `nightly` and `regressions
+--confirm` re-measure a suspected finding the night it appears, so it fails
+as `confirmed` when it is real. `strict` (the commands' `--fail-on-suspected`)
+adds it to a gate's failing set. An improvement never fails any gate.
 """
 
 from __future__ import annotations
@@ -61,6 +64,22 @@ CONFIRMED_ONLY = Gate("confirmed-only", frozenset({Status.CONFIRMED}))
 COMPARISON = Gate("comparison", frozenset({Status.WORSE, Status.FAILED}))
 
 
-def nightly_gate(confirm: bool) -> Gate:
-    """Nightly's gate: a confirmed regression when it re-measures, else any regression."""
-    return CONFIRMED_ONLY if confirm else FINDINGS
+def strict(gate: Gate, fail_on_suspected: bool = True) -> Gate:
+    """`gate`, with `suspected` failing too when `fail_on_suspected` (else `gate` itself)."""
+    if not fail_on_suspected:
+        return gate
+    return Gate(f"{gate.name}+suspected", gate.failing | {Status.SUSPECTED})
+
+
+def findings_gate(fail_on_suspected: bool = False) -> Gate:
+    """The findings' gate: a regression or a confirmed one; suspected ones if asked."""
+    return strict(FINDINGS, fail_on_suspected)
+
+
+def nightly_gate(confirm: bool, fail_on_suspected: bool = False) -> Gate:
+    """Nightly's gate: a confirmed regression when it re-measures, else any regression;
+    suspected ones too if asked."""
+    return strict(CONFIRMED_ONLY if confirm else FINDINGS, fail_on_suspected)
+
+
+assert Status.IMPROVEMENT not in FINDINGS.failing | CONFIRMED_ONLY.failing, "improvements gate"

@@ -29,6 +29,7 @@ from typing import Any
 
 from fwdasv.analysis import findings as findings_mod
 from fwdasv.analysis.findings import Finding, graph_file_path
+from fwdasv.analysis.status import Status
 from fwdasv.analysis.verdict_file import ExplainRecord
 from fwdasv.asv.project import AsvProject, publish_site
 from fwdasv.core.files import write_atomic
@@ -51,7 +52,7 @@ def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> 
     """asv publish, then the findings written into the site; returns them."""
     project.verdict_settings()  # a malformed settings block is refused before any work
     publish_site(project, echo=echo)
-    found = findings_mod.find(project)
+    found = findings_mod.find(project, improvements=True)
     write_site_findings(project, found)
     return found
 
@@ -59,7 +60,9 @@ def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> 
 def write_site_findings(project: AsvProject, found: Sequence[Finding]) -> None:
     html_dir = project.html_dir
     index = json.loads((html_dir / "index.json").read_text())
-    entries = asv_entries(found, index, project.branches[0] if project.branches else None)
+    # asv's list is of regressions; improvements are on the findings page only.
+    slower = [f for f in found if f.status != Status.IMPROVEMENT]
+    entries = asv_entries(slower, index, project.branches[0] if project.branches else None)
     write_atomic(
         html_dir / "regressions.json", json.dumps({"regressions": entries}, separators=(",", ":"))
     )
@@ -183,33 +186,43 @@ def _write_pages(project: AsvProject, found: Sequence[Finding], index: Mapping[s
         summary = confirmation.summary if confirmation is not None else ""
         rows.append(
             "<tr>"
-            f"<td class='{finding.status}'>{finding.status}</td>"
+            f"<td class='{finding.status}'>{_status_label(finding)}</td>"
             f"<td>{html.escape(name)}</td><td>{html.escape(finding.key.machine)}</td>"
             f"<td>{commits}</td><td>{finding.percent:+.2f}%</td>"
             f"<td>{finding.noise.noise_pct:.3f}%</td>"
             f"<td>{html.escape(summary)}</td><td>{explain}</td>"
             "</tr>"
         )
-    body = "\n".join(rows) or "<tr><td colspan='8'>No regressions in the stored results.</td></tr>"
+    body = "\n".join(rows) or "<tr><td colspan='8'>No findings in the stored results.</td></tr>"
     project_name = html.escape(str(index.get("project", "")))
     write_atomic(
         pages / "findings.html",
         f"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>fwdasv findings: {project_name}</title>
 <style>body{{font-family:sans-serif;margin:2em}} td,th{{padding:4px 8px;border-bottom:1px solid #ddd;vertical-align:top}}
-.confirmed,.regression{{color:#b00;font-weight:bold}} .drift,.not-reproduced{{color:#777}}</style></head>
+.confirmed,.regression{{color:#b00;font-weight:bold}} .suspected{{color:#b60}}
+.improvement{{color:#070;font-weight:bold}} .drift,.not-reproduced{{color:#777}}</style></head>
 <body><p><a href="../index.html">&larr; the asv site</a></p>
 <h1>Findings: {project_name}</h1>
 <p>Each series is judged by its own run-to-run noise (estimated from its history).
-<b>regression</b>: detected; <b>confirmed</b>: reproduced by an interleaved A/B re-measure on
-one machine; <b>not-reproduced</b>: ruled out by it; <b>drift</b>: the machine changed (the
-environment canary or the GPU clock stepped at the same commit), not the code.</p>
+<b>regression</b>: detected; <b>suspected</b>: at the history's edge (its newest commits, or
+a series' first), shown by too few commits to rule out outliers; <b>confirmed</b>: reproduced
+by an interleaved A/B re-measure on one machine; <b>not-reproduced</b>: ruled out by it;
+<b>drift</b>: the machine changed (the environment canary or the GPU clock stepped at the same
+commit), not the code; <b>improvement</b>: faster (never fails a check).</p>
 <table><tr><th>status</th><th>series</th><th>machine</th><th>commits</th><th>change</th>
 <th>noise</th><th>confirmation</th><th>why</th></tr>
 {body}
 </table></body></html>
 """,
     )
+
+
+def _status_label(finding: Finding) -> str:
+    if finding.step.edge is None or finding.status not in (Status.SUSPECTED, Status.REGRESSION):
+        return str(finding.status)
+    shown = finding.showing_commits
+    return f"{finding.status} ({shown} commit{'s' if shown > 1 else ''})"
 
 
 def _write_explain_page(path: Path, finding: Finding, explain: ExplainRecord) -> None:

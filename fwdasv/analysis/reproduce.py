@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from fwdasv.analysis import confirm, explain, findings
 from fwdasv.analysis.findings import Finding
 from fwdasv.analysis.remeasure import Remeasurer, resolve
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.status import TO_CONFIRM, Status
 from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
 
@@ -69,15 +69,16 @@ def confirm_findings(
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
 ) -> list[Finding]:
-    """Re-measure every `regression` among `found`; returns the findings as now judged."""
+    """Re-measure every `regression` and `suspected` among `found`; returns the findings as
+    now judged."""
 
     def say(line: str) -> None:
         if echo is not None:
             echo(line)
 
-    pending = [f for f in found if f.status == Status.REGRESSION]
+    pending = [f for f in found if f.status in TO_CONFIRM]
     if not pending:
-        say("nothing to confirm: no finding has status 'regression'")
+        say("nothing to confirm: no finding has status 'regression' or 'suspected'")
         return list(found)
     order, all_series = findings.load_series(project)
     for number, finding in enumerate(pending, 1):
@@ -87,10 +88,11 @@ def confirm_findings(
         target = resolve(project, finding.key.benchmark, finding.key.case)
         workdir = project.results_dir.parent / ".fwdasv-confirm" / f"{a[:8]}-{b[:8]}"
         measurer = Remeasurer(project, target, workdir, echo=echo, bench_echo=bench_echo)
+        reason = confirm.pair_reason(finding.step, a_index, b_index)
         say(
             f"[{number}/{len(pending)}] {finding.key.name} on {finding.key.machine}: "
-            f"{finding.percent:+.2f}% at {finding.range_label}; re-measuring A {a[:8]} and "
-            f"B {b[:8]}, interleaved"
+            f"{finding.status} {finding.percent:+.2f}% at {finding.range_label}; re-measuring "
+            f"A {a[:8]} and B {b[:8]}, interleaved ({reason})"
         )
         interleaved = Interleaved(measurer, a, b, say)
         processes = processes_per_commit(
@@ -113,7 +115,10 @@ def confirm_findings(
         )
         status = verdict.status
         findings.record_verdict(
-            project, finding, status=status, confirmation=ConfirmationRecord.of(verdict, a, b)
+            project,
+            finding,
+            status=status,
+            confirmation=ConfirmationRecord.of(verdict, a, b, reason),
         )
         if status == Status.CONFIRMED and run_explain:
             try:

@@ -8,7 +8,8 @@ writes the plain value, f-strings and tables show it). Python 3.10 has no
 
 Who says which words:
 
-    findings (detect, confirm)  regression, drift, confirmed, not-reproduced
+    findings (detect, confirm)  regression, suspected, improvement, drift, confirmed,
+                                not-reproduced
     confirm (the A/B re-measure) confirmed, not-reproduced, undecided
     compare (two commits)       worse, improved, unchanged, unknown, failed, fixed
     bisect, one comparison      different, same, unknown
@@ -37,6 +38,8 @@ class StatusWord(str, Enum):
 class Status(StatusWord):
     # A finding's status (fwdasv.analysis.findings).
     REGRESSION = "regression"  # detected, not (yet) re-measured
+    SUSPECTED = "suspected"  # at an edge of the history, the new level not held yet
+    IMPROVEMENT = "improvement"  # a downward step: faster; never gates
     DRIFT = "drift"  # the machine changed, not the code
     CONFIRMED = "confirmed"  # the A/B re-measure reproduced it
     NOT_REPRODUCED = "not-reproduced"  # the A/B re-measure ruled it out
@@ -59,7 +62,16 @@ class Status(StatusWord):
 
 
 # The words each verdict may take, in the order they are listed.
-FINDING_STATUSES = (Status.REGRESSION, Status.CONFIRMED, Status.NOT_REPRODUCED, Status.DRIFT)
+FINDING_STATUSES = (
+    Status.REGRESSION,
+    Status.SUSPECTED,
+    Status.CONFIRMED,
+    Status.NOT_REPRODUCED,
+    Status.DRIFT,
+    Status.IMPROVEMENT,
+)
+# The findings a confirmation re-measures: detected slowdowns not yet re-measured.
+TO_CONFIRM = (Status.REGRESSION, Status.SUSPECTED)
 CONFIRMATION_STATUSES = (Status.CONFIRMED, Status.NOT_REPRODUCED, Status.UNDECIDED)
 # compare's display order: what needs attention first.
 COMPARISON_STATUSES = (

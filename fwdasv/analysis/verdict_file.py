@@ -80,10 +80,17 @@ class ConfirmationRecord:
     summary: str
     a_commit: str
     b_commit: str
+    pair_reason: str = ""  # why A and B (`confirm.pair_reason`); "" in older lines
 
     @classmethod
-    def of(cls, figures: Confirmation, a_commit: str, b_commit: str) -> ConfirmationRecord:
-        return cls(figures, figures.summary(), a_commit, b_commit)
+    def of(
+        cls, figures: Confirmation, a_commit: str, b_commit: str, pair_reason: str = ""
+    ) -> ConfirmationRecord:
+        return cls(figures, figures.summary(), a_commit, b_commit, pair_reason)
+
+    @property
+    def pair(self) -> str:
+        return f"{self.a_commit[:8]}..{self.b_commit[:8]}"
 
     def to_json(self) -> dict[str, object]:
         document: dict[str, object] = {
@@ -91,6 +98,8 @@ class ConfirmationRecord:
             "summary": self.summary,
             "a_commit": self.a_commit,
             "b_commit": self.b_commit,
+            "pair_reason": self.pair_reason,
+            "label": self.figures.label,
         }
         return dict(sorted(document.items()))  # as the file holds it
 
@@ -101,7 +110,10 @@ class ConfirmationRecord:
         summary, a_commit, b_commit = (
             _text(raw, key) for key in ("summary", "a_commit", "b_commit")
         )
-        return cls(Confirmation.from_json(raw), summary, a_commit, b_commit)
+        reason = raw.get("pair_reason", "")
+        if not isinstance(reason, str):
+            raise ValueError(f"confirmation: 'pair_reason' is {reason!r}")
+        return cls(Confirmation.from_json(raw), summary, a_commit, b_commit, reason)
 
 
 @dataclass(frozen=True)

@@ -82,8 +82,10 @@ class BisectResult:
             )
         p = f", p={self.p_value:.2g}" if self.p_value is not None else ""
         label = self.first_bad[:8] + (f" {self.subject}" if self.subject else "")
+        # An improvement's bisect finds where it got faster: its "bad" side is the faster one.
+        first = "first bad commit" if self.direction > 0 else "first faster commit"
         line = (
-            f"first bad commit: {label}: {self.name} "
+            f"{first}: {label}: {self.name} "
             f"{human_value(self.before_median, self.unit)} -> "
             f"{human_value(self.after_median, self.unit)} ({self.percent:+.1f}%{p}); {runs}"
         )
