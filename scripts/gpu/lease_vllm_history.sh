@@ -118,7 +118,7 @@ explain) setup; cd "$proj"
   step "fwdasv explain (profiles at the slow commit and its parent, vLLM's --profile-dir)"
   t0=$(date +%s.%N)
   timeout 270 $py -m fwdasv explain "${commits[$((slow - 2))]}" "${commits[$((slow - 1))]}" $BENCH \
-    --case "$CASE" --top 15 > "$OUT/explain.txt" 2>&1
+    --case "$CASE" --top 15 --rounds "${ROUNDS:-2}" > "$OUT/explain.txt" 2>&1
   echo "exit $? in $(elapsed "$t0") s"; cat "$OUT/explain.txt" ;;
 before) setup
   step "before: commit 1 the old way (a fresh tree, no bytecode, spawn), Qwen3_0_6B cases, phases"
