@@ -26,13 +26,33 @@ def _machine_name() -> str:
     "--repo",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="The git clone of the model package to track (asv installs it at each commit).",
+    help="The git clone of the model to track (asv installs it at each commit: pip for a "
+    "package, its checkout on the import path for a repository without setup.py or "
+    "pyproject.toml).",
 )
 @click.option(
     "--target",
     required=True,
     metavar="PKG.MODULE:CALLABLE",
-    help="The factory fwdasv's engine times, in that repository (see fwdasv/targets/base.py).",
+    help="The factory fwdasv's engine times, in that repository or in --target-path (see "
+    "fwdasv/targets/base.py).",
+)
+@click.option(
+    "--target-path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="A directory outside the repository that holds the target's module (a bench file "
+    "old commits lack): on the import path of every bench, at every commit.",
+)
+@click.option(
+    "--import-path",
+    "import_paths",
+    multiple=True,
+    metavar="PATH",
+    help="A directory of the repository put on the import path at each commit, repeatable "
+    "(installs the checkout instead of pip). [default: the root, when the repository has "
+    "no setup.py or pyproject.toml]",
 )
 @click.option(
     "--case",
@@ -74,6 +94,8 @@ def _machine_name() -> str:
 def init_command(
     repo: Path,
     target: str,
+    target_path: Path | None,
+    import_paths: tuple[str, ...],
     cases: tuple[str, ...],
     directory: Path,
     branch: str | None,
@@ -90,7 +112,11 @@ def init_command(
     builds and prepares every case. Refuses to replace an existing project
     unless --force.
     """
-    suite = SuiteSpec(target, tuple(cases) or DEFAULT_CASES)
+    suite = SuiteSpec(
+        target,
+        tuple(cases) or DEFAULT_CASES,
+        target_path=(str(target_path),) if target_path is not None else (),
+    )
     done = init_project(
         directory,
         repo,
@@ -101,6 +127,7 @@ def init_command(
         force=force,
         check=not no_check,
         echo=lambda line: click.echo(line, err=True),
+        import_paths=import_paths or None,
     )
     config = done.project.config_path
     if done.checked:
@@ -110,10 +137,13 @@ def init_command(
         f"{verb} {config}: asv project {done.project.raw['project']!r}, branch "
         f"{done.project.branches[0]}, environments linked to this Python (no package index)"
     )
+    click.echo(f"install per commit: {done.install}")
     click.echo(
         f"{verb} {done.project.benchmark_dir / 'forward.py'}: suite {suite.name}, "
         f"{len(suite.cases)} case(s): {', '.join(c.split('=')[0] for c in suite.cases)}"
     )
+    if done.suite.target_path:
+        click.echo(f"target imported from {', '.join(done.suite.target_path)} (every bench)")
     machine = _machine_name()
     here = Path.cwd().resolve()
     steps = [] if config.parent == here else [(f"cd {_shown(config.parent, here)}", "")]

@@ -160,6 +160,11 @@ class ForwardSuite(abc.ABC):
     max_model_len: ClassVar[int | None] = None
     extra_args: ClassVar[tuple[str, ...]] = ()
     env: ClassVar[dict[str, str]] = {}
+    # torch suites: directories outside the tracked repository the target is imported
+    # from (`fwdasv init --target-path`). asv starts benchmark processes without the
+    # user's PYTHONPATH; these go on every bench's PYTHONPATH (asv's, confirm's,
+    # explain's, bisect's: all start it from `run_config`), ahead of `env`'s.
+    target_path: ClassVar[tuple[str, ...]] = ()
     # Separate bench processes per commit, their samples pooled: the variance
     # between processes is the variance that matters for regressions.
     launches: ClassVar[int] = 1
@@ -218,6 +223,9 @@ class ForwardSuite(abc.ABC):
 
         model = self.model
         env = dict(self.env)
+        if self.target_path:
+            given = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*self.target_path, *given]))
         if self.backend == "vllm":
             model_dir = os.environ.get(ENV_MODEL_DIR)
             if model_dir and self.local_model:
