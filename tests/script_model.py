@@ -25,7 +25,7 @@ import torch
 
 
 class Model:
-    def __init__(self, hidden=64, inner=128, layers=2, vocab=256, seed=0):
+    def __init__(self, hidden=256, inner=1024, layers=2, vocab=256, seed=0):
         g = torch.Generator().manual_seed(seed)
 
         def weight(*shape):

@@ -451,7 +451,9 @@ class Initialized:
         return f"{why}each commit's checkout goes on the import path ({paths})"
 
 
-def resolve_target_path(paths: Sequence[str | os.PathLike[str]], repo: Repository) -> tuple[str, ...]:
+def resolve_target_path(
+    paths: Sequence[str | os.PathLike[str]], repo: Repository
+) -> tuple[str, ...]:
     """`--target-path` directories, absolute; each must exist and lie outside the repository
     (a directory of the repository is installed with it, at each commit)."""
     resolved = []

@@ -209,6 +209,7 @@ class ForwardSuite(abc.ABC):
         def say(line: str) -> None:
             print(line, flush=True)
 
+        _record_environment(f"{type(self).__module__}.{name}", say)
         try:
             cases = measure(
                 config, directory, launches=self.launches, tolerance=self.tolerance, echo=say
@@ -314,6 +315,20 @@ class ForwardSuite(abc.ABC):
         return cache.capped_pct(case, lambda t: t.thermal_capped_pct)
 
     track_thermal_capped_pct.unit = "%"  # type: ignore[attr-defined]
+
+
+def _record_environment(suite: str, say: Callable[[str], None]) -> None:
+    """What this benchmark process runs with, beside asv's results (fwdasv.asv.ranenv);
+    a record that cannot be written costs a line, never the measurement."""
+    from fwdasv.asv import ranenv
+
+    try:
+        ran = ranenv.record(suite)
+    except (OSError, ValueError) as error:
+        say(f"[fwdasv] {suite}: the environment was not recorded: {error}")
+        return
+    if ran is not None:
+        say(f"[fwdasv] {suite}: running with {ran.environment.describe()}")
 
 
 def _own_setup_cache(cls: type) -> types.FunctionType:
