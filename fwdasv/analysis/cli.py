@@ -92,11 +92,22 @@ def regressions_command(
     confirmed finding, 0 otherwise, 2 when the results cannot be read.
     """
     project = AsvProject.load(config)
+    warn_environments(project, machine)
     found = findings.find(project, machine=machine, bench=bench, min_effect_pct=min_effect)
     if run_confirm:
         found = _confirm(project, found, machine, bench, min_effect)
     click.echo(findings.format_findings(found, fmt))
     finding(FINDINGS.exit_status(f.status for f in found) != 0)
+
+
+def warn_environments(project: AsvProject, machine: str | None = None) -> None:
+    """Warn (stderr) about results labelled with another environment than the one that ran
+    (`fwdasv.asv.ranenv`): the machine entry was rewritten under them."""
+    from fwdasv.asv import ranenv
+
+    found = ranenv.disagreements(project.results_dir, [machine] if machine else None)
+    for line in ranenv.warning_lines(found):
+        click.echo(line, err=True)
 
 
 def _confirm(project, found, machine, bench, min_effect, **options):
@@ -213,6 +224,7 @@ def compare_command(
     Exits 1 when anything got worse (asv compare always exits 0, asv#884).
     """
     project = AsvProject.load(config)
+    warn_environments(project, machine)
     if factor is None:
         factor = compare.default_factor(project)
     found = compare.compare_commits(
