@@ -109,8 +109,11 @@ def init_command(
     install only your package, without a package index; the regression
     thresholds) and benchmarks/forward.py (one suite timing --target on each
     --case). First checks, on the repository's HEAD, that the target imports,
-    builds and prepares every case. Refuses to replace an existing project
-    unless --force.
+    builds and prepares every case. A repository without setup.py or
+    pyproject.toml is installed per commit by putting its checkout on the
+    import path (--import-path picks directories of it); a target kept outside
+    the repository is imported from --target-path in every bench. Refuses to
+    replace an existing project unless --force.
     """
     suite = SuiteSpec(
         target,
