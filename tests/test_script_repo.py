@@ -18,10 +18,13 @@ import os
 import re
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from script_model import SLOW_SUBJECT, TARGET, build_repo, write_target
+
+from fwdasv.asv import ranenv
 
 pytestmark = pytest.mark.slow
 
@@ -103,11 +106,12 @@ def test_script_repository_with_an_outside_target_runs_every_command(
             assert extra.returncode == 0, shown(extra)
             regressions = run(home, project, "fwdasv", "regressions")
         compare = run(home, project, "fwdasv", "compare", before, slow)
+        # confirm first: bisect adds samples to the history, which the findings then read.
+        confirm = run(home, project, "fwdasv", "confirm", "--no-explain")
+        explain = run(home, project, "fwdasv", "explain", before, slow, BENCH, "--case", CASE)
         bisect = run(
             home, project, "fwdasv", "bisect", f"{hashes[0]}..{hashes[-1]}", BENCH, "--case", CASE
         )
-        confirm = run(home, project, "fwdasv", "confirm", "--no-explain")
-        explain = run(home, project, "fwdasv", "explain", before, slow, BENCH, "--case", CASE)
 
     assert regressions.returncode == 1, shown(regressions)
     flagged = [
@@ -142,3 +146,32 @@ def test_script_repository_with_an_outside_target_runs_every_command(
         "setuptools",
     }
     assert (site_packages / "fwdasv-tree.pth").read_text().strip() == str(env / "fwdasv-tree")
+
+    # What each benchmark process ran with is recorded beside the results, and agrees
+    # with the machine entry ...
+    torch = metadata.version("torch")
+    records = ranenv.load_records(project / "results")
+    assert {r.commit for r in records} == set(hashes)
+    assert {(r.environment.torch, r.environment.executable) for r in records} == {
+        (torch, str(env / "bin" / "python"))
+    }
+    assert "Warning" not in regressions.stderr, shown(regressions)
+    # ... until another job on this box rewrites the entry (the per-user machine file):
+    # the next result is stored as torch 2.14.1, and regressions says what ran.
+    machine_file = home / ".asv-machine.json"
+    machines = json.loads(machine_file.read_text())
+    machines["box"]["torch"] = "2.14.1"
+    machine_file.write_text(json.dumps(machines))
+    with measuring():
+        again = run(
+            home, project, "asv", "run", "--append-samples", "--machine", "box",
+            f"{hashes[-1]}^!",
+        )  # fmt: skip
+    assert again.returncode == 0, shown(again)
+    relabelled = run(home, project, "fwdasv", "regressions")
+    assert "Warning: 1 result(s) of machine 'box' are labelled with another environment" in (
+        relabelled.stderr
+    ), shown(relabelled)
+    assert f"the machine entry says torch 2.14.1, the benchmark ran torch {torch}" in (
+        relabelled.stderr
+    ), shown(relabelled)
