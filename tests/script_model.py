@@ -2,8 +2,9 @@
 
 The repository is what many research repositories are: `model.py` at the
 root, no setup.py or pyproject.toml, nothing to pip-install. Its history has
-`commits` commits; the one at `slow_index` ("Apply the MLP stack twice per
-token") runs the layers twice, which doubles the forward's time; the others
+`commits` commits; the one at `slow_index` ("Apply the MLP stack four times
+per token") runs the layers four times, which makes the forward about 4x slower
+(a step that stands out of a busy 2-core box's noise); the others
 touch the README and comments. Old commits cannot get a bench file, so the
 target lives in a directory of its own (`ngbench.py` in `target_dir`), which
 imports `model` from whichever commit is installed: what `fwdasv init
@@ -17,7 +18,7 @@ import subprocess
 from pathlib import Path
 
 TARGET = "ngbench:target"
-SLOW_SUBJECT = "Apply the MLP stack twice per token"
+SLOW_SUBJECT = "Apply the MLP stack four times per token"
 
 _MODEL = '''"""A tiny MLP language model, one file."""
 
@@ -44,7 +45,7 @@ class Model:
         {body}
 '''
 FAST_BODY = "return self.mlp(x)"
-SLOW_BODY = "return self.mlp(self.mlp(x))"
+SLOW_BODY = "return self.mlp(self.mlp(self.mlp(self.mlp(x))))"
 
 _TARGET = '''"""fwdasv target for the script-style repository: `ngbench:target` (outside it)."""
 

@@ -2,7 +2,7 @@
 
 A real git repository of a script-style model (tests/script_model.py:
 `model.py` at the root, no setup.py or pyproject.toml, 8 commits, the 5th
-runs the MLP stack twice) at ~/src/ngmodel of a temporary HOME, and its target
+runs the MLP stack four times) at ~/src/ngmodel of a temporary HOME, and its target
 `ngbench:target` in ~/ngbench, outside it. Each command runs as a user runs
 it, its own process (`python -m fwdasv` / `python -m asv` of this
 interpreter), with PIP_NO_INDEX=1, no pip configuration and no PYTHONPATH:
@@ -113,7 +113,9 @@ def test_script_repository_with_an_outside_target_runs_every_command(
             home, project, "fwdasv", "bisect", f"{hashes[0]}..{hashes[-1]}", BENCH, "--case", CASE
         )
 
-    assert regressions.returncode == 1, shown(regressions)
+    latency = run(home, project, "fwdasv", "export", "--format", "csv", "-o", "-").stdout
+    history = "\n".join(line for line in latency.splitlines() if "track_latency" in line)
+    assert regressions.returncode == 1, shown(regressions) + "\n" + history
     flagged = [
         line
         for line in regressions.stdout.splitlines()
