@@ -8,7 +8,11 @@ it, its own process (`python -m fwdasv` / `python -m asv` of this
 interpreter), with PIP_NO_INDEX=1, no pip configuration and no PYTHONPATH:
 init (its check at HEAD imports the target from --target-path and `model`
 from HEAD's tree), hw machine, asv run over every commit, regressions,
-compare, bisect, confirm and explain. Nobody writes an install_command.
+compare, confirm, explain and bisect. Nobody writes an install_command.
+Then the environment each benchmark process recorded (`fwdasv.asv.ranenv`)
+is checked, and, after another job rewrites the machine entry's torch, that
+`regressions` warns about the result stored under it. About 8 minutes on the
+shared 2-core box (4-5 when it is quiet).
 """
 
 from __future__ import annotations

@@ -209,7 +209,9 @@ class ForwardSuite(abc.ABC):
         def say(line: str) -> None:
             print(line, flush=True)
 
-        _record_environment(f"{type(self).__module__}.{name}", say)
+        # As asv names it: the module under benchmark_dir (asv imports it as a package).
+        module = type(self).__module__.split(".", 1)[-1]
+        _record_environment(f"{module}.{name}", say)
         try:
             cases = measure(
                 config, directory, launches=self.launches, tolerance=self.tolerance, echo=say
