@@ -790,7 +790,8 @@ def test_cli_machine_without_a_gpu_writes_a_cpu_entry(
     assert result.exit_code == 0, result.output
     entry = json.loads(result.stdout)
     host = platform.node()
-    assert entry["machine"] == f"{hw_machine._slug(host.split('.')[0])}-cpu"
+    digest = hw_machine.environment_digest(sys.prefix, metadata.version("torch"))
+    assert entry["machine"] == f"{hw_machine._slug(host.split('.')[0])}-cpu-{digest}"
     defaults = Machine.get_defaults()
     assert {k: entry[k] for k in ("os", "arch", "cpu", "num_cpu", "ram")} == {
         k: str(defaults[k]) for k in ("os", "arch", "cpu", "num_cpu", "ram")
@@ -806,6 +807,38 @@ def test_cli_machine_without_a_gpu_writes_a_cpu_entry(
     assert "a CPU machine entry" in result.stderr.splitlines()[0]
     loaded = Machine.load(machine_name=entry["machine"], _path=str(path))
     assert loaded.torch == entry["torch"] and loaded.cpu == entry["cpu"]
+
+
+def test_cpu_machine_names_differ_per_environment_and_torch():
+    """Two projects on one box (other virtualenvs, other torch) get other default names."""
+    names = {
+        hw_machine.default_cpu_machine_name("box.example.com", hw_machine.environment_digest(p, t))
+        for p, t in [("/v/a", "2.13.0+cpu"), ("/v/b", "2.13.0+cpu"), ("/v/a", "2.14.1")]
+    }
+    assert len(names) == 3 and all(n.startswith("box-cpu-") for n in names)
+    same = hw_machine.environment_digest("/v/a", "2.13.0+cpu")
+    assert hw_machine.default_cpu_machine_name("box", same) in names
+
+
+def test_cli_machine_refuses_an_entry_of_another_environment_unless_replace(
+    monkeypatch: pytest.MonkeyPatch, state_file: Path, tmp_path: Path
+):
+    FakeNvml([]).install(monkeypatch)
+    path = tmp_path / "m.json"
+    other = {"machine": "shared", "host": platform.node(), "torch": "2.14.1", "gpu": "none"}
+    path.write_text(json.dumps({"shared": other, "version": 1}))
+    before = path.read_text()
+
+    refused = invoke("machine", "--name", "shared", "--machine-file", str(path))
+    assert refused.exit_code != 0
+    line = one_error_line(refused)
+    assert "machine 'shared'" in line and "another environment (torch 2.14.1 (this one: " in line
+    assert "another --name" in line and "--replace" in line
+    assert path.read_text() == before  # the other project's entry is left as it was
+
+    replaced = invoke("machine", "--name", "shared", "--machine-file", str(path), "--replace")
+    assert replaced.exit_code == 0, replaced.output
+    assert json.loads(path.read_text())["shared"]["torch"] != "2.14.1"
 
 
 def test_cli_machine_for_named_gpus_without_a_driver_is_still_exit_4(

@@ -227,3 +227,91 @@ def test_the_demo_builds_its_project_through_init(
     assert (directory, repo) == (tmp_path.resolve(), tmp_path.resolve() / "tinylm")
     assert suite.target == "tinylm.bench:target" and suite.cases == demo_run.CASES
     assert kwargs["force"] is True  # the demo's own directory, re-run
+
+
+# --------------------------------------------------------------------------- not a package
+
+
+@pytest.fixture(scope="module")
+def script_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A script-style repository (tests/script_model.py): model.py at the root, no packaging."""
+    from script_model import build_repo as build_script_repo
+
+    path = tmp_path_factory.mktemp("script") / "ngmodel"
+    build_script_repo(path, commits=2, slow_index=1)
+    return path
+
+
+def test_a_repository_without_packaging_goes_on_the_path_and_init_says_so(
+    script_repo: Path, tmp_path: Path
+) -> None:
+    from script_model import TARGET as SCRIPT_TARGET
+    from script_model import write_target
+
+    bench = write_target(tmp_path / "ngbench")
+    project = tmp_path / "p"
+    result = init(
+        "--repo", str(script_repo), "--target", SCRIPT_TARGET, "--target-path", str(bench),
+        "--case", "prefill_16=16", "--dir", str(project),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    # The check at HEAD imported the target from --target-path and `model` from HEAD's tree.
+    assert f"{SCRIPT_TARGET} imports, builds on cpu (float32) and prepares prefill_16" in (
+        result.stdout
+    )
+    assert (
+        "install per commit: ngmodel has no setup.py or pyproject.toml: each commit's checkout "
+        "goes on the import path (the checkout's root)"
+    ) in result.stdout
+    assert f"target imported from {bench} (every bench)" in result.stdout
+    conf = json.loads((project / "asv.conf.json").read_text())
+    assert conf["install_command"] == [
+        "in-dir={env_dir} python -m fwdasv.asv.treeinstall --checkout {build_dir} "
+        "--env {env_dir} --path ."
+    ]
+    assert suite_of(project)["target_path"] == (str(bench),)
+
+
+def test_a_package_keeps_the_pip_install(repo: Path, tmp_path: Path) -> None:
+    result = init("--repo", str(repo), "--target", TARGET, "--dir", str(tmp_path), "--no-check")
+    assert result.exit_code == 0, result.output
+    assert "install per commit: pip installs the package (pyproject.toml, no index)" in (
+        result.stdout
+    )
+    assert "target_path" not in suite_of(tmp_path)
+
+
+def test_named_import_paths_choose_the_checkout_install(repo: Path, tmp_path: Path) -> None:
+    args = ["--repo", str(repo), "--target", TARGET, "--dir", str(tmp_path), "--no-check"]
+    result = init(*args, "--import-path", "mymodel/..", "--force")
+    assert result.exit_code == 1 and "--import-path: import path 'mymodel/..'" in one_error_line(
+        result
+    )
+    result = init(*args, "--import-path", "mymodel")
+    assert result.exit_code == 0, result.output
+    assert "each commit's checkout goes on the import path (mymodel)" in result.stdout
+    assert json.loads((tmp_path / "asv.conf.json").read_text())["install_command"][0].endswith(
+        "--path mymodel"
+    )
+
+
+def test_bad_target_paths_are_one_line_and_write_nothing(script_repo: Path, tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    base = ["--repo", str(script_repo), "--target", "ngbench:target", "--dir", str(project)]
+    cases = {
+        str(tmp_path / "nowhere"): f"--target-path {tmp_path / 'nowhere'}: no such directory",
+        str(script_repo): f"--target-path {script_repo} is inside --repo {script_repo}",
+    }
+    for given, expected in cases.items():
+        result = init(*base, "--target-path", given, "--no-check")
+        assert result.exit_code == 1 and expected in one_error_line(result), result.output
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = init(*base, "--target-path", str(empty))
+    assert result.exit_code == 1
+    assert f"package 'ngbench' is not in {script_repo} at " in one_error_line(
+        result
+    ) and f"(looked in ./) nor in --target-path {empty}" in one_error_line(result)
+    result = init(*base, "--import-path", "lib")
+    assert f"--import-path lib: no such directory in {script_repo}" in one_error_line(result)
+    assert not project.exists()

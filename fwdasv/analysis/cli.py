@@ -109,6 +109,7 @@ def regressions_command(
     results cannot be read.
     """
     project = AsvProject.load(config)
+    warn_environments(project, machine)
     found = findings.find(
         project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
     )
@@ -116,6 +117,16 @@ def regressions_command(
         found = _confirm(project, found, machine, bench, min_effect, improvements)
     click.echo(findings.format_findings(found, fmt))
     finding(findings_gate(fail_on_suspected).exit_status(f.status for f in found) != 0)
+
+
+def warn_environments(project: AsvProject, machine: str | None = None) -> None:
+    """Warn (stderr) about results labelled with another environment than the one that ran
+    (`fwdasv.asv.ranenv`): the machine entry was rewritten under them."""
+    from fwdasv.asv import ranenv
+
+    found = ranenv.disagreements(project.results_dir, [machine] if machine else None)
+    for line in ranenv.warning_lines(found):
+        click.echo(line, err=True)
 
 
 def _confirm(project, found, machine, bench, min_effect, improvements=False, **options):
@@ -234,6 +245,7 @@ def compare_command(
     Exits 1 when anything got worse (asv compare always exits 0, asv#884).
     """
     project = AsvProject.load(config)
+    warn_environments(project, machine)
     if factor is None:
         factor = compare.default_factor(project)
     found = compare.compare_commits(

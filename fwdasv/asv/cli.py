@@ -33,14 +33,33 @@ def _machine_name() -> str:
     "--repo",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
-    help="The git clone of the model package to track (asv installs it at each commit).",
+    help="The git clone of the model to track (asv installs it at each commit: pip for a "
+    "package, its checkout on the import path for a repository without setup.py or "
+    "pyproject.toml).",
 )
 @click.option(
     "--target",
     default=None,
     metavar="PKG.MODULE:CALLABLE",
-    help="The factory fwdasv's engine times, in that repository (see fwdasv/targets/base.py); "
-    "not with --vllm.",
+    help="The factory fwdasv's engine times, in that repository or in --target-path (see "
+    "fwdasv/targets/base.py); not with --vllm.",
+)
+@click.option(
+    "--target-path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="A directory outside the repository that holds the target's module (a bench file "
+    "old commits lack): on the import path of every bench, at every commit.",
+)
+@click.option(
+    "--import-path",
+    "import_paths",
+    multiple=True,
+    metavar="PATH",
+    help="A directory of the repository put on the import path at each commit, repeatable "
+    "(installs the checkout instead of pip). [default: the root, when the repository has "
+    "no setup.py or pyproject.toml]",
 )
 @click.option(
     "--vllm",
@@ -60,7 +79,7 @@ def _machine_name() -> str:
     default=None,
     metavar="REV",
     help="With --vllm: the commit the base was built from, when the base records none "
-    "(default: its recorded commit, else the tag v<version>).",
+    "[default: its recorded commit, else the tag v<version>]",
 )
 @click.option(
     "--case",
@@ -102,6 +121,8 @@ def _machine_name() -> str:
 def init_command(
     repo: Path,
     target: str | None,
+    target_path: Path | None,
+    import_paths: tuple[str, ...],
     vllm: bool,
     base: Path | None,
     base_commit: str | None,
@@ -118,17 +139,26 @@ def init_command(
     install only your package, without a package index; the regression
     thresholds) and benchmarks/forward.py (one suite timing --target on each
     --case). First checks, on the repository's HEAD, that the target imports,
-    builds and prepares every case. Refuses to replace an existing project
-    unless --force.
+    builds and prepares every case. A repository without setup.py or
+    pyproject.toml is installed per commit by putting its checkout on the
+    import path (--import-path picks directories of it); a target kept outside
+    the repository is imported from --target-path in every bench. Refuses to
+    replace an existing project unless --force.
     """
     if vllm:
+        if target_path is not None or import_paths:
+            raise InitError("--target-path and --import-path do not go with --vllm")
         _init_vllm(repo, target, base, base_commit, cases, directory, branch, project, force)
         return
     if target is None:
         raise InitError("--target PKG.MODULE:CALLABLE is needed (or --vllm for a vLLM clone)")
     if base is not None or base_commit is not None:
         raise InitError("--base and --base-commit go with --vllm (a vLLM clone)")
-    suite = SuiteSpec(target, tuple(cases) or DEFAULT_CASES)
+    suite = SuiteSpec(
+        target,
+        tuple(cases) or DEFAULT_CASES,
+        target_path=(str(target_path),) if target_path is not None else (),
+    )
     done = init_project(
         directory,
         repo,
@@ -139,6 +169,7 @@ def init_command(
         force=force,
         check=not no_check,
         echo=lambda line: click.echo(line, err=True),
+        import_paths=import_paths or None,
     )
     config = done.project.config_path
     if done.checked:
@@ -148,10 +179,13 @@ def init_command(
         f"{verb} {config}: asv project {done.project.raw['project']!r}, branch "
         f"{done.project.branches[0]}, environments linked to this Python (no package index)"
     )
+    click.echo(f"install per commit: {done.install}")
     click.echo(
         f"{verb} {done.project.benchmark_dir / 'forward.py'}: suite {suite.name}, "
         f"{len(suite.cases)} case(s): {', '.join(c.split('=')[0] for c in suite.cases)}"
     )
+    if done.suite.target_path:
+        click.echo(f"target imported from {', '.join(done.suite.target_path)} (every bench)")
     machine = _machine_name()
     here = Path.cwd().resolve()
     steps = [] if config.parent == here else [(f"cd {_shown(config.parent, here)}", "")]

@@ -70,6 +70,17 @@ class RefusedInstall(util.ProcessError):
         return self.reason
 
 
+def tree_install_command(paths: tuple[str, ...] = (".",)) -> list[str]:
+    """The install for a repository that is not a package (no setup.py or pyproject.toml):
+    each commit's checkout copied into the environment, `paths` of it on the import path
+    (`fwdasv.asv.treeinstall`)."""
+    named = "".join(f" --path {path}" for path in paths)
+    return [
+        "in-dir={env_dir} python -m fwdasv.asv.treeinstall --checkout {build_dir} "
+        "--env {env_dir}" + named
+    ]
+
+
 class LinkedVirtualenv(Virtualenv):
     """A virtualenv linked to the parent environment; installs nothing but the project."""
 

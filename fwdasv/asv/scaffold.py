@@ -26,6 +26,7 @@ attributes and never reads them) and fwdasv's calibrated verdicts read
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwdasv.asv import envplugin
+from fwdasv.asv import envplugin, treeinstall
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.cases import parse_case, unique_cases
 from fwdasv.core.errors import UserError
@@ -75,6 +76,9 @@ class SuiteSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     launches: int = 1
     doc: str = ""
+    # Directories outside the repository the target is imported from (`--target-path`):
+    # on the bench's PYTHONPATH in every process (fwdasv.asv.suite.ForwardSuite.target_path).
+    target_path: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Refuse bad input before anything is written or asv sees it.
@@ -113,6 +117,8 @@ class SuiteSpec:
             f"    cases = {tuple(self.cases)!r}",
             '    version = "1"',
         ]
+        if self.target_path:
+            lines.insert(-2, f"    target_path = {tuple(self.target_path)!r}")
         return "\n".join(lines) + "\n"
 
 
@@ -131,8 +137,18 @@ def project_config(
     branch: str = "main",
     env_dir: str = "env",
     regression_threshold: float = DEFAULT_THRESHOLD,
+    import_paths: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """asv.conf.json for a repository installed per commit into fwdasv's environment."""
+    """asv.conf.json for a repository installed per commit into fwdasv's environment.
+
+    `import_paths` None: pip installs the repository (a package); else its checkout
+    goes on the import path, these directories of it (`fwdasv.asv.treeinstall`).
+    """
+    install = (
+        envplugin.INSTALL_COMMAND
+        if import_paths is None
+        else envplugin.tree_install_command(tuple(import_paths))
+    )
     return {
         "version": 1,
         "project": project,
@@ -144,7 +160,7 @@ def project_config(
         "environment_type": envplugin.TOOL_NAME,
         "pythons": [f"{sys.version_info.major}.{sys.version_info.minor}"],
         "build_command": envplugin.BUILD_COMMAND,
-        "install_command": envplugin.INSTALL_COMMAND,
+        "install_command": install,
         "uninstall_command": envplugin.UNINSTALL_COMMAND,
         "benchmark_dir": "benchmarks",
         "results_dir": "results",
@@ -265,6 +281,15 @@ class Repository:
             return None
         return name if isinstance(name, str) and name else None
 
+    def packaging(self) -> str | None:
+        """Which of setup.py / pyproject.toml its HEAD has at the root (pip installs it); None:
+        not a package."""
+        for name in ("pyproject.toml", "setup.py"):
+            found = run_captured(["git", "cat-file", "-e", f"{self.head}:{name}"], cwd=self.root)
+            if found.returncode == 0:
+                return name
+        return None
+
     def export(self, commit: str, destination: Path) -> None:
         """The tree of `commit` written into `destination` (the repository is not touched)."""
         try:
@@ -292,18 +317,32 @@ def import_root(tree: Path, package: str) -> Path | None:
     return None
 
 
+def _repo_roots(tree: Path, package: str, import_paths: Sequence[str] | None) -> list[Path]:
+    """Where the commit's modules are imported from, as asv's environment will have them:
+    the tree install's `import_paths`, or for a package the tree (or its src/)."""
+    if import_paths is not None:
+        return [tree / treeinstall.check_import_path(p) for p in import_paths]
+    base = import_root(tree, package)
+    if base is not None:
+        return [base]
+    return [tree / "src"] if (tree / "src").is_dir() else [tree]
+
+
 def check_target(
     repo: Repository,
     suite: SuiteSpec,
     *,
+    import_paths: Sequence[str] | None = None,
     timeout_s: float = CHECK_TIMEOUT_S,
     python: str = sys.executable,
 ) -> str:
     """Import the target from the repository's HEAD, build it and prepare every case.
 
     Runs `python -m fwdasv.targets.check` in a child (torch and the model stay
-    out of this process) on a copy of HEAD's tree; returns the child's summary
-    line, or raises InitError with its last lines.
+    out of this process) on a copy of HEAD's tree, on the import path asv's
+    environment gives a commit: the suite's target_path, then the tree (its
+    `import_paths` for a repository that is not a package); returns the child's
+    summary line, or raises InitError with its last lines.
     """
     from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
@@ -312,14 +351,38 @@ def check_target(
         tree = Path(tmp) / "tree"
         tree.mkdir()
         repo.export(repo.head, tree)
-        base = import_root(tree, suite.package)
-        if base is None:
+        missing = treeinstall.missing_paths(tree, import_paths or ())
+        if missing:
             raise InitError(
-                f"--target {suite.target}: package {suite.package!r} is not in {repo.root} at "
-                f"{commit} (looked in ./ and src/); the target must come from the repository "
-                "asv installs at each commit"
+                f"--import-path {missing[0]}: no such directory in {repo.root} at {commit}; "
+                "name directories of the repository (`.` for its root)"
             )
-        path = [str(base), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        roots = _repo_roots(tree, suite.package, import_paths)
+        outside = [Path(p) for p in suite.target_path]
+        found = [
+            base
+            for base in (*outside, *roots)
+            if (base / suite.package).is_dir() or (base / f"{suite.package}.py").is_file()
+        ]
+        if not found:
+            looked = (
+                "./ and src/"
+                if import_paths is None
+                else ", ".join("./" if p in (".", "./") else f"{p}/" for p in import_paths)
+            )
+            where = f"in {repo.root} at {commit} (looked in {looked})"
+            if outside:
+                where += f" nor in --target-path {', '.join(map(str, outside))}"
+            raise InitError(
+                f"--target {suite.target}: package {suite.package!r} is not {where}; the target "
+                "must come from the repository asv installs at each commit, or from a directory "
+                "outside it named with --target-path DIR"
+            )
+        path = [
+            *map(str, outside),
+            *map(str, roots),
+            *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+        ]
         args = ["-m", "fwdasv.targets.check", "--target", suite.target]
         for case in suite.cases:
             args += ["--case", case]
@@ -373,6 +436,56 @@ class Initialized:
     suite: SuiteSpec
     checked: str | None  # the target check's summary; None when skipped
     replaced: tuple[Path, ...]
+    # None: pip installs the repository (a package); else these directories of each
+    # commit's checkout go on the import path (fwdasv.asv.treeinstall).
+    import_paths: tuple[str, ...] | None = None
+    packaging: str | None = None  # the file that makes it a package (setup.py, pyproject.toml)
+
+    @property
+    def install(self) -> str:
+        """How each commit is installed, in words."""
+        if self.import_paths is None:
+            return f"pip installs the package ({self.packaging}, no index)"
+        paths = ", ".join("the checkout's root" if p == "." else p for p in self.import_paths)
+        why = "" if self.packaging else f"{self.repo.root.name} has no setup.py or pyproject.toml: "
+        return f"{why}each commit's checkout goes on the import path ({paths})"
+
+
+def resolve_target_path(
+    paths: Sequence[str | os.PathLike[str]], repo: Repository
+) -> tuple[str, ...]:
+    """`--target-path` directories, absolute; each must exist and lie outside the repository
+    (a directory of the repository is installed with it, at each commit)."""
+    resolved = []
+    for given in paths:
+        path = Path(given).expanduser().resolve()
+        if not path.is_dir():
+            raise InitError(
+                f"--target-path {given}: no such directory; name the directory the target's "
+                "package (or module) is in"
+            )
+        if path == repo.root or repo.root in path.parents:
+            raise InitError(
+                f"--target-path {path} is inside --repo {repo.root}: code of the repository is "
+                "measured at each commit; name the target's module in --target (or the "
+                "directory it is in with --import-path), and keep --target-path for a target "
+                "outside the repository"
+            )
+        resolved.append(str(path))
+    return tuple(dict.fromkeys(resolved))
+
+
+def choose_import_paths(
+    repo: Repository, import_paths: Sequence[str] | None
+) -> tuple[str, ...] | None:
+    """The tree install's import paths: as given, or the root for a repository without
+    packaging; None (pip) for a package."""
+    if import_paths:
+        try:
+            return tuple(dict.fromkeys(treeinstall.check_import_path(p) for p in import_paths))
+        except ValueError as error:
+            raise InitError(f"--import-path: {error}") from None
+    return None if repo.packaging() else treeinstall.DEFAULT_PATHS
 
 
 def init_project(
@@ -387,12 +500,16 @@ def init_project(
     force: bool = False,
     check: bool = True,
     echo: Callable[[str], None] | None = None,
+    import_paths: Sequence[str] | None = None,
 ) -> Initialized:
     """Write an asv project in `directory` that times `suite` at each commit of `repo`.
 
     Refuses an existing project there unless `force` (results, environments
     and the site are never touched). With `check`, first imports the target
-    from the repository's HEAD and prepares every case.
+    from the repository's HEAD and prepares every case. A repository without
+    setup.py or pyproject.toml (or given `import_paths`) is installed per commit
+    by putting its checkout on the import path; the suite's `target_path`
+    (directories outside the repository) must exist.
     """
     root = Path(directory).expanduser().resolve()
     repository = Repository.open(repo)
@@ -414,11 +531,15 @@ def init_project(
     elif branch not in repository.branches():
         known = ", ".join(repository.branches()) or "none"
         raise InitError(f"--branch {branch}: no such branch in {repository.root} (it has: {known})")
+    suite = dataclasses.replace(
+        suite, target_path=resolve_target_path(suite.target_path, repository)
+    )
+    paths = choose_import_paths(repository, import_paths)
     checked = None
     if check:
         if echo:
             echo(f"checking {suite.target} at {repository.head[:8]} (HEAD of {repository.root})")
-        checked = check_target(repository, suite)
+        checked = check_target(repository, suite, import_paths=paths)
     name = project or repository.distribution_name() or repository.root.name
     config = project_config(
         _repo_field(repository.root, root),
@@ -426,9 +547,12 @@ def init_project(
         branch=branch,
         env_dir=str(Path(env_dir).resolve()) if env_dir else "env",
         regression_threshold=regression_threshold,
+        import_paths=paths,
     )
     written = write_project(root, config, [suite.source()])
-    return Initialized(written, repository, suite, checked, tuple(replaced))
+    return Initialized(
+        written, repository, suite, checked, tuple(replaced), paths, repository.packaging()
+    )
 
 
 # --------------------------------------------------------------------------- init --vllm

@@ -162,6 +162,11 @@ class ForwardSuite(abc.ABC):
     max_model_len: ClassVar[int | None] = None
     extra_args: ClassVar[tuple[str, ...]] = ()
     env: ClassVar[dict[str, str]] = {}
+    # torch suites: directories outside the tracked repository the target is imported
+    # from (`fwdasv init --target-path`). asv starts benchmark processes without the
+    # user's PYTHONPATH; these go on every bench's PYTHONPATH (asv's, confirm's,
+    # explain's, bisect's: all start it from `run_config`), ahead of `env`'s.
+    target_path: ClassVar[tuple[str, ...]] = ()
     # Separate bench processes per commit, their samples pooled: the variance
     # between processes is the variance that matters for regressions.
     launches: ClassVar[int] = 1
@@ -206,6 +211,9 @@ class ForwardSuite(abc.ABC):
         def say(line: str) -> None:
             print(line, flush=True)
 
+        # As asv names it: the module under benchmark_dir (asv imports it as a package).
+        module = type(self).__module__.split(".", 1)[-1]
+        _record_environment(f"{module}.{name}", say)
         try:
             cases = measure(
                 config, directory, launches=self.launches, tolerance=self.tolerance, echo=say
@@ -220,6 +228,9 @@ class ForwardSuite(abc.ABC):
 
         model = self.model
         env = dict(self.env)
+        if self.target_path:
+            given = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+            env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*self.target_path, *given]))
         if self.backend == "vllm":
             model_dir = os.environ.get(ENV_MODEL_DIR)
             if model_dir and self.local_model:
@@ -308,6 +319,20 @@ class ForwardSuite(abc.ABC):
         return cache.capped_pct(case, lambda t: t.thermal_capped_pct)
 
     track_thermal_capped_pct.unit = "%"  # type: ignore[attr-defined]
+
+
+def _record_environment(suite: str, say: Callable[[str], None]) -> None:
+    """What this benchmark process runs with, beside asv's results (fwdasv.asv.ranenv);
+    a record that cannot be written costs a line, never the measurement."""
+    from fwdasv.asv import ranenv
+
+    try:
+        ran = ranenv.record(suite)
+    except (OSError, ValueError) as error:
+        say(f"[fwdasv] {suite}: the environment was not recorded: {error}")
+        return
+    if ran is not None:
+        say(f"[fwdasv] {suite}: running with {ran.environment.describe()}")
 
 
 def _own_setup_cache(cls: type) -> types.FunctionType:

@@ -214,7 +214,13 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
     "--name",
     default=None,
     help="asv machine name. [default: <host>-<count>x<model>-<digest of the GPU UUIDs>; "
-    "without GPUs <host>-cpu]",
+    "without GPUs <host>-cpu-<digest of this Python environment and its torch>]",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Rewrite an entry of this name even when it was written for another environment "
+    "(another host or torch); refused otherwise.",
 )
 @click.option(
     "--machine-file",
@@ -233,6 +239,7 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
 @_state_file_option
 def machine(
     name: str | None,
+    replace: bool,
     machine_file: Path | None,
     clock_policy: str,
     gpus: str,
@@ -248,6 +255,7 @@ def machine(
         machine_file=machine_file,
         clock_policy=clock_policy,
         state_file=state_file,
+        replace=replace,
     )
     entry = recorded.entry
     if recorded.no_gpu is not None:

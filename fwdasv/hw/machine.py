@@ -10,6 +10,7 @@ import json
 import os
 import platform
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,9 +98,21 @@ def machine_entry(
     }
 
 
-def default_cpu_machine_name(host: str) -> str:
-    """hostname-cpu: a box timed by the host timer (its CPU model is a param of every result)."""
-    return f"{_slug(host.split('.')[0]) if host else 'host'}-cpu"
+def environment_digest(prefix: str | None = None, torch: str | None = None) -> str:
+    """6 hex digits naming the Python environment that runs asv (its prefix) and its torch."""
+    prefix = sys.prefix if prefix is None else prefix
+    torch = torch_version() if torch is None else torch
+    return hashlib.sha256(f"{os.path.realpath(prefix)}\n{torch}".encode()).hexdigest()[:6]
+
+
+def default_cpu_machine_name(host: str, digest: str | None = None) -> str:
+    """hostname-cpu-<digest of this environment and its torch>: a box timed by the host timer.
+
+    On a CPU the environment is part of the machine (its torch times the kernels), and
+    asv's machine file is per user: two projects on one box with one name would relabel
+    each other's results. The digest gives each environment its own name.
+    """
+    return f"{_slug(host.split('.')[0]) if host else 'host'}-cpu-{digest or environment_digest()}"
 
 
 def torch_version() -> str:
@@ -147,8 +160,31 @@ def this_machine(
         return cpu_machine_entry(name)
 
 
-def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | None = None) -> Path:
-    """Merge `entry` into asv's machine file (other machines kept), atomically."""
+# Keys that say which software a machine entry's results ran with: an entry of the same
+# name that differs in one of them belongs to another environment.
+ENVIRONMENT_KEYS = ("host", "torch")
+
+
+def collision(old: dict[str, Any], new: dict[str, str]) -> str | None:
+    """How `old`, an entry of the same name, belongs to another environment; None if not."""
+    for key in ENVIRONMENT_KEYS:
+        if key in old and key in new and str(old[key]) != new[key]:
+            return f"{key} {old[key]} (this one: {new[key]})"
+    return None
+
+
+class MachineCollision(HardwareError):
+    """An entry of this name was written for another environment (the fix in the message)."""
+
+
+def write_machine_file(
+    entry: dict[str, str], path: str | os.PathLike[str] | None = None, *, replace: bool = False
+) -> Path:
+    """Merge `entry` into asv's machine file (other machines kept), atomically.
+
+    An entry of the same name written for another environment (another host or
+    torch) is refused unless `replace`: results of both would be labelled alike.
+    """
     target = machine_file_path(path)
     # Before it is read: a FIFO would block the read, a symlink or device must not be replaced.
     check_output_path(target, what="machine file")
@@ -166,6 +202,15 @@ def write_machine_file(entry: dict[str, str], path: str | os.PathLike[str] | Non
                 f"{target} is not an asv machine file of version {MACHINE_FILE_VERSION}; "
                 "fix or move it, fwdasv will not overwrite it"
             )
+    old = machines.get(entry["machine"])
+    other = collision(old, entry) if isinstance(old, dict) and not replace else None
+    if other is not None:
+        raise MachineCollision(
+            f"machine {entry['machine']!r} in {target} was written for another environment "
+            f"({other}): results of both would be stored under one name. Give this one "
+            f"another --name (`fwdasv hw machine` without --name names each environment "
+            f"apart), or pass --replace if that entry is this environment's, changed"
+        )
     machines[entry["machine"]] = dict(entry)
     machines["version"] = MACHINE_FILE_VERSION
     write_atomic(
@@ -188,11 +233,12 @@ def machine(
     machine_file: str | os.PathLike[str] | None = None,
     clock_policy: str = "auto",
     state_file: str | os.PathLike[str] | None = None,
+    replace: bool = False,
 ) -> tuple[dict[str, str], Path]:
     """Write this machine's entry (for the selected GPUs) into asv's machine file."""
     inventory = read_inventory(gpus, state_file)
     entry = machine_entry(inventory, name, clock_policy)
-    return entry, write_machine_file(entry, machine_file)
+    return entry, write_machine_file(entry, machine_file, replace=replace)
 
 
 @dataclass(frozen=True)
@@ -210,6 +256,7 @@ def record_machine(
     machine_file: str | os.PathLike[str] | None = None,
     clock_policy: str = "auto",
     state_file: str | os.PathLike[str] | None = None,
+    replace: bool = False,
 ) -> Recorded:
     """`fwdasv hw machine`: the GPU entry, or, on a box without NVIDIA GPUs, a CPU entry.
 
@@ -217,11 +264,11 @@ def record_machine(
     (`NoDriver`): the run that follows would not time them.
     """
     try:
-        entry, path = machine(gpus, name, machine_file, clock_policy, state_file)
+        entry, path = machine(gpus, name, machine_file, clock_policy, state_file, replace)
         return Recorded(entry, path, None)
     except NoDriver as error:
         if gpus is not None:
             raise NoDriver(f"{error} (or drop --gpus for a CPU machine entry)") from None
         entry = cpu_machine_entry(name)
         reason = str(error).split(";")[0]
-        return Recorded(entry, write_machine_file(entry, machine_file), reason)
+        return Recorded(entry, write_machine_file(entry, machine_file, replace=replace), reason)

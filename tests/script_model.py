@@ -1,0 +1,120 @@
+"""A script-style model repository, and its fwdasv target kept outside it.
+
+The repository is what many research repositories are: `model.py` at the
+root, no setup.py or pyproject.toml, nothing to pip-install. Its history has
+`commits` commits; the one at `slow_index` ("Apply the MLP stack four times
+per token") runs the layers four times, which makes the forward about 4x slower
+(a step that stands out of a busy 2-core box's noise); the others
+touch the README and comments. Old commits cannot get a bench file, so the
+target lives in a directory of its own (`ngbench.py` in `target_dir`), which
+imports `model` from whichever commit is installed: what `fwdasv init
+--target-path` is for. One thread: host timings of a 2-core box stay steady.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+TARGET = "ngbench:target"
+SLOW_SUBJECT = "Apply the MLP stack four times per token"
+
+_MODEL = '''"""A tiny MLP language model, one file."""
+
+import torch
+
+
+class Model:
+    def __init__(self, hidden=256, inner=1024, layers=2, vocab=256, seed=0):
+        g = torch.Generator().manual_seed(seed)
+
+        def weight(*shape):
+            return torch.randn(*shape, generator=g) * 0.05
+
+        self.embed = weight(vocab, hidden)
+        self.layers = [(weight(inner, hidden), weight(hidden, inner)) for _ in range(layers)]
+
+    def mlp(self, x):
+        for up, down in self.layers:
+            x = x + torch.relu(x @ up.t()) @ down.t()
+        return x
+
+    def forward(self, tokens):
+        x = self.embed[tokens]
+        {body}
+'''
+FAST_BODY = "return self.mlp(x)"
+SLOW_BODY = "return self.mlp(self.mlp(self.mlp(self.mlp(x))))"
+
+_TARGET = '''"""fwdasv target for the script-style repository: `ngbench:target` (outside it)."""
+
+import torch
+
+from fwdasv.targets.base import PreparedForward
+from model import Model
+
+
+class Target:
+    name = "ngmodel"
+
+    def __init__(self, device="cpu", dtype="float32", seed=0):
+        torch.set_num_threads(1)
+        self.model = Model(seed=seed)
+
+    def prepare(self, case, seed):
+        tokens = sum(request.query_len * count for request, count in case.groups())
+        ids = torch.randint(0, 256, (tokens,), generator=torch.Generator().manual_seed(seed))
+
+        def forward():
+            return {"logits": self.model.forward(ids)}
+
+        return PreparedForward(forward=forward, state=[], num_tokens=tokens)
+
+
+def target(device="cpu", dtype="float32", seed=0):
+    return Target(device=device, dtype=dtype, seed=seed)
+'''
+
+
+def _git(cwd: Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
+
+
+def write_target(target_dir: str | os.PathLike[str]) -> Path:
+    """`ngbench.py` in `target_dir` (made); returns the directory."""
+    target_dir = Path(target_dir)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    (target_dir / "ngbench.py").write_text(_TARGET)
+    return target_dir
+
+
+def build_repo(path: str | os.PathLike[str], commits: int = 7, slow_index: int = 3) -> list[str]:
+    """The repository at `path` (made); returns its hashes, oldest first."""
+    if not 0 < slow_index < commits:
+        raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
+    path = Path(path)
+    path.mkdir(parents=True)
+    _git(path, "init", "-q", "-b", "main")
+    hashes = []
+    for index in range(commits):
+        body = SLOW_BODY if index >= slow_index else FAST_BODY
+        (path / "model.py").write_text(_MODEL.format(body=body))
+        if index == slow_index:
+            subject = SLOW_SUBJECT
+        else:
+            subject = "Initial model" if index == 0 else f"Describe the model, take {index}"
+            (path / "README.md").write_text(f"# ngmodel\n\nA tiny MLP model (revision {index}).\n")
+        _git(path, "add", "-A")
+        _git(path, "commit", "-q", "-m", subject)
+        hashes.append(_git(path, "rev-parse", "HEAD"))
+    return hashes
