@@ -441,11 +441,14 @@ def edges(
     index, logs = _valid(medians)
     sigma = noise.sigma
     out = []
+    stop = logs.size  # the start's edge is judged on the commits before the head's
     for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
         step = _edge(index, logs, logs.size - k, k, sigma, noise, min_effect_pct, HEAD)
         if step is not None:
             out.append(step)
+            stop = logs.size - k
             break
+    index, logs = index[:stop], logs[:stop]
     # The start: its first k commits are the old level; then, where none is, the same
     # with one slow commit among them set aside.
     tries = [(k, drop) for drop in (False, True) for k in EDGE_START]
