@@ -203,10 +203,19 @@ def run_task(task: Task) -> list[Outcome]:
     return [judge_series(history, step_index, confirm_rng, scenario=scenario)]
 
 
-def tasks(seed: int, histories: int, commits: int, between_pct: float | None = None) -> list[Task]:
-    """`histories` per scenario; for `env`, histories / SERIES_PER_MACHINE machines."""
+def tasks(
+    seed: int,
+    histories: int,
+    commits: int,
+    between_pct: float | None = None,
+    only: tuple[str, ...] = (),
+) -> list[Task]:
+    """`histories` per scenario (those of `only`, else all); for `env`, histories /
+    SERIES_PER_MACHINE machines."""
     out = []
     for scenario in SCENARIOS:
+        if only and scenario not in only:
+            continue
         count = histories
         if scenario == "env":
             count = max(1, histories // SERIES_PER_MACHINE)
@@ -220,9 +229,10 @@ def evaluate(
     commits: int = sim.COMMITS,
     workers: int = 1,
     between_pct: float | None = None,
+    only: tuple[str, ...] = (),
 ) -> Report:
-    """Every scenario's outcomes, computed with at most `workers` processes."""
-    todo = tasks(seed, histories, commits, between_pct)
+    """Every scenario's outcomes (those of `only`, else all), with at most `workers` processes."""
+    todo = tasks(seed, histories, commits, between_pct, only)
     started = time.perf_counter()
     if workers > 1:
         with multiprocessing.get_context("fork").Pool(workers) as pool:
@@ -357,6 +367,8 @@ class Report:
 
     def noise_lines(self) -> list[str]:
         ratios = np.array([o.noise_ratio for o in self.outcomes if o.scenario in MIDDLE[:-1]])
+        if ratios.size == 0:
+            return []
         low, mid, high = np.percentile(ratios, [5, 50, 95])
         within = [np.mean((ratios <= f) & (ratios >= 1 / f)) for f in (1.25, 1.5, 2.0)]
         return [
@@ -514,6 +526,13 @@ def format_markdown(report: Report, command: str) -> str:
     help="Fix every series' run-to-run noise of a commit's median at this percent "
     "[default: drawn per series, log-uniform in 0.05-0.5%].",
 )
+@click.option(
+    "--scenario",
+    "only",
+    multiple=True,
+    type=click.Choice(SCENARIOS),
+    help="Run only this scenario (repeatable; seeds are the same as in a full run) [default: all].",
+)
 @click.option("--markdown", is_flag=True, help="Emit a Markdown table for docs/measurements.md.")
 def main(
     seed: int,
@@ -521,12 +540,14 @@ def main(
     commits: int,
     workers: int,
     between_pct: float | None,
+    only: tuple[str, ...],
     markdown: bool,
 ) -> None:
     """Detection and false-alarm rates of fwdasv's verdicts beside asv's."""
-    report = evaluate(seed, histories, commits, workers, between_pct)
+    report = evaluate(seed, histories, commits, workers, between_pct, only)
     if markdown:
         fixed = "" if between_pct is None else f" --between-pct {between_pct:g}"
+        fixed += "".join(f" --scenario {s}" for s in only)
         command = (
             f"python scripts/verdict_quality.py --seed {seed} --histories {histories} "
             f"--commits {commits} --workers {workers}{fixed} --markdown"

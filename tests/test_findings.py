@@ -517,7 +517,8 @@ def test_a_doubled_mlp_at_the_sixth_of_eight_commits_fails_the_gate_with_no_conf
 ) -> None:
     """issue 19: an 8-commit repository whose 6th commit doubles the MLP's depth. After
     `asv run ALL`, `fwdasv regressions` names that commit and exits 1: its new level has
-    3 commits, too few for a level of the fit, but far beyond the history's outliers."""
+    3 commits, too few for a level of the fit, but far beyond the history's outliers.
+    No confirm: the gate fails on the stored results alone."""
     from toy_model import SLOW_SUBJECT, TARGET, build_repo
 
     from fwdasv.asv import project as asv_project
@@ -537,9 +538,17 @@ def test_a_doubled_mlp_at_the_sixth_of_eight_commits_fails_the_gate_with_no_conf
     project = init_project(
         tmp_path / "asv", tmp_path / "mymodel", suite, project="mymodel", env_dir=tmp_path / "env"
     ).project
+    lines: list[str] = []
     with measuring():
-        lines: list[str] = []
         asv_project.run_spec(project, "ALL", "testbox", echo=lines.append)
+        # As the README says for a busy machine (this 2-vCPU VM's neighbours move whole
+        # processes by 10-30%: measured 15% between commits at load 0.3), another round
+        # of samples in new processes; at most two.
+        for _ in range(2):
+            if invoke_cli(project).exit_code == 1:
+                break
+            lines.append("[test] nothing found: one more round, --append-samples")
+            asv_project.run_spec(project, "ALL", "testbox", append_samples=True, echo=lines.append)
     result = invoke_cli(project, "--format", "json")
     assert result.exit_code == 1, result.output + "\n".join(lines[-30:])
     data = json.loads(result.output)

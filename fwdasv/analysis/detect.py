@@ -126,6 +126,7 @@ EDGE_Z = {1: 4.5, 2: 4.0, 3: 3.6}  # the mean's normal quantile, by commits at t
 EDGE_EACH_Z = 1.5  # sigma each edge commit must stand beyond the reference
 EDGE_LEVEL_Z = 3.0  # the edge's commits are one level: their gaps within this many sd apart,
 EDGE_LEVEL_FRACTION = 1 / 3  # or each at least this fraction of the largest
+EDGE_HOLD_Z = 2.0  # sigma a fitted level's commits must stand up to be more than a head spike
 EDGE_OUTLIER_P = 0.005  # chance of k outliers in a row below which a level excludes them
 HEAD, START = "head", "start"
 
@@ -381,14 +382,33 @@ def detect(
     if edge:
         # An edge within EDGE_MAX commits of a step the fit reports is that step's own
         # new level seen again (its first commits sit in the edge's reference level).
-        fitted = [s.after_index for s in out if s.status != Status.IMPROVEMENT]
-        near = [
-            e
-            for e in edges(medians, noise, min_effect_pct=min_effect_pct)
-            if all(abs(e.after_index - f) > EDGE_MAX for f in fitted)
-        ]
-        out = sorted([*out, *near], key=_order)
+        fitted = [s for s in out if s.status != Status.IMPROVEMENT]
+        kept = []
+        for found in edges(medians, noise, min_effect_pct=min_effect_pct):
+            close = [f for f in fitted if abs(found.after_index - f.after_index) <= EDGE_MAX]
+            if not close:
+                kept.append(found)
+            elif found.edge == HEAD and not any(
+                _holds(medians, f, found.after_index, noise.sigma) for f in close
+            ):
+                # The fit's step is the head's spike, clipped (`despike`) into a small
+                # level: the commits between are at the old level. The edge is the step.
+                out = [s for s in out if s not in close]
+                kept.append(found)
+        out = sorted([*out, *kept], key=_order)
     return out
+
+
+def _holds(medians: Sequence[float | None], step: Step, stop: int, sigma: float) -> bool:
+    """Whether the commits of `step`'s new level before `stop` (raw medians) stand
+    EDGE_HOLD_Z sigma above its old level: a level of its own, not the head's spike."""
+    values = [
+        math.log(m)
+        for m in medians[step.after_index : stop]
+        if m is not None and math.isfinite(m) and m > 0
+    ]
+    floor = math.log(step.before) + EDGE_HOLD_Z * sigma
+    return bool(values) and all(v >= floor for v in values)
 
 
 def _order(step: Step) -> int:
@@ -421,11 +441,14 @@ def edges(
     index, logs = _valid(medians)
     sigma = noise.sigma
     out = []
+    stop = logs.size  # the start's edge is judged on the commits before the head's
     for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
         step = _edge(index, logs, logs.size - k, k, sigma, noise, min_effect_pct, HEAD)
         if step is not None:
             out.append(step)
+            stop = logs.size - k
             break
+    index, logs = index[:stop], logs[:stop]
     # The start: its first k commits are the old level; then, where none is, the same
     # with one slow commit among them set aside.
     tries = [(k, drop) for drop in (False, True) for k in EDGE_START]
