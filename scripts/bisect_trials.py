@@ -187,6 +187,36 @@ def trial(root: Path, repo: Path, hashes: list[str], index: int) -> dict:
     return out
 
 
+def calibrate(rounds: int = 30, calls: int = 20) -> None:
+    """The slow commit's step, timed interleaved in this process (1 thread): the model's code
+    at the commit before it and at it, and whether their outputs are bit-identical."""
+    import statistics
+
+    import torch
+
+    torch.set_num_threads(1)
+    models = []
+    for checked in ("set()", "{1, 4}"):
+        namespace: dict = {}
+        exec(_MODEL.format(checked=checked), namespace)  # the file each commit holds
+        models.append(namespace)
+    layers = models[0]["weights"](0)
+    x = torch.randn(64, models[0]["HIDDEN"], generator=torch.Generator().manual_seed(0))
+    times: list[list[float]] = [[], []]
+    for _ in range(rounds):
+        for side, model in enumerate(models):
+            started = time.perf_counter()
+            for _ in range(calls):
+                model["forward"](x, layers)
+            times[side].append((time.perf_counter() - started) / calls)
+    before, after = (statistics.median(t) * 1e3 for t in times)
+    same = torch.equal(models[0]["forward"](x, layers), models[1]["forward"](x, layers))
+    print(
+        f"calibration: {before:.2f} ms -> {after:.2f} ms ({100 * (after / before - 1):+.1f}%), "
+        f"outputs bit-identical: {same}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10, help="bisects to run (default 10)")
@@ -194,7 +224,15 @@ def main() -> int:
         "--dir", type=Path, default=Path("bisect-trials"), help="work directory (reused)"
     )
     parser.add_argument("--json", type=Path, help="write every trial's bisect JSON here")
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="only time the slow commit against its parent, interleaved in one process",
+    )
     args = parser.parse_args()
+    if args.calibrate:
+        calibrate()
+        return 0
     root = args.dir.resolve()
     root.mkdir(parents=True, exist_ok=True)
     os.environ["HOME"] = str(machine_home(root))
