@@ -163,7 +163,13 @@ def machine_home(root: Path) -> Path:
     return home
 
 
-def trial(root: Path, repo: Path, hashes: list[str], index: int) -> dict:
+def trial(root: Path, repo: Path, hashes: list[str], index: int, slot: int | None = None) -> dict:
+    """One bisect in a fresh project; `slot`: pinned to that CPU, with an asv environment
+    directory of its own (trials run side by side, one core each)."""
+    from fwdasv.analysis.bisect.environment import BisectError
+
+    if slot is not None:
+        os.sched_setaffinity(0, {slot})
     suite = SuiteSpec(
         TARGET,
         (CASE,),
@@ -174,16 +180,29 @@ def trial(root: Path, repo: Path, hashes: list[str], index: int) -> dict:
         launches=2,
         env={"OMP_NUM_THREADS": "1"},
     )
+    env_dir = root / ("env" if slot is None else f"env{slot}")
     project = write_torch_project(
-        root / f"trial{index:02d}", repo, PACKAGE, [suite.source()], env_dir=root / "env"
+        root / f"trial{index:02d}", repo, PACKAGE, [suite.source()], env_dir=env_dir
     )
     started = time.monotonic()
-    result = bisect(
-        project, hashes[0], hashes[-1], "track_latency", MACHINE, case=CASE.split("=")[0], echo=None
-    )
-    out = result.to_json()
+    try:
+        result = bisect(
+            project,
+            hashes[0],
+            hashes[-1],
+            "track_latency",
+            MACHINE,
+            case=CASE.split("=")[0],
+            echo=None,
+        )
+    except BisectError as error:  # e.g. GOOD and BAD did not differ: no commit named
+        out = {"first_bad": None, "certain": False, "percent": float("nan"), "asv_runs": -1}
+        out["error"] = str(error)
+    else:
+        out = result.to_json()
     out["wall_s"] = time.monotonic() - started
     out["load"] = os.getloadavg()[0]
+    out["cpu"] = sorted(os.sched_getaffinity(0)) if slot is not None else None
     return out
 
 
@@ -225,6 +244,13 @@ def main() -> int:
     )
     parser.add_argument("--json", type=Path, help="write every trial's bisect JSON here")
     parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="trials at once, each pinned to a CPU of its own with its own asv environment "
+        "(for a many-core box: 5 on 16 cores keeps each trial's core to itself)",
+    )
+    parser.add_argument(
         "--calibrate",
         action="store_true",
         help="only time the slow commit against its parent, interleaved in one process",
@@ -241,8 +267,23 @@ def main() -> int:
     print(f"repository {root / PACKAGE}: {len(hashes)} commits, culprit {culprit[:8]}")
     tally = {"right": 0, "wrong": 0, "none": 0, "uncertain": 0}
     trials = []
-    for index in range(args.trials):
-        got = trial(root, root / PACKAGE, hashes, index)
+    if args.parallel > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        cpus = sorted(os.sched_getaffinity(0))
+        results = []
+        with ProcessPoolExecutor(args.parallel) as pool:
+            # In waves of `parallel`: trials running together never share a CPU or an env.
+            for wave in range(0, args.trials, args.parallel):
+                indices = range(wave, min(wave + args.parallel, args.trials))
+                futures = [
+                    pool.submit(trial, root, root / PACKAGE, hashes, i, cpus[k % len(cpus)])
+                    for k, i in enumerate(indices)
+                ]
+                results += [f.result() for f in futures]
+    else:
+        results = (trial(root, root / PACKAGE, hashes, i) for i in range(args.trials))
+    for index, got in enumerate(results):
         trials.append(got)
         named = got["first_bad"]
         verdict = "none" if named is None else ("right" if named == culprit else "wrong")
@@ -251,7 +292,7 @@ def main() -> int:
         print(
             f"trial {index + 1}: {verdict} ({(named or '-')[:8]}, {got['percent']:+.1f}%, "
             f"certain {got['certain']}), {got['asv_runs']} asv runs, {got['wall_s']:.0f} s, "
-            f"load {got['load']:.1f}",
+            f"load {got['load']:.1f}" + (f"; {got['error']}" if "error" in got else ""),
             flush=True,
         )
     print(
