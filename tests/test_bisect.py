@@ -162,6 +162,26 @@ def _config(tmp_path: Path, **overrides) -> AsvProject:
     return AsvProject.load(tmp_path / "asv.conf.json")
 
 
+def test_bisect_measures_into_a_results_dir_of_its_own(tmp_path: Path) -> None:
+    """Issue 19: bisect's re-measures appended to the history moved a commit's median from
+    39.5 to 19.3 ms and made a finding; they go to a results dir beside it instead."""
+    from fwdasv.analysis.bisect.driver import remeasure_project
+
+    project = _config(tmp_path, pythons=["3.11"], results_dir="results", env_dir="env")
+    side = remeasure_project(project)
+    assert side.results_dir == remeasure_results_dir(project.results_dir) / "results"
+    # Beside the history's results dir, not in it: neither fwdasv nor asv publish reads it.
+    assert not side.results_dir.is_relative_to(project.results_dir)
+    # The same repository, environments (installs are shared) and benchmarks.
+    assert (side.repo, side.env_dir, side.benchmark_dir) == (
+        project.repo,
+        project.env_dir,
+        project.benchmark_dir,
+    )
+    assert side.environment_type == project.environment_type
+    assert remeasure_project(project) == side  # written once, the same on every bisect
+
+
 def test_existing_environments_are_refused(tmp_path: Path) -> None:
     check_environment(_config(tmp_path, pythons=["3.11"]))
     with pytest.raises(BisectError, match="--python=same selects an existing environment"):
