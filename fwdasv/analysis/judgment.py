@@ -119,7 +119,7 @@ def pooled_spread(groups: Sequence[Sequence[float]]) -> ProcessSpread | None:
 class ProcessTest:
     """before -> after on process medians: a t rule on their ln means."""
 
-    ratio: float  # exp(mean ln after - mean ln before)
+    ratio: float  # exp(median ln after - median ln before)
     t: float
     dof: float
     p_value: float  # two-sided
@@ -135,7 +135,8 @@ def process_test(
     spread: ProcessSpread,
     floor: ProcessSpread | None = None,
 ) -> ProcessTest | None:
-    """d = mean ln(after) - mean ln(before), se = s sqrt(1/n_b + 1/n_a), s the pooled
+    """d = median ln(after) - median ln(before) (the median: one run that read fast among
+    three moves it no more than the others allow), se = s sqrt(1/n_b + 1/n_a), s the pooled
     between-process sd (`spread`) or `floor` when that is larger (a series' noise, with its
     own degrees of freedom), t with the degrees of freedom of the one used; None without a
     process on each side."""
@@ -145,7 +146,7 @@ def process_test(
     la = [math.log(v) for v in after if v > 0 and math.isfinite(v)]
     if not lb or not la:
         return None
-    d = sum(la) / len(la) - sum(lb) / len(lb)
+    d = stats.median(la) - stats.median(lb)
     used = floor if floor is not None and floor.sigma > spread.sigma else spread
     se = used.sigma * math.sqrt(1 / len(lb) + 1 / len(la))
     t = d / se if se > 0 else (math.inf if d else 0.0)

@@ -311,6 +311,11 @@ class Bisector:
                     f"{label} {commit[:8]}: no samples of {self.target.name} after measuring "
                     "(the benchmark fails or is skipped there; see asv's output with --show-asv)"
                 )
+        if self.layout is not None and any(self.one_run(self.samples(c)) for c in ends):
+            # One run of an end is no more certain than one run of a probe: a run that read
+            # fast at BAD (or slow at GOOD) would hide the step or turn its direction.
+            self.remeasures += 1
+            self.measure(list(ends), "GOOD/BAD from one run: a second run")
         unit = self.target.unit
         for attempt in range(self.max_remeasure + 1):
             g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
@@ -400,12 +405,19 @@ class Bisector:
             elif unconfirmed:
                 self.say(
                     f"[{count}] {commit[:8]}: {verdict} ({_both(decision)}), not yet agreed "
-                    "by a second run: measuring again"
+                    "by a second run: measuring it again, with GOOD and BAD in the same run"
                 )
-                self.measure([commit], f"probe {count}, re-measure {tries}")
+                self.measure(
+                    [self.good_hash, commit, self.bad_hash], f"probe {count}, re-measure {tries}"
+                )
             else:
-                self.say(f"[{count}] {commit[:8]}: unclear ({_both(decision)}): measuring again")
-                self.measure([commit], f"probe {count}, re-measure {tries}")
+                self.say(
+                    f"[{count}] {commit[:8]}: unclear ({_both(decision)}): measuring it again, "
+                    "with GOOD and BAD in the same run"
+                )
+                self.measure(
+                    [self.good_hash, commit, self.bad_hash], f"probe {count}, re-measure {tries}"
+                )
         uncertain = {
             "closer-median": " (closer median: uncertain)",
             "unconfirmed": " (runs disagree: uncertain)",
@@ -484,7 +496,7 @@ class Bisector:
         """While the final pair does not differ: re-check the decisions that led there,
         nearest the pair first, each once (one more run, then placed on all its samples);
         a decision that changes reopens the search. Returns the final pair and its step."""
-        effect = self.step(self.line[lo], self.line[hi], direction)
+        effect = self.pair_step(lo, hi, direction)
         done: set[int] = set()
         while effect.outcome != Status.DIFFERENT and self.max_remeasure > 0:
             todo = [i for i in recheck_order(list(decisions), lo, hi) if i not in done]
@@ -528,8 +540,37 @@ class Bisector:
                 lo, hi = self.search(lo, hi, direction, probes, decisions, skipped)
             else:
                 lo, hi = bounds(decisions, len(self.line) - 1)
-            effect = self.step(self.line[lo], self.line[hi], direction)
+            effect = self.pair_step(lo, hi, direction)
         return lo, hi, effect
+
+    def pair_step(self, lo: int, hi: int, direction: int) -> StepTest:
+        """The final pair's step. Judged by processes, the pair is also measured once more
+        in one run (both commits in the same window of load, as confirm's A/B): it differs
+        only when all its samples say so and that run alone moves beyond the factor too."""
+        effect = self.step(self.line[lo], self.line[hi], direction)
+        if effect.outcome != Status.DIFFERENT or self.layout is None or self.max_remeasure == 0:
+            return effect
+        pair = [self.line[lo], self.line[hi]]
+        self.say(
+            f"final pair {pair[0][:8]} -> {pair[1][:8]}: {step_text(effect)}; measuring both "
+            "in one run to confirm"
+        )
+        self.remeasures += 1
+        self.measure(pair, "the final pair, in one run")
+        effect = self.step(pair[0], pair[1], direction)
+        size = self.layout.samples * self.layout.launches
+        alone = compare_step(
+            self.samples(pair[0])[-size:],
+            self.samples(pair[1])[-size:],
+            direction,
+            self.factor,
+            self.alpha,
+            self.processes(),
+        )
+        if effect.outcome == Status.DIFFERENT and alone.outcome == Status.SAME:
+            self.say(f"  in one run: {step_text(alone)}: the pair does not differ there")
+            return StepTest(Status.UNKNOWN, effect.ratio, effect.p_value)
+        return effect
 
     def finish(
         self,

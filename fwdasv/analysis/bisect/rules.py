@@ -61,7 +61,7 @@ def compare_step(
     evidence that nothing changed. Too few samples to test: `unknown`.
 
     With `processes` (and samples that split into them) the ratio and the test
-    are on process medians (`judgment.process_test`: the geometric mean of each
+    are on process medians (`judgment.process_test`: the median of each
     side's process medians, against the pooled variance between processes of
     one commit), as confirm judges; without a spread yet, a move beyond the
     factor is `unknown`. Otherwise Mann-Whitney on the samples (asv's rule).
@@ -75,7 +75,7 @@ def compare_step(
         ratio = (
             tested_processes.ratio
             if tested_processes is not None
-            else math.exp(sum(map(math.log, ys)) / len(ys) - sum(map(math.log, xs)) / len(xs))
+            else stats.median(ys) / stats.median(xs)
         )
         beyond = ratio > factor if direction > 0 else ratio < 1 / factor
         p_value = tested_processes.p_value if tested_processes is not None else None
