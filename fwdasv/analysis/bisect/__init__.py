@@ -41,14 +41,19 @@ each probe and the final pair, is on process medians
 the processes of one commit, pooled over every commit the bisection read), as
 confirm judges; Mann-Whitney on samples counted one process's samples as
 independent runs (a bad commit whose one run read fast became "+15.1%,
-p=1.1e-07" at the wrong commit). A probe decided from one asv run is uncertain
-until a re-measure agrees: it is measured again until the newest run alone and
-all its runs give the same verdict (else, after `max_remeasure` runs, it is
-marked `unconfirmed` and the result uncertain). Other benchmarks keep asv's
-sample rule.
+p=1.1e-07" at the wrong commit). A side's level is the median of its process
+medians (one run that read fast among three does not move it). One run is
+never enough: GOOD and BAD from one run get a second before they are judged,
+and a probe decided from one asv run is uncertain until a re-measure agrees:
+it is measured again, with GOOD and BAD in the same run (one window of load),
+until the newest run alone and all its runs give the same verdict (else, after
+`max_remeasure` runs, it is marked `unconfirmed` and the result uncertain).
+Other benchmarks keep asv's sample rule.
 
 The answer is named only when the final pair (the last good and the first bad
-commit) differs significantly. When it does not, the decisions that led there
+commit) differs significantly; judged by processes, the pair is then measured
+once more in one run, and a pair that does not move there counts as not
+differing. When it does not, the decisions that led there
 are re-checked, nearest the pair first, each once (one more run, placed again
 on all its samples); a decision that changes reopens the search between the new
 bounds. Only when none is left does bisect say "not reproducible" and name no
