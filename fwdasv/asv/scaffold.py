@@ -123,9 +123,10 @@ class SuiteSpec:
 
 
 def canary_suite(suite: SuiteSpec) -> SuiteSpec:
-    """The environment canary beside `suite`: the same timer, thread settings and launches,
-    so the machine's load reaches it as it reaches the suite, at the same commits (asv runs
-    every suite at each commit it measures)."""
+    """The environment canary beside `suite`: the same timer and thread settings, so the
+    machine's load reaches it as it reaches the suite, at the same commits (asv runs every
+    suite at each commit it measures). One launch: only its commit medians are read (for
+    drift), and each launch costs a process start at every commit."""
     return SuiteSpec(
         CANARY_TARGET,
         CANARY_CASES,
@@ -135,7 +136,7 @@ def canary_suite(suite: SuiteSpec) -> SuiteSpec:
         warmup_s=min(suite.warmup_s, 0.2),
         timer=suite.timer,
         env=dict(suite.env),
-        launches=suite.launches,
+        launches=1,
         doc=(
             "The environment canary: fwdasv's tiny decoder, no code of the project. A step "
             "here is the machine (its load, torch, a driver), not a commit."
