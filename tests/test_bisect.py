@@ -23,13 +23,18 @@ from conftest import measuring_priority
 from fwdasv.analysis.bisect.driver import bisect, resolve_benchmark
 from fwdasv.analysis.bisect.environment import BisectError, check_environment, verify_measured
 from fwdasv.analysis.bisect.rules import (
+    Processes,
+    bounds,
     classify,
     closer,
     compare_step,
     expected_probes,
     next_probe,
+    recheck_order,
 )
+from fwdasv.analysis.judgment import pooled_spread, process_medians
 from fwdasv.analysis.status import Status
+from fwdasv.asv.history import remeasure_results_dir
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.cli import main
@@ -79,6 +84,48 @@ def test_classify_table() -> None:
     assert closer(LOW, _draws(1.1, 12), HIGH) == Status.GOOD
 
 
+def _runs(levels: list[float], seed: int, size: int = 10) -> list[float]:
+    """One process per level, `size` samples each (0.2% apart), stored one after another."""
+    rng = random.Random(seed)
+    return [level * (1 + 0.002 * rng.gauss(0, 1)) for level in levels for _ in range(size)]
+
+
+def test_compare_step_by_processes_is_not_fooled_by_one_process() -> None:
+    """Issue 19: a bad commit whose one run read fast, judged on its samples as if they were
+    independent runs, named a wrong commit at p=1e-7."""
+    good = _runs([20.8, 21.0, 20.6, 21.1], 1)
+    bad = _runs([24.0, 24.3, 23.8, 24.1], 2)
+    mixed = _runs([21.0, 24.1], 3)  # one process fast, one at BAD's level
+    spread = pooled_spread(
+        [process_medians(x, 10) for x in (good, bad, mixed, _runs([24.0, 21.2], 4))]
+    )
+    by_process = Processes(10, spread)
+    # On samples: the mixed commit is "different" from GOOD, far beyond alpha.
+    assert compare_step(good, mixed, 1, 1.05).outcome == Status.DIFFERENT
+    # On process medians, against the spread between one commit's processes: unknown.
+    assert compare_step(good, mixed, 1, 1.05, processes=by_process).outcome == Status.UNKNOWN
+    # Processes that agree: the step is there, and within the factor is the same level.
+    steady = Processes(10, pooled_spread([process_medians(x, 10) for x in (good, bad)]))
+    step = compare_step(good, bad, 1, 1.05, processes=steady)
+    assert step.outcome == Status.DIFFERENT and 1.14 < step.ratio < 1.17, step
+    level = compare_step(bad, _runs([24.2, 23.9], 5), 1, 1.05, processes=steady)
+    assert level.outcome == Status.SAME
+    # No spread measured yet (one process a commit): a move beyond the factor is unknown.
+    alone = Processes(10, None)
+    assert compare_step(good[:10], bad[:10], 1, 1.05, processes=alone).outcome == Status.UNKNOWN
+    assert classify(good, _runs([20.9, 21.0], 6), bad, 1, processes=steady).verdict == Status.GOOD
+    assert classify(good, _runs([24.1, 24.0], 7), bad, 1, processes=steady).verdict == Status.BAD
+
+
+def test_bounds_and_recheck_order() -> None:
+    assert bounds({}, 16) == (0, 16)
+    assert bounds({8: Status.BAD, 4: Status.GOOD, 6: Status.BAD, 5: Status.GOOD}, 16) == (5, 6)
+    # A decision changed on re-check (5 now bad): the range reopens below it.
+    assert bounds({8: Status.BAD, 4: Status.GOOD, 6: Status.BAD, 5: Status.BAD}, 16) == (4, 5)
+    # Nearest the final pair (5, 6) first: its own members, then outwards.
+    assert recheck_order([8, 4, 6, 5], 5, 6) == [5, 6, 4, 8]
+
+
 def test_probe_order() -> None:
     assert next_probe(0, 6) == 3
     assert next_probe(0, 1) is None
@@ -114,6 +161,26 @@ def _config(tmp_path: Path, **overrides) -> AsvProject:
     config = {"version": 1, "repo": ".", "environment_type": "virtualenv", **overrides}
     (tmp_path / "asv.conf.json").write_text(json.dumps(config))
     return AsvProject.load(tmp_path / "asv.conf.json")
+
+
+def test_bisect_measures_into_a_results_dir_of_its_own(tmp_path: Path) -> None:
+    """Issue 19: bisect's re-measures appended to the history moved a commit's median from
+    39.5 to 19.3 ms and made a finding; they go to a results dir beside it instead."""
+    from fwdasv.analysis.bisect.driver import remeasure_project
+
+    project = _config(tmp_path, pythons=["3.11"], results_dir="results", env_dir="env")
+    side = remeasure_project(project)
+    assert side.results_dir == remeasure_results_dir(project.results_dir) / "results"
+    # Beside the history's results dir, not in it: neither fwdasv nor asv publish reads it.
+    assert not side.results_dir.is_relative_to(project.results_dir)
+    # The same repository, environments (installs are shared) and benchmarks.
+    assert (side.repo, side.env_dir, side.benchmark_dir) == (
+        project.repo,
+        project.env_dir,
+        project.benchmark_dir,
+    )
+    assert side.environment_type == project.environment_type
+    assert remeasure_project(project) == side  # written once, the same on every bisect
 
 
 def test_existing_environments_are_refused(tmp_path: Path) -> None:
@@ -259,7 +326,7 @@ def test_bisect_names_no_commit_when_the_final_pair_does_not_differ(
     assert ends.startswith(f"GOOD {good[:8]}") and ends.endswith(": different"), result.output
     # ... but the middle commit is 3% from each end: it cannot be placed (measured again,
     # then the closer median), and the final pair, measured again too, does not differ.
-    assert "final pair" in result.stderr and "measuring both again" in result.stderr
+    assert "final pair" in result.stderr and "re-checking the decisions" in result.stderr
     assert result.exit_code == 1, result.output
     summary = result.stdout.strip()
     assert summary.startswith("not reproducible: forward.Creep.track_latency"), summary
@@ -270,7 +337,7 @@ def test_bisect_names_no_commit_when_the_final_pair_does_not_differ(
     assert document["reproducible"] is False and document["first_bad"] is None, document
     (probe,) = document["probes"]
     assert probe["commit"] == middle and probe["decided_by"] == "closer-median", probe
-    # Runs: GOOD and BAD, the middle, the middle again, the final pair again.
+    # Runs: GOOD and BAD, the middle, the middle again, the middle re-checked.
     assert (document["asv_runs"], document["remeasures"]) == (4, 2), document
 
 
@@ -348,13 +415,25 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
         assert any(
             f"{probe.commit[:8]}" in line and f"-> {probe.verdict}" in line for line in lines
         ), log
-    # Every probe really was installed and measured per commit.
+    # Every probe really was installed and measured per commit, into bisect's own results
+    # dir: the history keeps GOOD and BAD only, as they were.
+    side = remeasure_results_dir(project.results_dir) / "results" / demo_history.machine
     stored = {
         json.loads(p.read_text())["commit_hash"]: json.loads(p.read_text())["env_name"]
-        for p in (project.results_dir / demo_history.machine).glob("*-*.json")
+        for p in side.glob("*-*.json")
     }
-    assert set(stored) == {good, bad, *(p.commit for p in result.probes)}
+    assert (
+        {p.commit for p in result.probes}
+        <= set(stored)
+        <= {
+            good,
+            bad,
+            *(p.commit for p in result.probes),
+        }
+    )
     assert all(env.startswith("fwdasv-") for env in stored.values())
+    history = {p.name for p in (project.results_dir / demo_history.machine).glob("*-*.json")}
+    assert len(history) == 2, history
 
 
 @pytest.mark.slow

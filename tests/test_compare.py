@@ -109,6 +109,35 @@ def test_judge_by_noise_tests_the_change_against_the_series_noise() -> None:
     assert DEFAULT_FACTOR == 1.003
 
 
+def _process(level: float, seed: int, n: int = 10) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + 0.002 * rng.gauss(0, 1)) for _ in range(n)]
+
+
+def test_one_unusually_fast_process_is_not_a_slowdown() -> None:
+    """Issue 19: `compare` reported 2.2x where one process at the earlier commit read fast."""
+    rng = random.Random(3)
+    noise = estimate_noise(_history([1 + 0.08 * rng.gauss(0, 1) for _ in range(30)]))
+    # Earlier commit: two processes, one unusually fast; its stored median from that one.
+    fast, normal = _process(9.1e-3, 1), _process(20e-3, 2)
+    before = Measurement("a" * 40, "ok", 9.1e-3, samples=tuple(fast + normal))
+    after_samples = _process(20.5e-3, 3) + _process(20.2e-3, 4)
+    after = Measurement("b" * 40, "ok", 20.4e-3, samples=tuple(after_samples))
+    # By the commit medians and the series' noise alone: a 2.2x slowdown.
+    assert judge(before, after, noise=noise).verdict == WORSE
+    # By process-level variation (10 samples a process): the processes disagree.
+    judged = judge(before, after, noise=noise, process_size=10)
+    assert (judged.verdict, judged.method) == (UNCHANGED, "noise+processes"), judged
+    assert "processes disagree" in judged.reason and judged.p_value > 0.002
+    # A real 2x step, every process showing it, is still worse.
+    slow = Measurement("c" * 40, "ok", 18.4e-3, samples=tuple(_process(18e-3, 5) * 2))
+    base = Measurement("d" * 40, "ok", 9.1e-3, samples=tuple(fast + _process(9.2e-3, 6)))
+    assert judge(base, slow, noise=noise, process_size=10).verdict == WORSE
+    # Samples that do not split into processes of that size: the noise rule alone.
+    odd = Measurement("e" * 40, "ok", 9.1e-3, samples=tuple(fast + normal[:5]))
+    assert judge(odd, after, noise=noise, process_size=10).verdict == WORSE
+
+
 def test_unknown_method_is_one_clear_error() -> None:
     result = CliRunner().invoke(main, ["compare", "a", "b", "--method", "t-test"])
     assert result.exit_code == 2 and "'t-test' is not one of" in result.stderr

@@ -15,7 +15,13 @@ import pytest
 from click.testing import CliRunner
 from toy_model import TARGET, build_repo
 
-from fwdasv.asv.scaffold import DEFAULT_CASES, VERDICT_SETTINGS
+from fwdasv.asv.scaffold import (
+    CANARY_CASES,
+    CANARY_CLASS,
+    CANARY_TARGET,
+    DEFAULT_CASES,
+    VERDICT_SETTINGS,
+)
 from fwdasv.cli import main
 
 
@@ -39,10 +45,19 @@ def one_error_line(result) -> str:
     return lines[-1]
 
 
-def suite_of(directory: Path) -> dict:
-    """The suite class's assignments in benchmarks/forward.py, read without importing it."""
+def suites_of(directory: Path) -> dict[str, dict]:
+    """Each suite class's assignments in benchmarks/forward.py, read without importing it."""
     tree = ast.parse((directory / "benchmarks" / "forward.py").read_text())
-    (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    return {node.name: _assignments(node) for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def suite_of(directory: Path) -> dict:
+    """The project's own suite (not the environment canary)."""
+    (own,) = [v for name, v in suites_of(directory).items() if name != CANARY_CLASS]
+    return own
+
+
+def _assignments(cls: ast.ClassDef) -> dict:
     values = {
         node.targets[0].id: ast.literal_eval(node.value)
         for node in cls.body
@@ -94,6 +109,48 @@ def test_init_writes_a_project_asv_reads_and_prints_the_next_commands(
         "fwdasv publish",
         "fwdasv regressions",
     ]
+
+
+def test_a_project_gets_the_environment_canary_by_default(repo: Path, tmp_path: Path) -> None:
+    """Issue 19: load (or a driver) that moves every suite at once is told from the code by a
+    canary measured at the same commits; `fwdasv init` projects get one unless --no-canary."""
+    result = init(
+        "--repo",
+        str(repo),
+        "--target",
+        TARGET,
+        "--case",
+        "prefill_64=64",
+        "--dir",
+        str(tmp_path / "with"),
+        "--no-check",
+    )
+    assert result.exit_code == 0, result.output
+    suites = suites_of(tmp_path / "with")
+    canary, own = suites[CANARY_CLASS], suite_of(tmp_path / "with")
+    assert canary["model"] == CANARY_TARGET and canary["cases"] == CANARY_CASES
+    # The same timer and thread settings as the project's suite: the load that reaches one
+    # reaches the other (one launch: only its commit medians tell drift).
+    for key in ("timer", "env", "samples"):
+        assert canary[key] == own[key], key
+    assert canary["launches"] == 1
+    assert "the environment canary CanaryDecoder" in result.stdout
+    # A `Canary*` suite is what the findings read as the machine, not a series to judge.
+    from fwdasv.analysis.findings import CANARY_PREFIX
+
+    assert CANARY_CLASS.startswith(CANARY_PREFIX)
+    bare = init(
+        "--repo",
+        str(repo),
+        "--target",
+        TARGET,
+        "--dir",
+        str(tmp_path / "without"),
+        "--no-check",
+        "--no-canary",
+    )
+    assert bare.exit_code == 0, bare.output
+    assert list(suites_of(tmp_path / "without")) == ["Mymodel"]
 
 
 def test_without_cases_the_defaults_are_written(repo: Path, tmp_path: Path) -> None:

@@ -101,8 +101,11 @@ def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     ).stdout.strip()
 
 
-def build_repo(path: str | os.PathLike[str], commits: int = 8, slow_index: int = 5) -> list[str]:
-    """Create the repository at `path`; returns its hashes, oldest first."""
+def build_repo(
+    path: str | os.PathLike[str], commits: int = 8, slow_index: int | None = 5
+) -> list[str]:
+    """Create the repository at `path`; returns its hashes, oldest first. `slow_index` None:
+    no commit changes the forward (then any number of commits: notes in the README)."""
     path = Path(path)
     path.mkdir(parents=True)
     _git(path, "init", "-q", "-b", "main")
@@ -116,10 +119,14 @@ def build_repo(path: str | os.PathLike[str], commits: int = 8, slow_index: int =
         "Note the hidden size in the README",
         "Bump version to 0.2.0",
     ]
-    if not 0 < slow_index < commits <= len(subjects):
+    if slow_index is None:
+        subjects += [f"README: note {n}" for n in range(len(subjects), commits)]
+        slow_index = commits
+    elif not 0 < slow_index < commits <= len(subjects):
         raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
+    else:
+        subjects[slow_index] = SLOW_SUBJECT
     subjects = subjects[:commits]
-    subjects[slow_index] = SLOW_SUBJECT
     hashes = []
     for index, subject in enumerate(subjects):
         version = "0.1.0" if index < 4 else "0.1.1"

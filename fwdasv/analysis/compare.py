@@ -35,7 +35,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, sample_test
+from fwdasv.analysis.judgment import (
+    DEFAULT_ALPHA,
+    ProcessSpread,
+    ProcessTest,
+    check_rule,
+    pooled_spread,
+    process_medians,
+    process_test,
+    sample_test,
+)
 from fwdasv.analysis.noise import Noise, t_sf
 from fwdasv.analysis.status import COMPARISON_STATUSES, Status
 from fwdasv.asv.history import CommitFilter, History, Record, RecordStatus
@@ -108,6 +117,7 @@ def judge(
     factor: float = DEFAULT_FACTOR,
     alpha: float = DEFAULT_ALPHA,
     noise: Noise | None = None,
+    process_size: int | None = None,
 ) -> Judgement:
     """One pair: different, and beyond `factor`.
 
@@ -119,6 +129,13 @@ def judge(
     process's samples never sees. A history too short to estimate the noise
     (the prior alone) uses the prior's 1% as known. Without `noise`, asv's
     rule: Mann-Whitney on the stored samples, else non-overlapping 99% CIs.
+
+    With `process_size` (samples per bench process, `remeasure.process_layout`)
+    and two processes at one commit at least, a change the noise calls
+    different must also be different by process-level variation
+    (`judgment.process_test`: process medians against the variance between
+    the processes of these two commits, floored at the series' noise): one
+    unusually fast process at a commit is not a step.
     """
     if before.status == "failed" or after.status == "failed":
         if before.status == "failed" and after.status == "failed":
@@ -140,6 +157,18 @@ def judge(
         p_value = min(1.0, 2 * t_sf(abs(t_value), dof))
         different = p_value < alpha
         method = "noise"
+        if different:
+            by_process = _process_level(before, after, process_size, noise)
+            if by_process is not None and not by_process.different(alpha):
+                return Judgement(
+                    Status.UNCHANGED,
+                    ratio,
+                    by_process.p_value,
+                    "noise+processes",
+                    f"processes disagree: {by_process.processes[0]}+"
+                    f"{by_process.processes[1]} process medians do not differ "
+                    f"(p={by_process.p_value:.2g})",
+                )
     elif before.samples and after.samples:
         tested = sample_test(before.samples, after.samples, alpha)
         different, p_value = tested.different, tested.p_value
@@ -166,6 +195,21 @@ def judge(
     if different and not reason:
         reason = "significant but within the factor"
     return Judgement(Status.UNCHANGED, ratio, p_value, method, reason)
+
+
+def _process_level(
+    before: Measurement, after: Measurement, size: int | None, noise: Noise
+) -> ProcessTest | None:
+    """The process-level test of before -> after, when both split into processes and one
+    side has two at least."""
+    xs, ys = process_medians(before.samples, size), process_medians(after.samples, size)
+    if not xs or not ys:
+        return None
+    spread = pooled_spread([xs, ys])
+    if spread is None:
+        return None
+    dof = math.inf if noise.source == "prior" else noise.dof
+    return process_test(xs, ys, spread, floor=ProcessSpread(noise.sigma, dof))
 
 
 @dataclass(frozen=True)
@@ -235,11 +279,13 @@ def pair(
     factor: float = DEFAULT_FACTOR,
     alpha: float = DEFAULT_ALPHA,
     noises: Mapping[SeriesId, Noise] | None = None,
+    process_sizes: Mapping[str, int] | None = None,
 ) -> list[Comparison]:
     """Pair history records by (machine, env, benchmark, case) and judge each pair.
 
     `noises` (by that key) makes `judge` use each series' noise; a series
-    missing from it is judged by asv's rule. A case present at one commit only
+    missing from it is judged by asv's rule. `process_sizes` (samples per process,
+    by benchmark) adds the process-level check. A case present at one commit only
     is `unknown` ("not measured at ...").
     """
 
@@ -259,7 +305,14 @@ def pair(
             where = "the first commit" if before is None else "the second commit"
             judgement = Judgement(Status.UNKNOWN, reason=f"not measured at {where}")
         else:
-            judgement = judge(before, after, factor, alpha, (noises or {}).get(k))
+            judgement = judge(
+                before,
+                after,
+                factor,
+                alpha,
+                (noises or {}).get(k),
+                (process_sizes or {}).get(template.benchmark),
+            )
         out.append(
             Comparison(
                 benchmark=template.benchmark,
@@ -379,7 +432,20 @@ def compare_commits(
                 "give more of the hash"
             )
     noises = series_noise(project, machine) if method == NOISE else None
-    return pair(records[hash_a], records[hash_b], factor, alpha, noises)
+    sizes = process_sizes(project, {r.benchmark for rs in records.values() for r in rs})
+    return pair(records[hash_a], records[hash_b], factor, alpha, noises, sizes)
+
+
+def process_sizes(project: AsvProject, benchmarks: Iterable[str]) -> dict[str, int]:
+    """Samples per bench process of each benchmark that is a fwdasv suite's."""
+    from fwdasv.analysis.remeasure import process_layout
+
+    out = {}
+    for name in sorted(benchmarks):
+        layout = process_layout(project, name)
+        if layout is not None:
+            out[name] = layout.samples
+    return out
 
 
 def series_noise(project: AsvProject, machine: str | None = None) -> dict[SeriesId, Noise]:

@@ -63,3 +63,92 @@ def sample_test(
     different = stats.is_different(xs, ys, alpha)
     p_value = None if different is None else stats.mann_whitney_u(xs, ys)[1]
     return SampleTest(ratio, different, p_value)
+
+
+# --- process-level variation ----------------------------------------------------------------
+#
+# asv stores one commit's samples as one flat list: a fwdasv suite's `samples` per bench
+# process (launch), one process after another, and every appended run (bisect, `asv run
+# --append-samples`) adds its processes at the end. Samples inside one process share its
+# capture, allocation and machine state, so a test on them counts a process-to-process
+# offset as significant (one unusually fast process became a 2.2x "slowdown", and a bad
+# commit whose one run read fast a p=1e-7 step). The unit of replication is the process:
+# each contributes its median, and two commits are compared on those, against the
+# variance between processes of one commit (confirm's rule, `fwdasv.analysis.confirm`).
+
+
+def process_medians(samples: Sequence[float | None], size: int | None) -> list[float] | None:
+    """The median of each process's samples, in the order stored; None when the samples
+    cannot be split (no `size`, or a count that is not a multiple of it). A process with
+    no finite sample is left out."""
+    if not size or size < 1 or not samples or len(samples) % size:
+        return None
+    out = []
+    for start in range(0, len(samples), size):
+        chunk = finite(samples[start : start + size])
+        if chunk:
+            out.append(stats.median(chunk))
+    return out
+
+
+@dataclass(frozen=True)
+class ProcessSpread:
+    """The sd of ln(process median) between processes of one commit, pooled over commits."""
+
+    sigma: float
+    dof: float
+
+
+def pooled_spread(groups: Sequence[Sequence[float]]) -> ProcessSpread | None:
+    """Pooled within-commit variance of ln process medians (each group one commit's
+    processes); None when no commit has two processes."""
+    ss, dof = 0.0, 0
+    for group in groups:
+        logs = [math.log(v) for v in group if v > 0 and math.isfinite(v)]
+        if len(logs) < 2:
+            continue
+        mean = sum(logs) / len(logs)
+        ss += sum((x - mean) ** 2 for x in logs)
+        dof += len(logs) - 1
+    if dof == 0:
+        return None
+    return ProcessSpread(math.sqrt(ss / dof), dof)
+
+
+@dataclass(frozen=True)
+class ProcessTest:
+    """before -> after on process medians: a t rule on their ln means."""
+
+    ratio: float  # exp(median ln after - median ln before)
+    t: float
+    dof: float
+    p_value: float  # two-sided
+    processes: tuple[int, int]
+
+    def different(self, alpha: float) -> bool:
+        return self.p_value < alpha
+
+
+def process_test(
+    before: Sequence[float],
+    after: Sequence[float],
+    spread: ProcessSpread,
+    floor: ProcessSpread | None = None,
+) -> ProcessTest | None:
+    """d = median ln(after) - median ln(before) (the median: one run that read fast among
+    three moves it no more than the others allow), se = s sqrt(1/n_b + 1/n_a), s the pooled
+    between-process sd (`spread`) or `floor` when that is larger (a series' noise, with its
+    own degrees of freedom), t with the degrees of freedom of the one used; None without a
+    process on each side."""
+    from fwdasv.analysis.noise import t_sf
+
+    lb = [math.log(v) for v in before if v > 0 and math.isfinite(v)]
+    la = [math.log(v) for v in after if v > 0 and math.isfinite(v)]
+    if not lb or not la:
+        return None
+    d = stats.median(la) - stats.median(lb)
+    used = floor if floor is not None and floor.sigma > spread.sigma else spread
+    se = used.sigma * math.sqrt(1 / len(lb) + 1 / len(la))
+    t = d / se if se > 0 else (math.inf if d else 0.0)
+    p_value = min(1.0, 2 * t_sf(abs(t), used.dof)) if math.isfinite(t) else 0.0
+    return ProcessTest(math.exp(d), t, used.dof, p_value, (len(lb), len(la)))

@@ -172,3 +172,26 @@ def resolve_commits(project: AsvProject, *revs: str) -> list[str]:
         return [project.resolve(rev) for rev in revs]
     except AsvError as error:
         raise RemeasureError(str(error)) from None
+
+
+@dataclass(frozen=True)
+class ProcessLayout:
+    """How one asv run of a fwdasv suite stores a case's samples: `launches` bench processes,
+    `samples` each, one process after another (`fwdasv.backends.measure.pool`)."""
+
+    samples: int  # per process
+    launches: int  # processes per asv run
+
+
+def process_layout(project: AsvProject, benchmark: str) -> ProcessLayout | None:
+    """The layout of `benchmark`'s suite, from the project's benchmark_dir; None when it is
+    not a fwdasv suite (its samples cannot be split into processes)."""
+    try:
+        _, suite_class = load_suite_class(project, benchmark)
+        config = suite_class().run_config()
+    except Exception:  # not a fwdasv suite, or one that cannot be imported here
+        return None
+    launches = getattr(suite_class, "launches", 1)
+    if not isinstance(launches, int) or launches < 1 or config.samples < 1:
+        return None
+    return ProcessLayout(int(config.samples), launches)

@@ -118,6 +118,14 @@ def _machine_name() -> str:
     is_flag=True,
     help="Do not import the target at HEAD first (for a package that needs a build).",
 )
+@click.option(
+    "--canary/--no-canary",
+    default=True,
+    show_default=True,
+    help="Also time fwdasv's tiny decoder (suite CanaryDecoder, no code of yours) at each "
+    "commit: a step there is the machine (load, torch, a driver), and findings that step "
+    "with it are `drift`, not regressions.",
+)
 def init_command(
     repo: Path,
     target: str | None,
@@ -132,6 +140,7 @@ def init_command(
     project: str | None,
     force: bool,
     no_check: bool,
+    canary: bool,
 ) -> None:
     """Write an asv project that times a PyTorch repository's forward at each commit.
 
@@ -168,6 +177,7 @@ def init_command(
         regression_threshold=DEFAULT_THRESHOLD,
         force=force,
         check=not no_check,
+        canary=canary,
         echo=lambda line: click.echo(line, err=True),
         import_paths=import_paths or None,
     )
@@ -183,6 +193,7 @@ def init_command(
     click.echo(
         f"{verb} {done.project.benchmark_dir / 'forward.py'}: suite {suite.name}, "
         f"{len(suite.cases)} case(s): {', '.join(c.split('=')[0] for c in suite.cases)}"
+        + ("; and the environment canary CanaryDecoder" if canary else "")
     )
     if done.suite.target_path:
         click.echo(f"target imported from {', '.join(done.suite.target_path)} (every bench)")

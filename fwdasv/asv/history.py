@@ -71,6 +71,16 @@ SAMPLES_FIELD = "samples"
 
 GIT_TIMEOUT_S = 60
 
+# Where bisect keeps its own measurements (an asv results dir of their own, beside the
+# history's): appended to the stored results, a re-measure from another window of load
+# would move their medians and make a finding, and publish would plot it.
+REMEASURES_DIR = ".fwdasv-remeasures"
+
+
+def remeasure_results_dir(results_dir: str | os.PathLike[str]) -> Path:
+    """The directory of re-measures that belongs to `results_dir` (never read as history)."""
+    return Path(results_dir).parent / REMEASURES_DIR
+
 
 class HistoryError(UserError):
     """The results tree (or a filter on it) cannot be read at all."""

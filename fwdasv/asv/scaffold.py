@@ -56,6 +56,12 @@ VERDICT_SETTINGS: dict[str, float | bool] = VerdictSettings().to_json()
 DEFAULT_THRESHOLD = 0.05  # asv's regressions_thresholds for latency: a fraction
 SUITE_MODULE = "forward"
 CHECK_TIMEOUT_S = 900.0
+# The environment canary every `fwdasv init` project gets (`canary_suite`): fwdasv's own
+# tiny decoder, no code of the project, so a step in it is the machine (load, a driver,
+# torch), not a commit; `fwdasv regressions` labels a finding that steps with it `drift`.
+CANARY_CLASS = "CanaryDecoder"  # a `Canary*` suite: fwdasv.analysis.findings.CANARY_PREFIX
+CANARY_TARGET = "fwdasv.targets.decoder:tiny"
+CANARY_CASES = ("decode_bs4=4*1@256", "prefill_64=64")
 
 
 class InitError(UserError):
@@ -120,6 +126,28 @@ class SuiteSpec:
         if self.target_path:
             lines.insert(-2, f"    target_path = {tuple(self.target_path)!r}")
         return "\n".join(lines) + "\n"
+
+
+def canary_suite(suite: SuiteSpec) -> SuiteSpec:
+    """The environment canary beside `suite`: the same timer and thread settings, so the
+    machine's load reaches it as it reaches the suite, at the same commits (asv runs every
+    suite at each commit it measures). One launch: only its commit medians are read (for
+    drift), and each launch costs a process start at every commit."""
+    return SuiteSpec(
+        CANARY_TARGET,
+        CANARY_CASES,
+        class_name=CANARY_CLASS,
+        iters=20,  # its forward is tiny: longer blocks, steadier samples
+        samples=suite.samples,
+        warmup_s=min(suite.warmup_s, 0.2),
+        timer=suite.timer,
+        env=dict(suite.env),
+        launches=1,
+        doc=(
+            "The environment canary: fwdasv's tiny decoder, no code of the project. A step "
+            "here is the machine (its load, torch, a driver), not a commit."
+        ),
+    )
 
 
 def torch_suite_source(class_name: str, target: str, cases: Sequence[str], **options: Any) -> str:
@@ -499,6 +527,7 @@ def init_project(
     regression_threshold: float = DEFAULT_THRESHOLD,
     force: bool = False,
     check: bool = True,
+    canary: bool = True,
     echo: Callable[[str], None] | None = None,
     import_paths: Sequence[str] | None = None,
 ) -> Initialized:
@@ -510,7 +539,14 @@ def init_project(
     setup.py or pyproject.toml (or given `import_paths`) is installed per commit
     by putting its checkout on the import path; the suite's `target_path`
     (directories outside the repository) must exist.
+    With `canary` (the default) the suite module also holds the environment
+    canary (`canary_suite`).
     """
+    if canary and suite.name == CANARY_CLASS:
+        raise InitError(
+            f"suite class {CANARY_CLASS} is the environment canary's name; pick another "
+            "class name (or pass --no-canary)"
+        )
     root = Path(directory).expanduser().resolve()
     repository = Repository.open(repo)
     if root.exists() and not root.is_dir():
@@ -549,7 +585,8 @@ def init_project(
         regression_threshold=regression_threshold,
         import_paths=paths,
     )
-    written = write_project(root, config, [suite.source()])
+    suites = [suite.source()] + ([canary_suite(suite).source()] if canary else [])
+    written = write_project(root, config, suites)
     return Initialized(
         written, repository, suite, checked, tuple(replaced), paths, repository.packaging()
     )

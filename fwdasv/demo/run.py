@@ -265,7 +265,7 @@ def _explain_worst(
     bisected = None
     if bisect_regressions and len(worst.commits) > 1:
         bisected = _bisect(project, worst, machine, say, indented)
-        if bisected.reproducible:
+        if bisected is not None and bisected.reproducible:
             good, bad = bisected.last_good, bisected.first_bad
     else:
         say(f"6/7 the step is one commit, {bad[:8]}: nothing to bisect")
@@ -306,13 +306,20 @@ def _bisect(
     machine: str,
     say: Callable[[str], None],
     indented: Callable[[str], None],
-) -> BisectResult:
-    """Step 6: bisect the finding's range down to one commit."""
+) -> BisectResult | None:
+    """Step 6: bisect the finding's range down to one commit (None: bisect could not start,
+    e.g. its ends did not differ by process-level variation on a very busy box; the finding's
+    own range is explained instead)."""
     from fwdasv.analysis.bisect.driver import bisect
+    from fwdasv.analysis.bisect.environment import BisectError
 
     good, bad = worst.commit_range()
     say(f"6/7 bisect {good[:8]}..{bad[:8]} ({worst.key.case}) down to one commit")
-    result = bisect(project, good, bad, BENCHMARK, machine, case=worst.key.case, echo=indented)
+    try:
+        result = bisect(project, good, bad, BENCHMARK, machine, case=worst.key.case, echo=indented)
+    except BisectError as error:
+        indented(f"bisect could not decide: {error}; explaining the confirmed range instead")
+        return None
     indented(result.summary())
     return result
 

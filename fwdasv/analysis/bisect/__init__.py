@@ -34,8 +34,34 @@ reused, not re-run. A probe whose benchmark fails is skipped (the next
 candidate nearest the middle is taken), as `asv find` shifts past failed
 commits.
 
+Process-level variation. For a fwdasv suite (its `samples` per bench process
+known, `fwdasv.analysis.remeasure.process_layout`) every comparison, the ends,
+each probe and the final pair, is on process medians
+(`fwdasv.analysis.judgment.process_test`: a t rule against the variance between
+the processes of one commit, pooled over every commit the bisection read), as
+confirm judges; Mann-Whitney on samples counted one process's samples as
+independent runs (a bad commit whose one run read fast became "+15.1%,
+p=1.1e-07" at the wrong commit). A side's level is the median of its process
+medians (one run that read fast among three does not move it). One run is
+never enough: GOOD and BAD from one run get a second before they are judged,
+and a probe decided from one asv run is uncertain until a re-measure agrees:
+it is measured again, with GOOD and BAD in the same run (one window of load),
+until the newest run alone and all its runs give the same verdict (else, after
+`max_remeasure` runs, it is marked `unconfirmed` and the result uncertain).
+Other benchmarks keep asv's sample rule.
+
 The answer is named only when the final pair (the last good and the first bad
-commit) differs significantly, measured once more if it does not at first;
-otherwise bisect says "not reproducible" and names no commit: under load a
-probe can be put on the wrong side, and the final pair is where that shows.
+commit) differs significantly; judged by processes, the pair is then measured
+once more in one run, and a pair that does not move there counts as not
+differing. When it does not, the decisions that led there
+are re-checked, nearest the pair first, each once (one more run, placed again
+on all its samples); a decision that changes reopens the search between the new
+bounds. Only when none is left does bisect say "not reproducible" and name no
+commit: under load a probe can be put on the wrong side, and the final pair is
+where that shows.
+
+Bisect's runs are stored in a results dir of their own
+(`fwdasv.asv.history.remeasure_results_dir`, beside the history's), read back
+with the history's samples: appended to the history, re-measures from a quieter
+window moved a commit's stored median from 39.5 to 19.3 ms and made a finding.
 """

@@ -10,6 +10,7 @@ themselves are pure (`fwdasv.analysis.bisect.rules`).
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import sys
 import time
@@ -28,16 +29,29 @@ from fwdasv.analysis.bisect.outcome import BisectResult, Probe
 from fwdasv.analysis.bisect.rules import (
     DEFAULT_MAX_REMEASURE,
     Classification,
+    Processes,
+    StepTest,
+    bounds,
     classify,
     closer,
     compare_step,
     expected_probes,
     next_probe,
+    recheck_order,
     step_text,
 )
-from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule
+from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, pooled_spread, process_medians
+from fwdasv.analysis.remeasure import ProcessLayout, process_layout
 from fwdasv.analysis.status import Status
-from fwdasv.asv.history import BenchmarkInfo, CommitFilter, History, Record, param_label
+from fwdasv.asv.history import (
+    BenchmarkInfo,
+    CommitFilter,
+    History,
+    HistoryError,
+    Record,
+    param_label,
+    remeasure_results_dir,
+)
 from fwdasv.asv.project import AsvError, AsvProject, run_commits
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
@@ -96,18 +110,30 @@ def _product(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
 
 @dataclass
 class StoredSamples:
-    """Samples of one benchmark case per commit, read back from the results dir."""
+    """Samples of one benchmark case per commit: the history's (the results dir) followed by
+    bisect's own re-measures (`remeasures`, a results dir of their own)."""
 
     project: AsvProject
     machine: str
     benchmark: BenchmarkCase
     env_name: str | None = None
     notes: list[str] = field(default_factory=list)
+    remeasures: AsvProject | None = None
 
-    def read(self, commit: str) -> Record | None:
+    def samples(self, commit: str) -> list[float]:
+        """The history's samples of `commit`, then bisect's re-measures of it."""
+        out = samples_of(self.read(commit))
+        if self.remeasures is not None and (self.remeasures.results_dir / self.machine).is_dir():
+            out += samples_of(self.read(commit, self.remeasures))
+        return out
+
+    def read(self, commit: str, where: AsvProject | None = None) -> Record | None:
         """The record of this commit (the chosen env), or None when there is none."""
+        project = where or self.project
+        if not (project.results_dir / self.machine).is_dir():
+            return None
         history = History(
-            self.project.results_dir,
+            project.results_dir,
             machines=[self.machine],
             bench=[f"^{re.escape(self.benchmark.name)}$"],
             commits=CommitFilter(frozenset([commit])),
@@ -152,6 +178,11 @@ class Bisector:
     `alpha`) is what a stored result must have to be reused without running
     asv. `python` is passed to asv as `--python`. `factor` None: the project's
     probe floor (`VerdictSettings.probe_factor`, 1.05 by default).
+
+    Its own measurements go to a results dir of their own
+    (`fwdasv.asv.history.remeasure_results_dir`), never into the history's:
+    a re-measure from a quieter (or busier) window appended to the stored
+    results would move their medians and make (or hide) a finding.
     """
 
     project: AsvProject
@@ -187,6 +218,9 @@ class Bisector:
         self.line = [good_hash, *after_good]
         self.target: BenchmarkCase | None = None
         self.series: StoredSamples | None = None
+        self.layout: ProcessLayout | None = None
+        self.store = remeasure_project(self.project)
+        self.seen: set[str] = set()
         # vLLM over a compiled base: commits it cannot serve are untestable, skipped unmeasured.
         from fwdasv.asv.vllm_base import BaseError, project_guard
 
@@ -220,12 +254,13 @@ class Bisector:
             return None
 
     def measure(self, commits: Sequence[str], why: str) -> None:
-        """One `asv run` of exactly this benchmark at `commits`, samples appended."""
+        """One `asv run` of exactly this benchmark at `commits`, samples appended to bisect's
+        own results dir."""
         self.runs += 1
         self.say(f"  asv run {self.runs}: {', '.join(c[:8] for c in commits)} ({why})")
         started = time.time() - 1  # file times may be coarser than the clock
         run_commits(
-            self.project,
+            self.store,
             list(commits),
             self.machine,
             bench=[self.target.pattern if self.target else self.bench],
@@ -235,22 +270,46 @@ class Bisector:
             echo=self.asv_echo,
             python=self.asv_python,
         )
-        for commit in verify_measured(self.project, self.machine, commits, started):
+        for commit in verify_measured(self.store, self.machine, commits, started):
             self.say(f"  {commit[:8]}: asv saved no result (the build or install failed?)")
 
     def samples(self, commit: str) -> list[float]:
         assert self.series is not None
-        return samples_of(self.series.read(commit))
+        self.seen.add(commit)
+        return self.series.samples(commit)
+
+    def processes(self) -> Processes | None:
+        """Process-level judging (a fwdasv suite): the spread between processes of one commit,
+        pooled over every commit this bisection has read."""
+        if self.layout is None:
+            return None
+        groups = [process_medians(self.series.samples(c), self.layout.samples) for c in self.seen]
+        return Processes(self.layout.samples, pooled_spread([g for g in groups if g]))
+
+    def step(self, x: str, y: str, direction: int) -> StepTest:
+        return compare_step(
+            self.samples(x), self.samples(y), direction, self.factor, self.alpha, self.processes()
+        )
+
+    def classify(self, commit: str, direction: int, probe: Sequence[float] | None = None):
+        g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
+        s = self.samples(commit) if probe is None else probe
+        return classify(g, s, b, direction, self.factor, self.alpha, self.processes())
 
     def resolve(self) -> BenchmarkCase:
         """Which benchmark: benchmarks.json names it; before any run there is none, so
         the ends are measured with BENCH as given, then it is resolved."""
-        if not (self.project.results_dir / "benchmarks.json").is_file():
+        known = [
+            p.results_dir
+            for p in (self.project, self.store)
+            if (p.results_dir / "benchmarks.json").is_file()
+        ]
+        if not known:
             self.measure([self.good_hash, self.bad_hash], "no results yet; GOOD and BAD first")
-        self.target = resolve_benchmark(
-            History(self.project.results_dir).benchmarks, self.bench, self.case
-        )
-        self.series = StoredSamples(self.project, self.machine, self.target)
+            known = [self.store.results_dir]
+        self.target = resolve_benchmark(History(known[0]).benchmarks, self.bench, self.case)
+        self.series = StoredSamples(self.project, self.machine, self.target, remeasures=self.store)
+        self.layout = process_layout(self.project, self.target.name)
         return self.target
 
     def check_ends(self) -> int:
@@ -265,11 +324,16 @@ class Bisector:
                     f"{label} {commit[:8]}: no samples of {self.target.name} after measuring "
                     "(the benchmark fails or is skipped there; see asv's output with --show-asv)"
                 )
+        if self.layout is not None and any(self.one_run(self.samples(c)) for c in ends):
+            # One run of an end is no more certain than one run of a probe: a run that read
+            # fast at BAD (or slow at GOOD) would hide the step or turn its direction.
+            self.remeasures += 1
+            self.measure(list(ends), "GOOD/BAD from one run: a second run")
         unit = self.target.unit
         for attempt in range(self.max_remeasure + 1):
             g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
             direction = 1 if stats.median(b) >= stats.median(g) else -1
-            step = compare_step(g, b, direction, self.factor, self.alpha)
+            step = self.step(self.good_hash, self.bad_hash, direction)
             self.say(
                 f"GOOD {self.good_hash[:8]} {human_value(stats.median(g), unit)} (n={len(g)}) -> "
                 f"BAD {self.bad_hash[:8]} {human_value(stats.median(b), unit)} (n={len(b)}): "
@@ -288,9 +352,26 @@ class Bisector:
             self.measure(list(ends), "GOOD and BAD not clearly different: more samples")
         raise AssertionError("unreachable")
 
+    def one_run(self, samples: Sequence[float]) -> bool:
+        """Whether a probe's samples come from one asv run (its launches) or fewer."""
+        assert self.layout is not None
+        return len(samples) <= self.layout.samples * self.layout.launches
+
+    def last_run_agrees(
+        self, commit: str, samples: Sequence[float], verdict: Status, direction: int
+    ) -> bool:
+        """The newest run's processes alone, against the ends, give `verdict` too."""
+        assert self.layout is not None
+        last = list(samples[-self.layout.samples * self.layout.launches :])
+        return self.classify(commit, direction, last).verdict == verdict
+
     def place(self, commit: str, count: int, direction: int) -> Probe:
         """Measure one probe until the samples place it (or re-measures run out); verdict
-        `failed` when it cannot be measured (a failed build or benchmark)."""
+        `failed` when it cannot be measured (a failed build or benchmark).
+
+        Judged by process-level variation (a fwdasv suite), a probe decided from one
+        run is uncertain until a re-measure agrees: it is measured again until the
+        newest run alone and all its runs together give the same verdict."""
         title = self.subject(commit)
         why = self.refusal(commit) if self.refusal else None
         if why:
@@ -315,12 +396,21 @@ class Bisector:
                 )
                 return Probe(commit, title, Status.FAILED, None, 0, decided_by="failed")
             g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
-            decision = classify(g, s, b, direction, self.factor, self.alpha)
+            decision = self.classify(commit, direction)
             verdict, decided_by = decision.verdict, "samples"
-            undecided = (Status.UNKNOWN, Status.PART_WAY)
-            if verdict in undecided and tries == self.max_remeasure:
-                verdict, decided_by = closer(g, s, b), "closer-median"
-            if verdict not in undecided:
+            undecided = verdict in (Status.UNKNOWN, Status.PART_WAY)
+            unconfirmed = (
+                not undecided
+                and self.layout is not None
+                and (self.one_run(s) or not self.last_run_agrees(commit, s, verdict, direction))
+            )
+            if tries == self.max_remeasure:
+                if undecided:
+                    verdict, decided_by = closer(g, s, b), "closer-median"
+                elif unconfirmed:
+                    decided_by = "unconfirmed"
+                break
+            if not undecided and not unconfirmed:
                 break
             tries += 1
             self.remeasures += 1
@@ -332,13 +422,29 @@ class Bisector:
                     "measuring GOOD, the probe and BAD again"
                 )
                 self.measure([self.good_hash, commit, self.bad_hash], f"probe {count}, ends again")
+            elif unconfirmed:
+                self.say(
+                    f"[{count}] {commit[:8]}: {verdict} ({_both(decision)}), not yet agreed "
+                    "by a second run: measuring it again, with GOOD and BAD in the same run"
+                )
+                self.measure(
+                    [self.good_hash, commit, self.bad_hash], f"probe {count}, re-measure {tries}"
+                )
             else:
-                self.say(f"[{count}] {commit[:8]}: unclear ({_both(decision)}): measuring again")
-                self.measure([commit], f"probe {count}, re-measure {tries}")
+                self.say(
+                    f"[{count}] {commit[:8]}: unclear ({_both(decision)}): measuring it again, "
+                    "with GOOD and BAD in the same run"
+                )
+                self.measure(
+                    [self.good_hash, commit, self.bad_hash], f"probe {count}, re-measure {tries}"
+                )
+        uncertain = {
+            "closer-median": " (closer median: uncertain)",
+            "unconfirmed": " (runs disagree: uncertain)",
+        }
         self.say(
             f"[{count}] {commit[:8]} {title or ''}: {human_value(stats.median(s), self.target.unit)} "
-            f"(n={len(s)}); {_both(decision)} -> {verdict}"
-            + (" (closer median: uncertain)" if decided_by != "samples" else "")
+            f"(n={len(s)}); {_both(decision)} -> {verdict}" + uncertain.get(decided_by, "")
         )
         return Probe(
             commit,
@@ -352,13 +458,39 @@ class Bisector:
             decided_by,
         )
 
+    def search(
+        self,
+        lo: int,
+        hi: int,
+        direction: int,
+        probes: list[Probe],
+        decisions: dict[int, Status],
+        skipped: set[int],
+    ) -> tuple[int, int]:
+        """Probe between lo and hi until no untried commit is left; the final pair."""
+        while (mid := next_probe(lo, hi, skipped | set(decisions))) is not None:
+            probe = self.place(self.line[mid], len(probes) + 1, direction)
+            probes.append(probe)
+            if probe.verdict == Status.FAILED:
+                skipped.add(mid)
+            else:
+                decisions[mid] = probe.verdict
+            lo, hi = bounds(decisions, len(self.line) - 1)
+        return lo, hi
+
     def run(self) -> BisectResult:
         target = self.resolve()
         after_good = len(self.line) - 1
         self.say(
             f"bisect {target.name}{f'({target.case})' if target.case else ''} on {self.machine}: "
             f"{after_good} commits after GOOD {self.good_hash[:8]} up to BAD {self.bad_hash[:8]} "
-            f"(about {expected_probes(after_good)} probes; factor {self.factor}, alpha {self.alpha})"
+            f"(about {expected_probes(after_good)} probes; factor {self.factor}, alpha {self.alpha}"
+            + (
+                f"; judged on process medians, {self.layout.samples} samples a process"
+                if self.layout
+                else ""
+            )
+            + ")"
         )
         direction = self.check_ends()
         self.say(
@@ -366,37 +498,114 @@ class Bisector:
             + ("slower" if direction > 0 else "faster")
             + " like BAD"
         )
-        lo, hi = 0, len(self.line) - 1
-        skipped: set[int] = set()
         probes: list[Probe] = []
-        while (mid := next_probe(lo, hi, skipped)) is not None:
-            commit = self.line[mid]
-            probe = self.place(commit, len(probes) + 1, direction)
-            probes.append(probe)
-            if probe.verdict == Status.FAILED:
-                skipped.add(mid)
-            elif probe.verdict == Status.BAD:
-                hi = mid
-            else:
-                lo = mid
-        return self.finish(lo, hi, direction, probes, skipped)
+        decisions: dict[int, Status] = {}
+        skipped: set[int] = set()
+        lo, hi = self.search(0, len(self.line) - 1, direction, probes, decisions, skipped)
+        return self.finish(lo, hi, direction, probes, decisions, skipped)
 
-    def finish(
-        self, lo: int, hi: int, direction: int, probes: list[Probe], skipped: set[int]
-    ) -> BisectResult:
-        """The answer, if the final pair shows the step: a commit is named only when the last
-        good and the first bad differ significantly (measured again once if they do not)."""
-        before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
-        effect = compare_step(before, after, direction, self.factor, self.alpha)
-        if effect.outcome != Status.DIFFERENT and self.max_remeasure > 0:
+    def recheck(
+        self,
+        lo: int,
+        hi: int,
+        direction: int,
+        probes: list[Probe],
+        decisions: dict[int, Status],
+        skipped: set[int],
+    ) -> tuple[int, int, StepTest]:
+        """While the final pair does not differ: re-check the decisions that led there,
+        nearest the pair first, each once (one more run, then placed on all its samples);
+        a decision that changes reopens the search. Returns the final pair and its step."""
+        effect = self.pair_step(lo, hi, direction)
+        done: set[int] = set()
+        while effect.outcome != Status.DIFFERENT and self.max_remeasure > 0:
+            todo = [i for i in recheck_order(list(decisions), lo, hi) if i not in done]
+            if not todo:
+                break
+            index = todo[0]
+            done.add(index)
+            commit = self.line[index]
             self.say(
                 f"final pair {self.line[lo][:8]} -> {self.line[hi][:8]}: {step_text(effect)}; "
-                "measuring both again"
+                f"re-checking the decisions that led there, nearest first: {commit[:8]} "
+                f"(was {decisions[index]})"
             )
             self.remeasures += 1
-            self.measure([self.line[lo], self.line[hi]], "the final pair")
-            before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
-            effect = compare_step(before, after, direction, self.factor, self.alpha)
+            self.measure([commit], f"re-check of {commit[:8]}")
+            decision = self.classify(commit, direction)
+            verdict = decision.verdict
+            if verdict in (Status.UNKNOWN, Status.PART_WAY):
+                verdict = decisions[index]  # no clearer than before: the decision stands
+            s = self.samples(commit)
+            self.say(
+                f"  {commit[:8]}: {human_value(stats.median(s), self.target.unit)} (n={len(s)}); "
+                f"{_both(decision)} -> {verdict}"
+            )
+            position = next(k for k, p in enumerate(probes) if p.commit == commit)
+            old = probes[position]
+            probes[position] = Probe(
+                commit,
+                old.subject,
+                verdict,
+                stats.median(s),
+                len(s),
+                decision.from_good,
+                decision.to_bad,
+                old.remeasures + 1,
+                old.decided_by if verdict == old.verdict else "re-check",
+            )
+            if verdict != decisions[index]:
+                decisions[index] = verdict
+                lo, hi = bounds(decisions, len(self.line) - 1)
+                lo, hi = self.search(lo, hi, direction, probes, decisions, skipped)
+            else:
+                lo, hi = bounds(decisions, len(self.line) - 1)
+            effect = self.pair_step(lo, hi, direction)
+        return lo, hi, effect
+
+    def pair_step(self, lo: int, hi: int, direction: int) -> StepTest:
+        """The final pair's step. Judged by processes, the pair is also measured once more
+        in one run (both commits in the same window of load, as confirm's A/B): it differs
+        only when all its samples say so and that run alone moves beyond the factor too."""
+        effect = self.step(self.line[lo], self.line[hi], direction)
+        if effect.outcome != Status.DIFFERENT or self.layout is None or self.max_remeasure == 0:
+            return effect
+        pair = [self.line[lo], self.line[hi]]
+        self.say(
+            f"final pair {pair[0][:8]} -> {pair[1][:8]}: {step_text(effect)}; measuring both "
+            "in one run to confirm"
+        )
+        self.remeasures += 1
+        self.measure(pair, "the final pair, in one run")
+        effect = self.step(pair[0], pair[1], direction)
+        size = self.layout.samples * self.layout.launches
+        alone = compare_step(
+            self.samples(pair[0])[-size:],
+            self.samples(pair[1])[-size:],
+            direction,
+            self.factor,
+            self.alpha,
+            self.processes(),
+        )
+        if effect.outcome == Status.DIFFERENT and alone.outcome == Status.SAME:
+            self.say(f"  in one run: {step_text(alone)}: the pair does not differ there")
+            return StepTest(Status.UNKNOWN, effect.ratio, effect.p_value)
+        return effect
+
+    def finish(
+        self,
+        lo: int,
+        hi: int,
+        direction: int,
+        probes: list[Probe],
+        decisions: dict[int, Status],
+        skipped: set[int],
+    ) -> BisectResult:
+        """The answer, if the final pair shows the step: a commit is named only when the last
+        good and the first bad differ significantly (after re-checking the decisions that
+        led there when they do not)."""
+        lo, hi, effect = self.recheck(lo, hi, direction, probes, decisions, skipped)
+        before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
         assert self.target is not None and self.series is not None
         for note in dict.fromkeys(self.series.notes):
             self.say(f"note: {note}")
@@ -423,6 +632,29 @@ class Bisector:
             reproducible=effect.outcome == Status.DIFFERENT,
             final_step=effect,
         )
+
+
+def remeasure_project(project: AsvProject) -> AsvProject:
+    """The asv project bisect measures into: the same configuration, environments and
+    benchmarks, with a results dir of its own (`remeasure_results_dir`)."""
+    root = remeasure_results_dir(project.results_dir)
+    config = dict(project.raw)
+    config.update(
+        repo=project.repo,
+        results_dir=str(root / "results"),
+        html_dir=str(root / "html"),
+        env_dir=str(project.env_dir),
+        benchmark_dir=str(project.benchmark_dir),
+    )
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / "asv.conf.json"
+    text = json.dumps(config, indent=2) + "\n"
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    try:
+        return AsvProject.load(path)
+    except (AsvError, HistoryError) as error:
+        raise BisectError(f"bisect's results dir {root}: {error}") from None
 
 
 def _both(decision: Classification) -> str:

@@ -20,7 +20,12 @@ class Probe:
     from_good: StepTest | None = None
     to_bad: StepTest | None = None
     remeasures: int = 0
-    decided_by: str = "samples"  # samples / closer-median (uncertain) / failed / untestable
+    # samples / re-check (changed when the final pair was re-checked) / closer-median and
+    # unconfirmed (its runs never agreed): uncertain / failed / untestable (skipped unmeasured)
+    decided_by: str = "samples"
+
+
+UNCERTAIN = ("closer-median", "unconfirmed")
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,7 @@ class BisectResult:
         return (
             self.reproducible
             and not self.skipped
-            and all(p.decided_by != "closer-median" for p in self.probes)
+            and all(p.decided_by not in UNCERTAIN for p in self.probes)
         )
 
     @property
@@ -97,7 +102,10 @@ class BisectResult:
                 + ": the step may be there"
             )
         if not self.certain:
-            line += " (uncertain: some probes were decided by the closer median)"
+            line += (
+                " (uncertain: some probes were decided by the closer median, or by runs "
+                "that disagree)"
+            )
         return line
 
     def to_json(self) -> dict[str, Any]:

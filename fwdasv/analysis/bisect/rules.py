@@ -10,7 +10,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwdasv.analysis.judgment import DEFAULT_ALPHA, sample_test
+from fwdasv.analysis.judgment import (
+    DEFAULT_ALPHA,
+    ProcessSpread,
+    process_medians,
+    process_test,
+    sample_test,
+)
 from fwdasv.analysis.status import Status
 from fwdasv.core import stats
 from fwdasv.core.verdicts import VerdictSettings
@@ -30,20 +36,53 @@ class StepTest:
     p_value: float | None = None
 
 
+@dataclass(frozen=True)
+class Processes:
+    """How to judge by process-level variation: `size` samples per bench process, and the
+    between-process spread of the commits measured so far (None: not known yet)."""
+
+    size: int
+    spread: ProcessSpread | None
+
+
 def compare_step(
     x: Sequence[float],
     y: Sequence[float],
     direction: int,
     factor: float = DEFAULT_PROBE_FACTOR,
     alpha: float = DEFAULT_ALPHA,
+    processes: Processes | None = None,
 ) -> StepTest:
     """x -> y in `direction` (+1: is y slower? -1: is y faster?).
 
     `same` when the median ratio is within `factor` that way; beyond it,
-    `different` when Mann-Whitney says p < alpha, else `unknown`: a large move
+    `different` when the test says p < alpha, else `unknown`: a large move
     that the samples do not confirm is a reason to measure again, never
     evidence that nothing changed. Too few samples to test: `unknown`.
+
+    With `processes` (and samples that split into them) the ratio and the test
+    are on process medians (`judgment.process_test`: the median of each
+    side's process medians, against the pooled variance between processes of
+    one commit), as confirm judges; without a spread yet, a move beyond the
+    factor is `unknown`. Otherwise Mann-Whitney on the samples (asv's rule).
     """
+    xs = process_medians(x, processes.size) if processes else None
+    ys = process_medians(y, processes.size) if processes else None
+    if processes is not None and xs and ys:
+        tested_processes = (
+            process_test(xs, ys, processes.spread) if processes.spread is not None else None
+        )
+        ratio = (
+            tested_processes.ratio
+            if tested_processes is not None
+            else stats.median(ys) / stats.median(xs)
+        )
+        beyond = ratio > factor if direction > 0 else ratio < 1 / factor
+        p_value = tested_processes.p_value if tested_processes is not None else None
+        if not beyond:
+            return StepTest(Status.SAME, ratio, p_value)
+        different = tested_processes is not None and tested_processes.different(alpha)
+        return StepTest(Status.DIFFERENT if different else Status.UNKNOWN, ratio, p_value)
     tested = sample_test(x, y, alpha)
     if tested.ratio is None:
         return StepTest(Status.UNKNOWN)
@@ -68,10 +107,11 @@ def classify(
     direction: int,
     factor: float = DEFAULT_PROBE_FACTOR,
     alpha: float = DEFAULT_ALPHA,
+    processes: Processes | None = None,
 ) -> Classification:
     """The module's rule table for one probe between GOOD and BAD."""
-    from_good = compare_step(good, probe, direction, factor, alpha)
-    to_bad = compare_step(probe, bad, direction, factor, alpha)
+    from_good = compare_step(good, probe, direction, factor, alpha, processes)
+    to_bad = compare_step(probe, bad, direction, factor, alpha, processes)
     outcomes = (from_good.outcome, to_bad.outcome)
     if outcomes == (Status.DIFFERENT, Status.SAME):
         verdict = Status.BAD
@@ -94,6 +134,24 @@ def closer(good: Sequence[float], probe: Sequence[float], bad: Sequence[float]) 
         if abs(m - math.log(stats.median(good))) <= abs(m - math.log(stats.median(bad)))
         else Status.BAD
     )
+
+
+def bounds(decisions: dict[int, Status], last: int) -> tuple[int, int]:
+    """The range the decisions leave: after the last good index, up to the first bad one
+    beyond it (0 and `last` are GOOD and BAD)."""
+    lo = max([0, *(i for i, v in decisions.items() if v == Status.GOOD)])
+    hi = min([last, *(i for i, v in decisions.items() if v == Status.BAD and i > lo)])
+    return lo, hi
+
+
+def recheck_order(decided: Sequence[int], lo: int, hi: int) -> list[int]:
+    """Probe indices to re-check when the final pair lo -> hi does not differ: the decisions
+    that led there, nearest the pair first (the pair's own members at distance 0)."""
+
+    def distance(i: int) -> int:
+        return 0 if lo <= i <= hi else min(abs(i - lo), abs(i - hi))
+
+    return sorted(dict.fromkeys(decided), key=lambda i: (distance(i), i))
 
 
 def next_probe(lo: int, hi: int, skipped: frozenset[int] | set[int] = frozenset()) -> int | None:

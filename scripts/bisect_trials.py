@@ -1,0 +1,308 @@
+#!/usr/bin/env python
+"""Bisect trials on a 16-commit CPU repository with one commit 13-17% slower (issue 19, item 5).
+
+The repository (`mlpstack`, built here) is shaped like the held-out one: 16
+commits, one of them (the 10th) slower by about 14% with outputs bit-identical
+to its parent's (each of two layers computes its down projection twice and keeps
+the elementwise minimum of the two equal results), every other commit changing
+no forward code. The suite times it like the held-out run: one thread, 2
+launches x 10 samples a commit.
+
+Each trial is a fresh asv project (fresh results, the one shared asv
+environment directory, so installs are cheap) and one `fwdasv bisect` over the
+whole range, GOOD = the first commit, BAD = the last, nothing stored: bisect
+measures everything it needs. The tally: how many trials named the right
+commit, a wrong one, or none ("not reproducible"), and how many were uncertain.
+
+    python scripts/bisect_trials.py --trials 10 --dir /tmp/bisect-trials
+
+prints one line per trial and the tally; `--json FILE` keeps every trial's
+bisect JSON. Run it with nothing else on the box for "load about 1" (the bench
+itself is that load); the load average is printed with each trial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from fwdasv.analysis.bisect.driver import bisect
+from fwdasv.asv.scaffold import SuiteSpec, write_torch_project
+from fwdasv.launch import run_captured
+
+PACKAGE = "mlpstack"
+TARGET = "mlpstack.bench:target"
+CASE = "tokens_64=64"
+COMMITS = 16
+SLOW_INDEX = 9  # the 10th commit
+SLOW_SUBJECT = "Check the down projection against a recomputation"
+MACHINE = "trialbox"
+
+_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "mlpstack"
+version = "0.1.{n}"
+requires-python = ">=3.10"
+
+[tool.setuptools]
+packages = ["mlpstack"]
+"""
+
+_MODEL = '''"""mlpstack: a stack of ReLU MLP blocks with residuals."""
+
+import torch
+
+HIDDEN = 384
+LAYERS = 7
+CHECKED_LAYERS = {checked}  # layers whose down projection is recomputed (same values)
+
+
+def weights(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [
+        (torch.randn(HIDDEN, HIDDEN, generator=g) * 0.05, torch.randn(HIDDEN, HIDDEN, generator=g) * 0.05)
+        for _ in range(LAYERS)
+    ]
+
+
+def forward(x, layers):
+    for index, (w_up, w_down) in enumerate(layers):
+        h = torch.relu(x @ w_up)
+        y = h @ w_down
+        if index in CHECKED_LAYERS:
+            y = torch.minimum(y, h @ w_down)
+        x = x + y
+    return x
+'''
+
+_BENCH = '''"""fwdasv target for mlpstack."""
+
+import torch
+
+from fwdasv.targets.base import PreparedForward
+from mlpstack.model import HIDDEN, forward, weights
+
+
+class Target:
+    name = "mlpstack"
+
+    def __init__(self, device="cpu", dtype="float32", seed=0):
+        self.layers = weights(seed)
+
+    def prepare(self, case, seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(case.num_tokens, HIDDEN, generator=g)
+        return PreparedForward(
+            forward=lambda: {"hidden_states": forward(x, self.layers)},
+            state=[],
+            num_tokens=case.num_tokens,
+        )
+
+
+def target(device="cpu", dtype="float32", seed=0):
+    return Target(device=device, dtype=dtype, seed=seed)
+'''
+
+
+def git(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    done = run_captured(["git", *args], cwd=repo, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def build_repo(repo: Path) -> list[str]:
+    """The 16 commits (reused when already built); returns their hashes, oldest first."""
+    if (repo / ".git").is_dir():
+        return git(repo, "rev-list", "--reverse", "main").splitlines()
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    for n in range(COMMITS):
+        checked = "{1, 4}" if n >= SLOW_INDEX else "set()"
+        files = {
+            "pyproject.toml": _PYPROJECT.format(n=n),
+            "mlpstack/__init__.py": f'"""mlpstack."""\n\n__version__ = "0.1.{n}"\n',
+            "mlpstack/model.py": _MODEL.format(checked=checked),
+            "mlpstack/bench.py": _BENCH,
+            "NOTES.md": "".join(f"- note {i}\n" for i in range(n + 1)),
+        }
+        for name, text in files.items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            (repo / name).write_text(text)
+        stamp = f"2026-10-{n + 1:02d}T12:00:00+00:00"
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": "dev",
+            "GIT_AUTHOR_EMAIL": "dev@example.com",
+            "GIT_COMMITTER_NAME": "dev",
+            "GIT_COMMITTER_EMAIL": "dev@example.com",
+            "GIT_AUTHOR_DATE": stamp,
+            "GIT_COMMITTER_DATE": stamp,
+        }
+        subject = SLOW_SUBJECT if n == SLOW_INDEX else f"Notes: item {n}"
+        git(repo, "add", "-A", env=env)
+        git(repo, "commit", "-q", "--no-gpg-sign", "-m", subject, env=env)
+    return git(repo, "rev-list", "--reverse", "main").splitlines()
+
+
+def machine_home(root: Path) -> Path:
+    """HOME with an asv machine file naming MACHINE (asv reads ~/.asv-machine.json)."""
+    home = root / "home"
+    home.mkdir(exist_ok=True)
+    entry = {"machine": MACHINE, "os": "linux", "arch": "x86_64", "cpu": "cpu", "num_cpu": "2"}
+    entry["ram"] = "1"
+    (home / ".asv-machine.json").write_text(json.dumps({MACHINE: entry, "version": 1}))
+    return home
+
+
+def trial(root: Path, repo: Path, hashes: list[str], index: int, slot: int | None = None) -> dict:
+    """One bisect in a fresh project; `slot`: pinned to that CPU, with an asv environment
+    directory of its own (trials run side by side, one core each)."""
+    from fwdasv.analysis.bisect.environment import BisectError
+
+    if slot is not None:
+        os.sched_setaffinity(0, {slot})
+    suite = SuiteSpec(
+        TARGET,
+        (CASE,),
+        class_name="MLPStack",
+        iters=5,
+        samples=10,
+        warmup_s=0.1,
+        launches=2,
+        env={"OMP_NUM_THREADS": "1"},
+    )
+    env_dir = root / ("env" if slot is None else f"env{slot}")
+    project = write_torch_project(
+        root / f"trial{index:02d}", repo, PACKAGE, [suite.source()], env_dir=env_dir
+    )
+    started = time.monotonic()
+    try:
+        result = bisect(
+            project,
+            hashes[0],
+            hashes[-1],
+            "track_latency",
+            MACHINE,
+            case=CASE.split("=")[0],
+            echo=None,
+        )
+    except BisectError as error:  # e.g. GOOD and BAD did not differ: no commit named
+        out = {"first_bad": None, "certain": False, "percent": float("nan"), "asv_runs": -1}
+        out["error"] = str(error)
+    else:
+        out = result.to_json()
+    out["wall_s"] = time.monotonic() - started
+    out["load"] = os.getloadavg()[0]
+    out["cpu"] = sorted(os.sched_getaffinity(0)) if slot is not None else None
+    return out
+
+
+def calibrate(rounds: int = 30, calls: int = 20) -> None:
+    """The slow commit's step, timed interleaved in this process (1 thread): the model's code
+    at the commit before it and at it, and whether their outputs are bit-identical."""
+    import statistics
+
+    import torch
+
+    torch.set_num_threads(1)
+    models = []
+    for checked in ("set()", "{1, 4}"):
+        namespace: dict = {}
+        exec(_MODEL.format(checked=checked), namespace)  # the file each commit holds
+        models.append(namespace)
+    layers = models[0]["weights"](0)
+    x = torch.randn(64, models[0]["HIDDEN"], generator=torch.Generator().manual_seed(0))
+    times: list[list[float]] = [[], []]
+    for _ in range(rounds):
+        for side, model in enumerate(models):
+            started = time.perf_counter()
+            for _ in range(calls):
+                model["forward"](x, layers)
+            times[side].append((time.perf_counter() - started) / calls)
+    before, after = (statistics.median(t) * 1e3 for t in times)
+    same = torch.equal(models[0]["forward"](x, layers), models[1]["forward"](x, layers))
+    print(
+        f"calibration: {before:.2f} ms -> {after:.2f} ms ({100 * (after / before - 1):+.1f}%), "
+        f"outputs bit-identical: {same}"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=10, help="bisects to run (default 10)")
+    parser.add_argument(
+        "--dir", type=Path, default=Path("bisect-trials"), help="work directory (reused)"
+    )
+    parser.add_argument("--json", type=Path, help="write every trial's bisect JSON here")
+    parser.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="trials at once, each pinned to a CPU of its own with its own asv environment "
+        "(for a many-core box: 5 on 16 cores keeps each trial's core to itself)",
+    )
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="only time the slow commit against its parent, interleaved in one process",
+    )
+    args = parser.parse_args()
+    if args.calibrate:
+        calibrate()
+        return 0
+    root = args.dir.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ["HOME"] = str(machine_home(root))
+    hashes = build_repo(root / PACKAGE)
+    culprit = hashes[SLOW_INDEX]
+    print(f"repository {root / PACKAGE}: {len(hashes)} commits, culprit {culprit[:8]}")
+    tally = {"right": 0, "wrong": 0, "none": 0, "uncertain": 0}
+    trials = []
+    if args.parallel > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        cpus = sorted(os.sched_getaffinity(0))
+        results = []
+        with ProcessPoolExecutor(args.parallel) as pool:
+            # In waves of `parallel`: trials running together never share a CPU or an env.
+            for wave in range(0, args.trials, args.parallel):
+                indices = range(wave, min(wave + args.parallel, args.trials))
+                futures = [
+                    pool.submit(trial, root, root / PACKAGE, hashes, i, cpus[k % len(cpus)])
+                    for k, i in enumerate(indices)
+                ]
+                results += [f.result() for f in futures]
+    else:
+        results = (trial(root, root / PACKAGE, hashes, i) for i in range(args.trials))
+    for index, got in enumerate(results):
+        trials.append(got)
+        named = got["first_bad"]
+        verdict = "none" if named is None else ("right" if named == culprit else "wrong")
+        tally[verdict] += 1
+        tally["uncertain"] += 0 if got["certain"] else 1
+        print(
+            f"trial {index + 1}: {verdict} ({(named or '-')[:8]}, {got['percent']:+.1f}%, "
+            f"certain {got['certain']}), {got['asv_runs']} asv runs, {got['wall_s']:.0f} s, "
+            f"load {got['load']:.1f}" + (f"; {got['error']}" if "error" in got else ""),
+            flush=True,
+        )
+    print(
+        f"tally over {args.trials} trials: {tally['right']} right, {tally['wrong']} wrong, "
+        f"{tally['none']} not reproducible; {tally['uncertain']} uncertain"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(trials, indent=2) + "\n")
+    return 0 if tally["wrong"] == 0 and tally["right"] >= 0.9 * args.trials else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Issue 19 items 4-5 on the H200 host's CPUs (no GPU needed; the host is the quiet box):
+# bisect trials on scripts/bisect_trials.py's 16-commit repository (one commit +14.6%,
+# identical outputs), 10 trials, 5 at a time, each pinned to a core of its own ("load
+# about 1" per trial), and the calibration of the step. Setup as lease_demo.sh (asv from
+# the carried wheels).
+#
+#   device run, kind nvidia-h200, carry [".whl"], timeout_s 600:
+#   bash scripts/gpu/lease_busy.sh
+#
+# Under $OUT: lease_busy.log (everything: the per-trial lines and the tally),
+# bisect-trials.json (each trial's bisect JSON). Expected wall time: 6-9 minutes
+# (two waves of 5 trials, about 10-14 asv runs each, 15-25 s a run); TRIALS_TIMEOUT_S
+# (default 540) stops it inside one lease call.
+set -u
+export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/null
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+RES=${RES:-/tmp/fwdasv-gpu/busy}
+export OUT=${OUT:-$RES/out}
+py=${PYTHON:-python3}
+mkdir -p "$RES" "$OUT"
+exec > >(tee -a "$OUT/lease_busy.log") 2>&1
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+step "machine"
+date -u; nproc; uptime
+$py -c 'import sys, torch; print("python", sys.version.split()[0], "| torch", torch.__version__)'
+echo "checkout $(git rev-parse --short HEAD 2>/dev/null || echo '?') at $PWD"
+
+step "asv from the carried wheels"
+if ! $py -c 'import asv' 2>/dev/null; then
+  wheels=$(ls .whl/*.whl .whl-dev/*.whl 2>/dev/null | head -200)
+  if [ -z "$wheels" ]; then echo "no asv and no .whl/*.whl: carry .whl"; exit 2; fi
+  # shellcheck disable=SC2086
+  $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels || exit 2
+fi
+export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+site_dir=$($py -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+printf '%s\n%s\n' "$PWD" /tmp/site > "$site_dir/zz-fwdasv-lease.pth" 2>/dev/null \
+  || echo "cannot write into $site_dir: relying on PYTHONPATH"
+
+step "calibration: the slow commit against its parent, interleaved, one thread"
+$py scripts/bisect_trials.py --calibrate
+
+step "bisect trials: 10, five at a time, one core each"
+timeout "${TRIALS_TIMEOUT_S:-540}" $py scripts/bisect_trials.py --trials "${TRIALS:-10}" \
+  --parallel "${PARALLEL:-5}" --dir "$RES/trials" --json "$OUT/bisect-trials.json"
+echo "bisect_trials exit $? (0: >= 90% right and none wrong)"
+uptime
