@@ -11,7 +11,14 @@ import click
 from fwdasv import __version__
 from fwdasv.analysis.cli import COMMANDS as ANALYSIS_COMMANDS
 from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
-from fwdasv.core.clitools import CONTEXT, AnalysisCommand, Group, config_option
+from fwdasv.core.clitools import (
+    CONTEXT,
+    AnalysisCommand,
+    Group,
+    config_option,
+    skip_unreadable_option,
+    warn_unreadable,
+)
 from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.hw.cli import hw
@@ -53,6 +60,7 @@ def main() -> None:
     "without, gate on every regression found [default: asv.conf.json's fwdasv.confirm, "
     "else --confirm].",
 )
+@skip_unreadable_option
 def nightly_command(
     config: str,
     machine: str | None,
@@ -64,12 +72,14 @@ def nightly_command(
     commit: str | None,
     machine_file: str | None,
     confirm: bool | None,
+    skip_unreadable: bool,
 ) -> None:
     """Setup, machine file, asv run, findings, confirm, publish, gate, reset (even on failure).
 
     Exit status: 0 no confirmed regression, 1 a confirmed regression (with
     --no-confirm: any regression), 2 the run could not be made (asv failed, a
-    pre-flight check failed).
+    pre-flight check failed) or a result file could not be read (named in the
+    listing; --skip-unreadable to pass anyway).
     """
     from fwdasv.hw.nvml import parse_gpu_selection
     from fwdasv.nightly import run_nightly
@@ -85,8 +95,10 @@ def nightly_command(
         commit=commit,
         machine_file=machine_file,
         confirm=confirm,
+        skip_unreadable=skip_unreadable,
         echo=click.echo,
     )
+    warn_unreadable(outcome.unreadable, skip_unreadable)
     raise SystemExit(outcome.status)
 
 

@@ -453,3 +453,81 @@ def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) ->
     }
     assert set(each) == {c.partition("=")[0] for c in CASES}
     assert (case, noise_pct) == max(each.items(), key=lambda item: item[1]) and noise_pct > 0
+
+
+# --- unreadable results -------------------------------------------------------------------
+
+
+def _result_file(project: AsvProject, commit: str) -> Path:
+    (path,) = project.results_dir.glob(f"*/{commit[:8]}-*.json")
+    return path
+
+
+def _truncate(path: Path) -> None:
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+
+
+@pytest.mark.slow
+def test_a_truncated_result_at_the_step_fails_regressions_and_names_the_file(
+    stepped, tmp_path: Path
+) -> None:
+    project = copy_project(stepped, tmp_path)
+    # The step's commit and every later one unreadable: the step itself is out of sight.
+    paths = [_result_file(project, c) for c in stepped.hashes[STEP_INDEX:]]
+    for path in paths:
+        _truncate(path)
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code == 2, result.output
+    for path in paths:
+        assert str(path) in result.stderr
+    document = json.loads(result.stdout)
+    assert document["regressions"] == []
+    assert document["unreadable_count"] == len(paths)
+    assert sorted(u["path"] for u in document["unreadable"]) == sorted(map(str, paths))
+    table = invoke_cli(project)
+    assert table.exit_code == 2
+    assert "No regressions in the readable results." in table.stdout
+    assert f"{len(paths)} result files could not be read" in table.stdout
+    # Asked to ignore them: still named, no longer failing.
+    skipped = invoke_cli(project, "--skip-unreadable")
+    assert skipped.exit_code == 0, skipped.output
+    assert str(paths[0]) in skipped.stderr and "Warning:" in skipped.stderr
+
+
+@pytest.mark.slow
+def test_only_the_steps_result_truncated_still_fails_and_names_it(stepped, tmp_path: Path) -> None:
+    project = copy_project(stepped, tmp_path)
+    path = _result_file(project, stepped.hashes[STEP_INDEX])
+    _truncate(path)
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code != 0, result.output
+    assert str(path) in result.stderr
+    assert json.loads(result.stdout)["unreadable_count"] == 1
+
+
+@pytest.mark.slow
+def test_a_missing_result_is_no_problem(step_free, tmp_path: Path) -> None:
+    project = copy_project(step_free, tmp_path)
+    _result_file(project, step_free.hashes[STEP_INDEX]).unlink()  # never built
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["unreadable_count"] == 0
+    assert result.stderr == ""
+
+
+@pytest.mark.slow
+def test_publish_fails_on_an_unreadable_result_and_still_writes_the_site(
+    step_free, tmp_path: Path
+) -> None:
+    project = copy_project(step_free, tmp_path)
+    path = _result_file(project, step_free.hashes[3])
+    _truncate(path)
+    result = invoke_cli(project, command="publish")
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.stderr
+    assert "1 result file could not be read" in result.stdout
+    assert (project.html_dir / "index.json").is_file()
+    again = invoke_cli(project, "--skip-unreadable", command="publish")
+    assert again.exit_code == 0, again.output
+    assert str(path) in again.stderr

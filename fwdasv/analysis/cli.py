@@ -3,8 +3,11 @@
 Exit statuses are part of the interface (CI gates on them; which statuses fail is
 `fwdasv.analysis.gate`):
 
-    regressions  0 none above threshold, 1 some above threshold, 2 cannot read / bad input
+    regressions  0 none above threshold, 1 some above threshold, 2 cannot read / bad input,
+                 or a result file unreadable (without --skip-unreadable)
     confirm      as regressions, after the re-measure
+    publish      0 published, 2 bad input or a result file unreadable (without
+                 --skip-unreadable; the site is still written)
     compare      0 nothing worse,         1 something worse (or newly failing), 2 bad input
     explain      0 BAD not slower,        1 BAD slower,                       2 bad input
     bisect       0 found (every probe decided by the samples),
@@ -38,10 +41,13 @@ from fwdasv.core.clitools import (
     alpha_option,
     bench_option,
     config_option,
+    end,
     factor_option,
     finding,
     format_option,
     machine_option,
+    skip_unreadable_option,
+    warn_unreadable,
 )
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
@@ -73,6 +79,7 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSetting
     is_flag=True,
     help="Re-measure each new regression first (`fwdasv confirm`), on this machine.",
 )
+@skip_unreadable_option
 def regressions_command(
     config: Path,
     fmt: str,
@@ -80,6 +87,7 @@ def regressions_command(
     bench: tuple[str, ...],
     min_effect: float | None,
     run_confirm: bool,
+    skip_unreadable: bool,
 ) -> None:
     """List the regressions in the stored results, each series judged by its own noise.
 
@@ -89,14 +97,23 @@ def regressions_command(
     are listed, with their status: regression (detected), confirmed or
     not-reproduced (by `fwdasv confirm`), drift (the environment canary or the
     GPU clock stepped at the same commit). Exits 1 on any regression or
-    confirmed finding, 0 otherwise, 2 when the results cannot be read.
+    confirmed finding, 0 otherwise, 2 when the results cannot be read. A result
+    file that cannot be read (truncated, not JSON) is named on stderr, counted in
+    the JSON (`unreadable`) and fails the command (2) unless --skip-unreadable: a
+    regression at its commit would not show. A commit never measured is no problem.
     """
     project = AsvProject.load(config)
-    found = findings.find(project, machine=machine, bench=bench, min_effect_pct=min_effect)
+    found = findings.scan(project, machine=machine, bench=bench, min_effect_pct=min_effect)
     if run_confirm:
-        found = _confirm(project, found, machine, bench, min_effect)
-    click.echo(findings.format_findings(found, fmt))
-    finding(FINDINGS.exit_status(f.status for f in found) != 0)
+        found = _confirm(project, found.findings, machine, bench, min_effect)
+    _gate(found, fmt, skip_unreadable)
+
+
+def _gate(found: findings.Found, fmt: str, skip_unreadable: bool) -> None:
+    """Print the findings, name the unreadable files, exit by the findings' gate."""
+    unreadable = warn_unreadable(found.unreadable, skip_unreadable)
+    click.echo(findings.format_findings(found.findings, fmt, found.unreadable))
+    end(FINDINGS.exit_status((f.status for f in found.findings), unreadable))
 
 
 def _confirm(project, found, machine, bench, min_effect, **options):
@@ -106,7 +123,7 @@ def _confirm(project, found, machine, bench, min_effect, **options):
         click.echo(line, err=True)
 
     confirm_findings(project, found, echo=progress, **options)
-    return findings.find(project, machine=machine, bench=bench, min_effect_pct=min_effect)
+    return findings.scan(project, machine=machine, bench=bench, min_effect_pct=min_effect)
 
 
 @click.command("confirm", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -128,6 +145,7 @@ def _confirm(project, found, machine, bench, min_effect, **options):
     help="Profile a confirmed regression at both commits and keep the kernel diff.",
 )
 @click.option("--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr).")
+@skip_unreadable_option
 def confirm_command(
     config: Path,
     machine: str | None,
@@ -136,6 +154,7 @@ def confirm_command(
     max_processes: int,
     explain: bool,
     show_bench: bool,
+    skip_unreadable: bool,
 ) -> None:
     """Re-measure every regression found: A and B interleaved on this machine, then explain.
 
@@ -146,7 +165,8 @@ def confirm_command(
     so the variance between processes counts: `confirmed` or `not-reproduced`,
     appended to <results_dir>/fwdasv-verdicts.jsonl. A confirmed regression is
     explained (a kernel or op diff of A and B). Exits 1 when a regression or a
-    confirmed one remains, 0 otherwise, 2 on bad input.
+    confirmed one remains, 0 otherwise, 2 on bad input or an unreadable result
+    file (named on stderr; --skip-unreadable to pass anyway).
     """
 
     def progress(line: str) -> None:
@@ -164,9 +184,7 @@ def confirm_command(
         echo=progress,
         bench_echo=progress if show_bench else None,
     )
-    found = findings.find(project, machine=machine, bench=bench)
-    click.echo(findings.format_findings(found, fmt))
-    finding(FINDINGS.exit_status(f.status for f in found) != 0)
+    _gate(findings.scan(project, machine=machine, bench=bench), fmt, skip_unreadable)
 
 
 @click.command("compare", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -428,7 +446,8 @@ def export_command(
 
 @click.command("publish", cls=AnalysisCommand, context_settings=CONTEXT)
 @config_option("asv configuration.")
-def publish_command(config: Path) -> None:
+@skip_unreadable_option
+def publish_command(config: Path, skip_unreadable: bool) -> None:
     """`asv publish`, with fwdasv's findings in the site, working without the internet.
 
     asv's Regressions page and Atom feed list fwdasv's findings (each series
@@ -437,15 +456,25 @@ def publish_command(config: Path) -> None:
     asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
     the copies it ships, so the site opens on a closed network too. Series no
     timer measured (graph vs eager under the host timer) are left out. Prints
-    where the site is and how to open it.
+    where the site is and how to open it. A result file that cannot be read is
+    named on stderr and fails the command (2; the site is still written) unless
+    --skip-unreadable.
     """
     from fwdasv.analysis.publish import publish
 
     project = AsvProject.load(config)
     found = publish(project, echo=click.echo)
-    click.echo(findings.summary_line(found) if found else "no regressions in the stored results")
+    unreadable = warn_unreadable(found.unreadable, skip_unreadable)
+    if found.findings:
+        click.echo(findings.summary_line(found.findings))
+    else:
+        where = "readable" if found.unreadable else "stored"
+        click.echo(f"no regressions in the {where} results")
+    if found.unreadable:
+        click.echo(findings.unreadable_line(found.unreadable))
     for line in site_hint(project):
         click.echo(line)
+    end(FINDINGS.exit_status((), unreadable))
 
 
 @click.command("explain", cls=AnalysisCommand, context_settings=CONTEXT)

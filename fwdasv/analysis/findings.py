@@ -51,7 +51,7 @@ from fwdasv.analysis.verdict_file import (
     now_utc,
     read_verdicts,
 )
-from fwdasv.asv.history import History, Record
+from fwdasv.asv.history import History, Problem, Record
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
@@ -221,6 +221,14 @@ def load_series(
     project: AsvProject, machine: str | None = None
 ) -> tuple[list[str], dict[SeriesKey, Series]]:
     """Every series of the results (all benchmarks: canaries and clocks judge drift)."""
+    order, series, _ = read_series(project, machine)
+    return order, series
+
+
+def read_series(
+    project: AsvProject, machine: str | None = None
+) -> tuple[list[str], dict[SeriesKey, Series], tuple[Problem, ...]]:
+    """`load_series`, and the files that could not be read (each one may hide a step)."""
     try:
         history = History(project.results_dir, machines=[machine] if machine else (), samples=True)
     except UserError as error:
@@ -243,7 +251,7 @@ def load_series(
         if not samples and record.median is not None:
             samples = [float(record.median)]
         entry.history[index].extend(samples)
-    return order, series
+    return order, series, tuple(history.report.problems)
 
 
 # --- findings -------------------------------------------------------------------------------
@@ -331,6 +339,20 @@ def judge_series(
     return out
 
 
+@dataclass(frozen=True)
+class Found:
+    """The findings of one read of the results, and the files it could not read.
+
+    An unreadable file is a commit's results missing from every series it holds,
+    so a step there can go unseen: the commands that gate name and count them
+    (`fwdasv.analysis.gate.Gate.exit_status`). A commit never measured has no file
+    and is not one of them.
+    """
+
+    findings: tuple[Finding, ...]
+    unreadable: tuple[Problem, ...] = ()
+
+
 def find(
     project: AsvProject,
     *,
@@ -344,7 +366,24 @@ def find(
     The I/O edge of `judge_series`: reads the results, the verdicts file and the
     graph parameters asv publishes under, and (`subjects`) each range's commits
     from git. `min_effect_pct` None: the configuration's (`VerdictSettings`).
+    Unreadable files are dropped here; `scan` returns them too.
     """
+    return list(
+        scan(
+            project, machine=machine, bench=bench, min_effect_pct=min_effect_pct, subjects=subjects
+        ).findings
+    )
+
+
+def scan(
+    project: AsvProject,
+    *,
+    machine: str | None = None,
+    bench: Sequence[str] = (),
+    min_effect_pct: float | None = None,
+    subjects: bool = True,
+) -> Found:
+    """`find`, with the result files that could not be read."""
     try:
         patterns = [re.compile(p) for p in bench]
     except re.error as error:
@@ -353,7 +392,7 @@ def find(
         min_effect_pct = project.verdict_settings().min_effect_pct
     if min_effect_pct < 0:
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
-    order, all_series = load_series(project, machine)
+    order, all_series, unreadable = read_series(project, machine)
     verdicts = read_verdicts(verdicts_path(project))
 
     def selected(key: SeriesKey) -> bool:
@@ -369,7 +408,7 @@ def find(
         out.append(apply_verdict(replace(finding, graph_params=graphs[where]), verdicts))
     if subjects:
         out = attach_commits(out, project)
-    return out
+    return Found(tuple(out), unreadable)
 
 
 def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dict[str, object]:
@@ -534,7 +573,19 @@ def _row(finding: Finding) -> list[str]:
     ]
 
 
-def format_findings(findings: Sequence[Finding], fmt: str) -> str:
+def unreadable_line(unreadable: Sequence[Problem]) -> str:
+    """The note under a listing that missed some results."""
+    count = len(unreadable)
+    files = "file" if count == 1 else "files"
+    return (
+        f"{count} result {files} could not be read (named on stderr): a regression at "
+        f"{'its commit' if count == 1 else 'their commits'} would not show here"
+    )
+
+
+def format_findings(
+    findings: Sequence[Finding], fmt: str, unreadable: Sequence[Problem] = ()
+) -> str:
     gating = sum(f.gating for f in findings)
     if fmt == "json":
         return json.dumps(
@@ -544,6 +595,8 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
                 "gating": gating,
                 # Its name before the verdicts: findings that fail the check.
                 "above_threshold": gating,
+                "unreadable": [{"path": p.path, "error": p.message} for p in unreadable],
+                "unreadable_count": len(unreadable),
             },
             indent=2,
             allow_nan=False,
@@ -554,20 +607,24 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
     for f in findings:
         counts[f.status] += 1
     tally = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
+    note = unreadable_line(unreadable) if unreadable else ""
     if fmt == "markdown":
+        tail = f"\n**{note}.**\n" if note else ""
         if not findings:
-            return "### Performance regressions\n\nNo regressions in the stored results.\n"
+            return "### Performance regressions\n\nNo regressions in the stored results.\n" + tail
         return (
             f"### Performance regressions: {tally}\n\n"
             + markdown_table(HEADERS, rows)
             + "\n\nEach series judged by its own run-to-run noise (`noise`); `regression`: "
             "detected, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
-            "changed, not the code.\n"
+            "changed, not the code.\n" + tail
         )
     if fmt == "table":
+        tail = f"\n{note}" if note else ""
         if not findings:
-            return "No regressions in the stored results."
-        return text_table(HEADERS, rows) + f"\n\n{len(findings)} finding(s): {tally}"
+            where = "readable" if note else "stored"
+            return f"No regressions in the {where} results." + tail
+        return text_table(HEADERS, rows) + f"\n\n{len(findings)} finding(s): {tally}" + tail
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 

@@ -102,6 +102,40 @@ def finding(found: bool) -> None:
         raise SystemExit(EXIT_FINDING)
 
 
+def end(status: int) -> None:
+    """End a command with a gate's exit status (`fwdasv.analysis.gate.Gate.exit_status`)."""
+    if status:
+        raise SystemExit(status)
+
+
+def skip_unreadable_option(f: F) -> F:
+    return click.option(
+        "--skip-unreadable",
+        is_flag=True,
+        help="Pass (exit 0) although some result files could not be read; they are still "
+        "named on stderr. Without it, an unreadable file fails the command (status 2): a "
+        "regression at its commit would not show.",
+    )(f)
+
+
+def warn_unreadable(problems: Any, skip: bool) -> int:
+    """Name each unreadable result file on stderr; the count the gate reads (0 when skipped)."""
+    if not problems:
+        return 0
+    count = len(problems)
+    label = "Warning" if skip else "Error"
+    files = "file" if count == 1 else "files"
+    click.echo(f"{label}: {count} result {files} could not be read:", err=True)
+    for problem in problems:
+        click.echo(f"  {problem.line()}", err=True)
+    if not skip:
+        click.echo(
+            "  fix or remove them (`asv run` the commit again), or pass --skip-unreadable",
+            err=True,
+        )
+    return 0 if skip else count
+
+
 # --- options shared by several commands ---------------------------------------------
 
 

@@ -148,7 +148,7 @@ def run_demo(
     else:
         worst = max(pending, key=lambda f: f.percent)
         explained = _explain_worst(project, worst, machine, bisect_regressions, say, indented)
-    published = [f for f in publish(project, echo=None) if f.key.machine == machine]
+    published = [f for f in publish(project, echo=None).findings if f.key.machine == machine]
     outcome = DemoOutcome(
         root,
         hashes,
