@@ -531,3 +531,18 @@ def test_publish_fails_on_an_unreadable_result_and_still_writes_the_site(
     again = invoke_cli(project, "--skip-unreadable", command="publish")
     assert again.exit_code == 0, again.output
     assert str(path) in again.stderr
+
+
+@pytest.mark.slow
+def test_confirm_with_nothing_to_re_measure_still_fails_on_an_unreadable_result(
+    step_free, tmp_path: Path
+) -> None:
+    project = copy_project(step_free, tmp_path)
+    path = _result_file(project, step_free.hashes[STEP_INDEX])
+    _truncate(path)
+    result = invoke_cli(project, "--format", "json", command="confirm")
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.stderr
+    assert json.loads(result.stdout)["unreadable_count"] == 1
+    skipped = invoke_cli(project, "--skip-unreadable", command="confirm")
+    assert skipped.exit_code == 0, skipped.output

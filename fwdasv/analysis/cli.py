@@ -208,7 +208,11 @@ def confirm_command(
 )
 @bench_option
 @format_option(compare.FORMATS, "table, json or markdown.")
-@click.option("--only-changed", is_flag=True, help="Hide unchanged and unknown results.")
+@click.option(
+    "--only-changed",
+    is_flag=True,
+    help="Hide unchanged, not-significant, unknown and telemetry results.",
+)
 def compare_command(
     a: str,
     b: str,
@@ -227,8 +231,12 @@ def compare_command(
     A change is significant when it exceeds what the series' own run-to-run
     noise (estimated from its stored history) explains, at --alpha, and counts
     beyond --factor, a floor. --method mann-whitney is asv's rule instead.
-    Unknown: too few samples and no finite CI, or measured at one commit only.
-    Exits 1 when anything got worse (asv compare always exits 0, asv#884).
+    Not-significant: the noise cannot tell the change from none, whatever its
+    ratio (the note says why). Unknown: too few samples and no finite CI, or
+    measured at one commit only. Only latency (unit seconds) counts: telemetry
+    (clocks, power, spread, graph-vs-eager, clock uncertainty) is shown as
+    `telemetry`, never worse or better. Exits 1 when a latency got worse (asv
+    compare always exits 0, asv#884).
     """
     project = AsvProject.load(config)
     if factor is None:
