@@ -4,14 +4,17 @@ The command line (`fwdasv.engine.cli`) only maps its flags onto
 `ForwardRun.from_options`, as vLLM's `EngineArgs.from_cli_args` builds its
 config from parsed flags: every check runs here, in the order a user meets
 them, each a one-line `UserError`. Torch-free until the settings are known to
-be good: a misspelt target or a bad output path fails in a fraction of a
-second; `auto` device, timer, protocol and dtype are then resolved with
-torch.
+be good: a bad --dtype or --device spelling, a bad output path
+(--output-json, --dump-output, --profile-dir) fail in a fraction of a
+second, before the target is imported (which imports torch); `auto` device,
+timer, protocol and dtype are then resolved with torch. A case whose profile
+was asked for and failed is a failed case (exit 3), its timing kept.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -52,6 +55,16 @@ class BenchOptions:
             raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
         if self.timer not in ("graph", "host"):
             raise ValueError(f"timer must be 'graph' or 'host', got {self.timer!r}")
+
+
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def check_device_name(device: str) -> str:
+    """--device's spelling, checked without torch: auto, cpu, cuda or cuda:N."""
+    if not _DEVICE.fullmatch(device):
+        raise EngineOptionError(f"--device {device!r}: use auto, cpu, cuda or cuda:N")
+    return device
 
 
 def resolve_device(device: str) -> str:
@@ -227,20 +240,27 @@ class ForwardRun:
             )
         if dump_output is not None and not pipeline:
             raise EngineOptionError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
-        options = parse_options(tuple(target_options))
-        # A misspelt target fails before torch is imported, in a fraction of a second.
-        spec = TargetSpec.parse(target, options)
-        spec.resolve()
-        if pipeline_stages > 1 and not under_torchrun():
-            # Before any rank starts (64 stages of a 4-layer target ran a box out of memory).
-            spec.check_stages(pipeline_stages)
+        if pipeline and profile_dir is not None:
+            raise EngineOptionError(
+                "--profile-dir is not supported for pipeline runs yet; profile with one stage"
+            )
+        # Checks that need no torch come first: importing the target imports torch (seconds).
         if dtype != "auto":
             check_dtype_name(dtype)
+        check_device_name(device)
         # Before anything is measured: a bad path must cost nothing.
         if output_json is not None:
             check_output_path(output_json, make_parents=create_dirs, what="--output-json")
         if dump_output is not None:
             check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
+        if profile_dir is not None:
+            check_output_dir(profile_dir, make_parents=create_dirs, what="--profile-dir")
+        options = parse_options(tuple(target_options))
+        spec = TargetSpec.parse(target, options)
+        spec.resolve()
+        if pipeline_stages > 1 and not under_torchrun():
+            # Before any rank starts (64 stages of a 4-layer target ran a box out of memory).
+            spec.check_stages(pipeline_stages)
         config = EngineConfig.from_options(
             target=target,
             target_options=options,
@@ -254,10 +274,6 @@ class ForwardRun:
             warmup_s=warmup_s,
             pipeline=pipeline,
         )
-        if pipeline and profile_dir is not None:
-            raise EngineOptionError(
-                "--profile-dir is not supported for pipeline runs yet; profile with one stage"
-            )
         return cls(
             config=config,
             cases=cases,
@@ -296,11 +312,22 @@ class ForwardRun:
                 warn=warn,
                 profile_dir=self.profile_dir,
             )
-        failed = [r for r in outcome if not r.ok or r.refused]
+        failed = [(r.case, _failure(r)) for r in outcome if _failure(r)]
         if failed:
             raise CasesFailed(
                 f"{len(failed)} case(s) failed: "
-                + ", ".join(f"{r.case} ({'refused' if r.ok else 'error'})" for r in failed)
+                + ", ".join(f"{case} ({why})" for case, why in failed)
                 + (f" (details in {self.output_json})" if self.output_json else "")
             )
         return outcome
+
+
+def _failure(result: CaseResult) -> str | None:
+    """Why a case counts as failed: an error, a refusal, or a profile asked for that failed."""
+    if not result.ok:
+        return "error"
+    if result.refused:
+        return "refused"
+    if any(rank.profile is not None and rank.profile.error for rank in result.ranks):
+        return "profile failed"
+    return None
