@@ -33,16 +33,21 @@ def main() -> None:
 @click.command("nightly", cls=AnalysisCommand, context_settings=CONTEXT)
 @config_option("asv configuration.")
 @click.option(
-    "--machine", help="asv machine name (default: host, GPU count and model, UUID digest)."
+    "--machine", help="asv machine name [default: host, GPU count and model, UUID digest]."
 )
 @click.option(
-    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated (default all)."
+    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated [default: all]."
 )
 @click.option(
     "--lock-clocks",
-    help="Lock SM clocks for the run (MHz, base or default; root); reset afterwards.",
+    metavar="MHz|base|default",
+    help="Lock SM clocks for the run (root); reset afterwards. [default: not locked]",
 )
-@click.option("--state-file", help="Where setup saves the GPU state that reset restores.")
+@click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False),
+    help="Where setup saves the GPU state that reset restores.",
+)
 @click.option(
     "--spec", default="NEW", help="asv run range: NEW (commits since the last run), A..B, a branch."
 )
@@ -52,7 +57,11 @@ def main() -> None:
     help="Measure this prepared environment's build (asv existing env).",
 )
 @click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
-@click.option("--machine-file", help="asv machine file to write (default ~/.asv-machine.json).")
+@click.option(
+    "--machine-file",
+    type=click.Path(dir_okay=False),
+    help="asv machine file to write. [default: ~/.asv-machine.json]",
+)
 @click.option(
     "--confirm/--no-confirm",
     default=None,

@@ -196,6 +196,13 @@ def test_compare_by_branch_name_and_unknown_commit(drawn: dict) -> None:
     )
     assert result.exit_code == 2
     assert "Error: 'nosuchbranch' is not a commit" in result.stderr
+    # A hash no commit has: said so, not "no stored results".
+    result = CliRunner().invoke(
+        main, ["compare", "deadbeef", "main", "--config", str(project.config_path)]
+    )
+    assert result.exit_code == 2
+    assert "Error: 'deadbeef' is not a commit of" in result.stderr, result.stderr
+    assert "no stored results" not in result.stderr
 
 
 # --- a history whose level jitters from run to run ----------------------------------------

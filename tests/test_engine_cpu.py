@@ -421,3 +421,14 @@ def test_a_profile_that_fails_is_a_failed_case_and_keeps_its_timing(tmp_path, mo
     (case,) = json.loads((tmp_path / "o.json").read_text())
     assert case["median_us"] > 0  # measured, kept
     assert "error" in case["ranks"][0]["profile"]
+
+
+@pytest.mark.parametrize(("args", "threads"), [([], 1), (["--threads", "2"], 2)])
+def test_the_host_timer_times_on_one_thread_unless_told(tmp_path, clean_env, args, threads):
+    # No OMP_NUM_THREADS: the engine picks the threads itself, as the asv suites do.
+    out = tmp_path / "out.json"
+    done = engine([*FAST, "--case", "p=4", *args, "--output-json", str(out)], clean_env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    (case,) = json.loads(out.read_text())
+    engine_info = case["ranks"][0]["engine"]
+    assert (engine_info["timer"], engine_info["threads"]) == ("host", threads)

@@ -15,6 +15,7 @@ import copy
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -188,6 +189,19 @@ def test_kernels_json_round_trips_with_vllm_keys(tiny_profile):
     assert trace.name == kernels_path.name.replace(".kernels.json", ".trace.json.gz")
     with gzip.open(trace, "rt") as stream:
         assert json.load(stream)["traceEvents"]
+
+
+def test_the_profilers_chatter_is_dropped_and_other_stderr_kept(capfd):
+    from fwdasv.engine.profile import quiet_profiler_stderr
+
+    with quiet_profiler_stderr():
+        # As kineto writes them: from C++, to file descriptor 2.
+        os.write(2, b"USDT:2026-12-02 17:12:01 11164:11164 SyncActivityProfilerHandler.cpp:59]")
+        os.write(2, b" profiler_stop\n")
+        os.write(2, b"[W1202 CUPTIActivityProfiler.cpp:1] gpuGetDeviceCount failed with 35\n")
+        os.write(2, b"a real warning\n")
+    captured = capfd.readouterr()
+    assert captured.err == "a real warning\n", captured.err
 
 
 def test_safe_case_names():
@@ -538,6 +552,9 @@ def profile_checkout(checkout: Path, profile_dir: Path, output_json: Path) -> st
     env = one_thread_env(PYTHONPATH=os.pathsep.join([str(checkout), str(ROOT)]))
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    # The profiler library's own chatter (USDT probes, a CUDA build's GPU count) is not shown.
+    noise = re.findall(r"^.*(?:USDT:|gpuGetDeviceCount).*$", proc.stdout + proc.stderr, re.M)
+    assert not noise, noise
     return proc.stdout
 
 

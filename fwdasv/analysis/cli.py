@@ -37,7 +37,6 @@ from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
     CliError,
-    Command,
     alpha_option,
     bench_option,
     config_option,
@@ -49,7 +48,7 @@ from fwdasv.core.clitools import (
     skip_unreadable_option,
     warn_unreadable,
 )
-from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.core.errors import EXIT_FINDING, EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
 from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSettings
 
@@ -262,7 +261,9 @@ def compare_command(
 @click.command("bisect", cls=AnalysisCommand, context_settings=CONTEXT)
 @click.argument("commit_range", metavar="GOOD..BAD")
 @click.argument("bench", metavar="BENCH")
-@click.option("--case", default=None, help="The case (parameter) to follow, e.g. decode_bs8.")
+@click.option(
+    "--case", metavar="NAME", default=None, help="The case (parameter) to follow, e.g. decode_bs8."
+)
 @config_option()
 @machine_option()
 @factor_option(
@@ -354,7 +355,7 @@ def bisect_command(
     finding(not result.certain)
 
 
-@click.command("export", cls=Command, context_settings=CONTEXT)
+@click.command("export", cls=AnalysisCommand, context_settings=CONTEXT)
 @click.argument("results_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
 @config_option("The asv configuration whose results_dir is exported (when no RESULTS_DIR).")
 @format_option(
@@ -425,7 +426,9 @@ def export_command(
     99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
     check, timing metadata. Results whose benchmark version differs from
     benchmarks.json are dropped, as `asv publish` drops them. An unreadable
-    result file is reported on stderr and skipped.
+    result file is reported on stderr and skipped (exit 1 with --strict).
+    --format markdown lists the rows in the history's order (commit date).
+    Exits 0 when written, 2 on bad input.
     """
     if results_dir is None:
         try:
@@ -448,7 +451,8 @@ def export_command(
         count = len(report.problems)
         raise CliError(
             f"{count} result file{'s' if count != 1 else ''} could not be read (--strict); "
-            "the others were exported"
+            "the others were exported",
+            EXIT_FINDING,
         )
 
 
@@ -489,7 +493,9 @@ def publish_command(config: Path, skip_unreadable: bool) -> None:
 @click.argument("good", metavar="GOOD")
 @click.argument("bad", metavar="BAD")
 @click.argument("bench", metavar="BENCH", required=False)
-@click.option("--case", default=None, help="The case (parameter) to profile, e.g. decode_bs8.")
+@click.option(
+    "--case", metavar="NAME", default=None, help="The case (parameter) to profile, e.g. decode_bs8."
+)
 @config_option()
 @format_option(
     explain.FORMATS, "table: for a terminal; json: for scripts; markdown: for a PR comment."

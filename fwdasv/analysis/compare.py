@@ -358,6 +358,18 @@ def resolve_commit(project: AsvProject, rev: str) -> str:
         raise CompareError(str(error)) from None
 
 
+def _in_repo(project: AsvProject, rev: str) -> bool | None:
+    """Whether git knows `rev`; None when the repository is not on disk to ask."""
+    repo = project.local_repo
+    if repo is None or not repo.is_dir():
+        return None
+    try:
+        project.resolve(rev)
+    except AsvError:
+        return False
+    return True
+
+
 def load_records(
     project: AsvProject,
     commits: Sequence[str],
@@ -422,6 +434,12 @@ def compare_commits(
         )
     for rev, commit in ((a, hash_a), (b, hash_b)):
         if not records[commit]:
+            if _in_repo(project, rev) is False:
+                raise CompareError(
+                    f"{rev!r} is not a commit of {project.local_repo}, and no stored result "
+                    "has that hash: give a commit (hash, branch or tag) of the benchmarked "
+                    "repository"
+                )
             where = f" on machine {machine}" if machine else ""
             filtered = " matching --bench" if bench else ""
             raise CompareError(

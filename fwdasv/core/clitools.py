@@ -92,6 +92,26 @@ class Group(click.Group):
     def main(self, args: Any = None, **kwargs: Any) -> Any:
         return _one_line_main(self, args, kwargs)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with its whole first paragraph, wrapped (click cuts it at ~45
+        characters with "...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            rows.append((name, command.short_help or summary(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def summary(text: str) -> str:
+    """A docstring's first paragraph, on one line."""
+    import inspect
+
+    return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+
 
 Group.group_class = Group
 

@@ -45,6 +45,8 @@ class BenchOptions:
     timer: str = "graph"
     # A name of fwdasv.engine.protocol.PROTOCOLS (resolved: not "auto").
     protocol: str = STEADY
+    # torch's intra-op threads while timing (None: torch's own choice).
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -55,6 +57,8 @@ class BenchOptions:
             raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
         if self.timer not in ("graph", "host"):
             raise ValueError(f"timer must be 'graph' or 'host', got {self.timer!r}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
 
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
@@ -81,6 +85,19 @@ def resolve_dtype(dtype: str, device: str) -> str:
     if dtype == "auto":
         return "bfloat16" if device.startswith("cuda") else "float32"
     return dtype
+
+
+# The host timer's threads unless --threads says otherwise: the suites' choice. On a
+# small shared CPU box torch's default (one thread per core) made a 1 ms forward's
+# samples spread up to 1000x beside another job; one thread kept them together.
+HOST_TIMER_THREADS = 1
+
+
+def resolve_threads(threads: int | None, timer: str) -> int | None:
+    """--threads, else HOST_TIMER_THREADS on the host timer, else torch's own choice."""
+    if threads is not None:
+        return threads
+    return HOST_TIMER_THREADS if timer == "host" else None
 
 
 def resolve_timer(timer: str, device: str) -> str:
@@ -119,6 +136,7 @@ class EngineConfig:
         seed: int,
         warmup_s: float,
         pipeline: bool,
+        threads: int | None = None,
     ) -> EngineConfig:
         """The config with every `auto` resolved on this machine (this imports torch).
 
@@ -142,6 +160,7 @@ class EngineConfig:
                 warmup_s=warmup_s,
                 timer=timer,
                 protocol=STEADY if pipeline else resolve_protocol(protocol, timer),
+                threads=resolve_threads(threads, timer),
             ),
         )
 
@@ -163,6 +182,7 @@ class EngineConfig:
             warmup_s=options.warmup_s,
             timer=options.timer,
             protocol=options.protocol,
+            threads=options.threads,
             torch=torch.__version__,
             python=platform.python_version(),
             gpu=torch.cuda.get_device_name(torch.device(self.device))
@@ -228,6 +248,7 @@ class ForwardRun:
         create_dirs: bool,
         dump_output: str | None,
         profile_dir: str | None,
+        threads: int | None = None,
     ) -> ForwardRun:
         """Check the flags of `fwdasv forward` and build the run; the first problem is a
         one-line `UserError` (status 1), before anything is measured."""
@@ -273,6 +294,7 @@ class ForwardRun:
             seed=seed,
             warmup_s=warmup_s,
             pipeline=pipeline,
+            threads=threads,
         )
         return cls(
             config=config,

@@ -21,13 +21,15 @@ only. The trace keeps the restore ranges, labelled.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import re
 import statistics
+import sys
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -344,6 +346,37 @@ def _trace_graph_replays(
     return prof
 
 
+# What torch's profiler library (kineto) writes to the process's stderr around a CPU
+# profile, which says nothing to the user: its USDT probe lines, and a CUDA build's
+# failed GPU count on a machine without GPUs.
+PROFILER_NOISE = re.compile(r"^USDT:|gpuGetDeviceCount failed")
+
+
+@contextlib.contextmanager
+def quiet_profiler_stderr(noise: re.Pattern[str] = PROFILER_NOISE) -> Iterator[None]:
+    """File descriptor 2 caught for the block (kineto writes there from C++); its lines
+    are written back afterwards, less those `noise` matches."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [
+                line
+                for line in caught.read().decode(errors="replace").splitlines(keepends=True)
+                if not noise.search(line)
+            ]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 def _trace_eager_forwards(
     prepared: PreparedForward, snapshot: StateSnapshot, replays: int
 ) -> torch.profiler.profile:
@@ -458,8 +491,9 @@ def profile_case(
         events = json.loads(trace_json)["traceEvents"]
         summary = summarize_gpu(events, options.replays, restore_activity_count(snapshot))
     else:
-        prof = _trace_eager_forwards(prepared, snapshot, options.replays)
-        trace_json = chrome_trace(prof)
+        with quiet_profiler_stderr():
+            prof = _trace_eager_forwards(prepared, snapshot, options.replays)
+            trace_json = chrome_trace(prof)
         summary = summarize_cpu(op_runs(prof, options.replays))
     written = write_case_profile(profile_dir, case_name, rank, summary, trace_json)
     kernels_path, _ = profile_paths(profile_dir, case_name, rank)
