@@ -88,6 +88,27 @@ def test_judge_series_finds_the_step_of_each_latency_series() -> None:
     assert findings.judge_series(ORDER, everything, include=lambda k: k.case == "prefill") == []
 
 
+def test_a_step_where_the_recorded_torch_or_driver_changed_is_drift() -> None:
+    old, new = ("2.14.1", "570.1", "12.8"), ("2.14.0", "570.1", "12.8")
+    for environments, status in [
+        # torch changed (another environment installed it) at the step's commit: drift.
+        ([old] * 6 + [new] * 6, Status.DRIFT),
+        # A driver update at the step's commit: drift too.
+        ([old] * 6 + [("2.14.1", "575.0", "12.8")] * 6, Status.DRIFT),
+        # Changed elsewhere in the history, not across the step: the step stays a regression.
+        ([old] * 3 + [new] * 9, Status.REGRESSION),
+        # Not recorded (results of an older fwdasv): nothing to tell.
+        ([None] * 12, Status.REGRESSION),
+    ]:
+        latency = _series("bench.S.track_latency", STEPPED)
+        latency = findings.Series(
+            latency.key, latency.unit, latency.params, latency.history, environments
+        )
+        (finding,) = findings.judge_series(ORDER, {latency.key: latency})
+        assert finding.status == status, environments
+        assert finding.gating == (status == Status.REGRESSION)
+
+
 def test_judge_series_takes_a_fallen_gpu_clock_for_drift() -> None:
     latency = _series("bench.S.track_latency", STEPPED)
     clock = _series(

@@ -186,7 +186,7 @@ def test_export_refuses_a_special_output(tmp_path, monkeypatch, kind):
     results_dir.mkdir()
     (results_dir / "benchmarks.json").write_text('{"version": 2}')
     result = CliRunner().invoke(fwdasv_main, ["export", str(results_dir), "-o", str(paths[kind])])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # bad input, as for every analysis command
     assert f"--output {paths[kind]} is {WORDS[kind]}" in one_error_line(result.output)
     check_untouched(tmp_path, paths)
 
@@ -197,7 +197,7 @@ def test_export_refuses_a_missing_parent_and_writes_a_regular_file(tmp_path):
     (results_dir / "benchmarks.json").write_text('{"version": 2}')
     missing = tmp_path / "nowhere" / "out.csv"
     result = CliRunner().invoke(fwdasv_main, ["export", str(results_dir), "-o", str(missing)])
-    assert result.exit_code == 1 and "does not exist; create it first" in result.output
+    assert result.exit_code == 2 and "does not exist; create it first" in result.output
     assert not missing.parent.exists()
     out = tmp_path / "out.csv"
     result = CliRunner().invoke(fwdasv_main, ["export", str(results_dir), "-o", str(out)])

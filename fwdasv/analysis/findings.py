@@ -13,7 +13,9 @@ explain. A finding's status:
     not-reproduced   the re-measure ruled it out
     drift            the machine changed, not the code: the environment canary
                      (a suite whose class name starts with `Canary`) stepped at the
-                     same commit (+-1), or the GPU's SM clock fell there
+                     same commit (+-1), the GPU's SM clock fell there, or the
+                     machine's recorded environment (torch, driver, CUDA) differs
+                     between the step's two commits
 
 Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`
 (`fwdasv.analysis.verdict_file`: its line and its rules); the newest verdict
@@ -95,6 +97,8 @@ class Series:
     unit: str | None
     params: dict[str, str]
     history: list[list[float]]
+    # Per commit, the machine's recorded environment (torch, driver, CUDA); None: unknown.
+    environments: list[tuple[object, ...] | None] = field(default_factory=list)
 
     def medians(self) -> list[float | None]:
         return commit_medians(self.history)
@@ -244,7 +248,10 @@ def read_series(
         key = SeriesKey(record.machine, record.env_name, record.benchmark, record.case)
         entry = series.get(key)
         if entry is None:
-            entry = series[key] = Series(key, record.unit, dict(record.params), [[] for _ in order])
+            entry = series[key] = Series(
+                key, record.unit, dict(record.params), [[] for _ in order], [None] * len(order)
+            )
+        entry.environments[index] = environment(record)
         if record.status != "ok":
             continue
         samples = record.sample_values()
@@ -252,6 +259,27 @@ def read_series(
             samples = [float(record.median)]
         entry.history[index].extend(samples)
     return order, series, tuple(history.report.problems)
+
+
+def environment(record: Record) -> tuple[object, ...]:
+    """What a record says of the machine's software under the code: torch, driver, CUDA."""
+    return (record.torch, record.driver, record.cuda)
+
+
+def mark_environment_drift(
+    steps: Sequence[detect.Step], environments: Sequence[tuple[object, ...] | None]
+) -> list[detect.Step]:
+    """`steps` with status `drift` where the machine's recorded environment differs between
+    the step's last old commit and its first new one (another torch or driver moves a
+    series however good the code: asv splits such a series; fwdasv keeps it whole and
+    does not count the step)."""
+    out = []
+    for step in steps:
+        before = environments[step.before_index] if step.before_index < len(environments) else None
+        after = environments[step.after_index] if step.after_index < len(environments) else None
+        changed = before is not None and after is not None and before != after
+        out.append(replace(step, status=Status.DRIFT) if changed else step)
+    return out
 
 
 # --- findings -------------------------------------------------------------------------------
@@ -320,6 +348,7 @@ def judge_series(
         steps = detect.detect(medians, noise, min_effect_pct=min_effect_pct)
         for canary_medians, canary_noise in _drift_series(key, all_series):
             steps = detect.mark_drift(steps, canary_medians, canary_noise)
+        steps = mark_environment_drift(steps, series.environments)
         latest = next((m for m in reversed(medians) if m is not None), None)
         out.extend(
             Finding(
