@@ -11,7 +11,14 @@ import click
 from fwdasv import __version__
 from fwdasv.analysis.cli import COMMANDS as ANALYSIS_COMMANDS
 from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
-from fwdasv.core.clitools import CONTEXT, AnalysisCommand, Group, config_option
+from fwdasv.core.clitools import (
+    CONTEXT,
+    AnalysisCommand,
+    Group,
+    config_option,
+    skip_unreadable_option,
+    warn_unreadable,
+)
 from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.hw.cli import hw
@@ -26,16 +33,21 @@ def main() -> None:
 @click.command("nightly", cls=AnalysisCommand, context_settings=CONTEXT)
 @config_option("asv configuration.")
 @click.option(
-    "--machine", help="asv machine name (default: host, GPU count and model, UUID digest)."
+    "--machine", help="asv machine name [default: host, GPU count and model, UUID digest]."
 )
 @click.option(
-    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated (default all)."
+    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated [default: all]."
 )
 @click.option(
     "--lock-clocks",
-    help="Lock SM clocks for the run (MHz, base or default; root); reset afterwards.",
+    metavar="MHz|base|default",
+    help="Lock SM clocks for the run (root); reset afterwards. [default: not locked]",
 )
-@click.option("--state-file", help="Where setup saves the GPU state that reset restores.")
+@click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False),
+    help="Where setup saves the GPU state that reset restores.",
+)
 @click.option(
     "--spec", default="NEW", help="asv run range: NEW (commits since the last run), A..B, a branch."
 )
@@ -45,7 +57,11 @@ def main() -> None:
     help="Measure this prepared environment's build (asv existing env).",
 )
 @click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
-@click.option("--machine-file", help="asv machine file to write (default ~/.asv-machine.json).")
+@click.option(
+    "--machine-file",
+    type=click.Path(dir_okay=False),
+    help="asv machine file to write. [default: ~/.asv-machine.json]",
+)
 @click.option(
     "--confirm/--no-confirm",
     default=None,
@@ -65,6 +81,7 @@ def main() -> None:
     show_default=True,
     help="Profile a confirmed regression at both commits and keep the kernel diff.",
 )
+@skip_unreadable_option
 def nightly_command(
     config: str,
     machine: str | None,
@@ -78,13 +95,15 @@ def nightly_command(
     confirm: bool | None,
     fail_on_suspected: bool,
     explain: bool,
+    skip_unreadable: bool,
 ) -> None:
     """Setup, machine file, asv run, findings, confirm, publish, gate, reset (even on failure).
 
     Exit status: 0 no confirmed regression, 1 a confirmed regression (with
     --no-confirm: any regression; a suspected one, a step among the newest 1-3
     commits, is re-measured the same night), 2 the run could not be made (asv failed, a
-    pre-flight check failed).
+    pre-flight check failed) or a result file could not be read (named in the
+    listing; --skip-unreadable to pass anyway).
     """
     from fwdasv.hw.nvml import parse_gpu_selection
     from fwdasv.nightly import run_nightly
@@ -102,8 +121,10 @@ def nightly_command(
         confirm=confirm,
         fail_on_suspected=fail_on_suspected,
         explain=explain,
+        skip_unreadable=skip_unreadable,
         echo=click.echo,
     )
+    warn_unreadable(outcome.unreadable, skip_unreadable)
     raise SystemExit(outcome.status)
 
 

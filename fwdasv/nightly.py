@@ -18,8 +18,9 @@ outliers) are confirmed the night they appear, with the regressions: the
 night a regression lands, its A/B re-measure decides it.
 
 Exit status: 0 no confirmed regression, 1 a confirmed regression (without
-confirmation: any regression; with `fail_on_suspected`, a suspected one too), 2 the run could not be made (asv failed, a
-pre-flight check failed).
+confirmation: any regression; with `fail_on_suspected`, a suspected one too), 2 the
+run could not be made (asv failed, a pre-flight check failed) or a result file could
+not be read (named; unless `skip_unreadable`: a regression at its commit would not show).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from fwdasv.analysis.publish import publish
 from fwdasv.analysis.reproduce import confirm_findings
 from fwdasv.analysis.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
+from fwdasv.asv.history import Problem
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks as hw_checks
@@ -138,11 +140,11 @@ class NightlyOutcome:
     asv_status: int | None = None
     confirmation: ConfirmStep | None = None
     findings: tuple[findings.Finding, ...] = ()
+    unreadable: tuple[Problem, ...] = ()  # result files the findings could not read
 
     def lines(self) -> list[str]:
-        return [
-            f"  {line}" for line in findings.format_findings(self.findings, "table").splitlines()
-        ]
+        listing = findings.format_findings(self.findings, "table", self.unreadable)
+        return [f"  {line}" for line in listing.splitlines()]
 
 
 def run_nightly(
@@ -159,6 +161,7 @@ def run_nightly(
     confirm: bool | None = None,
     fail_on_suspected: bool = False,
     explain: bool = True,
+    skip_unreadable: bool = False,
     echo: Callable[[str], None] = print,
 ) -> NightlyOutcome:
     """The six steps, each returning what it found; the `[nightly]` lines are printed from
@@ -205,12 +208,13 @@ def run_nightly(
                 project, found, run_explain=explain, echo=lambda line: echo(f"  {line}")
             )
         echo("[nightly] 6/6 asv publish with the findings")
-        published = tuple(f for f in publish(project, echo=None) if f.key.machine == this.name)
+        site = publish(project, echo=None)
+        published = tuple(f for f in site.findings if f.key.machine == this.name)
         gate = nightly_gate(step.confirm, fail_on_suspected).exit_status(
-            f.status for f in published
+            (f.status for f in published), 0 if skip_unreadable else len(site.unreadable)
         )
         outcome = NightlyOutcome(
-            STATUS_REGRESSION if gate else STATUS_OK, this, preflight, asv_status, step, published
+            gate, this, preflight, asv_status, step, published, site.unreadable
         )
         say(outcome.lines())
         return outcome

@@ -10,13 +10,24 @@ if [ ! -x .venv/bin/python ]; then
   echo "[test.sh] creating .venv with $($python --version)"
   "$python" -m venv .venv
 fi
-echo "[test.sh] installing fwdasv[test,vllm] into .venv"
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,vllm]'
+# The vllm extra pins torch (vllm 0.33.0: the CUDA 2.14.0 wheel): this environment is
+# the vLLM contract's, apart from the demo's (.venv-demo, scripts/demo.sh).
+echo "[test.sh] installing fwdasv[test,vllm] into .venv (vllm==0.33.0 and its torch: about"
+echo "[test.sh]   9 GB the first time, several minutes; pip's progress below)"
+set +e
+.venv/bin/python -m pip install --disable-pip-version-check -e '.[test,vllm]' 2>&1 \
+  | grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|error)'
+pip_status=${PIPESTATUS[0]}
+set -e
+[ "$pip_status" = 0 ] || { echo "[test.sh] pip install failed (status $pip_status)"; exit 1; }
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
-  echo "[test.sh] installing Debian's chromium and chromium-driver (browser test)"
+  # Root (or sudo) and apt only when they are missing.
+  echo "[test.sh] installing Debian's chromium and chromium-driver (browser test; needs apt and root)"
   sudo_cmd=""
   [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq && $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+else
+  echo "[test.sh] chromium and chromedriver found: nothing to install (no root needed)"
 fi
 echo "[test.sh] ruff"
 .venv/bin/python -m ruff check fwdasv tests benchmarks scripts benchmarks_speed

@@ -371,6 +371,19 @@ class CanaryDrawn:
         return draws("canary_scale", salt=200_000)
 """
 
+# Telemetry of the Drawn case (unit %, as the suites' track_power_capped_pct): its own
+# scale per commit.
+DRAWN_TELEMETRY_SOURCE = """
+
+class Telemetry:
+    params = [["decode_bs8"]]
+    param_names = ["case"]
+    unit = "%"
+
+    def track_power_capped_pct(self, case):
+        return draws("telemetry_scale", salt=300_000)
+"""
+
 
 @dataclass(frozen=True)
 class DrawnHistory:
@@ -398,7 +411,8 @@ def drawn_history(
     run-to-run noise the in-run samples do not see. `plain=True` adds
     `bench.Plain.track_latency`, a benchmark without parameters drawn at the
     same scales; `canary` (one scale per commit) adds the environment canary
-    `bench.CanaryDrawn.track_latency`. Call `asv_project.publish_site(h.project)`
+    `bench.CanaryDrawn.track_latency`; `telemetry` (one scale per commit) adds
+    `bench.Telemetry.track_power_capped_pct` (unit %). Call `asv_project.publish_site(h.project)`
     (or fwdasv's publish) for a site.
     """
     import json
@@ -419,9 +433,12 @@ def drawn_history(
         *,
         plain: bool = False,
         canary: Sequence[float] | None = None,
+        telemetry: Sequence[float] | None = None,
     ) -> DrawnHistory:
         if canary is not None and len(canary) != len(scales):
             raise ValueError(f"{len(canary)} canary scales for {len(scales)} commits")
+        if telemetry is not None and len(telemetry) != len(scales):
+            raise ValueError(f"{len(telemetry)} telemetry scales for {len(scales)} commits")
         root = tmp_path_factory.mktemp(name)
         repo = root / "repo"
         repo.mkdir()
@@ -447,7 +464,9 @@ def drawn_history(
         (asv_dir / "benchmarks" / "__init__.py").write_text("")
         source = DRAWN_BENCH_SOURCE + (DRAWN_PLAIN_SOURCE if plain else "")
         (asv_dir / "benchmarks" / "bench.py").write_text(
-            source + (DRAWN_CANARY_SOURCE if canary is not None else "")
+            source
+            + (DRAWN_CANARY_SOURCE if canary is not None else "")
+            + (DRAWN_TELEMETRY_SOURCE if telemetry is not None else "")
         )
         config = {
             "version": 1,
@@ -466,6 +485,8 @@ def drawn_history(
             draws = {"seed": i, "scale": scale, "samples": samples, "noise": noise}
             if canary is not None:
                 draws["canary_scale"] = canary[i]
+            if telemetry is not None:
+                draws["telemetry_scale"] = telemetry[i]
             (asv_dir / "draws.json").write_text(json.dumps(draws))
             asv_project.run_asv(
                 project,

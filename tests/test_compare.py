@@ -28,12 +28,13 @@ from fwdasv.analysis.compare import (
     judge,
 )
 from fwdasv.analysis.gate import COMPARISON
-from fwdasv.analysis.noise import estimate_noise
+from fwdasv.analysis.noise import Noise, estimate_noise
 from fwdasv.analysis.status import Status
 from fwdasv.cli import main
 
 FAILED, FIXED, IMPROVED = Status.FAILED, Status.FIXED, Status.IMPROVED
 UNCHANGED, UNKNOWN, WORSE = Status.UNCHANGED, Status.UNKNOWN, Status.WORSE
+NOT_SIGNIFICANT = Status.NOT_SIGNIFICANT
 
 # --- the rule, on numbers ----------------------------------------------------------------
 
@@ -60,7 +61,8 @@ def test_judge_needs_both_significance_and_the_factor() -> None:
 def test_judge_without_samples_falls_back_to_ci_overlap_or_says_unknown() -> None:
     apart = judge(_m([], ci=(1.0, 1.1)), _m([], ci=(1.3, 1.4)))
     assert (apart.verdict, apart.method) == (WORSE, "ci-overlap")
-    assert judge(_m([], ci=(1.0, 1.3)), _m([], ci=(1.2, 1.4))).verdict == UNCHANGED
+    overlapping = judge(_m([], ci=(1.0, 1.3)), _m([], ci=(1.2, 1.4)))
+    assert overlapping.verdict == NOT_SIGNIFICANT and "CIs overlap" in overlapping.reason
     # Three samples each cannot reach p < 0.002 and an infinite CI says nothing.
     few = judge(
         _m([1.0, 1.0, 1.0], ci=(-float("inf"), float("inf"))),
@@ -92,7 +94,8 @@ def test_judge_by_noise_tests_the_change_against_the_series_noise() -> None:
     two = _m([v * 1.02 for v in before.samples])
     assert judge(before, two).verdict == WORSE  # asv's rule, the samples only
     by_noise = judge(before, two, noise=noise)
-    assert (by_noise.verdict, by_noise.method) == (UNCHANGED, "noise"), by_noise
+    assert (by_noise.verdict, by_noise.method) == (NOT_SIGNIFICANT, "noise"), by_noise
+    assert "noise 1." in by_noise.reason or "noise 0." in by_noise.reason, by_noise.reason
     assert by_noise.p_value > 0.05
     ten = judge(before, _m([v * 1.10 for v in before.samples]), noise=noise)
     assert (ten.verdict, ten.method) == (WORSE, "noise") and ten.p_value < 1e-6, ten
@@ -105,7 +108,8 @@ def test_judge_by_noise_tests_the_change_against_the_series_noise() -> None:
     prior = estimate_noise(_history([1.0, 1.0]))
     assert prior.source == "prior" and prior.noise_pct == 1.0
     assert judge(before, _m([v * 1.05 for v in before.samples]), noise=prior).verdict == WORSE
-    assert judge(before, _m([v * 1.03 for v in before.samples]), noise=prior).verdict == UNCHANGED
+    three = judge(before, _m([v * 1.03 for v in before.samples]), noise=prior)
+    assert three.verdict == NOT_SIGNIFICANT and "prior" in three.reason, three
     assert DEFAULT_FACTOR == 1.003
 
 
@@ -193,11 +197,11 @@ def test_a_real_five_percent_shift_is_worse_and_exits_1(drawn: dict) -> None:
 
 
 @pytest.mark.slow
-def test_noise_alone_is_unchanged_and_exits_0(drawn: dict) -> None:
+def test_noise_alone_is_not_significant_and_exits_0(drawn: dict) -> None:
     project, (_, second, third) = drawn["project"], drawn["hashes"]
     for method in ("noise", "mann-whitney"):
         (comparison,) = compare_commits(project, second, third, factor=1.03, method=method)
-        assert comparison.verdict == UNCHANGED, comparison
+        assert comparison.verdict == NOT_SIGNIFICANT, comparison
         assert comparison.judgement.p_value > 0.002
         assert comparison.judgement.method == method
     result = CliRunner().invoke(
@@ -206,8 +210,8 @@ def test_noise_alone_is_unchanged_and_exits_0(drawn: dict) -> None:
     )
     assert result.exit_code == 0, result.output
     document = json.loads(result.stdout)
-    assert document["counts"]["unchanged"] == 1
-    assert document["comparisons"][0]["verdict"] == "unchanged"
+    assert document["counts"]["not-significant"] == 1
+    assert document["comparisons"][0]["verdict"] == "not-significant"
     assert document["comparisons"][0]["noise_pct"] == 1.0
 
 
@@ -221,6 +225,13 @@ def test_compare_by_branch_name_and_unknown_commit(drawn: dict) -> None:
     )
     assert result.exit_code == 2
     assert "Error: 'nosuchbranch' is not a commit" in result.stderr
+    # A hash no commit has: said so, not "no stored results".
+    result = CliRunner().invoke(
+        main, ["compare", "deadbeef", "main", "--config", str(project.config_path)]
+    )
+    assert result.exit_code == 2
+    assert "Error: 'deadbeef' is not a commit of" in result.stderr, result.stderr
+    assert "no stored results" not in result.stderr
 
 
 # --- a history whose level jitters from run to run ----------------------------------------
@@ -273,7 +284,7 @@ def test_noise_flags_the_shift_and_not_the_jitter_mann_whitney_flags_both(jitter
     assert 0.6 < shift.noise.noise_pct < 1.6 and shift.noise.source != "prior", shift.noise
     assert shift.judgement.p_value < 0.002
     (no_op,) = compare_commits(project, a, b)
-    assert (no_op.verdict, no_op.judgement.method) == (UNCHANGED, "noise"), no_op
+    assert (no_op.verdict, no_op.judgement.method) == (NOT_SIGNIFICANT, "noise"), no_op
     assert no_op.judgement.ratio > 1.015 and no_op.judgement.p_value > 0.01
     # Mann-Whitney on one run's samples each: the jitter is "significant".
     (asv_rule,) = compare_commits(project, a, b, method="mann-whitney")
@@ -374,6 +385,71 @@ def test_compare_across_the_demo_slow_commit(demo_history) -> None:
             "worse"
             if comparison["p_value"] < 0.002 and comparison["ratio"] > 1.003
             else "unchanged"
+            if comparison["p_value"] < 0.002
+            else "not-significant"
         )
         assert comparison["verdict"] == expected and t > 0, comparison
     assert result.exit_code == (1 if document["counts"]["worse"] else 0), result.output
+
+
+# --- what counts, and what "not significant" says ------------------------------------------
+
+
+def test_a_large_ratio_the_noise_cannot_decide_is_not_significant_never_unchanged() -> None:
+    # A series whose commit medians vary by 80% from run to run (a box shared with other
+    # jobs), estimated from 12 commits.
+    noisy = Noise(80.0, 80.0, 0.1, 12, "history", 11.0)
+    before = _m([1.0 + 0.0001 * i for i in range(10)])
+    slower = judge(before, _m([v * 3.3 for v in before.samples]), noise=noisy)
+    assert slower.verdict == NOT_SIGNIFICANT, slower
+    assert slower.p_value >= 0.002
+    # The note says why, and what would decide it.
+    assert "not significant" in slower.reason and f"{noisy.noise_pct:.2f}%" in slower.reason
+    assert "3.3x" in slower.reason and "--append-samples" in slower.reason
+
+
+# Latency flat over 8 commits; the power-capped share steps up by half at the last one.
+TELEMETRY_LATENCY = (1.0,) * 8
+TELEMETRY_POWER = (1.0,) * 7 + (1.5,)
+
+
+@pytest.fixture(scope="module")
+def telemetry_moved(drawn_history):
+    return drawn_history(
+        "compare-telemetry", TELEMETRY_LATENCY, samples=SAMPLES, telemetry=TELEMETRY_POWER
+    )
+
+
+@pytest.mark.slow
+def test_a_telemetry_only_move_is_shown_not_counted_and_exits_0(telemetry_moved) -> None:
+    project, hashes = telemetry_moved.project, telemetry_moved.hashes
+    found = {c.benchmark: c for c in compare_commits(project, hashes[-2], hashes[-1])}
+    power = found["bench.Telemetry.track_power_capped_pct"]
+    assert power.verdict == Status.TELEMETRY, power
+    assert power.judgement.ratio > 1.4 and "moved up" in power.judgement.reason
+    assert found[telemetry_moved.benchmark].verdict in (NOT_SIGNIFICANT, UNCHANGED)
+    for method in ("noise", "mann-whitney"):
+        result = CliRunner().invoke(
+            main,
+            [
+                "compare",
+                hashes[-2],
+                hashes[-1],
+                "--config",
+                str(project.config_path),
+                "--method",
+                method,
+                "--format",
+                "json",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        document = json.loads(result.stdout)
+        assert document["counts"]["worse"] == 0 and document["counts"]["telemetry"] == 1
+        rows = {c["benchmark"]: c for c in document["comparisons"]}
+        assert rows["bench.Telemetry.track_power_capped_pct"]["counted"] is False
+        assert rows[telemetry_moved.benchmark]["counted"] is True
+    table = CliRunner().invoke(
+        main, ["compare", hashes[-2], hashes[-1], "--config", str(project.config_path)]
+    )
+    assert table.exit_code == 0 and "telemetry (%), not counted: moved up" in table.stdout

@@ -356,3 +356,79 @@ def test_host_bench_restores_state_before_every_run():
     assert rank.state_reset_bytes == sum(v.numel() * v.element_size() for v in before)
     # The last timed run started from the restored state: the counters advanced once.
     assert prepared.state[0].tolist() == [r.kv_len for r in case.requests]
+
+
+# --- checks before torch, --profile-dir ------------------------------------------------------
+
+TORCH_FREE_CHECKS = {
+    "--output-json a device": (["--output-json", "/dev/null"], "--output-json /dev/null"),
+    "--profile-dir a device": (["--profile-dir", "/dev/null"], "--profile-dir /dev/null"),
+    "--dtype unknown": (["--dtype", "float64"], "'float64'"),
+    "--device unknown": (["--device", "tpu"], "--device 'tpu'"),
+}
+
+_TORCH_FREE_PROBE = """
+import sys
+from click.testing import CliRunner
+from fwdasv.cli import main
+result = CliRunner().invoke(main, ["forward", "--case", "p=4", *sys.argv[1:]])
+print("torch imported" if "torch" in sys.modules else "torch not imported")
+print(result.exit_code)
+print(result.output, end="")
+"""
+
+
+@pytest.mark.parametrize(("args", "names"), TORCH_FREE_CHECKS.values(), ids=TORCH_FREE_CHECKS)
+def test_checks_that_need_no_torch_refuse_before_torch_is_imported(tmp_path, env, args, names):
+    write_inputs(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", _TORCH_FREE_PROBE, *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    imported, status, *output = done.stdout.splitlines()
+    # Nothing was measured: the target (and torch with it) was never imported.
+    assert imported == "torch not imported", done.stdout + done.stderr
+    assert status == "1", done.stdout
+    check_one_line("\n".join(output), names)
+    check_no_outputs(tmp_path)
+
+
+def test_a_profile_that_fails_is_a_failed_case_and_keeps_its_timing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    profiles = tmp_path / "profiles"
+    # Where the case's kernels.json goes, a directory: the profile cannot be written.
+    (profiles / "p.rank0.kernels.json").mkdir(parents=True)
+    result = CliRunner().invoke(
+        fwdasv_main,
+        [
+            "forward",
+            *FAST,
+            "--case",
+            "p=4",
+            "--profile-dir",
+            str(profiles),
+            "--output-json",
+            "o.json",
+        ],
+    )
+    assert result.exit_code == 3, result.output
+    assert "profile FAILED" in result.output
+    assert "p (profile failed)" in result.output
+    (case,) = json.loads((tmp_path / "o.json").read_text())
+    assert case["median_us"] > 0  # measured, kept
+    assert "error" in case["ranks"][0]["profile"]
+
+
+@pytest.mark.parametrize(("args", "threads"), [([], 1), (["--threads", "2"], 2)])
+def test_the_host_timer_times_on_one_thread_unless_told(tmp_path, clean_env, args, threads):
+    # No OMP_NUM_THREADS: the engine picks the threads itself, as the asv suites do.
+    out = tmp_path / "out.json"
+    done = engine([*FAST, "--case", "p=4", *args, "--output-json", str(out)], clean_env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    (case,) = json.loads(out.read_text())
+    engine_info = case["ranks"][0]["engine"]
+    assert (engine_info["timer"], engine_info["threads"]) == ("host", threads)

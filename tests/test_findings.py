@@ -142,6 +142,27 @@ def test_improvements_are_findings_of_their_own_that_never_gate() -> None:
     assert findings.apply_verdict(found, findings.StoredVerdicts({})) == found
 
 
+def test_a_step_where_the_recorded_torch_or_driver_changed_is_drift() -> None:
+    old, new = ("2.14.1", "570.1", "12.8"), ("2.14.0", "570.1", "12.8")
+    for environments, status in [
+        # torch changed (another environment installed it) at the step's commit: drift.
+        ([old] * 6 + [new] * 6, Status.DRIFT),
+        # A driver update at the step's commit: drift too.
+        ([old] * 6 + [("2.14.1", "575.0", "12.8")] * 6, Status.DRIFT),
+        # Changed elsewhere in the history, not across the step: the step stays a regression.
+        ([old] * 3 + [new] * 9, Status.REGRESSION),
+        # Not recorded (results of an older fwdasv): nothing to tell.
+        ([None] * 12, Status.REGRESSION),
+    ]:
+        latency = _series("bench.S.track_latency", STEPPED)
+        latency = findings.Series(
+            latency.key, latency.unit, latency.params, latency.history, environments
+        )
+        (finding,) = findings.judge_series(ORDER, {latency.key: latency})
+        assert finding.status == status, environments
+        assert finding.gating == (status == Status.REGRESSION)
+
+
 def test_judge_series_takes_a_fallen_gpu_clock_for_drift() -> None:
     latency = _series("bench.S.track_latency", STEPPED)
     clock = _series(
@@ -594,3 +615,96 @@ def test_an_improvement_is_listed_on_request_and_on_the_site_and_never_gates(
     assert "<td class='improvement'>improvement</td>" in page
     # asv's own Regressions list holds regressions only.
     assert (history.project.html_dir / "regressions.json").read_text() == '{"regressions":[]}'
+
+
+# --- unreadable results -------------------------------------------------------------------
+
+
+def _result_file(project: AsvProject, commit: str) -> Path:
+    (path,) = project.results_dir.glob(f"*/{commit[:8]}-*.json")
+    return path
+
+
+def _truncate(path: Path) -> None:
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+
+
+@pytest.mark.slow
+def test_a_truncated_result_at_the_step_fails_regressions_and_names_the_file(
+    stepped, tmp_path: Path
+) -> None:
+    project = copy_project(stepped, tmp_path)
+    # The step's commit and every later one unreadable: the step itself is out of sight.
+    paths = [_result_file(project, c) for c in stepped.hashes[STEP_INDEX:]]
+    for path in paths:
+        _truncate(path)
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code == 2, result.output
+    for path in paths:
+        assert str(path) in result.stderr
+    document = json.loads(result.stdout)
+    assert document["regressions"] == []
+    assert document["unreadable_count"] == len(paths)
+    assert sorted(u["path"] for u in document["unreadable"]) == sorted(map(str, paths))
+    table = invoke_cli(project)
+    assert table.exit_code == 2
+    assert "No regressions in the readable results." in table.stdout
+    assert f"{len(paths)} result files could not be read" in table.stdout
+    # Asked to ignore them: still named, no longer failing.
+    skipped = invoke_cli(project, "--skip-unreadable")
+    assert skipped.exit_code == 0, skipped.output
+    assert str(paths[0]) in skipped.stderr and "Warning:" in skipped.stderr
+
+
+@pytest.mark.slow
+def test_only_the_steps_result_truncated_still_fails_and_names_it(stepped, tmp_path: Path) -> None:
+    project = copy_project(stepped, tmp_path)
+    path = _result_file(project, stepped.hashes[STEP_INDEX])
+    _truncate(path)
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code != 0, result.output
+    assert str(path) in result.stderr
+    assert json.loads(result.stdout)["unreadable_count"] == 1
+
+
+@pytest.mark.slow
+def test_a_missing_result_is_no_problem(step_free, tmp_path: Path) -> None:
+    project = copy_project(step_free, tmp_path)
+    _result_file(project, step_free.hashes[STEP_INDEX]).unlink()  # never built
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["unreadable_count"] == 0
+    assert result.stderr == ""
+
+
+@pytest.mark.slow
+def test_publish_fails_on_an_unreadable_result_and_still_writes_the_site(
+    step_free, tmp_path: Path
+) -> None:
+    project = copy_project(step_free, tmp_path)
+    path = _result_file(project, step_free.hashes[3])
+    _truncate(path)
+    result = invoke_cli(project, command="publish")
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.stderr
+    assert "1 result file could not be read" in result.stdout
+    assert (project.html_dir / "index.json").is_file()
+    again = invoke_cli(project, "--skip-unreadable", command="publish")
+    assert again.exit_code == 0, again.output
+    assert str(path) in again.stderr
+
+
+@pytest.mark.slow
+def test_confirm_with_nothing_to_re_measure_still_fails_on_an_unreadable_result(
+    step_free, tmp_path: Path
+) -> None:
+    project = copy_project(step_free, tmp_path)
+    path = _result_file(project, step_free.hashes[STEP_INDEX])
+    _truncate(path)
+    result = invoke_cli(project, "--format", "json", command="confirm")
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.stderr
+    assert json.loads(result.stdout)["unreadable_count"] == 1
+    skipped = invoke_cli(project, "--skip-unreadable", command="confirm")
+    assert skipped.exit_code == 0, skipped.output

@@ -193,7 +193,12 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         (repo / "benchmarks" / "forward.py").write_text(suite)
         (repo / "model.py").write_text(f"LAYERS = {i}\n")
         _git(repo, "add", "-A")
-        _git(repo, "commit", "-q", "-m", f"commit {i}")
+        # A minute apart, as a history is: the markdown table's order is the commit dates'.
+        stamp = f"2026-01-01T00:{i:02d}:00+00:00"
+        with pytest.MonkeyPatch.context() as dated:
+            dated.setenv("GIT_AUTHOR_DATE", stamp)
+            dated.setenv("GIT_COMMITTER_DATE", stamp)
+            _git(repo, "commit", "-q", "-m", f"commit {i}")
         commits.append(_git(repo, "rev-parse", "HEAD"))
     for i, commit in enumerate(commits):
         # asv discovers an existing environment's suite in the working tree.
@@ -443,11 +448,12 @@ def test_missing_results_dir_and_unknown_machine(tree: dict[str, Any], tmp_path:
 
     runner = CliRunner()
     result = runner.invoke(main, ["export", str(tmp_path / "nowhere")])
-    assert result.exit_code == 1
+    # Bad input is 2, as for the other analysis commands (1: unreadable under --strict).
+    assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("Error: ")
     assert "no such results directory" in result.stderr
     result = runner.invoke(main, ["export", str(tree["results"]), "-m", "h100box"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stderr == (
         f"Error: unknown machine 'h100box' in {tree['results']} (known: otherbox, testbox)\n"
     )
@@ -525,6 +531,11 @@ def test_cli_formats_filters_and_progress(tree: dict[str, Any], tmp_path: Path) 
     table = out.read_text().splitlines()
     assert table[0].startswith("| commit_hash | commit_date | machine | benchmark | case |")
     assert len(table) == 2 + 4 * PER_COMMIT - 1
+    # In the history's order (oldest commit first), not the result files' hash order.
+    shown = [row.split("|")[1].strip() for row in table[2:]]
+    order = [c[:8] for c in tree["commits"]]
+    assert shown == sorted(shown, key=order.index), shown
+    assert shown[0] == order[0] and shown[-1] == order[-1]
 
     result = runner.invoke(main, ["export", str(tree["results"]), "--format", "xml"])
     assert result.exit_code == 2 and "Invalid value for '--format'" in result.stderr
@@ -554,7 +565,7 @@ def test_cli_defaults_to_the_results_dir_of_the_configuration(
     )
 
     missing = runner.invoke(main, ["export"])
-    assert missing.exit_code == 1
+    assert missing.exit_code == 2
     assert missing.stderr.splitlines() == [
         f"Error: asv configuration {tmp_path / 'asv.conf.json'} does not exist; pass --config "
         "PATH, or give the results directory (RESULTS_DIR)"
@@ -590,7 +601,7 @@ def test_operator_script_runs_the_same_command(tree: dict[str, Any], tmp_path: P
         text=True,
         timeout=120,
     )
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert done.stderr.startswith("Error: ") and done.stderr.count("\n") == 1
 
 

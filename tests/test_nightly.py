@@ -198,3 +198,18 @@ def test_the_h200_edge_script_builds_a_history_whose_newest_commit_adds_the_kern
     assert not edge.verdict(
         {"nightly_exit": 1, "after_night": [{**found[0], "status": "suspected"}]}
     )
+
+
+def test_nightly_fails_when_a_stored_result_cannot_be_read(project) -> None:
+    config = str(project.config_path)
+    args = ["nightly", "--config", config, "--machine", "nightlybox", "--no-confirm"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    (path, *_) = sorted(p for p in project.results_dir.glob("nightlybox/*-*.json"))
+    path.write_text(path.read_text()[:100])  # truncated, as a killed writer or full disk leaves it
+    night = CliRunner().invoke(main, args)
+    assert night.exit_code == 2, night.output
+    assert str(path) in night.stderr
+    assert "1 result file could not be read" in night.stdout
+    skipped = CliRunner().invoke(main, [*args, "--skip-unreadable"])
+    assert skipped.exit_code == 0, skipped.output
+    assert str(path) in skipped.stderr

@@ -222,6 +222,19 @@ def test_kernels_json_round_trips_with_vllm_keys(tiny_profile):
         assert json.load(stream)["traceEvents"]
 
 
+def test_the_profilers_chatter_is_dropped_and_other_stderr_kept(capfd):
+    from fwdasv.engine.profile import quiet_profiler_stderr
+
+    with quiet_profiler_stderr():
+        # As kineto writes them: from C++, to file descriptor 2.
+        os.write(2, b"USDT:2026-12-02 17:12:01 11164:11164 SyncActivityProfilerHandler.cpp:59]")
+        os.write(2, b" profiler_stop\n")
+        os.write(2, b"[W1202 CUPTIActivityProfiler.cpp:1] gpuGetDeviceCount failed with 35\n")
+        os.write(2, b"a real warning\n")
+    captured = capfd.readouterr()
+    assert captured.err == "a real warning\n", captured.err
+
+
 def test_safe_case_names():
     assert safe_case_name("decode_bs1_1k") == "decode_bs1_1k"
     assert safe_case_name("8192") == "8192"

@@ -59,7 +59,7 @@ def _site(tmp_path: Path, graphs: dict[str, list]) -> Path:
     import json
 
     html = tmp_path / "html"
-    names = sorted({Path(path).stem for path in graphs})
+    names = sorted({Path(path).stem for path in graphs} - {"summary"})
     index = {"project": "p", "benchmarks": {name: {"name": name} for name in names}}
     html.mkdir()
     (html / "index.json").write_text(json.dumps(index))
@@ -87,9 +87,18 @@ def test_a_benchmark_no_timer_measured_is_not_published(tmp_path: Path) -> None:
             # measured by one machine's timer only: kept
             f"{cpu}/f.S.track_clock_uncertainty_us.json": [[1, [None, None]]],
             f"{gpu}/f.S.track_clock_uncertainty_us.json": [[1, [12.5, None]]],
+            # The Benchmark list page's table of each machine (asv's summarylist rows).
+            f"{cpu}/summary.json": [
+                {"name": "f.S.track_latency", "idx": 0, "pretty_name": "f.S.track_latency"},
+                {"name": "f.S.track_graph_vs_eager", "idx": 0, "pretty_name": "graph"},
+                {"name": "f.S.track_clock_uncertainty_us", "idx": 0, "pretty_name": "clock"},
+            ],
         },
     )
     assert drop_unmeasured(html) == ["f.S.track_graph_vs_eager"]
+    # No row of the list names a benchmark the index dropped (summarylist.js reads it there).
+    rows = json.loads((html / "graphs" / cpu / "summary.json").read_text())
+    assert [r["name"] for r in rows] == ["f.S.track_latency", "f.S.track_clock_uncertainty_us"]
     index = json.loads((html / "index.json").read_text())
     assert sorted(index["benchmarks"]) == ["f.S.track_clock_uncertainty_us", "f.S.track_latency"]
     assert not list(html.rglob("f.S.track_graph_vs_eager.json"))

@@ -434,3 +434,55 @@ def test_summary_grid_has_no_empty_tile(request: pytest.FixtureRequest) -> None:
     names = sorted(t["id"].removeprefix("summarygrid-") for t in tiles)
     assert names == ["forward.TinyLM.track_latency", "forward.TinyLM.track_spread_pct"], context
     assert all(t["points"] == len(demo_history.hashes) for t in tiles), context
+
+
+# Every link of the navigation bar, as the page shows it (asv's pages and fwdasv's).
+_NAV_JS = """
+var $ = window.jQuery;
+if (!$ || !$.asv || !$.asv.main_json || $.active > 0) { return null; }
+return $('.navbar-nav > li > a[href]').map(function () {
+    return [{text: $(this).text().trim(), href: this.href}];
+}).get();
+"""
+
+# A page has finished once no request is pending and nothing says "Loading..." (asv's
+# Benchmark list stays there when its script throws).
+_SETTLED_JS = """
+if (document.readyState !== 'complete') { return null; }
+var $ = window.jQuery;
+if ($ && $.active > 0) { return null; }
+if ($ && $.asv && !$.asv.main_json) { return null; }
+var loading = $ ? $('.message:visible, p:visible').filter(function () {
+    return $(this).text().trim() === 'Loading...';
+}) : [];
+if (loading.length > 0) { return null; }
+return {title: document.title, url: window.location.href};
+"""
+
+
+def _console_errors(driver: Any) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_every_page_of_the_navigation_loads_without_a_console_error(
+    request: pytest.FixtureRequest,
+) -> None:
+    demo_history, site, driver = _open(request)
+    _load(driver, site.url)
+    links = _wait_for(driver, site, _NAV_JS, "the navigation bar", "site-nav.png")
+    names = [link["text"] for link in links]
+    # asv's three pages and fwdasv's findings page, the Benchmark list among them.
+    for wanted in ("Benchmark grid", "Benchmark list", "Regressions", "Findings (fwdasv)"):
+        assert wanted in names, names
+    graph = f"{site.url}#{demo_history.benchmark}?machine={demo_history.machine}"
+    pages = [*(link["href"] for link in links), graph]
+    _console_errors(driver)  # drained: each page's own errors below
+    failures = {}
+    for number, url in enumerate(pages):
+        _load(driver, url)
+        _wait_for(driver, site, _SETTLED_JS, f"{url} finished loading", f"site-page-{number}.png")
+        errors = _console_errors(driver)
+        if errors:
+            shot = _screenshot(driver, f"site-page-{number}.png")
+            failures[url] = (errors, str(shot))
+    assert not failures, f"console errors: {failures}\nserver log: {site.log[-20:]}"

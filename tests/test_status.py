@@ -27,6 +27,8 @@ WORDS = {
     "WORSE": "worse",
     "IMPROVED": "improved",
     "UNCHANGED": "unchanged",
+    "NOT_SIGNIFICANT": "not-significant",
+    "TELEMETRY": "telemetry",
     "FIXED": "fixed",
     "UNKNOWN": "unknown",
     "FAILED": "failed",
@@ -77,7 +79,9 @@ def test_each_verdict_takes_its_own_words() -> None:
         "improved",
         "fixed",
         "unknown",
+        "not-significant",
         "unchanged",
+        "telemetry",
     ]
     assert [str(s) for s in STEP_OUTCOMES] == ["different", "same", "unknown"]
     assert set(PROBE_VERDICTS) == {Status.GOOD, Status.BAD, Status.PART_WAY} | {

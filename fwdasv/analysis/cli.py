@@ -3,8 +3,11 @@
 Exit statuses are part of the interface (CI gates on them; which statuses fail is
 `fwdasv.analysis.gate`):
 
-    regressions  0 none above threshold, 1 some above threshold, 2 cannot read / bad input
+    regressions  0 none above threshold, 1 some above threshold, 2 cannot read / bad input,
+                 or a result file unreadable (without --skip-unreadable)
     confirm      as regressions, after the re-measure
+    publish      0 published, 2 bad input or a result file unreadable (without
+                 --skip-unreadable; the site is still written)
     compare      0 nothing worse,         1 something worse (or newly failing), 2 bad input
     explain      0 nothing slower stands out, 1 a slowdown stands out of the noise, 2 bad input
     bisect       0 found (every probe decided by the samples),
@@ -26,7 +29,7 @@ import click
 from fwdasv.analysis import compare, confirm, explain, export, findings
 from fwdasv.analysis.bisect import driver as bisect_driver
 from fwdasv.analysis.bisect import rules as bisect_rules
-from fwdasv.analysis.gate import COMPARISON, findings_gate
+from fwdasv.analysis.gate import COMPARISON, FINDINGS, Gate, findings_gate
 from fwdasv.analysis.judgment import DEFAULT_ALPHA
 from fwdasv.asv.history import History, parse_commit_filter
 from fwdasv.asv.project import AsvError, AsvProject, site_hint
@@ -34,16 +37,18 @@ from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
     CliError,
-    Command,
     alpha_option,
     bench_option,
     config_option,
+    end,
     factor_option,
     finding,
     format_option,
     machine_option,
+    skip_unreadable_option,
+    warn_unreadable,
 )
-from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.core.errors import EXIT_FINDING, EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
 from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSettings
 
@@ -85,6 +90,7 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT, PROBE_FLOOR_PCT, VerdictSetting
     help="Exit 1 on a suspected finding too (a step at the history's edge that too few "
     "commits show to rule out outliers) [default: only a regression or confirmed one].",
 )
+@skip_unreadable_option
 def regressions_command(
     config: Path,
     fmt: str,
@@ -94,6 +100,7 @@ def regressions_command(
     run_confirm: bool,
     improvements: bool,
     fail_on_suspected: bool,
+    skip_unreadable: bool,
 ) -> None:
     """List the regressions in the stored results, each series judged by its own noise.
 
@@ -106,17 +113,26 @@ def regressions_command(
     drift (the environment canary or the GPU clock stepped at the same commit),
     improvement (with --improvements). Exits 1 on any regression or confirmed
     finding (and suspected with --fail-on-suspected), 0 otherwise, 2 when the
-    results cannot be read.
+    results cannot be read. A result file that cannot be read (truncated, not
+    JSON) is named on stderr, counted in the JSON (`unreadable`) and fails the
+    command (2) unless --skip-unreadable: a regression at its commit would not
+    show. A commit never measured is no problem.
     """
     project = AsvProject.load(config)
     warn_environments(project, machine)
-    found = findings.find(
+    found = findings.scan(
         project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
     )
     if run_confirm:
-        found = _confirm(project, found, machine, bench, min_effect, improvements)
-    click.echo(findings.format_findings(found, fmt))
-    finding(findings_gate(fail_on_suspected).exit_status(f.status for f in found) != 0)
+        found = _confirm(project, found.findings, machine, bench, min_effect, improvements)
+    _gate(found, fmt, skip_unreadable, findings_gate(fail_on_suspected))
+
+
+def _gate(found: findings.Found, fmt: str, skip_unreadable: bool, gate: Gate = FINDINGS) -> None:
+    """Print the findings, name the unreadable files, exit by the findings' gate."""
+    unreadable = warn_unreadable(found.unreadable, skip_unreadable)
+    click.echo(findings.format_findings(found.findings, fmt, found.unreadable))
+    end(gate.exit_status((f.status for f in found.findings), unreadable))
 
 
 def warn_environments(project: AsvProject, machine: str | None = None) -> None:
@@ -136,7 +152,7 @@ def _confirm(project, found, machine, bench, min_effect, improvements=False, **o
         click.echo(line, err=True)
 
     confirm_findings(project, found, echo=progress, **options)
-    return findings.find(
+    return findings.scan(
         project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
     )
 
@@ -160,6 +176,7 @@ def _confirm(project, found, machine, bench, min_effect, improvements=False, **o
     help="Profile a confirmed regression at both commits and keep the kernel diff.",
 )
 @click.option("--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr).")
+@skip_unreadable_option
 def confirm_command(
     config: Path,
     machine: str | None,
@@ -168,6 +185,7 @@ def confirm_command(
     max_processes: int,
     explain: bool,
     show_bench: bool,
+    skip_unreadable: bool,
 ) -> None:
     """Re-measure every regression found: A and B interleaved on this machine, then explain.
 
@@ -178,7 +196,8 @@ def confirm_command(
     so the variance between processes counts: `confirmed` or `not-reproduced`,
     appended to <results_dir>/fwdasv-verdicts.jsonl. A confirmed regression is
     explained (a kernel or op diff of A and B). Exits 1 when a regression or a
-    confirmed one remains, 0 otherwise, 2 on bad input.
+    confirmed one remains, 0 otherwise, 2 on bad input or an unreadable result
+    file (named on stderr; --skip-unreadable to pass anyway).
     """
 
     def progress(line: str) -> None:
@@ -196,9 +215,7 @@ def confirm_command(
         echo=progress,
         bench_echo=progress if show_bench else None,
     )
-    found = findings.find(project, machine=machine, bench=bench)
-    click.echo(findings.format_findings(found, fmt))
-    finding(findings_gate().exit_status(f.status for f in found) != 0)
+    _gate(findings.scan(project, machine=machine, bench=bench), fmt, skip_unreadable)
 
 
 @click.command("compare", cls=AnalysisCommand, context_settings=CONTEXT)
@@ -222,7 +239,11 @@ def confirm_command(
 )
 @bench_option
 @format_option(compare.FORMATS, "table, json or markdown.")
-@click.option("--only-changed", is_flag=True, help="Hide unchanged and unknown results.")
+@click.option(
+    "--only-changed",
+    is_flag=True,
+    help="Hide unchanged, not-significant, unknown and telemetry results.",
+)
 def compare_command(
     a: str,
     b: str,
@@ -241,8 +262,12 @@ def compare_command(
     A change is significant when it exceeds what the series' own run-to-run
     noise (estimated from its stored history) explains, at --alpha, and counts
     beyond --factor, a floor. --method mann-whitney is asv's rule instead.
-    Unknown: too few samples and no finite CI, or measured at one commit only.
-    Exits 1 when anything got worse (asv compare always exits 0, asv#884).
+    Not-significant: the noise cannot tell the change from none, whatever its
+    ratio (the note says why). Unknown: too few samples and no finite CI, or
+    measured at one commit only. Only latency (unit seconds) counts: telemetry
+    (clocks, power, spread, graph-vs-eager, clock uncertainty) is shown as
+    `telemetry`, never worse or better. Exits 1 when a latency got worse (asv
+    compare always exits 0, asv#884).
     """
     project = AsvProject.load(config)
     warn_environments(project, machine)
@@ -269,7 +294,9 @@ def compare_command(
 @click.command("bisect", cls=AnalysisCommand, context_settings=CONTEXT)
 @click.argument("commit_range", metavar="GOOD..BAD")
 @click.argument("bench", metavar="BENCH")
-@click.option("--case", default=None, help="The case (parameter) to follow, e.g. decode_bs8.")
+@click.option(
+    "--case", metavar="NAME", default=None, help="The case (parameter) to follow, e.g. decode_bs8."
+)
 @config_option()
 @machine_option()
 @factor_option(
@@ -361,7 +388,7 @@ def bisect_command(
     finding(not result.certain)
 
 
-@click.command("export", cls=Command, context_settings=CONTEXT)
+@click.command("export", cls=AnalysisCommand, context_settings=CONTEXT)
 @click.argument("results_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
 @config_option("The asv configuration whose results_dir is exported (when no RESULTS_DIR).")
 @format_option(
@@ -432,7 +459,9 @@ def export_command(
     99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
     check, timing metadata. Results whose benchmark version differs from
     benchmarks.json are dropped, as `asv publish` drops them. An unreadable
-    result file is reported on stderr and skipped.
+    result file is reported on stderr and skipped (exit 1 with --strict).
+    --format markdown lists the rows in the history's order (commit date).
+    Exits 0 when written, 2 on bad input.
     """
     if results_dir is None:
         try:
@@ -455,13 +484,15 @@ def export_command(
         count = len(report.problems)
         raise CliError(
             f"{count} result file{'s' if count != 1 else ''} could not be read (--strict); "
-            "the others were exported"
+            "the others were exported",
+            EXIT_FINDING,
         )
 
 
 @click.command("publish", cls=AnalysisCommand, context_settings=CONTEXT)
 @config_option("asv configuration.")
-def publish_command(config: Path) -> None:
+@skip_unreadable_option
+def publish_command(config: Path, skip_unreadable: bool) -> None:
     """`asv publish`, with fwdasv's findings in the site, working without the internet.
 
     asv's Regressions page and Atom feed list fwdasv's findings (each series
@@ -470,22 +501,34 @@ def publish_command(config: Path) -> None:
     asv's page loads its JavaScript libraries from CDNs; fwdasv points it at
     the copies it ships, so the site opens on a closed network too. Series no
     timer measured (graph vs eager under the host timer) are left out. Prints
-    where the site is and how to open it.
+    where the site is and how to open it. A result file that cannot be read is
+    named on stderr and fails the command (2; the site is still written) unless
+    --skip-unreadable.
     """
     from fwdasv.analysis.publish import publish
 
     project = AsvProject.load(config)
     found = publish(project, echo=click.echo)
-    click.echo(findings.summary_line(found) if found else "no regressions in the stored results")
+    unreadable = warn_unreadable(found.unreadable, skip_unreadable)
+    if found.findings:
+        click.echo(findings.summary_line(found.findings))
+    else:
+        where = "readable" if found.unreadable else "stored"
+        click.echo(f"no regressions in the {where} results")
+    if found.unreadable:
+        click.echo(findings.unreadable_line(found.unreadable))
     for line in site_hint(project):
         click.echo(line)
+    end(FINDINGS.exit_status((), unreadable))
 
 
 @click.command("explain", cls=AnalysisCommand, context_settings=CONTEXT)
 @click.argument("good", metavar="GOOD")
 @click.argument("bad", metavar="BAD")
 @click.argument("bench", metavar="BENCH", required=False)
-@click.option("--case", default=None, help="The case (parameter) to profile, e.g. decode_bs8.")
+@click.option(
+    "--case", metavar="NAME", default=None, help="The case (parameter) to profile, e.g. decode_bs8."
+)
 @config_option()
 @format_option(
     explain.FORMATS, "table: for a terminal; json: for scripts; markdown: for a PR comment."

@@ -21,9 +21,19 @@ and beyond `factor`. A result with neither usable samples nor a finite CI is
 *unknown*, never a regression. Unlike `asv compare`, which always exits 0
 (asv#884), `fwdasv compare` exits 1 when anything got worse.
 
-Verdicts (`fwdasv.analysis.status`): improved, worse, unchanged, unknown, failed
-(succeeded at A, fails at B: counted as worse, as asv's `!`), fixed (failed at
-A, succeeds at B). What fails the check: `fwdasv.analysis.gate.COMPARISON`.
+Verdicts (`fwdasv.analysis.status`): improved, worse, unchanged (significant,
+but within the factor), not-significant (the noise or the samples cannot tell
+the change from none, whatever its ratio: the note says why and what would
+decide it), unknown, failed (succeeded at A, fails at B: counted as worse, as
+asv's `!`), fixed (failed at A, succeeds at B). What fails the check:
+`fwdasv.analysis.gate.COMPARISON`.
+
+Only latency counts: a series whose unit is seconds (the suites' track_latency,
+asv's time_* benchmarks, and any benchmark of yours given `unit = "seconds"`).
+Telemetry (the GPU clock, power- and thermal-capped time, sample spread,
+graph-vs-eager error, clock uncertainty: any other unit) is shown with what it
+did (`telemetry`, the note saying "moved" or "steady"), never counted worse or
+better, and never decides the exit status.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fwdasv.analysis.judgment import (
@@ -62,6 +72,13 @@ METHODS = (NOISE, MANN_WHITNEY)
 FORMATS = ("table", "json", "markdown")
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
+# The unit of a series that counts (latency); every other unit is telemetry.
+LATENCY_UNIT = "seconds"
+
+
+def counted(unit: str | None) -> bool:
+    """Whether a series of this unit may be worse or improved (latency), or is telemetry."""
+    return unit == LATENCY_UNIT
 
 
 class CompareError(UserError):
@@ -187,14 +204,34 @@ def judge(
             counts = f"{len(before.samples)} vs {len(after.samples)} samples"
             reason = f"too few samples to test ({counts}) and no finite CI"
         return Judgement(Status.UNKNOWN, ratio, reason=reason)
-    if different and before.median < after.median / factor:
+    if not different:
+        reason = _not_significant(ratio, p_value, alpha, method, factor, noise)
+        return Judgement(Status.NOT_SIGNIFICANT, ratio, p_value, method, reason)
+    if before.median < after.median / factor:
         return Judgement(Status.WORSE, ratio, p_value, method)
-    if different and after.median < before.median / factor:
+    if after.median < before.median / factor:
         return Judgement(Status.IMPROVED, ratio, p_value, method)
-    reason = "beyond the factor but not significant" if not different else ""
-    if different and not reason:
-        reason = "significant but within the factor"
-    return Judgement(Status.UNCHANGED, ratio, p_value, method, reason)
+    return Judgement(Status.UNCHANGED, ratio, p_value, method, "significant but within the factor")
+
+
+def _not_significant(
+    ratio: float, p_value: float | None, alpha: float, method: str, factor: float, noise
+) -> str:
+    """Why a pair was not called different, and (for a large ratio) what would decide it."""
+    if method == "noise" and noise is not None:
+        why = f"p {p_value:.2g} >= alpha {alpha:g} at the series' noise {noise.noise_pct:.2f}%"
+        if noise.source == "prior":
+            why += " (a prior: too short a history to estimate it)"
+    elif method == "ci-overlap":
+        why = "the 99% CIs overlap"
+    else:
+        why = f"p {p_value:.2g} >= alpha {alpha:g} on the stored samples"
+    if math.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) > factor:
+        return (
+            f"not significant: {why}; a {ratio:.3g}x change cannot be told from none here; "
+            "measure both commits again (`asv run --append-samples`) to decide"
+        )
+    return f"not significant: {why}"
 
 
 def _process_level(
@@ -261,6 +298,7 @@ class Comparison:
             "method": self.judgement.method,
             "noise_pct": None if self.noise is None else self.noise.noise_pct,
             "reason": self.judgement.reason,
+            "counted": counted(self.unit),
             "before": side(self.before),
             "after": side(self.after),
         }
@@ -313,6 +351,8 @@ def pair(
                 (noises or {}).get(k),
                 (process_sizes or {}).get(template.benchmark),
             )
+        if not counted(template.unit):
+            judgement = _as_telemetry(judgement, template.unit)
         out.append(
             Comparison(
                 benchmark=template.benchmark,
@@ -328,6 +368,22 @@ def pair(
             )
         )
     return out
+
+
+def _as_telemetry(judgement: Judgement, unit: str | None) -> Judgement:
+    """A telemetry series' judgement: what it did, in the note; never worse or better."""
+    did = {
+        Status.WORSE: "moved up",
+        Status.IMPROVED: "moved down",
+        Status.FAILED: "failed at the second commit",
+        Status.FIXED: "failed at the first commit",
+    }.get(judgement.verdict, "steady" if judgement.verdict != Status.UNKNOWN else "unknown")
+    detail = f"; {judgement.reason}" if judgement.reason else ""
+    return replace(
+        judgement,
+        verdict=Status.TELEMETRY,
+        reason=f"telemetry ({unit or 'no unit'}), not counted: {did}{detail}",
+    )
 
 
 def counts(comparisons: Iterable[Comparison]) -> dict[Status, int]:
@@ -353,6 +409,18 @@ def resolve_commit(project: AsvProject, rev: str) -> str:
         if _HEX.match(rev):
             return rev.lower()
         raise CompareError(str(error)) from None
+
+
+def _in_repo(project: AsvProject, rev: str) -> bool | None:
+    """Whether git knows `rev`; None when the repository is not on disk to ask."""
+    repo = project.local_repo
+    if repo is None or not repo.is_dir():
+        return None
+    try:
+        project.resolve(rev)
+    except AsvError:
+        return False
+    return True
 
 
 def load_records(
@@ -419,6 +487,12 @@ def compare_commits(
         )
     for rev, commit in ((a, hash_a), (b, hash_b)):
         if not records[commit]:
+            if _in_repo(project, rev) is False:
+                raise CompareError(
+                    f"{rev!r} is not a commit of {project.local_repo}, and no stored result "
+                    "has that hash: give a commit (hash, branch or tag) of the benchmarked "
+                    "repository"
+                )
             where = f" on machine {machine}" if machine else ""
             filtered = " matching --bench" if bench else ""
             raise CompareError(
@@ -485,7 +559,7 @@ def _row(c: Comparison) -> list[str]:
 
 
 def _ordered(comparisons: Sequence[Comparison], only_changed: bool) -> list[Comparison]:
-    hidden = (Status.UNCHANGED, Status.UNKNOWN)
+    hidden = (Status.UNCHANGED, Status.NOT_SIGNIFICANT, Status.UNKNOWN, Status.TELEMETRY)
     shown = [c for c in comparisons if not only_changed or c.verdict not in hidden]
     return sorted(shown, key=lambda c: (COMPARISON_STATUSES.index(c.verdict), c.name, c.machine))
 

@@ -132,13 +132,27 @@ def _markdown_cell(value: object) -> str:
     return markdown_cell(_json(value) if isinstance(value, (dict, list, tuple)) else str(value))
 
 
+def history_order(record: Record) -> tuple[float, str, str, str, str]:
+    """A table's row order: the commit's date (oldest first, undated last), then the
+    machine, benchmark and case; not the result files' hash order."""
+    import datetime
+
+    try:
+        stamp = datetime.datetime.fromisoformat(str(record.commit_date).replace("Z", "+00:00"))
+        when = stamp.timestamp()
+    except ValueError:
+        when = float("inf")
+    return (when, record.commit_hash, record.machine, record.benchmark, record.case)
+
+
 def write_markdown(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) -> int:
-    """A pipe table of the columns in MARKDOWN_FIELDS (hashes shortened to 8)."""
+    """A pipe table of the columns in MARKDOWN_FIELDS (hashes shortened to 8), in the
+    history's order (`history_order`): a table to read."""
     columns = [f for f in MARKDOWN_FIELDS if f in fields]
     stream.write("| " + " | ".join(columns) + " |\n")
     stream.write("|" + "|".join("---" for _ in columns) + "|\n")
     count = 0
-    for record in records:
+    for record in sorted(records, key=history_order):
         cells = []
         for key in columns:
             value = getattr(record, key)

@@ -17,7 +17,9 @@ explain. A finding's status:
     not-reproduced   the re-measure ruled it out
     drift            the machine changed, not the code: the environment canary
                      (a suite whose class name starts with `Canary`) stepped at the
-                     same commit (+-1), or the GPU's SM clock fell there
+                     same commit (+-1), the GPU's SM clock fell there, or the
+                     machine's recorded environment (torch, driver, CUDA) differs
+                     between the step's two commits
 
 Confirmations are kept in `<results_dir>/fwdasv-verdicts.jsonl`
 (`fwdasv.analysis.verdict_file`: its line and its rules); the newest verdict
@@ -55,7 +57,7 @@ from fwdasv.analysis.verdict_file import (
     now_utc,
     read_verdicts,
 )
-from fwdasv.asv.history import History, Record
+from fwdasv.asv.history import History, Problem, Record
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
@@ -99,6 +101,8 @@ class Series:
     unit: str | None
     params: dict[str, str]
     history: list[list[float]]
+    # Per commit, the machine's recorded environment (torch, driver, CUDA); None: unknown.
+    environments: list[tuple[object, ...] | None] = field(default_factory=list)
 
     def medians(self) -> list[float | None]:
         return commit_medians(self.history)
@@ -250,6 +254,14 @@ def load_series(
     project: AsvProject, machine: str | None = None
 ) -> tuple[list[str], dict[SeriesKey, Series]]:
     """Every series of the results (all benchmarks: canaries and clocks judge drift)."""
+    order, series, _ = read_series(project, machine)
+    return order, series
+
+
+def read_series(
+    project: AsvProject, machine: str | None = None
+) -> tuple[list[str], dict[SeriesKey, Series], tuple[Problem, ...]]:
+    """`load_series`, and the files that could not be read (each one may hide a step)."""
     try:
         history = History(project.results_dir, machines=[machine] if machine else (), samples=True)
     except UserError as error:
@@ -265,14 +277,38 @@ def load_series(
         key = SeriesKey(record.machine, record.env_name, record.benchmark, record.case)
         entry = series.get(key)
         if entry is None:
-            entry = series[key] = Series(key, record.unit, dict(record.params), [[] for _ in order])
+            entry = series[key] = Series(
+                key, record.unit, dict(record.params), [[] for _ in order], [None] * len(order)
+            )
+        entry.environments[index] = environment(record)
         if record.status != "ok":
             continue
         samples = record.sample_values()
         if not samples and record.median is not None:
             samples = [float(record.median)]
         entry.history[index].extend(samples)
-    return order, series
+    return order, series, tuple(history.report.problems)
+
+
+def environment(record: Record) -> tuple[object, ...]:
+    """What a record says of the machine's software under the code: torch, driver, CUDA."""
+    return (record.torch, record.driver, record.cuda)
+
+
+def mark_environment_drift(
+    steps: Sequence[detect.Step], environments: Sequence[tuple[object, ...] | None]
+) -> list[detect.Step]:
+    """`steps` with status `drift` where the machine's recorded environment differs between
+    the step's last old commit and its first new one (another torch or driver moves a
+    series however good the code: asv splits such a series; fwdasv keeps it whole and
+    does not count the step)."""
+    out = []
+    for step in steps:
+        before = environments[step.before_index] if step.before_index < len(environments) else None
+        after = environments[step.after_index] if step.after_index < len(environments) else None
+        changed = before is not None and after is not None and before != after
+        out.append(replace(step, status=Status.DRIFT) if changed else step)
+    return out
 
 
 # --- findings -------------------------------------------------------------------------------
@@ -347,6 +383,7 @@ def judge_series(
         )
         for canary_medians, canary_noise in _drift_series(key, all_series):
             steps = detect.mark_drift(steps, canary_medians, canary_noise)
+        steps = mark_environment_drift(steps, series.environments)
         latest = next((m for m in reversed(medians) if m is not None), None)
         out.extend(
             Finding(
@@ -366,6 +403,20 @@ def judge_series(
     return out
 
 
+@dataclass(frozen=True)
+class Found:
+    """The findings of one read of the results, and the files it could not read.
+
+    An unreadable file is a commit's results missing from every series it holds,
+    so a step there can go unseen: the commands that gate name and count them
+    (`fwdasv.analysis.gate.Gate.exit_status`). A commit never measured has no file
+    and is not one of them.
+    """
+
+    findings: tuple[Finding, ...]
+    unreadable: tuple[Problem, ...] = ()
+
+
 def find(
     project: AsvProject,
     *,
@@ -381,7 +432,30 @@ def find(
     graph parameters asv publishes under, and (`subjects`) each range's commits
     from git. `min_effect_pct` None: the configuration's (`VerdictSettings`).
     `improvements`: downward steps too (status `improvement`).
+    Unreadable files are dropped here; `scan` returns them too.
     """
+    return list(
+        scan(
+            project,
+            machine=machine,
+            bench=bench,
+            min_effect_pct=min_effect_pct,
+            subjects=subjects,
+            improvements=improvements,
+        ).findings
+    )
+
+
+def scan(
+    project: AsvProject,
+    *,
+    machine: str | None = None,
+    bench: Sequence[str] = (),
+    min_effect_pct: float | None = None,
+    subjects: bool = True,
+    improvements: bool = False,
+) -> Found:
+    """`find`, with the result files that could not be read."""
     try:
         patterns = [re.compile(p) for p in bench]
     except re.error as error:
@@ -390,7 +464,7 @@ def find(
         min_effect_pct = project.verdict_settings().min_effect_pct
     if min_effect_pct < 0:
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
-    order, all_series = load_series(project, machine)
+    order, all_series, unreadable = read_series(project, machine)
     verdicts = read_verdicts(verdicts_path(project))
 
     def selected(key: SeriesKey) -> bool:
@@ -412,7 +486,7 @@ def find(
         out.append(apply_verdict(replace(finding, graph_params=graphs[where]), verdicts))
     if subjects:
         out = attach_commits(out, project)
-    return out
+    return Found(tuple(out), unreadable)
 
 
 def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dict[str, object]:
@@ -592,7 +666,19 @@ def _re_measured_cell(finding: Finding) -> str:
     return f"{shown['pair']}{'' if same else ' (widened)'}: {shown['outcome']}"
 
 
-def format_findings(findings: Sequence[Finding], fmt: str) -> str:
+def unreadable_line(unreadable: Sequence[Problem]) -> str:
+    """The note under a listing that missed some results."""
+    count = len(unreadable)
+    files = "file" if count == 1 else "files"
+    return (
+        f"{count} result {files} could not be read (named on stderr): a regression at "
+        f"{'its commit' if count == 1 else 'their commits'} would not show here"
+    )
+
+
+def format_findings(
+    findings: Sequence[Finding], fmt: str, unreadable: Sequence[Problem] = ()
+) -> str:
     gating = sum(f.gating for f in findings)
     if fmt == "json":
         return json.dumps(
@@ -602,6 +688,8 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
                 "gating": gating,
                 # Its name before the verdicts: findings that fail the check.
                 "above_threshold": gating,
+                "unreadable": [{"path": p.path, "error": p.message} for p in unreadable],
+                "unreadable_count": len(unreadable),
             },
             indent=2,
             allow_nan=False,
@@ -617,20 +705,24 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
     for f in findings:
         counts[f.status] += 1
     tally = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
+    note = unreadable_line(unreadable) if unreadable else ""
     if fmt == "markdown":
+        tail = f"\n**{note}.**\n" if note else ""
         if not findings:
-            return "### Performance regressions\n\nNo regressions in the stored results.\n"
+            return "### Performance regressions\n\nNo regressions in the stored results.\n" + tail
         return (
             f"### Performance regressions: {tally}\n\n"
             + markdown_table(headers, rows)
             + "\n\nEach series judged by its own run-to-run noise (`noise`); `regression`: "
             "detected, `suspected`: at the history's edge, shown by too few commits to rule "
             "out outliers, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
-            "changed, not the code, `improvement`: faster.\n"
+            "changed, not the code, `improvement`: faster.\n" + tail
         )
     if fmt == "table":
+        tail = f"\n{note}" if note else ""
         if not findings:
-            return "No regressions in the stored results."
+            where = "readable" if note else "stored"
+            return f"No regressions in the {where} results." + tail
         out = text_table(headers, rows)
         if headers != HEADERS:
             out += (
@@ -638,7 +730,7 @@ def format_findings(findings: Sequence[Finding], fmt: str) -> str:
                 "commit past the finding's own pair each side, as its place is uncertain "
                 "by about a commit"
             )
-        return out + f"\n\n{len(findings)} finding(s): {tally}"
+        return out + f"\n\n{len(findings)} finding(s): {tally}" + tail
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
 

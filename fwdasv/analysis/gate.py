@@ -20,6 +20,15 @@ head of a history is a few % of nights, and `nightly` and `regressions
 --confirm` re-measure a suspected finding the night it appears, so it fails
 as `confirmed` when it is real. `strict` (the commands' `--fail-on-suspected`)
 adds it to a gate's failing set. An improvement never fails any gate.
+
+Results that cannot be read fail every gate too: a step at an unreadable commit
+is invisible, so `exit_status(..., unreadable=n)` is EXIT_UNREADABLE (2) when
+no verdict fails but n files could not be read (unless the user passed
+`--skip-unreadable`, and the command then passes 0). A missing result (a commit
+never built) is not unreadable.
+
+To extend a rule, add the status to the gate's `failing` set; a new kind of failure is a
+new argument with its default, read by `exit_status`.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fwdasv.analysis.status import Status
-from fwdasv.core.errors import EXIT_FINDING, EXIT_OK
+from fwdasv.core.errors import EXIT_FINDING, EXIT_OK, EXIT_UNREADABLE
 
 
 @dataclass(frozen=True)
@@ -50,9 +59,12 @@ class Gate:
         """How many of the verdicts fail the check."""
         return sum(1 for status in statuses if self.fails(status))
 
-    def exit_status(self, statuses: Iterable[str]) -> int:
-        """EXIT_FINDING (1) when any verdict fails the check, else EXIT_OK (0)."""
-        return EXIT_FINDING if any(self.fails(status) for status in statuses) else EXIT_OK
+    def exit_status(self, statuses: Iterable[str], unreadable: int = 0) -> int:
+        """EXIT_FINDING (1) when any verdict fails the check, else EXIT_UNREADABLE (2) when
+        `unreadable` result files could not be read, else EXIT_OK (0)."""
+        if any(self.fails(status) for status in statuses):
+            return EXIT_FINDING
+        return EXIT_UNREADABLE if unreadable else EXIT_OK
 
     def describe(self) -> str:
         """The failing statuses, in `Status` order: `regression or confirmed`."""

@@ -48,12 +48,13 @@ def _in_directory(path: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> list[Finding]:
-    """asv publish, then the findings written into the site; returns them."""
+def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> findings_mod.Found:
+    """asv publish, then the findings written into the site; returns them, and the result
+    files that could not be read (asv publish skips them too)."""
     project.verdict_settings()  # a malformed settings block is refused before any work
     publish_site(project, echo=echo)
-    found = findings_mod.find(project, improvements=True)
-    write_site_findings(project, found)
+    found = findings_mod.scan(project, improvements=True)
+    write_site_findings(project, found.findings)
     return found
 
 

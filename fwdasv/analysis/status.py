@@ -11,7 +11,8 @@ Who says which words:
     findings (detect, confirm)  regression, suspected, improvement, drift, confirmed,
                                 not-reproduced
     confirm (the A/B re-measure) confirmed, not-reproduced, undecided
-    compare (two commits)       worse, improved, unchanged, unknown, failed, fixed
+    compare (two commits)       worse, improved, unchanged, not-significant, unknown,
+                                failed, fixed; telemetry (a series shown, never counted)
     bisect, one comparison      different, same, unknown
     bisect, one probe           good, bad, part-way, unknown, failed
 
@@ -48,7 +49,9 @@ class Status(StatusWord):
     # Two commits compared (fwdasv.analysis.compare).
     WORSE = "worse"
     IMPROVED = "improved"
-    UNCHANGED = "unchanged"
+    UNCHANGED = "unchanged"  # significant, but within the factor (the floor)
+    NOT_SIGNIFICANT = "not-significant"  # the noise (or the samples) cannot tell it from none
+    TELEMETRY = "telemetry"  # clock, power, spread ...: shown, never counted worse or better
     FIXED = "fixed"  # failed at the first commit, measured at the second
     # Compare and bisect alike.
     UNKNOWN = "unknown"  # the samples cannot decide
@@ -80,7 +83,9 @@ COMPARISON_STATUSES = (
     Status.IMPROVED,
     Status.FIXED,
     Status.UNKNOWN,
+    Status.NOT_SIGNIFICANT,
     Status.UNCHANGED,
+    Status.TELEMETRY,
 )
 STEP_OUTCOMES = (Status.DIFFERENT, Status.SAME, Status.UNKNOWN)
 PROBE_VERDICTS = (Status.GOOD, Status.BAD, Status.PART_WAY, Status.UNKNOWN, Status.FAILED)

@@ -85,14 +85,14 @@ def _machine_name() -> str:
     "--case",
     "cases",
     multiple=True,
-    metavar="NAME=[N*]Q[@K][c][:D],...",
+    metavar="NAME=REQS",
     help=f"A batch to time, repeatable (grammar: `fwdasv forward --help`). "
     f"[default: {' '.join(DEFAULT_CASES)}]",
 )
 @click.option(
     "--dir",
     "directory",
-    type=click.Path(path_type=Path),
+    type=click.Path(file_okay=False, path_type=Path),
     default=".",
     help="Where the asv project goes: asv.conf.json, benchmarks/, and later results/, env/ "
     "and html/.",

@@ -36,8 +36,9 @@ from fwdasv.launch import run_captured
 
 RESULTS_API_VERSION = 2  # asv.results.Results.api_version in asv 0.6.6
 
-# machine.json keys copied into every record (fwdasv's hardware module writes them).
-MACHINE_KEYS = ("gpu", "gpu_count", "gpu_uuids", "driver", "cuda", "clock_policy")
+# machine.json keys copied into every record (fwdasv's hardware module writes them;
+# torch: on a machine without NVIDIA GPUs, where the host timer times torch's kernels).
+MACHINE_KEYS = ("gpu", "gpu_count", "gpu_uuids", "driver", "cuda", "clock_policy", "torch")
 
 # record field -> the companion benchmark method of the same suite that holds it.
 COMPANIONS = {"spread_pct": "track_spread_pct", "graph_vs_eager": "track_graph_vs_eager"}
@@ -279,6 +280,7 @@ class Record:
     driver: object
     cuda: object
     clock_policy: object
+    torch: object
     env_name: str | None
     benchmark: str  # "forward.TinyLM.track_latency"
     suite: str  # "forward.TinyLM"

@@ -181,16 +181,45 @@ def run_asv(
     return completed.returncode
 
 
+HASHFILE_PREFIX = ".fwdasv-commits-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def sweep_hashfiles(directory: Path) -> list[Path]:
+    """Remove the hash files of runs whose process is gone (killed before its cleanup)."""
+    removed = []
+    for path in sorted(directory.glob(f"{HASHFILE_PREFIX}*.txt")):
+        pid = path.stem[len(HASHFILE_PREFIX) :]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def run_commits(
     project: AsvProject,
     commits: Sequence[str],
     machine: str,
     **kwargs: Any,
 ) -> int:
-    """Measure exactly `commits` (through a HASHFILE); see `run_spec`."""
+    """Measure exactly `commits` (through a HASHFILE); see `run_spec`.
+
+    The hash file is removed when asv is done, even on Ctrl-C; one a killed run
+    left behind (SIGTERM, SIGKILL: no cleanup runs) is removed by the next run.
+    """
+    sweep_hashfiles(project.results_dir.parent)
     if not commits:
         return 0
-    hashfile = project.results_dir.parent / f".fwdasv-commits-{os.getpid()}.txt"
+    hashfile = project.results_dir.parent / f"{HASHFILE_PREFIX}{os.getpid()}.txt"
     hashfile.parent.mkdir(parents=True, exist_ok=True)
     hashfile.write_text("\n".join(commits) + "\n")
     try:

@@ -6,8 +6,11 @@ one timer only: the graph-vs-eager error needs a CUDA graph, so the host timer
 such a benchmark, and the summary grid shows an empty tile that looks broken.
 After publishing, every benchmark whose graphs hold no value at all (asv
 writes `[]` for a graph with nothing measured) is removed from the site's
-index and its graph files are deleted. A benchmark measured on any machine,
-at any commit, stays, as do its empty graphs on other machines.
+index and its graph files are deleted, and its rows are taken out of every
+`graphs/**/summary.json` (the Benchmark list page's tables: a row whose
+benchmark is not in the index makes that page throw and stay at "Loading...").
+A benchmark measured on any machine, at any commit, stays, as do its empty
+graphs on other machines.
 """
 
 from __future__ import annotations
@@ -69,4 +72,19 @@ def drop_unmeasured(html_dir: str | Path) -> list[str]:
         index["benchmarks"] = {k: v for k, v in benchmarks.items() if k not in dropped}
         # asv writes index.json compact; so do we.
         write_atomic(index_path, json.dumps(index, separators=(",", ":")))
+    _drop_summary_rows(html_dir, set(index["benchmarks"]))
     return dropped
+
+
+def _drop_summary_rows(html_dir: Path, kept: set[str]) -> None:
+    """Each `summary.json` of the Benchmark list without rows of benchmarks not in the index."""
+    for path in sorted((html_dir / "graphs").rglob("summary.json")):
+        try:
+            rows = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # not ours to judge
+        if not isinstance(rows, list):
+            continue
+        left = [r for r in rows if not isinstance(r, dict) or r.get("name") in kept]
+        if len(left) != len(rows):
+            write_atomic(path, json.dumps(left, separators=(",", ":")))

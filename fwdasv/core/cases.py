@@ -145,7 +145,7 @@ _REQUEST_RE = re.compile(r"^(?:(\d+)\*)?(\d+)(?:@(\d+))?(c)?(?::(\d+))?$")
 
 GRAMMAR_HELP = (
     "NAME=REQS, REQS a comma list of [N*]Q[@K][c][:D]: N requests of Q query tokens "
-    "with KV length K including the query (default Q), c for a chunked prefill, "
+    "with KV length K including the query (K omitted: Q), c for a chunked prefill, "
     "D draft tokens (verify). E.g. decode=32*1@8192, prefill=2048, "
     "verify=16*4@4096:3, mix=2048,32*1@4096"
 )

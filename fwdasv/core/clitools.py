@@ -92,6 +92,26 @@ class Group(click.Group):
     def main(self, args: Any = None, **kwargs: Any) -> Any:
         return _one_line_main(self, args, kwargs)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command with its whole first paragraph, wrapped (click cuts it at ~45
+        characters with "...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is None or command.hidden:
+                continue
+            rows.append((name, command.short_help or summary(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def summary(text: str) -> str:
+    """A docstring's first paragraph, on one line."""
+    import inspect
+
+    return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+
 
 Group.group_class = Group
 
@@ -100,6 +120,40 @@ def finding(found: bool) -> None:
     """End a command with status 1 when it found something (a regression), else 0."""
     if found:
         raise SystemExit(EXIT_FINDING)
+
+
+def end(status: int) -> None:
+    """End a command with a gate's exit status (`fwdasv.analysis.gate.Gate.exit_status`)."""
+    if status:
+        raise SystemExit(status)
+
+
+def skip_unreadable_option(f: F) -> F:
+    return click.option(
+        "--skip-unreadable",
+        is_flag=True,
+        help="Pass (exit 0) although some result files could not be read; they are still "
+        "named on stderr. Without it, an unreadable file fails the command (status 2): a "
+        "regression at its commit would not show.",
+    )(f)
+
+
+def warn_unreadable(problems: Any, skip: bool) -> int:
+    """Name each unreadable result file on stderr; the count the gate reads (0 when skipped)."""
+    if not problems:
+        return 0
+    count = len(problems)
+    label = "Warning" if skip else "Error"
+    files = "file" if count == 1 else "files"
+    click.echo(f"{label}: {count} result {files} could not be read:", err=True)
+    for problem in problems:
+        click.echo(f"  {problem.line()}", err=True)
+    if not skip:
+        click.echo(
+            "  fix or remove them (`asv run` the commit again), or pass --skip-unreadable",
+            err=True,
+        )
+    return 0 if skip else count
 
 
 # --- options shared by several commands ---------------------------------------------

@@ -10,7 +10,9 @@ Exit statuses are part of the interface (CI gates on them):
 
     0  done, nothing found
     1  a finding (a regression, a slower commit) or, for measuring commands, bad input
-    2  bad usage; for the analysis commands, whose 1 means a finding, any user error
+    2  bad usage; for the analysis commands, whose 1 means a finding, any user error,
+       and a gate (regressions, confirm, publish, nightly) that could not read every
+       result file (`--skip-unreadable` to pass anyway)
     3  some cases failed (`fwdasv forward`), a required pre-flight check failed (`fwdasv hw`)
     4  no NVIDIA driver or GPU
     5  root needed (or NVML refused a change)
@@ -19,6 +21,7 @@ Exit statuses are part of the interface (CI gates on them):
 EXIT_OK = 0
 EXIT_FINDING = 1
 EXIT_USAGE = 2
+EXIT_UNREADABLE = 2  # a gate's results could not all be read (`fwdasv.analysis.gate`)
 EXIT_CASES_FAILED = 3
 EXIT_CHECKS_FAILED = 3
 EXIT_NO_DRIVER = 4

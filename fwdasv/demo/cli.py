@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fwdasv.core.clitools import Command
+from fwdasv.core.errors import EXIT_FINDING
 from fwdasv.demo.run import MACHINE, run_demo
 
 
@@ -24,5 +25,11 @@ from fwdasv.demo.run import MACHINE, run_demo
 )
 @click.option("--machine", default=MACHINE, help="asv machine name for the results.")
 def demo_command(directory: str, every: int, machine: str) -> None:
-    """Run the whole service on a demo model repository: history, regression, bisect, site."""
-    run_demo(directory, every=every, machine=machine, echo=click.echo)
+    """Run the whole service on a demo model repository: history, regression, bisect, site.
+
+    Exits 0 when fwdasv named the commit the demo made slower, 1 when it did not
+    (the last lines say what it found instead and what to do).
+    """
+    outcome = run_demo(directory, every=every, machine=machine, echo=click.echo)
+    if not outcome.found_injected:
+        raise SystemExit(EXIT_FINDING)

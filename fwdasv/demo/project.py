@@ -404,6 +404,11 @@ def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
     return done.stdout.strip()
 
 
+def slow_commit(hashes: list[str]) -> str:
+    """The injected regression's hash among `build_project`'s hashes (oldest first)."""
+    return hashes[[subject for subject, _ in _history()].index(SLOW_COMMIT_SUBJECT)]
+
+
 def build_project(path: str | os.PathLike[str], commits: int | None = None) -> list[str]:
     """Create (or reuse) the demo repository at `path`; returns its hashes, oldest first.
 

@@ -32,7 +32,13 @@ import click
 
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.scaffold import SuiteSpec, init_project
-from fwdasv.demo.project import HISTORY_LENGTH, SLOW_COMMIT_SUBJECT, TARGET, build_project
+from fwdasv.demo.project import (
+    HISTORY_LENGTH,
+    SLOW_COMMIT_SUBJECT,
+    TARGET,
+    build_project,
+    slow_commit,
+)
 
 if TYPE_CHECKING:  # the analysis is imported when the demo runs, not when its settings are read
     from fwdasv.analysis.bisect.outcome import BisectResult
@@ -71,6 +77,13 @@ class Diagnosis:
     bisected: BisectResult | None
     diff: KernelDiff
 
+    @property
+    def culprit(self) -> str | None:
+        """The one commit named: bisect's first bad one, or the step's only commit."""
+        if self.bisected is not None:
+            return self.bisected.first_bad if self.bisected.reproducible else None
+        return self.bad if len(self.finding.commits) <= 1 else None
+
 
 @dataclass(frozen=True)
 class DemoOutcome:
@@ -81,6 +94,14 @@ class DemoOutcome:
     bisected: list[BisectResult] = field(default_factory=list)
     explained: KernelDiff | None = None  # the kernel/op diff of the culprit
     wall_s: float = 0.0
+    machine: str = MACHINE
+    injected: str = ""  # the hash of the commit the demo made slower
+    culprit: str | None = None  # the commit fwdasv named (bisect's, or a one-commit step's)
+
+    @property
+    def found_injected(self) -> bool:
+        """Whether fwdasv named the injected regression: the demo's own check."""
+        return bool(self.injected) and self.culprit == self.injected
 
 
 def _noisiest_case(project: asv_project.AsvProject, machine: str) -> tuple[str, float]:
@@ -148,7 +169,7 @@ def run_demo(
     else:
         worst = max(pending, key=lambda f: f.percent)
         explained = _explain_worst(project, worst, machine, bisect_regressions, say, indented)
-    published = [f for f in publish(project, echo=None) if f.key.machine == machine]
+    published = [f for f in publish(project, echo=None).findings if f.key.machine == machine]
     outcome = DemoOutcome(
         root,
         hashes,
@@ -157,6 +178,9 @@ def run_demo(
         bisected=[explained.bisected] if explained and explained.bisected else [],
         explained=explained.diff if explained else None,
         wall_s=time.perf_counter() - started,
+        machine=machine,
+        injected=slow_commit(hashes),
+        culprit=explained.culprit if explained else None,
     )
     for line in _closing_lines(outcome, project):
         say(line)
@@ -238,14 +262,37 @@ def _measure(
         return Measured(nightly, found)
     # A level needs MIN_SEGMENT measured commits, and a threshold Studentized with
     # few commits is high: on a noisy machine every commit is what resolves a step.
-    say(
-        f"3/7 nothing stands out of this machine's noise yet ({case}: noise_pct "
-        f"{noise_pct:.1f}% on {len(nightly)} commits): measuring the other "
-        f"{len(rest)} commits too"
-    )
-    asv_project.run_commits(project, rest, machine, echo=indented)
+    missing, line = widen_line(case, noise_pct, len(nightly), rest, _stored(project, machine))
+    say(line)
+    if not missing:
+        return Measured(list(hashes), found, widened_for=(case, noise_pct))
+    asv_project.run_commits(project, missing, machine, echo=indented)
     found = findings.find(project, machine=machine, bench=[BENCHMARK])
     return Measured(list(hashes), found, widened_for=(case, noise_pct))
+
+
+def widen_line(
+    case: str, noise_pct: float, measured: int, rest: Sequence[str], stored: set[str]
+) -> tuple[list[str], str]:
+    """The commits of `rest` still to measure (no stored result: `stored` holds short
+    hashes), and the line that says so; a re-run with all stored measures none."""
+    missing = [h for h in rest if h[:8] not in stored]
+    noisy = (
+        f"3/7 nothing stands out of this machine's noise yet ({case}: noise_pct {noise_pct:.1f}%"
+    )
+    if not missing:
+        return missing, f"{noisy}, every commit measured; the other {len(rest)} are stored)"
+    kept = f" ({len(rest) - len(missing)} already stored)" if len(missing) < len(rest) else ""
+    return (
+        missing,
+        f"{noisy} on {measured} commits): measuring the other {len(missing)} commits too{kept}",
+    )
+
+
+def _stored(project: asv_project.AsvProject, machine: str) -> set[str]:
+    """The short hashes with a result file of this machine (asv's <sha8>-<env>.json)."""
+    folder = project.results_dir / machine
+    return {p.name.split("-", 1)[0] for p in folder.glob("*-*.json")} if folder.is_dir() else set()
 
 
 def _explain_worst(
@@ -324,10 +371,54 @@ def _bisect(
     return result
 
 
+def fwdasv_command() -> str:
+    """How to run fwdasv from the shell that ran the demo: the path beside this Python
+    (scripts/demo.sh's .venv/bin/fwdasv is not on PATH), relative to here when inside."""
+    import os
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).parent / "fwdasv"
+    if not beside.is_file() or shutil.which("fwdasv") == str(beside):
+        return "fwdasv"
+    try:
+        return os.path.relpath(beside)
+    except ValueError:
+        return str(beside)
+
+
+def _asv_command() -> str:
+    import shutil
+    import sys
+
+    return "asv" if shutil.which("asv") else f"{sys.executable} -m asv"
+
+
 def _closing_lines(outcome: DemoOutcome, project: asv_project.AsvProject) -> list[str]:
+    fwdasv = fwdasv_command()
+    short = outcome.injected[:8]
+    if outcome.found_injected:
+        verdict = [
+            f"done in {outcome.wall_s:.0f} s. fwdasv named the injected regression: {short} "
+            f"'{SLOW_COMMIT_SUBJECT}', the commit the demo made slower."
+        ]
+    else:
+        if outcome.culprit is not None:
+            what = f"it named {outcome.culprit[:8]} instead"
+        elif outcome.explained is not None:
+            what = "the step it found was not pinned down to one commit"
+        else:
+            what = "no latency regression stood out of this machine's noise"
+        verdict = [
+            f"done in {outcome.wall_s:.0f} s. The demo did NOT find its injected regression "
+            f"({short} '{SLOW_COMMIT_SUBJECT}'): {what}.",
+            "What to do: run it again (stored results are reused; re-measuring adds samples: "
+            f"cd {project.config_path.parent} && {_asv_command()} run --append-samples "
+            f"--machine {outcome.machine} ALL), preferably with fewer other jobs on this machine; "
+            f"`{fwdasv} regressions --config {project.config_path}` lists what was found.",
+        ]
     return [
-        f"done in {outcome.wall_s:.0f} s. The injected regression is the commit "
-        f"'{SLOW_COMMIT_SUBJECT}'.",
+        *verdict,
         *asv_project.site_hint(project),
-        f"regressions: fwdasv regressions --config {project.config_path} --format markdown",
+        f"regressions: {fwdasv} regressions --config {project.config_path} --format markdown",
     ]

@@ -35,6 +35,7 @@ class EngineArgs:
     seed: int = 0
     warmup_s: float = 1.0
     protocol: str = "auto"
+    threads: int | None = None  # None: the engine's default (1 on the host timer)
     pipeline_stages: int = 1
     dump_output: str | os.PathLike[str] | None = None
     profile_dir: str | os.PathLike[str] | None = None
@@ -64,6 +65,8 @@ def engine_argv(args: EngineArgs) -> list[str]:
         "--protocol",
         args.protocol,
     ]
+    if args.threads is not None:
+        argv += ["--threads", str(args.threads)]
     if args.output_json is not None:
         argv += ["--output-json", str(args.output_json)]
     if args.pipeline_stages > 1:

@@ -27,6 +27,7 @@ from fwdasv.targets.base import DEFAULT_TARGET
 @click.option(
     "--target",
     default=DEFAULT_TARGET,
+    metavar="PKG.MODULE:CALLABLE",
     help="Factory of the model to time, package.module:callable.",
 )
 @click.option(
@@ -75,6 +76,14 @@ from fwdasv.targets.base import DEFAULT_TARGET
     type=click.FloatRange(min=0, max=3600),
     default=1.0,
     help="Seconds of replays before timing (steady clocks).",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="torch's intra-op threads while timing. [default: 1 on the host timer (as the asv "
+    "suites: beside other jobs, torch's one thread per core spread a 1 ms forward's samples "
+    "up to 1000x), torch's own with CUDA graphs]",
 )
 @click.option(
     "--protocol",

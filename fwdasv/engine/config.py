@@ -4,14 +4,17 @@ The command line (`fwdasv.engine.cli`) only maps its flags onto
 `ForwardRun.from_options`, as vLLM's `EngineArgs.from_cli_args` builds its
 config from parsed flags: every check runs here, in the order a user meets
 them, each a one-line `UserError`. Torch-free until the settings are known to
-be good: a misspelt target or a bad output path fails in a fraction of a
-second; `auto` device, timer, protocol and dtype are then resolved with
-torch.
+be good: a bad --dtype or --device spelling, a bad output path
+(--output-json, --dump-output, --profile-dir) fail in a fraction of a
+second, before the target is imported (which imports torch); `auto` device,
+timer, protocol and dtype are then resolved with torch. A case whose profile
+was asked for and failed is a failed case (exit 3), its timing kept.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -42,6 +45,8 @@ class BenchOptions:
     timer: str = "graph"
     # A name of fwdasv.engine.protocol.PROTOCOLS (resolved: not "auto").
     protocol: str = STEADY
+    # torch's intra-op threads while timing (None: torch's own choice).
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -52,6 +57,18 @@ class BenchOptions:
             raise ValueError(f"warmup_s must be >= 0, got {self.warmup_s}")
         if self.timer not in ("graph", "host"):
             raise ValueError(f"timer must be 'graph' or 'host', got {self.timer!r}")
+        if self.threads is not None and self.threads < 1:
+            raise ValueError(f"threads must be >= 1, got {self.threads}")
+
+
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def check_device_name(device: str) -> str:
+    """--device's spelling, checked without torch: auto, cpu, cuda or cuda:N."""
+    if not _DEVICE.fullmatch(device):
+        raise EngineOptionError(f"--device {device!r}: use auto, cpu, cuda or cuda:N")
+    return device
 
 
 def resolve_device(device: str) -> str:
@@ -68,6 +85,19 @@ def resolve_dtype(dtype: str, device: str) -> str:
     if dtype == "auto":
         return "bfloat16" if device.startswith("cuda") else "float32"
     return dtype
+
+
+# The host timer's threads unless --threads says otherwise: the suites' choice. On a
+# small shared CPU box torch's default (one thread per core) made a 1 ms forward's
+# samples spread up to 1000x beside another job; one thread kept them together.
+HOST_TIMER_THREADS = 1
+
+
+def resolve_threads(threads: int | None, timer: str) -> int | None:
+    """--threads, else HOST_TIMER_THREADS on the host timer, else torch's own choice."""
+    if threads is not None:
+        return threads
+    return HOST_TIMER_THREADS if timer == "host" else None
 
 
 def resolve_timer(timer: str, device: str) -> str:
@@ -106,6 +136,7 @@ class EngineConfig:
         seed: int,
         warmup_s: float,
         pipeline: bool,
+        threads: int | None = None,
     ) -> EngineConfig:
         """The config with every `auto` resolved on this machine (this imports torch).
 
@@ -129,6 +160,7 @@ class EngineConfig:
                 warmup_s=warmup_s,
                 timer=timer,
                 protocol=STEADY if pipeline else resolve_protocol(protocol, timer),
+                threads=resolve_threads(threads, timer),
             ),
         )
 
@@ -150,6 +182,7 @@ class EngineConfig:
             warmup_s=options.warmup_s,
             timer=options.timer,
             protocol=options.protocol,
+            threads=options.threads,
             torch=torch.__version__,
             python=platform.python_version(),
             gpu=torch.cuda.get_device_name(torch.device(self.device))
@@ -215,6 +248,7 @@ class ForwardRun:
         create_dirs: bool,
         dump_output: str | None,
         profile_dir: str | None,
+        threads: int | None = None,
     ) -> ForwardRun:
         """Check the flags of `fwdasv forward` and build the run; the first problem is a
         one-line `UserError` (status 1), before anything is measured."""
@@ -227,20 +261,27 @@ class ForwardRun:
             )
         if dump_output is not None and not pipeline:
             raise EngineOptionError("--dump-output is for pipeline runs (--pipeline-stages N > 1)")
-        options = parse_options(tuple(target_options))
-        # A misspelt target fails before torch is imported, in a fraction of a second.
-        spec = TargetSpec.parse(target, options)
-        spec.resolve()
-        if pipeline_stages > 1 and not under_torchrun():
-            # Before any rank starts (64 stages of a 4-layer target ran a box out of memory).
-            spec.check_stages(pipeline_stages)
+        if pipeline and profile_dir is not None:
+            raise EngineOptionError(
+                "--profile-dir is not supported for pipeline runs yet; profile with one stage"
+            )
+        # Checks that need no torch come first: importing the target imports torch (seconds).
         if dtype != "auto":
             check_dtype_name(dtype)
+        check_device_name(device)
         # Before anything is measured: a bad path must cost nothing.
         if output_json is not None:
             check_output_path(output_json, make_parents=create_dirs, what="--output-json")
         if dump_output is not None:
             check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
+        if profile_dir is not None:
+            check_output_dir(profile_dir, make_parents=create_dirs, what="--profile-dir")
+        options = parse_options(tuple(target_options))
+        spec = TargetSpec.parse(target, options)
+        spec.resolve()
+        if pipeline_stages > 1 and not under_torchrun():
+            # Before any rank starts (64 stages of a 4-layer target ran a box out of memory).
+            spec.check_stages(pipeline_stages)
         config = EngineConfig.from_options(
             target=target,
             target_options=options,
@@ -253,11 +294,8 @@ class ForwardRun:
             seed=seed,
             warmup_s=warmup_s,
             pipeline=pipeline,
+            threads=threads,
         )
-        if pipeline and profile_dir is not None:
-            raise EngineOptionError(
-                "--profile-dir is not supported for pipeline runs yet; profile with one stage"
-            )
         return cls(
             config=config,
             cases=cases,
@@ -296,11 +334,22 @@ class ForwardRun:
                 warn=warn,
                 profile_dir=self.profile_dir,
             )
-        failed = [r for r in outcome if not r.ok or r.refused]
+        failed = [(r.case, _failure(r)) for r in outcome if _failure(r)]
         if failed:
             raise CasesFailed(
                 f"{len(failed)} case(s) failed: "
-                + ", ".join(f"{r.case} ({'refused' if r.ok else 'error'})" for r in failed)
+                + ", ".join(f"{case} ({why})" for case, why in failed)
                 + (f" (details in {self.output_json})" if self.output_json else "")
             )
         return outcome
+
+
+def _failure(result: CaseResult) -> str | None:
+    """Why a case counts as failed: an error, a refusal, or a profile asked for that failed."""
+    if not result.ok:
+        return "error"
+    if result.refused:
+        return "refused"
+    if any(rank.profile is not None and rank.profile.error for rank in result.ranks):
+        return "profile failed"
+    return None

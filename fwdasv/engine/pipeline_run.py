@@ -62,6 +62,8 @@ def run_rank(
         config = dataclasses.replace(config, device=str(device))
     if config.options.timer == "graph" and device.type != "cuda":
         raise PipelineError("the graph timer needs CUDA; use --timer host (or auto) on CPU")
+    if config.options.threads is not None:
+        torch.set_num_threads(config.options.threads)
     groups = init_groups(device)
     context = RankContext(
         topology, groups, device, config, Path(dump_output) if dump_output else None
@@ -215,6 +217,7 @@ def _relaunch(
         seed=options.seed,
         warmup_s=options.warmup_s,
         protocol=options.protocol,
+        threads=options.threads,
         pipeline_stages=stages,
         dump_output=dump_output,
     )

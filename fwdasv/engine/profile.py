@@ -524,6 +524,37 @@ def _trace_graph_replays(
     return prof
 
 
+# What torch's profiler library (kineto) writes to the process's stderr around a CPU
+# profile, which says nothing to the user: its USDT probe lines, and a CUDA build's
+# failed GPU count on a machine without GPUs.
+PROFILER_NOISE = re.compile(r"^USDT:|gpuGetDeviceCount failed")
+
+
+@contextlib.contextmanager
+def quiet_profiler_stderr(noise: re.Pattern[str] = PROFILER_NOISE) -> Iterator[None]:
+    """File descriptor 2 caught for the block (kineto writes there from C++); its lines
+    are written back afterwards, less those `noise` matches."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [
+                line
+                for line in caught.read().decode(errors="replace").splitlines(keepends=True)
+                if not noise.search(line)
+            ]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 def _trace_eager_forwards(
     prepared: PreparedForward, snapshot: StateSnapshot, replays: int
 ) -> torch.profiler.profile:
@@ -665,8 +696,9 @@ def profile_case(
         skip = restore_activity_count(snapshot)
         summary = summarize_gpu(events, options.replays, skip)
     else:
-        prof = _trace_eager_forwards(prepared, snapshot, options.replays)
-        trace_json = chrome_trace(prof)
+        with quiet_profiler_stderr():
+            prof = _trace_eager_forwards(prepared, snapshot, options.replays)
+            trace_json = chrome_trace(prof)
         summary = summarize_cpu(op_runs(prof, options.replays))
     try:
         eager_events, calls = _attribution_forward(prepared, snapshot, device, roots)

@@ -92,21 +92,44 @@ def _profile_line(case_name: str, block: ProfileBlock) -> str:
     )
 
 
+def host_context(threads: int | None) -> str:
+    """Why a host-timed spread may be high (the threads, the CPUs' load beside them) and
+    what helps: the tail of the unstable-timing warning on the host timer."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    used = f"{threads} thread{'s' if threads != 1 else ''}" if threads else "torch's threads"
+    try:
+        load = os.getloadavg()[0]
+        text = f"host timer, {used}, load {load:.1f} on {cpus} CPUs"
+        if cpus is not None and load > cpus - 1:
+            text += ": other processes share these CPUs, so whole samples come out slow"
+    except OSError:
+        text = f"host timer, {used}, {cpus} CPUs"
+    fewer = ", --threads 1" if threads != 1 else ""
+    return (
+        f"{text}. The median is kept and the point marked unstable; steadier: fewer other "
+        f"jobs{fewer}, more --samples"
+    )
+
+
 def announce(
-    result: results.CaseResult, echo: Callable[[str], None], warn: Callable[[str], None]
+    result: results.CaseResult,
+    echo: Callable[[str], None],
+    warn: Callable[[str], None],
+    host: str | None = None,
 ) -> None:
-    """The case's line (vLLM's), its GPU state, and a warning when its timing is unstable."""
+    """The case's line (vLLM's), its GPU state, and a warning when its timing is unstable;
+    `host` (the host timer's `host_context`) says why it may be and what helps."""
     line = result.line()
     telemetry = result.telemetry
     if result.ok and telemetry is not None and telemetry.readings:
         line += f"; GPU {telemetry.line()}"
     echo(line)
     if result.ok and not result.refused and result.unstable:
-        warn(
+        spread = (
             f"Warning: {result.case}: unstable timing (sample spread "
-            f"{result.latency.sample_spread_pct:.2f}% > {UNSTABLE_SPREAD_PCT}%); "
-            "the point is marked unstable"
+            f"{result.latency.sample_spread_pct:.2f}% > {UNSTABLE_SPREAD_PCT}%)"
         )
+        warn(f"{spread}; {host}" if host else f"{spread}; the point is marked unstable")
 
 
 def open_telemetry(device: torch.device) -> tuple[GpuTelemetry | None, str | None]:
@@ -142,6 +165,9 @@ def run_cases(
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         telemetry, no_telemetry = open_telemetry(device)
+    if config.options.threads is not None:
+        torch.set_num_threads(config.options.threads)
+    host = config.options.timer == "host"
     spec = TargetSpec.parse(config.target, config.target_options)
     engine_info = config.describe()
     judged: list[CaseResult] = []
@@ -174,7 +200,7 @@ def run_cases(
                 judged.append(result)
                 if output_json is not None:
                     _write(judged, output_json)
-                announce(result, echo, warn)
+                announce(result, echo, warn, host_context(config.options.threads) if host else None)
                 profiled = result.ranks[0].profile if result.ranks else None
                 if profiled is not None:
                     echo(_profile_line(case.name, profiled))

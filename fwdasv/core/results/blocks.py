@@ -334,11 +334,12 @@ class EngineInfo:
     gpu: str | None = None
     pipeline_stages: int | None = None
     world_size: int | None = None
+    threads: int | None = None  # torch's intra-op threads while timing
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
         data["target_options"] = dict(self.target_options)
-        for key in ("gpu", "pipeline_stages", "world_size"):
+        for key in ("gpu", "pipeline_stages", "world_size", "threads"):
             if data[key] is None:
                 del data[key]
         return data
@@ -359,6 +360,7 @@ class EngineInfo:
             gpu=optional_str(data, "gpu", where),
             pipeline_stages=optional_int(data, "pipeline_stages", where),
             world_size=optional_int(data, "world_size", where),
+            threads=optional_int(data, "threads", where),
             **texts,
         )
 

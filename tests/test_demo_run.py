@@ -1,0 +1,104 @@
+"""fwdasv.demo.run: what the demo says at the end, and what it measures on a re-run.
+
+The demo's measurement takes minutes (tests/conftest.py's `demo_history` runs
+it); these tests check its decisions on the values they read: whether the
+commit it names is the one it made slower, the exit status that follows, the
+re-run's step 3 line, and the hash file a killed run leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fwdasv.asv.project import AsvProject, run_commits, sweep_hashfiles
+from fwdasv.demo import cli as demo_cli
+from fwdasv.demo.project import SLOW_COMMIT_SUBJECT
+from fwdasv.demo.run import DemoOutcome, _closing_lines, widen_line
+
+INJECTED = "a" * 40
+OTHER = "b" * 40
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> AsvProject:
+    config = {"version": 1, "project": "tinylm", "repo": "tinylm", "results_dir": "results"}
+    (tmp_path / "asv.conf.json").write_text(json.dumps(config))
+    return AsvProject.load(tmp_path / "asv.conf.json")
+
+
+def _outcome(tmp_path: Path, culprit: str | None, explained: bool = True) -> DemoOutcome:
+    return DemoOutcome(
+        tmp_path,
+        [OTHER, INJECTED],
+        [OTHER, INJECTED],
+        explained=object() if explained else None,  # type: ignore[arg-type]
+        injected=INJECTED,
+        culprit=culprit,
+    )
+
+
+def test_the_demo_says_it_found_its_injected_regression_only_when_it_named_it(
+    tmp_path: Path, project: AsvProject
+) -> None:
+    found = _outcome(tmp_path, INJECTED)
+    assert found.found_injected
+    (first, *_) = _closing_lines(found, project)
+    assert "named the injected regression" in first and INJECTED[:8] in first
+
+    for outcome, why in [
+        (_outcome(tmp_path, None, explained=False), "no latency regression stood out"),
+        (_outcome(tmp_path, OTHER), f"it named {OTHER[:8]} instead"),
+        (_outcome(tmp_path, None), "not pinned down to one commit"),
+    ]:
+        assert not outcome.found_injected
+        lines = _closing_lines(outcome, project)
+        assert "did NOT find its injected regression" in lines[0], lines
+        assert SLOW_COMMIT_SUBJECT in lines[0] and why in lines[0], lines
+        # What to do next, as commands.
+        assert lines[1].startswith("What to do:") and "--append-samples" in lines[1], lines
+        assert not any("The injected regression is" in line for line in lines)
+
+
+@pytest.mark.parametrize(("culprit", "status"), [(INJECTED, 0), (OTHER, 1), (None, 1)])
+def test_the_demo_exits_non_zero_when_it_did_not_name_its_regression(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, culprit: str | None, status: int
+) -> None:
+    # The measurement (minutes) is what is left out: the command decides on its outcome.
+    monkeypatch.setattr(demo_cli, "run_demo", lambda *a, **k: _outcome(tmp_path, culprit))
+    result = CliRunner().invoke(demo_cli.demo_command, ["--dir", str(tmp_path)])
+    assert result.exit_code == status, result.output
+
+
+def test_a_re_run_with_every_commit_stored_measures_none_and_says_so() -> None:
+    rest = ["1" * 40, "2" * 40, "3" * 40]
+    missing, line = widen_line("prefill_512", 4.2, 7, rest, {"11111111", "22222222", "33333333"})
+    assert missing == [] and "measuring" not in line and "are stored" in line, line
+    missing, line = widen_line("prefill_512", 4.2, 7, rest, {"11111111"})
+    assert missing == rest[1:]
+    assert "measuring the other 2 commits too (1 already stored)" in line, line
+    missing, line = widen_line("prefill_512", 4.2, 7, rest, set())
+    assert missing == rest and line.endswith("measuring the other 3 commits too"), line
+
+
+def test_a_hash_file_a_killed_run_left_is_removed_by_the_next_run(
+    tmp_path: Path, project: AsvProject
+) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid is free now: that run was killed before its cleanup
+    stale = tmp_path / f".fwdasv-commits-{gone.pid}.txt"
+    stale.write_text(INJECTED + "\n")
+    live = tmp_path / f".fwdasv-commits-{os.getppid()}.txt"  # a run still going
+    live.write_text(INJECTED + "\n")
+    mine = tmp_path / f".fwdasv-commits-{os.getpid()}.txt"
+    mine.write_text(INJECTED + "\n")
+    assert run_commits(project, [], "box") == 0
+    assert not stale.exists()
+    assert live.exists() and mine.exists()
+    assert sweep_hashfiles(tmp_path) == []
