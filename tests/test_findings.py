@@ -610,7 +610,7 @@ def test_an_improvement_is_listed_on_request_and_on_the_site_and_never_gates(
     assert found["status"] == "improvement" and found["after_commit"] == history.hashes[6]
     assert found["percent"] < -5
     published = publish(history.project, echo=None)
-    assert [f.status for f in published] == [Status.IMPROVEMENT]
+    assert [f.status for f in published.findings] == [Status.IMPROVEMENT]
     page = (history.project.html_dir / "fwdasv" / "findings.html").read_text()
     assert "<td class='improvement'>improvement</td>" in page
     # asv's own Regressions list holds regressions only.
