@@ -395,6 +395,13 @@ def detect(
                 # level: the commits between are at the old level. The edge is the step.
                 out = [s for s in out if s not in close]
                 kept.append(found)
+            elif found.edge == HEAD and all(
+                _beyond(medians, f, found, noise, min_effect_pct) for f in close
+            ):
+                # The head stands out of the fitted step's new level too: a second step
+                # on top of the first (a 2x commit after a +2.5% level), not the first's
+                # new level seen again.
+                kept.append(found)
         out = sorted([*out, *kept], key=_order)
     return out
 
@@ -409,6 +416,26 @@ def _holds(medians: Sequence[float | None], step: Step, stop: int, sigma: float)
     ]
     floor = math.log(step.before) + EDGE_HOLD_Z * sigma
     return bool(values) and all(v >= floor for v in values)
+
+
+def _beyond(
+    medians: Sequence[float | None], step: Step, edge: Step, noise: Noise, min_effect_pct: float
+) -> bool:
+    """Whether `edge`'s commits at the head stand out of `step`'s new level (its commits
+    before the edge, raw medians) by the edge's own evidence (`edge_threshold`)."""
+    held = [
+        math.log(m)
+        for m in medians[step.after_index : edge.after_index]
+        if m is not None and math.isfinite(m) and m > 0
+    ]
+    if not held:
+        return False
+    k = edge.commits_after
+    log_step = math.log(edge.after) - float(np.mean(held))
+    if 100 * math.expm1(log_step) < min_effect_pct:
+        return False
+    z = log_step / (noise.sigma * math.sqrt(1 / k + 1 / len(held)))
+    return z >= edge_threshold(k, noise.dof)
 
 
 def _order(step: Step) -> int:
