@@ -198,9 +198,7 @@ def init_command(
     if done.suite.target_path:
         click.echo(f"target imported from {', '.join(done.suite.target_path)} (every bench)")
     machine = _machine_name()
-    here = Path.cwd().resolve()
-    steps = [] if config.parent == here else [(f"cd {_shown(config.parent, here)}", "")]
-    steps += [
+    steps = [
         (f"fwdasv hw machine --name {machine}", "this box (its GPUs, or its CPU) for asv"),
         (
             f"asv run --record-samples --machine {machine} ALL",
@@ -209,10 +207,14 @@ def init_command(
         ("fwdasv publish", "the site, in html/"),
         ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
     ]
-    _next_steps(steps)
+    _next_steps(config.parent, steps)
 
 
-def _next_steps(steps: list[tuple[str, str]]) -> None:
+def _next_steps(project_dir: Path, steps: list[tuple[str, str]]) -> None:
+    """Print the commands to run next, after a `cd` into `project_dir` unless already there."""
+    here = Path.cwd().resolve()
+    if project_dir != here:
+        steps = [(f"cd {_shown(project_dir, here)}", ""), *steps]
     width = max(len(command) for command, _ in steps)
     click.echo("next:")
     for command, why in steps:
@@ -250,9 +252,7 @@ def _init_vllm(
         f"wrote {written.benchmark_dir / 'forward.py'}: Qwen3_0_6B, Qwen3_0_6B_Verify, Llama31_8B"
     )
     machine = _machine_name()
-    here = Path.cwd().resolve()
-    steps = [] if config.parent == here else [(f"cd {_shown(config.parent, here)}", "")]
-    steps += [
+    steps = [
         (f"fwdasv hw machine --name {machine}", "this box's GPUs for asv"),
         (
             f"asv run --record-samples --machine {machine} --bench Qwen3_0_6B ALL",
@@ -260,7 +260,7 @@ def _init_vllm(
         ),
         ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
     ]
-    _next_steps(steps)
+    _next_steps(config.parent, steps)
 
 
 def _shown(path: Path, here: Path) -> str:

@@ -516,6 +516,38 @@ def choose_import_paths(
     return None if repo.packaging() else treeinstall.DEFAULT_PATHS
 
 
+def _destination(
+    directory: str | os.PathLike[str],
+    repo: str | os.PathLike[str],
+    branch: str | None,
+    force: bool,
+    suites: str,
+) -> tuple[Path, Repository, list[Path], str]:
+    """The project directory, the repository, the project files `force` replaces and the
+    branch (the repository's current one by default): refused with one line each."""
+    root = Path(directory).expanduser().resolve()
+    repository = Repository.open(repo)
+    if root.exists() and not root.is_dir():
+        raise InitError(f"--dir {root} is a file; give a directory for the asv project")
+    replaced = existing_files(root)
+    if replaced and not force:
+        raise InitError(
+            f"{replaced[0]} exists: {root} already holds an asv project; pass --force to "
+            f"replace its configuration and {suites} (results are kept), or choose another --dir"
+        )
+    if branch is None:
+        if repository.branch is None:
+            raise InitError(
+                f"--repo {repository.root} is on a detached HEAD; pass --branch NAME (the "
+                "branch whose history asv measures)"
+            )
+        return root, repository, replaced, repository.branch
+    if branch not in repository.branches():
+        known = ", ".join(repository.branches()) or "none"
+        raise InitError(f"--branch {branch}: no such branch in {repository.root} (it has: {known})")
+    return root, repository, replaced, branch
+
+
 def init_project(
     directory: str | os.PathLike[str],
     repo: str | os.PathLike[str],
@@ -547,26 +579,7 @@ def init_project(
             f"suite class {CANARY_CLASS} is the environment canary's name; pick another "
             "class name (or pass --no-canary)"
         )
-    root = Path(directory).expanduser().resolve()
-    repository = Repository.open(repo)
-    if root.exists() and not root.is_dir():
-        raise InitError(f"--dir {root} is a file; give a directory for the asv project")
-    replaced = existing_files(root)
-    if replaced and not force:
-        raise InitError(
-            f"{replaced[0]} exists: {root} already holds an asv project; pass --force to "
-            "replace its configuration and suite (results are kept), or choose another --dir"
-        )
-    if branch is None:
-        if repository.branch is None:
-            raise InitError(
-                f"--repo {repository.root} is on a detached HEAD; pass --branch NAME (the "
-                "branch whose history asv measures)"
-            )
-        branch = repository.branch
-    elif branch not in repository.branches():
-        known = ", ".join(repository.branches()) or "none"
-        raise InitError(f"--branch {branch}: no such branch in {repository.root} (it has: {known})")
+    root, repository, replaced, branch = _destination(directory, repo, branch, force, "suite")
     suite = dataclasses.replace(
         suite, target_path=resolve_target_path(suite.target_path, repository)
     )
@@ -625,20 +638,7 @@ def init_vllm_project(
     """
     from fwdasv.asv import vllm_base
 
-    root = Path(directory).expanduser().resolve()
-    repository = Repository.open(repo)
-    if root.exists() and not root.is_dir():
-        raise InitError(f"--dir {root} is a file; give a directory for the asv project")
-    replaced = existing_files(root)
-    if replaced and not force:
-        raise InitError(
-            f"{replaced[0]} exists: {root} already holds an asv project; pass --force to "
-            "replace its configuration and suites (results are kept), or choose another --dir"
-        )
-    if branch is None:
-        if repository.branch is None:
-            raise InitError(f"--repo {repository.root} is on a detached HEAD; pass --branch NAME")
-        branch = repository.branch
+    root, repository, _, branch = _destination(directory, repo, branch, force, "suites")
     try:
         opened = vllm_base.Base.open(base, root / envplugin.VLLM_CACHE / "base")
         commit = opened.commit_in(repository.root, base_commit)
