@@ -273,9 +273,12 @@ def demo_history(
         env={"OMP_NUM_THREADS": "1"},
         launches=1,
     )
-    # As `fwdasv init` writes it (the target checked at HEAD), in the shared env dir.
+    # As `fwdasv init` writes it (the target checked at HEAD), in the shared env dir; with
+    # no canary (`--no-canary`): the tests on this history are about the model's series,
+    # and a canary suite would double the measuring (test_findings and test_busy_box
+    # keep theirs).
     project = init_project(
-        root / "asv", repo, suite, project="tinylm", env_dir=shared_asv_env
+        root / "asv", repo, suite, project="tinylm", env_dir=shared_asv_env, canary=False
     ).project
     lines: list[str] = []
     slow_commit = hashes[subjects.index(SLOW_COMMIT_SUBJECT)]

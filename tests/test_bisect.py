@@ -143,10 +143,15 @@ def test_resolve_benchmark() -> None:
             "forward.A.track_latency": {"params": [["'decode'", "'prefill'"]], "unit": "seconds"},
             "forward.A.track_spread_pct": {"params": [["'decode'", "'prefill'"]]},
             "other.time_x": {"params": []},
+            "forward.CanaryDecoder.track_latency": {"params": [["'decode_bs4'"]]},
         }.items()
     }
+    # The canary beside the suite is set aside: track_latency names the model's.
     found = resolve_benchmark(benchmarks, "track_latency", "prefill")
     assert found.name == "forward.A.track_latency" and found.case == "prefill"
+    # Named alone (exactly, or by a regex only it matches), the canary is bisected.
+    for name in ("forward.CanaryDecoder.track_latency", "Canary"):
+        assert resolve_benchmark(benchmarks, name, None).case == "decode_bs4"
     assert found.pattern == r"^forward\.A\.track_latency\('prefill'\)$"
     assert resolve_benchmark(benchmarks, "other.time_x", None).case is None
     with pytest.raises(BisectError, match="exactly one benchmark"):

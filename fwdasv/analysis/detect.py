@@ -82,6 +82,19 @@ many of them needs more commits before its head counts.) When the level later
 holds MIN_SEGMENT commits, the fit reports it at the same first commit: the
 same finding, as `findings` identifies it (series and first new commit).
 
+Undecided large steps (`undecided=True`): on a busy box a short history's noise is
+both large and uncertain (10-15% from a dozen commits, few degrees of freedom), so
+the Studentized threshold (7.6 at 10 dof) can leave a +45% step of two settled
+levels unreported, though it stands out plainly. The fit is repeated with the
+noise taken as known (the normal quantile, Z_THRESHOLD lengthened as above); an
+upward change it finds that the Studentized fit did not, with an effect of at
+least UNDECIDED_EFFECT_NOISE times the noise, UNDECIDED_MIN_PCT = 5% (what asv's
+publish reports by default) and `min_effect_pct`, and no other
+finding within EDGE_MAX commits, is reported `suspected` (no edge): the history
+cannot decide it, the interleaved A/B re-measure (`confirm`, `nightly`,
+`regressions --confirm`) can, on its own processes. With many commits the two
+thresholds nearly agree (4.0 against 3.6 at 60), so this adds little there.
+
 Improvements (`improvements=True`): the same fit's downward changes, with
 the same z and effect rules, status `improvement` (settled levels only: an
 improvement is not urgent, it is reported once it holds).
@@ -128,6 +141,11 @@ EDGE_LEVEL_Z = 3.0  # the edge's commits are one level: their gaps within this m
 EDGE_LEVEL_FRACTION = 1 / 3  # or each at least this fraction of the largest
 EDGE_HOLD_Z = 2.0  # sigma a fitted level's commits must stand up to be more than a head spike
 EDGE_OUTLIER_P = 0.005  # chance of k outliers in a row below which a level excludes them
+# A settled step the history's noise estimate is too uncertain to decide (`undecided`):
+# z at least the normal quantile, the effect at least this many times the noise and at
+# least UNDECIDED_MIN_PCT (asv's own default threshold: a step asv's publish reports).
+UNDECIDED_EFFECT_NOISE = 2.0
+UNDECIDED_MIN_PCT = 5.0
 HEAD, START = "head", "start"
 
 
@@ -336,6 +354,7 @@ def detect(
     z0: float = Z_THRESHOLD,
     edge: bool = True,
     improvements: bool = False,
+    undecided: bool = True,
 ) -> list[Step]:
     """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
 
@@ -346,7 +365,8 @@ def detect(
     once it has held MIN_SEGMENT commits). With `edge`, the steps at the
     series' head and start that no level holds yet (`edges`, status
     `suspected` or `regression`); with `improvements`, the downward steps
-    too (status `improvement`, negative percent).
+    too (status `improvement`, negative percent); with `undecided`, the large
+    settled steps the noise estimate is too uncertain to decide (`suspected`).
     """
     if min_effect_pct < 0:
         raise ValueError(f"min_effect_pct {min_effect_pct} must be >= 0")
@@ -403,6 +423,48 @@ def detect(
                 # new level seen again.
                 kept.append(found)
         out = sorted([*out, *kept], key=_order)
+    if undecided:
+        out = sorted([*out, *_undecided(medians, noise, out, min_effect_pct)], key=_order)
+    return out
+
+
+def _undecided(
+    medians: Sequence[float | None],
+    noise: Noise,
+    found: Sequence[Step],
+    min_effect_pct: float,
+) -> list[Step]:
+    """The upward changes of the fit with the noise taken as known that `found` (the
+    Studentized fit's and the edges' findings) lacks: large, settled, `suspected`."""
+    if not math.isfinite(noise.dof):
+        return []  # the noise is known: the Studentized fit was this one
+    fit = _fit(medians, replace(noise, dof=math.inf), Z_THRESHOLD)
+    floor = max(min_effect_pct, UNDECIDED_MIN_PCT, UNDECIDED_EFFECT_NOISE * noise.noise_pct)
+    out = []
+    for a, b, c in zip(fit.bounds, fit.bounds[1:], fit.bounds[2:], strict=False):
+        before, after = float(np.mean(fit.clean[a:b])), float(np.mean(fit.clean[b:c]))
+        log_step = after - before
+        percent = 100 * math.expm1(log_step)
+        after_index = int(fit.index[b])
+        if log_step <= 0 or percent < floor or not _settled(fit.clean[a:c]):
+            continue
+        if any(abs(after_index - s.after_index) <= EDGE_MAX for s in found):
+            continue
+        out.append(
+            Step(
+                before_index=int(fit.index[b - 1]),
+                after_index=after_index,
+                before=math.exp(before),
+                after=math.exp(after),
+                percent=percent,
+                z=log_step / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b))),
+                z_threshold=fit.threshold,
+                noise_pct=noise.noise_pct,
+                commits_before=b - a,
+                commits_after=c - b,
+                status=Status.SUSPECTED,
+            )
+        )
     return out
 
 

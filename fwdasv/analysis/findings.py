@@ -11,7 +11,9 @@ explain. A finding's status:
     regression       detected, not (yet) re-measured
     suspected        at the history's edge (its newest 1-3 commits, or after 2-3 at a
                      series' start), shown by too few commits to exclude outliers;
-                     re-measured at once by `nightly` and `regressions --confirm`
+                     or a large step of two settled levels that the history's noise
+                     is too uncertain to decide (a busy box); re-measured at once by
+                     `nightly` and `regressions --confirm`
     improvement      a downward step (faster), listed with `--improvements`; never gates
     confirmed        an A/B re-measure on one machine reproduced it (`fwdasv confirm`)
     not-reproduced   the re-measure ruled it out
@@ -627,6 +629,21 @@ HEADERS = (
 )
 
 
+UNDECIDED_LABEL = "too noisy to decide"
+
+
+def status_label(finding: Finding) -> str:
+    """The status as tables show it: with how many commits show an edge's step, or why a
+    settled step is only suspected."""
+    status = str(finding.status)
+    if finding.step.edge is not None and finding.status in (Status.SUSPECTED, Status.REGRESSION):
+        shown = finding.showing_commits
+        return f"{status} ({shown} commit{'s' if shown > 1 else ''})"
+    if finding.step.edge is None and finding.status == Status.SUSPECTED:
+        return f"{status} ({UNDECIDED_LABEL})"
+    return status
+
+
 def _row(finding: Finding) -> list[str]:
     if len(finding.commits) == 1:
         commits = finding.commits[0].hash[:8] + (
@@ -638,11 +655,8 @@ def _row(finding: Finding) -> list[str]:
         )
     else:
         commits = finding.range_label
-    status = str(finding.status)
-    if finding.step.edge is not None and finding.status in (Status.SUSPECTED, Status.REGRESSION):
-        status += f" ({finding.showing_commits} commit{'s' if finding.showing_commits > 1 else ''})"
     return [
-        status,
+        status_label(finding),
         finding.key.benchmark,
         finding.key.case,
         finding.key.machine,
@@ -715,7 +729,7 @@ def format_findings(
             + markdown_table(headers, rows)
             + "\n\nEach series judged by its own run-to-run noise (`noise`); `regression`: "
             "detected, `suspected`: at the history's edge, shown by too few commits to rule "
-            "out outliers, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
+            "out outliers, or a large step too noisy for the history to decide, `confirmed`: reproduced by an A/B re-measure, `drift`: the machine "
             "changed, not the code, `improvement`: faster.\n" + tail
         )
     if fmt == "table":

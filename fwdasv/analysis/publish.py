@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.analysis import findings as findings_mod
-from fwdasv.analysis.findings import Finding, graph_file_path
+from fwdasv.analysis.findings import Finding, graph_file_path, status_label
 from fwdasv.analysis.status import Status
 from fwdasv.analysis.verdict_file import ExplainRecord
 from fwdasv.asv.project import AsvProject, publish_site
@@ -187,7 +187,7 @@ def _write_pages(project: AsvProject, found: Sequence[Finding], index: Mapping[s
         summary = confirmation.summary if confirmation is not None else ""
         rows.append(
             "<tr>"
-            f"<td class='{finding.status}'>{_status_label(finding)}</td>"
+            f"<td class='{finding.status}'>{status_label(finding)}</td>"
             f"<td>{html.escape(name)}</td><td>{html.escape(finding.key.machine)}</td>"
             f"<td>{commits}</td><td>{finding.percent:+.2f}%</td>"
             f"<td>{finding.noise.noise_pct:.3f}%</td>"
@@ -217,13 +217,6 @@ commit), not the code; <b>improvement</b>: faster (never fails a check).</p>
 </table></body></html>
 """,
     )
-
-
-def _status_label(finding: Finding) -> str:
-    if finding.step.edge is None or finding.status not in (Status.SUSPECTED, Status.REGRESSION):
-        return str(finding.status)
-    shown = finding.showing_commits
-    return f"{finding.status} ({shown} commit{'s' if shown > 1 else ''})"
 
 
 def _write_explain_page(path: Path, finding: Finding, explain: ExplainRecord) -> None:

@@ -39,7 +39,9 @@ class StatusWord(str, Enum):
 class Status(StatusWord):
     # A finding's status (fwdasv.analysis.findings).
     REGRESSION = "regression"  # detected, not (yet) re-measured
-    SUSPECTED = "suspected"  # at an edge of the history, the new level not held yet
+    # At an edge of the history, the new level not held yet; or a large step the
+    # history's noise is too uncertain to decide (fwdasv.analysis.detect).
+    SUSPECTED = "suspected"
     IMPROVEMENT = "improvement"  # a downward step: faster; never gates
     DRIFT = "drift"  # the machine changed, not the code
     CONFIRMED = "confirmed"  # the A/B re-measure reproduced it

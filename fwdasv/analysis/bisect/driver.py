@@ -40,6 +40,7 @@ from fwdasv.analysis.bisect.rules import (
     recheck_order,
     step_text,
 )
+from fwdasv.analysis.findings import CANARY_PREFIX
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, pooled_spread, process_medians
 from fwdasv.analysis.remeasure import ProcessLayout, process_layout
 from fwdasv.analysis.status import Status
@@ -67,10 +68,22 @@ class BenchmarkCase:
     pattern: str  # for asv run --bench: this benchmark (and case) only
 
 
+def _is_canary(name: str) -> bool:
+    """A benchmark of the environment canary's suite (`module.CanaryX.track_latency`)."""
+    parts = name.split(".")
+    return len(parts) >= 2 and parts[-2].startswith(CANARY_PREFIX)
+
+
 def resolve_benchmark(
     benchmarks: Mapping[str, BenchmarkInfo], bench: str, case: str | None
 ) -> BenchmarkCase:
-    """asv find's rule: an exact name, else a regex that matches exactly one benchmark."""
+    """asv find's rule: an exact name, else a regex that matches exactly one benchmark.
+
+    The environment canary (a `Canary*` suite, beside the project's own in every
+    `fwdasv init` project) is set aside when the regex also matches a benchmark of the
+    project's: `track_latency` names the model's latency, not the canary's. Only an
+    exact name or a regex that matches the canary alone bisects the canary.
+    """
     if bench in benchmarks:
         names = [bench]
     else:
@@ -79,6 +92,7 @@ def resolve_benchmark(
         except re.error as error:
             raise BisectError(f"BENCH {bench!r}: bad regular expression: {error}") from None
         names = sorted(n for n in benchmarks if pattern.search(n))
+        names = [n for n in names if not _is_canary(n)] or names
     if len(names) != 1:
         found = ", ".join(names[:10]) if names else "none"
         raise BisectError(f"BENCH {bench!r} must name exactly one benchmark (matches: {found})")
