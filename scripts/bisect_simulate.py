@@ -9,8 +9,13 @@ thread, 2 launches x 10 samples): a commit's level (the culprit and after
 +14.6%), times a run factor (1 +- 2%, and with probability `--fast` the whole
 run reads 13% fast, as the held-out bad commit's "21.0 where bad commits read
 about 24"), times a process factor (1 +- 2%), times a sample jitter (0.3%).
+With `--odd P` a process is odd with probability P: it reads 15-25% fast or
+20-60% slow (half each), as single processes did in the real trials on the
+2-core VM (2026-12-03: 2 of GOOD's 8 processes 15-25% fast, 1 of BAD's 60%
+slow, on a quiet box).
 
     python scripts/bisect_simulate.py --trials 40 --fast 0.15
+    python scripts/bisect_simulate.py --trials 40 --fast 0.05 --odd 0.15
 
 prints the tally: right (certain / uncertain), wrong (certain / uncertain),
 none (ends did not differ / final pair did not), and the mean asv runs.
@@ -43,6 +48,8 @@ class SimulatedBisector(driver.Bisector):
 
     rng: random.Random
     drawn: dict
+    fast: float = 0.0
+    odd: float = 0.0
 
     def resolve(self) -> driver.BenchmarkCase:
         self.target = driver.BenchmarkCase("forward.Sim.track_latency", "c", "seconds", "x")
@@ -60,15 +67,21 @@ class SimulatedBisector(driver.Bisector):
             )
             for _ in range(self.layout.launches):
                 process = level * run * (1 + 0.02 * self.rng.gauss(0, 1))
+                if self.rng.random() < self.odd:
+                    odd = self.rng.choice([(0.75, 0.85), (1.2, 1.6)])
+                    process *= self.rng.uniform(*odd)
                 self.drawn[commit].extend(
                     process * (1 + 0.003 * self.rng.gauss(0, 1)) for _ in range(self.layout.samples)
                 )
 
 
-def trial(project, hashes: list[str], seed: int, fast: float, max_remeasure: int) -> tuple:
+def trial(
+    project, hashes: list[str], seed: int, fast: float, max_remeasure: int, odd: float = 0.0
+) -> tuple:
     SimulatedBisector.rng = random.Random(seed)
     SimulatedBisector.drawn = defaultdict(list)
     SimulatedBisector.fast = fast
+    SimulatedBisector.odd = odd
     bisector = SimulatedBisector(
         project, hashes[0], hashes[-1], "x", "sim", echo=None, max_remeasure=max_remeasure
     )
@@ -88,6 +101,12 @@ def main() -> int:
     parser.add_argument(
         "--fast", type=float, default=0.15, help="chance that a run reads 13%% fast"
     )
+    parser.add_argument(
+        "--odd",
+        type=float,
+        default=0.0,
+        help="chance that one process reads 15-25%% fast or 20-60%% slow",
+    )
     parser.add_argument("--max-remeasure", type=int, default=driver.DEFAULT_MAX_REMEASURE)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,13 +115,14 @@ def main() -> int:
         project = write_torch_project(root / "asv", root / PACKAGE, PACKAGE, [])
         os.environ.setdefault("HOME", tmp)
         outcomes = [
-            trial(project, hashes, seed, args.fast, args.max_remeasure)
+            trial(project, hashes, seed, args.fast, args.max_remeasure, args.odd)
             for seed in range(args.trials)
         ]
     tally = Counter(o for o, _ in outcomes)
     runs = sum(r for _, r in outcomes) / len(outcomes)
     print(
         f"{args.trials} simulated bisects, {100 * args.fast:.0f}% of runs 13% fast, "
+        f"{100 * args.odd:.0f}% of processes odd, "
         f"max_remeasure {args.max_remeasure}: "
         + ", ".join(f"{n} {k}" for k, n in sorted(tally.items()))
         + f"; {runs:.1f} asv runs on average"

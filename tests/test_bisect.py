@@ -32,7 +32,12 @@ from fwdasv.analysis.bisect.rules import (
     next_probe,
     recheck_order,
 )
-from fwdasv.analysis.judgment import pooled_spread, process_medians
+from fwdasv.analysis.judgment import (
+    pooled_spread,
+    process_medians,
+    process_rank_test,
+    process_test,
+)
 from fwdasv.analysis.status import Status
 from fwdasv.asv.history import remeasure_results_dir
 from fwdasv.asv.project import AsvProject
@@ -115,6 +120,30 @@ def test_compare_step_by_processes_is_not_fooled_by_one_process() -> None:
     assert compare_step(good[:10], bad[:10], 1, 1.05, processes=alone).outcome == Status.UNKNOWN
     assert classify(good, _runs([20.9, 21.0], 6), bad, 1, processes=steady).verdict == Status.GOOD
     assert classify(good, _runs([24.1, 24.0], 7), bad, 1, processes=steady).verdict == Status.BAD
+
+
+def test_processes_that_now_and_then_run_fast_do_not_hide_a_clear_step() -> None:
+    """A bisect trial on the quiet 2-core VM (2026-12-03): GOOD and BAD, 8 processes each,
+    +14% apart, but two of GOOD's processes ran 15-25% fast and one of BAD's 60% slow.
+    The t rule's pooled spread took those in and read p=0.12 ("nothing to bisect"); every
+    GOOD process but one is below every BAD one, and the ranks say so."""
+    good = _runs([3.199, 3.142, 2.726, 3.268, 2.444, 3.309, 3.361, 3.513], 11)
+    bad = _runs([3.508, 3.711, 3.585, 3.552, 3.658, 3.739, 5.988, 4.459], 12)
+    groups = [process_medians(x, 10) for x in (good, bad)]
+    spread = pooled_spread(groups)
+    t_only = process_test(groups[0], groups[1], spread)
+    assert t_only is not None and not t_only.different(0.002), t_only
+    step = compare_step(good, bad, 1, 1.05, processes=Processes(10, spread))
+    assert step.outcome == Status.DIFFERENT and step.p_value < 0.002, step
+    assert 1.10 < step.ratio < 1.18, step
+    # Below RANK_MIN_PROCESSES a side the ranks do not decide: two processes that
+    # disagree stay unknown (the test above), and four a side cannot reach alpha.
+    assert process_rank_test(groups[0][:4], groups[1][:4], 0.002) is None
+    assert process_rank_test(groups[0], groups[1], 0.002) < 0.002
+    # Within the factor it is the same level, whatever the ranks say.
+    shifted = _runs([v * 1.02 for v in (3.199, 3.142, 3.268, 3.309, 3.361, 3.213)], 13)
+    same = compare_step(good, shifted, 1, 1.05, processes=Processes(10, spread))
+    assert same.outcome == Status.SAME, same
 
 
 def test_bounds_and_recheck_order() -> None:

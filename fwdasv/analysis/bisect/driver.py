@@ -292,17 +292,25 @@ class Bisector:
         self.seen.add(commit)
         return self.series.samples(commit)
 
-    def processes(self) -> Processes | None:
+    def processes(self, robust: bool = False) -> Processes | None:
         """Process-level judging (a fwdasv suite): the spread between processes of one commit,
-        pooled over every commit this bisection has read."""
+        pooled over every commit this bisection has read (`robust`: leaving out a well
+        measured commit's odd processes, `judgment.pooled_spread`)."""
         if self.layout is None:
             return None
         groups = [process_medians(self.series.samples(c), self.layout.samples) for c in self.seen]
-        return Processes(self.layout.samples, pooled_spread([g for g in groups if g]))
+        return Processes(
+            self.layout.samples, pooled_spread([g for g in groups if g], robust=robust)
+        )
 
-    def step(self, x: str, y: str, direction: int) -> StepTest:
+    def step(self, x: str, y: str, direction: int, robust: bool = False) -> StepTest:
         return compare_step(
-            self.samples(x), self.samples(y), direction, self.factor, self.alpha, self.processes()
+            self.samples(x),
+            self.samples(y),
+            direction,
+            self.factor,
+            self.alpha,
+            self.processes(robust),
         )
 
     def classify(self, commit: str, direction: int, probe: Sequence[float] | None = None):
@@ -347,7 +355,9 @@ class Bisector:
         for attempt in range(self.max_remeasure + 1):
             g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
             direction = 1 if stats.median(b) >= stats.median(g) else -1
-            step = self.step(self.good_hash, self.bad_hash, direction)
+            # The ends only gate the search (the final pair names the commit): judged
+            # with the robust spread, a process that ran fast does not hide the step.
+            step = self.step(self.good_hash, self.bad_hash, direction, robust=True)
             self.say(
                 f"GOOD {self.good_hash[:8]} {human_value(stats.median(g), unit)} (n={len(g)}) -> "
                 f"BAD {self.bad_hash[:8]} {human_value(stats.median(b), unit)} (n={len(b)}): "
