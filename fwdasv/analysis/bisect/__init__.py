@@ -39,7 +39,10 @@ known, `fwdasv.analysis.remeasure.process_layout`) every comparison, the ends,
 each probe and the final pair, is on process medians
 (`fwdasv.analysis.judgment.process_test`: a t rule against the variance between
 the processes of one commit, pooled over every commit the bisection read), as
-confirm judges; Mann-Whitney on samples counted one process's samples as
+confirm judges, and with 5 or more processes a side by their ranks too
+(`judgment.process_rank_test`: one process that ran fast moves one rank, where
+it widens the pooled spread); the ends, which only gate the search, on a
+spread that leaves out a well-measured commit's odd processes; Mann-Whitney on samples counted one process's samples as
 independent runs (a bad commit whose one run read fast became "+15.1%,
 p=1.1e-07" at the wrong commit). A side's level is the median of its process
 medians (one run that read fast among three does not move it). One run is
