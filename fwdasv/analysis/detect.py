@@ -140,6 +140,7 @@ EDGE_EACH_Z = 1.5  # sigma each edge commit must stand beyond the reference
 EDGE_LEVEL_Z = 3.0  # the edge's commits are one level: their gaps within this many sd apart,
 EDGE_LEVEL_FRACTION = 1 / 3  # or each at least this fraction of the largest
 EDGE_HOLD_Z = 2.0  # sigma a fitted level's commits must stand up to be more than a head spike
+EDGE_SPIKE_RATIO = 3.0  # and the head must be this many times the fitted step to be its spike
 EDGE_OUTLIER_P = 0.005  # chance of k outliers in a row below which a level excludes them
 # A settled step the history's noise estimate is too uncertain to decide (`undecided`):
 # z at least the normal quantile, the effect at least this many times the noise and at
@@ -408,11 +409,16 @@ def detect(
             close = [f for f in fitted if abs(found.after_index - f.after_index) <= EDGE_MAX]
             if not close:
                 kept.append(found)
-            elif found.edge == HEAD and not any(
-                _holds(medians, f, found.after_index, noise.sigma) for f in close
+            elif (
+                found.edge == HEAD
+                and found.percent > EDGE_SPIKE_RATIO * max(f.percent for f in close)
+                and not any(_holds(medians, f, found.after_index, noise.sigma) for f in close)
             ):
                 # The fit's step is the head's spike, clipped (`despike`) into a small
                 # level: the commits between are at the old level. The edge is the step.
+                # (Only a head far larger than the fitted step: a real 1% step whose
+                # commits do not each stand 2 sigma up, beside a +2% outlier at the head,
+                # is the fit's, at its own commit.)
                 out = [s for s in out if s not in close]
                 kept.append(found)
             elif found.edge == HEAD and all(
