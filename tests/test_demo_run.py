@@ -20,7 +20,8 @@ from click.testing import CliRunner
 from fwdasv.asv.project import AsvProject, run_commits, sweep_hashfiles
 from fwdasv.demo import cli as demo_cli
 from fwdasv.demo.project import SLOW_COMMIT_SUBJECT
-from fwdasv.demo.run import DemoOutcome, _closing_lines, widen_line
+from fwdasv.demo.run import DemoOutcome, _closing_lines, record_demo_machine, widen_line
+from fwdasv.hw.machine import MachineCollision, this_machine
 
 INJECTED = "a" * 40
 OTHER = "b" * 40
@@ -102,3 +103,34 @@ def test_a_hash_file_a_killed_run_left_is_removed_by_the_next_run(
     assert not stale.exists()
     assert live.exists() and mine.exists()
     assert sweep_hashfiles(tmp_path) == []
+
+
+def test_a_fresh_demo_takes_over_the_entry_another_environment_wrote(
+    project: AsvProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh clone's demo (torch 2.13.0+cpu) after another environment's demo had written
+    `fwdasv-demo` (torch 2.14.0) stopped at step 2 with the collision error. With no result
+    of its own under the name, it rewrites the entry; with stored results it still refuses."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    entry = this_machine("fwdasv-demo")
+    other = dict(entry, torch="0.0.0-another-environment")
+    machine_file = tmp_path / ".asv-machine.json"
+    machine_file.write_text(json.dumps({"fwdasv-demo": other, "version": 1}))
+    said: list[str] = []
+    written = record_demo_machine(project, "fwdasv-demo", said.append)
+    assert written["torch"] == entry["torch"]
+    stored = json.loads(machine_file.read_text())["fwdasv-demo"]
+    assert stored["torch"] == entry["torch"], stored
+    assert any("written for another environment" in line for line in said), said
+    # With a result stored under the name, from that other environment: refused, the
+    # entry left as it was.
+    machine_file.write_text(json.dumps({"fwdasv-demo": other, "version": 1}))
+    results = project.results_dir / "fwdasv-demo"
+    results.mkdir(parents=True)
+    (results / "machine.json").write_text("{}")  # asv's own file: no result yet
+    record_demo_machine(project, "fwdasv-demo", said.append)
+    machine_file.write_text(json.dumps({"fwdasv-demo": other, "version": 1}))
+    (results / f"{OTHER[:8]}-fwdasv-py3.11.json").write_text("{}")
+    with pytest.raises(MachineCollision, match="another environment"):
+        record_demo_machine(project, "fwdasv-demo", said.append)
+    assert json.loads(machine_file.read_text())["fwdasv-demo"] == other

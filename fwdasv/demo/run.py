@@ -204,8 +204,6 @@ def _asv_project(
     """Step 2: the asv project, as `fwdasv init` writes it with the demo's suite settings (the
     demo owns its directory, so a re-run rewrites its own, identical, files), and this
     machine's entry; returns the project and the machine's GPU."""
-    from fwdasv.hw import machine as hw_machine
-
     suite = SuiteSpec(
         TARGET,
         CASES,
@@ -228,9 +226,39 @@ def _asv_project(
         force=True,
         echo=indented,
     ).project
+    return project, record_demo_machine(project, machine, indented).get("gpu")
+
+
+def record_demo_machine(
+    project: asv_project.AsvProject, machine: str, indented: Callable[[str], None]
+) -> dict[str, str]:
+    """This machine's entry in asv's machine file, under the demo's name."""
+    from fwdasv.hw import machine as hw_machine
+
     entry = hw_machine.this_machine(machine)
-    hw_machine.write_machine_file(entry)
-    return project, entry.get("gpu")
+    try:
+        hw_machine.write_machine_file(entry)
+    except hw_machine.MachineCollision:
+        # The entry is another environment's (another demo's, or a test run's). When this
+        # directory stores no result under the name, nothing of it would be mislabelled:
+        # the entry is this demo's from now on. Stored results under it stay refused.
+        if _stored_under(project, entry["machine"]):
+            raise
+        indented(
+            f"machine {entry['machine']!r}: the entry in asv's machine file was written for "
+            "another environment, and this directory stores no result under it: rewritten "
+            "for this one"
+        )
+        hw_machine.write_machine_file(entry, replace=True)
+    return entry
+
+
+def _stored_under(project: asv_project.AsvProject, machine: str) -> bool:
+    """Whether the project's results dir holds a result of `machine` (beyond its machine.json)."""
+    folder = project.results_dir / machine
+    return folder.is_dir() and any(
+        f.name != "machine.json" for f in folder.glob("*.json") if f.is_file()
+    )
 
 
 def _measure(
