@@ -216,13 +216,16 @@ class DemoHistory:
 
 
 def _flags_commit(project, commit: str) -> bool:
-    """Whether fwdasv's findings (read from the results) hold a latency step at `commit`."""
+    """Whether fwdasv's findings (read from the results) hold a latency `regression` at
+    `commit`: a step only `suspected` (too noisy for the history to decide, on a busy box)
+    takes another round of samples, as the README says for a busy machine."""
     from fwdasv.analysis.findings import find
+    from fwdasv.analysis.status import Status
 
     return any(
         commit in {c.hash for c in finding.commits}
         for finding in find(project)
-        if finding.key.benchmark.endswith(".track_latency")
+        if finding.key.benchmark.endswith(".track_latency") and finding.status == Status.REGRESSION
     )
 
 

@@ -219,3 +219,18 @@ def test_undecided_adds_nothing_when_the_noise_is_known() -> None:
     history = _history(4, between_pct=0.1, shifts=(sim.Shift(30, 1.0),))
     noise = estimate_noise(history.samples)
     assert detect(history.medians(), noise) == detect(history.medians(), noise, undecided=False)
+
+
+def test_a_head_level_one_commit_longer_than_an_edge_is_reported_at_its_first_commit() -> None:
+    # The README's own-model history in a CI run (2026-12-03, prefill_512 medians in ms,
+    # noise 6.33% from the history): the 5th of 8 commits doubles the forward. The fit
+    # did not hold a level of 4 at this noise, and the edge of the newest 3 named the 6th.
+    from fwdasv.analysis.noise import Noise
+
+    medians = [2.25, 2.15, 1.52, 1.62, 3.05, 3.15, 3.24, 3.02]
+    noise = Noise(6.33, 6.33, 1.0, commits_used=8, source="blend", dof=6.0)
+    steps = [s for s in detect(medians, noise) if s.percent > 0]
+    assert [(s.after_index, s.commits_after, s.status) for s in steps] == [(4, 4, REGRESSION)]
+    # A head of 3 after an old level that holds stays an edge of 3 at its own commit.
+    (edge,) = detect([2.0, 2.1, 1.9, 2.0, 2.05, 3.05, 3.15, 3.24], noise)
+    assert (edge.after_index, edge.commits_after, edge.edge) == (5, 3, "head"), edge

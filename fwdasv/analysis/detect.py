@@ -512,7 +512,7 @@ def _order(step: Step) -> int:
 
 def edge_threshold(commits: int, dof: float) -> float:
     """The z an edge of `commits` commits must reach: EDGE_Z's quantile, Studentized."""
-    return t_isf(NormalDist().cdf(-EDGE_Z[commits]), dof)
+    return t_isf(NormalDist().cdf(-EDGE_Z[min(commits, EDGE_MAX)]), dof)
 
 
 def _outlier_rate(values: np.ndarray, bounds: list[int], excursion: float, sign: float) -> float:
@@ -539,6 +539,16 @@ def edges(
     stop = logs.size  # the start's edge is judged on the commits before the head's
     for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
         step = _edge(index, logs, logs.size - k, k, sigma, noise, min_effect_pct, HEAD)
+        if step is not None and k == EDGE_MAX:
+            # The commit before the edge at the edge's level too: the new level has one
+            # commit more than an edge, which the fit did not hold (a short, noisy
+            # history). The step is at that commit (an 8-commit history's 5th commit
+            # doubled the forward; the edge of its newest 3 named the 6th).
+            longer = _edge(
+                index, logs, logs.size - k - 1, k + 1, sigma, noise, min_effect_pct, HEAD
+            )
+            if longer is not None:
+                step, k = longer, k + 1
         if step is not None:
             out.append(step)
             stop = logs.size - k
