@@ -439,7 +439,10 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
     assert result.asv_runs == len(result.probes) + result.remeasures, log
     assert len(result.probes) <= expected_probes(result.range_size), log
     assert result.asv_runs <= expected_probes(result.range_size) + result.remeasures
-    assert result.remeasures <= 2 * (len(result.probes) + 1)
+    # The rules' own bound: the ends' second run and max_remeasure more (3), each probe's
+    # max_remeasure (2), the final pair's run, and one re-check (plus its pair run) per
+    # decision: 4 + 4 a probe (a busy box's odd processes use some of it).
+    assert result.remeasures <= 4 + 4 * len(result.probes), log
     assert measured and all(p.sample_count >= 10 for p in measured)
     assert result.after_median > 1.2 * result.before_median, log
     assert result.p_value is not None and result.p_value < 0.002
