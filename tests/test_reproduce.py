@@ -115,9 +115,9 @@ def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confi
     assert f"re-measuring A {a[:8]} and B {b[:8]}, interleaved" in log, log
     installs = [line.split()[1] for line in log.splitlines() if "installing" in line]
     assert installs[:2] == [a[:8], b[:8]], log
-    # The explain that follows finds both already there: nothing installed again.
+    # The explain that follows finds both already there (a second confirm attempt too).
     reused = [line for line in log.splitlines() if "already installed there" in line]
-    assert len(reused) == len(installs) - 2 and set(installs[2:]) <= {a[:8], b[:8]}, log
+    assert len(reused) >= len(installs) - 2 and set(installs[2:]) <= {a[:8], b[:8]}, log
     assert result.exit_code == 1, result.output
 
     (entry,) = [e for e in json.loads(result.stdout)["regressions"] if e["case"] == case]
