@@ -112,23 +112,27 @@ def pooled_spread(
     """Pooled within-commit variance of ln process medians (each group one commit's
     processes); None when no commit has two processes.
 
-    With `robust`, a group of ROBUST_MIN_PROCESSES or more leaves out the processes beyond ROBUST_CUT
-    robust sds (1.4826 x the median absolute deviation, pooled over those groups) of its
-    median: its median is not moved by them, so neither is its spread. A smaller
+    With `robust`, a group of ROBUST_MIN_PROCESSES or more leaves out the processes
+    beyond ROBUST_CUT robust sds (1.4826 x the median absolute deviation, pooled over
+    those groups) of its median: its median is not moved by them, so neither is its spread. A smaller
     group keeps every process: two processes that disagree are that commit's spread
     (its median is their mean)."""
     logged = [[math.log(v) for v in group if v > 0 and math.isfinite(v)] for group in groups]
-    deviations = [
-        abs(x - stats.median(logs))
+    # Each well-measured group's median, once (None: the group keeps every process).
+    centres = [
+        stats.median(logs) if robust and len(logs) >= ROBUST_MIN_PROCESSES else None
         for logs in logged
-        if robust and len(logs) >= ROBUST_MIN_PROCESSES
+    ]
+    deviations = [
+        abs(x - centre)
+        for logs, centre in zip(logged, centres, strict=True)
+        if centre is not None
         for x in logs
     ]
     cut = ROBUST_CUT * 1.4826 * stats.median(deviations) if deviations else 0.0
     ss, dof = 0.0, 0
-    for logs in logged:
-        if cut > 0 and len(logs) >= ROBUST_MIN_PROCESSES:
-            centre = stats.median(logs)
+    for logs, centre in zip(logged, centres, strict=True):
+        if cut > 0 and centre is not None:
             logs = [x for x in logs if abs(x - centre) <= cut]
         if len(logs) < 2:
             continue
@@ -167,7 +171,7 @@ def process_rank_test(
     rule divides by. None with fewer than RANK_MIN_PROCESSES a side, or when even
     complete separation could not reach `alpha` at these counts."""
     xs, ys = finite(before), finite(after)
-    if min(len(xs), len(ys)) < RANK_MIN_PROCESSES or stats.is_different(xs, ys, alpha) is None:
+    if min(len(xs), len(ys)) < RANK_MIN_PROCESSES or not stats.can_reach(len(xs), len(ys), alpha):
         return None
     return stats.mann_whitney_u(xs, ys)[1]
 

@@ -231,7 +231,12 @@ def is_different(
     """
     xs = [v for v in x if not math.isnan(v)]
     ys = [v for v in y if not math.isnan(v)]
-    m, n = len(xs), len(ys)
-    if not m or not n or 2 / math.comb(m + n, min(m, n)) >= alpha:
+    if not can_reach(len(xs), len(ys), alpha):
         return None
     return mann_whitney_u(xs, ys)[1] < alpha
+
+
+def can_reach(m: int, n: int, alpha: float = SIGNIFICANCE) -> bool:
+    """Whether the exact two-sided test on m and n values can reach `alpha` at all (its
+    most extreme ordering has p = 2 / C(m+n, m))."""
+    return bool(m and n) and 2 / math.comb(m + n, min(m, n)) < alpha

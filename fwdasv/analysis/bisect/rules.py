@@ -66,7 +66,8 @@ def compare_step(
     side's process medians, against the pooled variance between processes of
     one commit), as confirm judges; without a spread yet, a move beyond the
     factor is `unknown`. With RANK_MIN_PROCESSES or more processes a side,
-    Mann-Whitney on the process medians decides too (`process_rank_test`). Otherwise Mann-Whitney on the samples (asv's rule).
+    Mann-Whitney on the process medians decides too (`process_rank_test`).
+    Otherwise Mann-Whitney on the samples (asv's rule).
     """
     xs = process_medians(x, processes.size) if processes else None
     ys = process_medians(y, processes.size) if processes else None
