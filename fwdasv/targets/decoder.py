@@ -28,7 +28,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.nn.attention.bias import causal_lower_right
 
 from fwdasv.core.cases import BenchCase
 from fwdasv.targets.base import PreparedForward, TargetError, torch_dtype
@@ -274,6 +273,11 @@ class DecoderTarget:
             elif q == k:
                 mask = "causal"
             else:
+                # Imported here: torch.nn.attention.bias imports torch._dynamo (about 2 s
+                # of every bench process's start on a CPU box), and only a chunked
+                # prefill (1 < query < context) needs it.
+                from torch.nn.attention.bias import causal_lower_right
+
                 mask = causal_lower_right(q, k)
             groups.append(_Group(token_start, count, q, k, request_start, caches, mask))
             token_start += count * q
