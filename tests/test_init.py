@@ -91,7 +91,7 @@ def test_init_writes_a_project_asv_reads_and_prints_the_next_commands(
     assert conf.environment_type == "fwdasv" and conf.plugins == [".fwdasv.asv.envplugin"]
     assert conf.repo == str(repo)
     assert conf.regressions_thresholds == {".*track_latency.*": 0.05}
-    assert conf.launch_method == "spawn"
+    assert conf.launch_method == "forkserver"  # the suites import no torch
     assert "--no-index" in conf.install_command[0] and conf.build_command == []
 
     suite = suite_of(target_dir)

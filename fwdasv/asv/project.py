@@ -4,8 +4,10 @@ fwdasv never reimplements what asv does (building environments, running
 benchmarks, publishing); it runs asv's own commands as subprocesses, with
 progress passed through, and reads what they write. This module is where those
 commands are put together, so every caller (demo, bisect, nightly) runs asv the
-same way: `--record-samples` (samples are what significance needs) and
-`--launch-method spawn` (CUDA).
+same way: `--record-samples` (samples are what significance needs), with the
+project's own launch method (`fwdasv init` writes forkserver: the suites import no
+torch, so a fork of asv's server is safe and saves a process start per benchmark;
+a configuration without one gets asv's default, spawn).
 """
 
 from __future__ import annotations
@@ -246,7 +248,7 @@ def run_spec(
     2 means some benchmark failed (e.g. a refused case); the others' results
     are saved, so it is not an error here.
     """
-    args = [spec, "--machine", machine, "--launch-method", "spawn", "--show-stderr"]
+    args = [spec, "--machine", machine, "--show-stderr"]
     args.append("--append-samples" if append_samples else "--record-samples")
     if skip_existing and not append_samples:
         args.append("--skip-existing-successful")

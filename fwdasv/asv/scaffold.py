@@ -194,7 +194,11 @@ def project_config(
         "results_dir": "results",
         "html_dir": "html",
         "env_dir": env_dir,
-        "launch_method": "spawn",
+        # Each suite's benchmarks (7 per case) read its one cached bench run: a spawned
+        # process costs ~0.5 s each on a 2-core box, a fork of asv's server ~0.1 s. The
+        # forkserver is safe here: the suites import no torch and touch no CUDA; only
+        # the bench processes they launch do (fwdasv.asv.suite).
+        "launch_method": "forkserver",
         "default_benchmark_timeout": 1800,
         "regressions_thresholds": {".*track_latency.*": regression_threshold},
         "regressions_first_commits": {
@@ -646,9 +650,6 @@ def init_vllm_project(
         raise InitError(str(error).replace("vllm_base ", "--base ", 1)) from None
     config = project_config(_repo_field(repository.root, root), project or "vllm", branch=branch)
     config["fwdasv"][vllm_base.CONFIG_KEY] = str(Path(base).expanduser().resolve())
-    # The suites read a cached bench run in every benchmark (7 per case): spawn costs
-    # ~0.4 s each, forkserver ~0.01 s; CUDA runs only in the bench processes they launch.
-    config["launch_method"] = "forkserver"
     if base_commit:
         config["fwdasv"][vllm_base.COMMIT_KEY] = base_commit
     benchmarks = root / "benchmarks"
