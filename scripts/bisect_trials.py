@@ -266,24 +266,12 @@ def main() -> int:
     culprit = hashes[SLOW_INDEX]
     print(f"repository {root / PACKAGE}: {len(hashes)} commits, culprit {culprit[:8]}")
     tally = {"right": 0, "wrong": 0, "none": 0, "uncertain": 0}
-    trials = []
-    if args.parallel > 1:
-        from concurrent.futures import ProcessPoolExecutor
+    trials: list[dict] = []
 
-        cpus = sorted(os.sched_getaffinity(0))
-        results = []
-        with ProcessPoolExecutor(args.parallel) as pool:
-            # In waves of `parallel`: trials running together never share a CPU or an env.
-            for wave in range(0, args.trials, args.parallel):
-                indices = range(wave, min(wave + args.parallel, args.trials))
-                futures = [
-                    pool.submit(trial, root, root / PACKAGE, hashes, i, cpus[k % len(cpus)])
-                    for k, i in enumerate(indices)
-                ]
-                results += [f.result() for f in futures]
-    else:
-        results = (trial(root, root / PACKAGE, hashes, i) for i in range(args.trials))
-    for index, got in enumerate(results):
+    def report(index: int, got: dict) -> None:
+        # Each trial's line as it ends, and the JSON rewritten: a run stopped by a time
+        # limit keeps every trial that finished.
+        got["trial"] = index + 1
         trials.append(got)
         named = got["first_bad"]
         verdict = "none" if named is None else ("right" if named == culprit else "wrong")
@@ -295,12 +283,39 @@ def main() -> int:
             f"load {got['load']:.1f}" + (f"; {got['error']}" if "error" in got else ""),
             flush=True,
         )
+        if args.json:
+            args.json.write_text(json.dumps(trials, indent=2) + "\n")
+
+    if args.parallel > 1:
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # The last CPUs: this process and the machine's own work stay on the first.
+        cpus = sorted(os.sched_getaffinity(0))[-args.parallel :]
+        with ProcessPoolExecutor(args.parallel) as pool:
+            # In waves of `parallel`: trials running together never share a CPU or an env.
+            for wave in range(0, args.trials, args.parallel):
+                indices = range(wave, min(wave + args.parallel, args.trials))
+                futures = {
+                    pool.submit(trial, root, root / PACKAGE, hashes, i, cpus[k % len(cpus)]): i
+                    for k, i in enumerate(indices)
+                }
+                for future in as_completed(futures):
+                    try:
+                        got = future.result()
+                    except Exception as error:  # a trial that crashed: said, not hidden
+                        got = {"first_bad": None, "certain": False, "percent": float("nan")}
+                        got.update(asv_runs=-1, wall_s=float("nan"), load=float("nan"))
+                        got["error"] = f"{type(error).__name__}: {error}"
+                    report(futures[future], got)
+    else:
+        for i in range(args.trials):
+            report(i, trial(root, root / PACKAGE, hashes, i))
     print(
-        f"tally over {args.trials} trials: {tally['right']} right, {tally['wrong']} wrong, "
-        f"{tally['none']} not reproducible; {tally['uncertain']} uncertain"
+        f"tally over {len(trials)} of {args.trials} trials: {tally['right']} right, "
+        f"{tally['wrong']} wrong, {tally['none']} not reproducible; "
+        f"{tally['uncertain']} uncertain",
+        flush=True,
     )
-    if args.json:
-        args.json.write_text(json.dumps(trials, indent=2) + "\n")
     return 0 if tally["wrong"] == 0 and tally["right"] >= 0.9 * args.trials else 1
 
 

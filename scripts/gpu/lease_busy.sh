@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Issue 19 items 4-5 on the H200 host's CPUs (no GPU needed; the host is the quiet box):
 # bisect trials on scripts/bisect_trials.py's 16-commit repository (one commit +14.6%,
-# identical outputs), 10 trials, 5 at a time, each pinned to a core of its own ("load
-# about 1" per trial), and the calibration of the step. Setup as lease_demo.sh (asv from
-# the carried wheels).
+# identical outputs), 10 trials at once, each pinned to a core of its own ("load about 1"
+# per trial; 10 of the host's 16 cores), and the calibration of the step. Setup as
+# lease_demo.sh (asv from the carried wheels).
 #
 #   device run, kind nvidia-h200, carry [".whl"], timeout_s 600:
 #   bash scripts/gpu/lease_busy.sh
 #
-# Under $OUT: lease_busy.log (everything: the per-trial lines and the tally),
-# bisect-trials.json (each trial's bisect JSON). Expected wall time: 6-9 minutes
-# (two waves of 5 trials, about 10-14 asv runs each, 15-25 s a run); TRIALS_TIMEOUT_S
-# (default 540) stops it inside one lease call.
+# Under $OUT: lease_busy.log (everything: a line per trial as it ends, and the tally),
+# bisect-trials.json (each finished trial's bisect JSON, rewritten as each ends). On
+# 2026-12-03 two waves of 5 did not finish inside one call (no trial line came back:
+# the lines were printed only at the end); one wave of 10 takes the time of the slowest
+# trial. TRIALS_TIMEOUT_S (default 560) stops it inside one lease call, keeping what ended.
 set -u
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/null
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -42,8 +43,8 @@ printf '%s\n%s\n' "$PWD" /tmp/site > "$site_dir/zz-fwdasv-lease.pth" 2>/dev/null
 step "calibration: the slow commit against its parent, interleaved, one thread"
 $py scripts/bisect_trials.py --calibrate
 
-step "bisect trials: 10, five at a time, one core each"
-timeout "${TRIALS_TIMEOUT_S:-540}" $py scripts/bisect_trials.py --trials "${TRIALS:-10}" \
-  --parallel "${PARALLEL:-5}" --dir "$RES/trials" --json "$OUT/bisect-trials.json"
+step "bisect trials: ${TRIALS:-10}, ${PARALLEL:-10} at a time, one core each"
+timeout "${TRIALS_TIMEOUT_S:-560}" $py scripts/bisect_trials.py --trials "${TRIALS:-10}" \
+  --parallel "${PARALLEL:-10}" --dir "$RES/trials" --json "$OUT/bisect-trials.json"
 echo "bisect_trials exit $? (0: >= 90% right and none wrong)"
 uptime
