@@ -155,21 +155,32 @@ def build_repo(repo: Path) -> list[str]:
 
 def machine_home(root: Path) -> Path:
     """HOME with an asv machine file naming MACHINE (asv reads ~/.asv-machine.json)."""
-    home = root / "home"
-    home.mkdir(exist_ok=True)
+    home = root / "home" if root.name != "home" and not root.name.startswith("home") else root
+    home.mkdir(parents=True, exist_ok=True)
     entry = {"machine": MACHINE, "os": "linux", "arch": "x86_64", "cpu": "cpu", "num_cpu": "2"}
     entry["ram"] = "1"
     (home / ".asv-machine.json").write_text(json.dumps({MACHINE: entry, "version": 1}))
     return home
 
 
-def trial(root: Path, repo: Path, hashes: list[str], index: int, slot: int | None = None) -> dict:
+def trial(
+    root: Path,
+    repo: Path,
+    hashes: list[str],
+    index: int,
+    slot: int | None = None,
+    log_dir: Path | None = None,
+) -> dict:
     """One bisect in a fresh project; `slot`: pinned to that CPU, with an asv environment
-    directory of its own (trials run side by side, one core each)."""
+    directory and a HOME of its own (trials run side by side, one core each); `log_dir`:
+    bisect's progress lines (each asv run and its medians) in trialNN.log there."""
     from fwdasv.analysis.bisect.environment import BisectError
 
     if slot is not None:
         os.sched_setaffinity(0, {slot})
+        # A HOME of its own: asv rewrites ~/.asv-machine.json, and trials side by side
+        # read each other's half-written file (seen on the H200 host: "Error parsing JSON").
+        os.environ["HOME"] = str(machine_home(root / f"home{index:02d}"))
     suite = SuiteSpec(
         TARGET,
         (CASE,),
@@ -185,6 +196,13 @@ def trial(root: Path, repo: Path, hashes: list[str], index: int, slot: int | Non
         root / f"trial{index:02d}", repo, PACKAGE, [suite.source()], env_dir=env_dir
     )
     started = time.monotonic()
+    log_path = log_dir / f"trial{index + 1:02d}.log" if log_dir else None
+
+    def say(line: str) -> None:
+        assert log_path is not None
+        with open(log_path, "a") as log:
+            log.write(line + "\n")
+
     try:
         result = bisect(
             project,
@@ -193,7 +211,7 @@ def trial(root: Path, repo: Path, hashes: list[str], index: int, slot: int | Non
             "track_latency",
             MACHINE,
             case=CASE.split("=")[0],
-            echo=None,
+            echo=say if log_path else None,
         )
     except BisectError as error:  # e.g. GOOD and BAD did not differ: no commit named
         out = {"first_bad": None, "certain": False, "percent": float("nan"), "asv_runs": -1}
@@ -204,6 +222,66 @@ def trial(root: Path, repo: Path, hashes: list[str], index: int, slot: int | Non
     out["load"] = os.getloadavg()[0]
     out["cpu"] = sorted(os.sched_getaffinity(0)) if slot is not None else None
     return out
+
+
+def one_cpu_per_core(count: int) -> list[int]:
+    """`count` logical CPUs on distinct physical cores, leaving CPU 0's core to the machine:
+    two trials on the two hyperthreads of one core time each other's work."""
+    cores: dict[tuple[str, str], list[int]] = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        topology = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology")
+        try:
+            key = (
+                (topology / "physical_package_id").read_text().strip(),
+                (topology / "core_id").read_text().strip(),
+            )
+        except OSError:
+            key = ("?", str(cpu))
+        cores.setdefault(key, []).append(cpu)
+    firsts = [cpus[0] for cpus in cores.values() if 0 not in cpus] or [
+        cpus[0] for cpus in cores.values()
+    ]
+    return firsts[:count]
+
+
+def processes(root: Path, hashes: list[str], count: int = 8, cpu: int | None = None) -> None:
+    """Process-level variation at the range's ends: `count` fresh bench processes of the first
+    and of the last commit, alternating, each timing the case as a trial's suite does,
+    on one CPU with nothing else of ours running. Prints each process's median."""
+    import statistics
+    import subprocess
+    import tempfile
+
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    trees = {}
+    for name, commit in (("first", hashes[0]), ("last", hashes[-1])):
+        tree = root / f"tree-{name}"
+        if not tree.exists():
+            git(root / PACKAGE, "worktree", "add", "-f", "--detach", str(tree), commit)
+        trees[name] = tree
+    medians: dict[str, list[float]] = {"first": [], "last": []}
+    for _ in range(count):
+        for name, tree in trees.items():
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "out.json"
+                argv = [sys.executable, "-m", "fwdasv.engine", "--target", TARGET, "--case", CASE]
+                argv += ["--iters", "5", "--samples", "10", "--warmup-s", "0.1"]
+                argv += ["--output-json", str(out)]
+                env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tree)}
+                subprocess.run(argv, env=env, capture_output=True, check=True, timeout=300)
+                data = json.loads(out.read_text())
+            (case,) = data  # one record per case
+            medians[name].append(float(case["median_us"]) / 1e3)
+    for name, values in medians.items():
+        shown = " ".join(f"{v:.3f}" for v in values)
+        print(f"processes at the {name} commit (ms): {shown}", flush=True)
+    first, last = (statistics.median(v) for v in medians.values())
+    print(
+        f"processes: median of medians {first:.3f} -> {last:.3f} ms "
+        f"({100 * (last / first - 1):+.1f}%), {count} processes a side, CPU {cpu}",
+        flush=True,
+    )
 
 
 def calibrate(rounds: int = 30, calls: int = 20) -> None:
@@ -251,6 +329,16 @@ def main() -> int:
         "(for a many-core box: 5 on 16 cores keeps each trial's core to itself)",
     )
     parser.add_argument(
+        "--log-dir", type=Path, help="each trial's bisect progress in trialNN.log here"
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="first: this many fresh bench processes at each end of the range, alternating "
+        "(process-level variation, on one core of its own)",
+    )
+    parser.add_argument(
         "--calibrate",
         action="store_true",
         help="only time the slow commit against its parent, interleaved in one process",
@@ -265,6 +353,11 @@ def main() -> int:
     hashes = build_repo(root / PACKAGE)
     culprit = hashes[SLOW_INDEX]
     print(f"repository {root / PACKAGE}: {len(hashes)} commits, culprit {culprit[:8]}")
+    if args.log_dir:
+        args.log_dir.mkdir(parents=True, exist_ok=True)
+    cpus = one_cpu_per_core(max(args.parallel, 1))
+    if args.processes:
+        processes(root, hashes, args.processes, cpus[0] if cpus else None)
     tally = {"right": 0, "wrong": 0, "none": 0, "uncertain": 0}
     trials: list[dict] = []
 
@@ -289,14 +382,14 @@ def main() -> int:
     if args.parallel > 1:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        # The last CPUs: this process and the machine's own work stay on the first.
-        cpus = sorted(os.sched_getaffinity(0))[-args.parallel :]
-        with ProcessPoolExecutor(args.parallel) as pool:
+        if len(cpus) < args.parallel:
+            print(f"{len(cpus)} physical cores beside CPU 0's: {len(cpus)} trials at a time")
+        with ProcessPoolExecutor(len(cpus)) as pool:
             # In waves of `parallel`: trials running together never share a CPU or an env.
-            for wave in range(0, args.trials, args.parallel):
-                indices = range(wave, min(wave + args.parallel, args.trials))
+            for wave in range(0, args.trials, len(cpus)):
+                indices = range(wave, min(wave + len(cpus), args.trials))
                 futures = {
-                    pool.submit(trial, root, root / PACKAGE, hashes, i, cpus[k % len(cpus)]): i
+                    pool.submit(trial, root, root / PACKAGE, hashes, i, cpus[k], args.log_dir): i
                     for k, i in enumerate(indices)
                 }
                 for future in as_completed(futures):
@@ -309,7 +402,7 @@ def main() -> int:
                     report(futures[future], got)
     else:
         for i in range(args.trials):
-            report(i, trial(root, root / PACKAGE, hashes, i))
+            report(i, trial(root, root / PACKAGE, hashes, i, log_dir=args.log_dir))
     print(
         f"tally over {len(trials)} of {args.trials} trials: {tally['right']} right, "
         f"{tally['wrong']} wrong, {tally['none']} not reproducible; "

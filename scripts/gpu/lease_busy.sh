@@ -8,11 +8,14 @@
 #   device run, kind nvidia-h200, carry [".whl"], timeout_s 600:
 #   bash scripts/gpu/lease_busy.sh
 #
-# Under $OUT: lease_busy.log (everything: a line per trial as it ends, and the tally),
-# bisect-trials.json (each finished trial's bisect JSON, rewritten as each ends). On
-# 2026-12-03 two waves of 5 did not finish inside one call (no trial line came back:
-# the lines were printed only at the end); one wave of 10 takes the time of the slowest
-# trial. TRIALS_TIMEOUT_S (default 560) stops it inside one lease call, keeping what ended.
+# Under $OUT: lease_busy.log (everything: the process-level variation at the range's
+# ends, a line per trial as it ends, the tally), bisect-trials.json (each finished
+# trial's bisect JSON, rewritten as each ends), trial-logs/ (each trial's asv runs and
+# medians). Trials run on distinct physical cores, CPU 0's core left free. On 2026-12-03
+# two waves of 5 did not finish inside one call (their lines were printed only at the
+# end), and 10 at once, hyperthreads included, read every range's ends the same (10 of
+# 10 "not reproducible", ends -13% to +20% where the step is +15%).
+# TRIALS_TIMEOUT_S (default 500) stops it inside one lease call, keeping what ended.
 set -u
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/null
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -43,8 +46,10 @@ printf '%s\n%s\n' "$PWD" /tmp/site > "$site_dir/zz-fwdasv-lease.pth" 2>/dev/null
 step "calibration: the slow commit against its parent, interleaved, one thread"
 $py scripts/bisect_trials.py --calibrate
 
-step "bisect trials: ${TRIALS:-10}, ${PARALLEL:-10} at a time, one core each"
-timeout "${TRIALS_TIMEOUT_S:-560}" $py scripts/bisect_trials.py --trials "${TRIALS:-10}" \
-  --parallel "${PARALLEL:-10}" --dir "$RES/trials" --json "$OUT/bisect-trials.json"
+step "bisect trials: ${TRIALS:-10}, up to ${PARALLEL:-10} at a time, a physical core each"
+lscpu 2>/dev/null | grep -E '^(Model name|Thread|Core|Socket|CPU\(s\))' || true
+timeout "${TRIALS_TIMEOUT_S:-500}" $py scripts/bisect_trials.py --trials "${TRIALS:-10}" \
+  --parallel "${PARALLEL:-10}" --processes "${PROCESSES:-6}" --dir "$RES/trials" \
+  --json "$OUT/bisect-trials.json" --log-dir "$OUT/trial-logs"
 echo "bisect_trials exit $? (0: >= 90% right and none wrong)"
 uptime
