@@ -185,6 +185,9 @@ def trial(
         TARGET,
         (CASE,),
         class_name="MLPStack",
+        # A CPU model: on a GPU host `auto` would pick CUDA and its graph timer.
+        device="cpu",
+        timer="host",
         iters=5,
         samples=10,
         warmup_s=0.1,
@@ -267,6 +270,7 @@ def processes(root: Path, hashes: list[str], count: int = 8, cpu: int | None = N
                 out = Path(tmp) / "out.json"
                 argv = [sys.executable, "-m", "fwdasv.engine", "--target", TARGET, "--case", CASE]
                 argv += ["--iters", "5", "--samples", "10", "--warmup-s", "0.1"]
+                argv += ["--device", "cpu", "--timer", "host"]
                 argv += ["--output-json", str(out)]
                 env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tree)}
                 subprocess.run(argv, env=env, capture_output=True, check=True, timeout=300)

@@ -46,6 +46,7 @@ from fwdasv.core.cases import parse_case, unique_cases
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import write_atomic
 from fwdasv.core.verdicts import VerdictSettings
+from fwdasv.engine.config import EngineOptionError, check_device_name
 from fwdasv.launch import run_captured
 from fwdasv.targets.base import TargetSpec
 
@@ -79,6 +80,7 @@ class SuiteSpec:
     samples: int = 10
     warmup_s: float = 1.0
     timer: str = "auto"
+    device: str = "auto"
     env: Mapping[str, str] = field(default_factory=dict)
     launches: int = 1
     doc: str = ""
@@ -92,6 +94,10 @@ class SuiteSpec:
         if not self.cases:
             raise InitError("no cases: give at least one --case (or none for the defaults)")
         unique_cases(parse_case(text) for text in self.cases)
+        try:
+            check_device_name(self.device)
+        except EngineOptionError as error:
+            raise InitError(str(error).replace("--device", "device", 1)) from None
         if self.class_name is not None and not self.class_name.isidentifier():
             raise InitError(f"suite class name {self.class_name!r} is not a Python identifier")
 
@@ -123,6 +129,8 @@ class SuiteSpec:
             f"    cases = {tuple(self.cases)!r}",
             '    version = "1"',
         ]
+        if self.device != "auto":
+            lines.insert(-2, f"    device = {self.device!r}")
         if self.target_path:
             lines.insert(-2, f"    target_path = {tuple(self.target_path)!r}")
         return "\n".join(lines) + "\n"
@@ -141,6 +149,7 @@ def canary_suite(suite: SuiteSpec) -> SuiteSpec:
         samples=suite.samples,
         warmup_s=min(suite.warmup_s, 0.2),
         timer=suite.timer,
+        device=suite.device,
         env=dict(suite.env),
         launches=1,
         doc=(

@@ -226,6 +226,14 @@ def _bench_graph(
             snapshot.restore()
             reference = first_tensor(forward()).clone()
         stream.synchronize()
+        if eager.device.type != device.type:
+            # A CUDA graph captures only device work: a forward computed elsewhere would
+            # be timed as an empty graph (microseconds, whatever the code does).
+            raise ValueError(
+                f"the forward's output is on {eager.device}, the run on {device}: the graph "
+                "timer would time an empty graph; build the model on the device the target "
+                "is given, or run with --device cpu"
+            )
         captured = capture_forward(forward, snapshot, stream)
         graph, start, end = captured.graph, captured.start, captured.end
         output = first_tensor(captured.outputs)
