@@ -556,3 +556,33 @@ def test_the_suite_cache_pickles_as_asv_stores_it(tmp_path):
         suite.setup(skipped, "decode")
     with pytest.raises(KeyError, match="nope"):
         cache.summary("nope")
+
+
+def test_env_cases_measures_only_the_named_cases_and_skips_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """bisect asks asv for one case; FWDASV_CASES keeps the suite's bench to that case, and
+    a benchmark of a case left out is asv's skip (NotImplementedError), not a failure."""
+    suite = TinyEngine()
+    monkeypatch.setenv(asvsuite.ENV_CASES, "prefill")
+    assert [c.name for c in suite.run_config().cases] == ["prefill"]
+    monkeypatch.setenv(asvsuite.ENV_CASES, " big , decode ")
+    assert [c.name for c in suite.run_config().cases] == ["decode", "big"]  # the suite's order
+    # Naming none of this suite's cases (another suite's): every case, as without it.
+    monkeypatch.setenv(asvsuite.ENV_CASES, "decode_bs8_2k")
+    assert [c.name for c in suite.run_config().cases] == ["decode", "prefill", "big"]
+    monkeypatch.delenv(asvsuite.ENV_CASES)
+    assert [c.name for c in suite.run_config().cases] == ["decode", "prefill", "big"]
+
+
+def test_a_case_left_out_of_the_cache_is_skipped(engine_run) -> None:
+    import dataclasses
+
+    cache = engine_run["cache"]
+    only_prefill = dataclasses.replace(
+        cache, summaries=tuple(s for s in cache.summaries if s.case == "prefill")
+    )
+    suite = engine_run["suite"]
+    suite.setup(only_prefill, "prefill")  # measured: no skip
+    with pytest.raises(NotImplementedError, match="decode: not measured in this run"):
+        suite.setup(only_prefill, "decode")

@@ -241,6 +241,7 @@ def run_spec(
     skip_existing: bool = True,
     python: str = sys.executable,
     echo: Callable[[str], None] | None = print,
+    env: dict[str, str] | None = None,
 ) -> int:
     """`asv run SPEC` (a range `A..B`, a branch, `HASHFILE:f`); returns asv's exit status.
 
@@ -254,7 +255,9 @@ def run_spec(
         args.append("--skip-existing-successful")
     for pattern in bench:
         args += ["--bench", pattern]
-    return run_asv(project, "run", *args, *extra, python=python, echo=echo, check_codes=(0, 2))
+    return run_asv(
+        project, "run", *args, *extra, python=python, echo=echo, env=env, check_codes=(0, 2)
+    )
 
 
 def publish_site(

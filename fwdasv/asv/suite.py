@@ -49,6 +49,7 @@ from fwdasv.core.cases import parse_case, unique_cases
 if TYPE_CHECKING:
     from fwdasv.backends import RunConfig
     from fwdasv.backends.measure import CaseSummary
+    from fwdasv.core.cases import BenchCase
     from fwdasv.core.results import Telemetry
 
 # Per-process environment overrides, so one benchmarks/ directory serves a
@@ -58,6 +59,11 @@ ENV_VLLM_ENTRY = "FWDASV_VLLM_ENTRY"  # "cli" or "module"
 ENV_LOG_DIR = "FWDASV_LOG_DIR"  # where bench logs and raw JSON are kept
 ENV_ITERS = "FWDASV_ITERS"
 ENV_SAMPLES = "FWDASV_SAMPLES"
+# Case names (comma-separated) to measure, the others left unmeasured: a run that asks
+# asv for one case (`--bench 'track_latency\('case'\)'`, as bisect does) still runs the
+# suite's `setup_cache`, which would time every case. A list naming none of the suite's
+# cases is ignored (another suite's cases).
+ENV_CASES = "FWDASV_CASES"
 
 
 class RefusedLatency(RuntimeError):
@@ -113,6 +119,13 @@ class SuiteCache:
 def _value_or_skip(value: float | None) -> float:
     """asv records NaN as skipped: for a value this timer does not measure."""
     return math.nan if value is None else value
+
+
+def _wanted_cases(cases: tuple[BenchCase, ...]) -> tuple[BenchCase, ...]:
+    """The suite's cases that ENV_CASES names; all of them when it is unset or names none."""
+    named = {n.strip() for n in os.environ.get(ENV_CASES, "").split(",") if n.strip()}
+    wanted = tuple(case for case in cases if case.name in named)
+    return wanted or cases
 
 
 def _env_int(name: str, default: int) -> int:
@@ -241,7 +254,7 @@ class ForwardSuite(abc.ABC):
         return RunConfig(
             backend=self.backend,
             model=model,
-            cases=type(self)._parsed_cases,
+            cases=_wanted_cases(type(self)._parsed_cases),
             dtype=self.dtype,
             pipeline_stages=self.pipeline_stages,
             iters=_env_int(ENV_ITERS, self.iters),
@@ -263,6 +276,9 @@ class ForwardSuite(abc.ABC):
     def setup(self, cache: SuiteCache, case: str) -> None:
         if cache.skip is not None:
             raise NotImplementedError(cache.skip)
+        if all(summary.case != case for summary in cache.summaries):
+            # Left out by ENV_CASES: unmeasured here (asv's skip), never a failure.
+            raise NotImplementedError(f"{case}: not measured in this run ({ENV_CASES})")
         error = cache.summary(case).error
         if error is not None and error.startswith(("OutOfMemoryError", "torch.OutOfMemoryError")):
             # Does not fit this machine: not measurable here, not a failure of the commit.

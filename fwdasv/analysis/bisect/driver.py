@@ -54,6 +54,7 @@ from fwdasv.asv.history import (
     remeasure_results_dir,
 )
 from fwdasv.asv.project import AsvError, AsvProject, run_commits
+from fwdasv.asv.suite import ENV_CASES
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
 
@@ -283,6 +284,8 @@ class Bisector:
             extra=["--python", self.python] if self.python else [],
             echo=self.asv_echo,
             python=self.asv_python,
+            # The suite's bench times this case only (its other cases are not asked for).
+            env={ENV_CASES: self.target.case} if self.target and self.target.case else None,
         )
         for commit in verify_measured(self.store, self.machine, commits, started):
             self.say(f"  {commit[:8]}: asv saved no result (the build or install failed?)")
