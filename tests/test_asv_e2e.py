@@ -24,13 +24,15 @@ CASES = ("decode_bs8=8*1@512", "prefill_256=256")
 @pytest.fixture(scope="module")
 def asv_run(tmp_path_factory: pytest.TempPathFactory, shared_asv_env: Path) -> dict:
     root = tmp_path_factory.mktemp("e2e")
-    hashes = build_project(root / "tinylm", commits=5)
+    # 3 commits: a range, every commit stored, published and exported (each commit is a
+    # bench process and an install: CI time).
+    hashes = build_project(root / "tinylm", commits=3)
     suites = [
         torch_suite_source(
             "TinyLM",
             "tinylm.bench:target",
             CASES,
-            iters=5,
+            iters=2,
             samples=10,
             warmup_s=0.05,
             env={"OMP_NUM_THREADS": "1"},

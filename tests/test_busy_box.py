@@ -42,6 +42,7 @@ def _regressions(project, *extra: str):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # about 4-5 minutes of real asv under a neighbour's load
 @pytest.mark.timeout(2400)  # about 40 asv bench processes; on a loaded 2-core box, slow
 def test_a_neighbour_started_and_stopped_during_the_run_fails_no_gate(
     tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path

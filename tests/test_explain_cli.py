@@ -145,6 +145,7 @@ def test_explain_names_the_ops_that_replaced_the_fused_attention(
 
 
 @pytest.mark.slow
+@pytest.mark.long  # profiles under a neighbour's load, about a minute
 def test_busy_box_identical_forward_code_stands_out_nowhere(
     tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

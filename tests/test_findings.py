@@ -541,6 +541,7 @@ def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) ->
 # --- a step among the newest commits of a real repository ---------------------------------
 
 
+@pytest.mark.long  # 8 commits of real asv, 1.5-2 minutes (scripts/test.sh --long)
 def test_a_doubled_mlp_at_the_sixth_of_eight_commits_fails_the_gate_with_no_confirm(
     tmp_path: Path, asv_machine_home: Path, measuring
 ) -> None:

@@ -30,7 +30,8 @@ from script_model import SLOW_SUBJECT, TARGET, build_repo, write_target
 
 from fwdasv.asv import ranenv
 
-pytestmark = pytest.mark.slow
+# Every command over 8 commits: 3-4 minutes, beyond CI's time (scripts/test.sh --long).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 COMMITS, SLOW_INDEX = 8, 4
 CASE = "prefill_128"
