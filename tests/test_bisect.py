@@ -330,6 +330,7 @@ def _creep_repo(repo: Path) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # a second bisect of real asv runs (scripts/test.sh --long)
 def test_bisect_names_no_commit_when_the_final_pair_does_not_differ(
     tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path
 ) -> None:
@@ -474,6 +475,7 @@ def test_bisect_finds_the_injected_commit_in_about_log2_runs(
 
 
 @pytest.mark.slow
+@pytest.mark.long  # another bisect of real asv runs (scripts/test.sh --long)
 def test_bisect_again_reuses_stored_results(
     demo_history, bisect_project: dict, first_bisect: dict, tmp_path: Path
 ) -> None:

@@ -176,6 +176,7 @@ def test_lease_explain_source_script_is_valid_bash() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the H200 script's CPU run: a repository, two installs, profiles
 def test_explain_source_script_names_the_added_op_and_line_on_cpu(
     tmp_path: Path, asv_machine_home: Path
 ) -> None:

@@ -41,7 +41,9 @@ ARTIFACTS = ROOT / "tests" / "artifacts"
 # 4 commits at each level: fwdasv reports a level once 4 commits show it.
 COMMITS, SLOW_INDEX = 8, 4
 
-pytestmark = pytest.mark.slow
+# The README's block over 8 commits, with the busy box's extra rounds: 4-8 minutes on
+# the 2-core box, beyond CI's time (scripts/test.sh --long).
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 
 def readme_section() -> str:
