@@ -283,3 +283,21 @@ def test_a_head_level_of_three_is_not_taken_a_commit_early_by_the_fit() -> None:
     (step,) = [s for s in steps if s.percent > 0]
     assert (step.after_index, step.commits_after, step.edge) == (5, 3, "head"), steps
     assert step.status == REGRESSION and step.percent > 50
+
+
+def test_a_step_far_beyond_the_canarys_is_still_the_codes() -> None:
+    """The canary explains its own size of a step: a 2x step beside a +50% canary leaves
+    a +33% step the canary does not explain (regression); beside a 2x canary, drift."""
+    rng = np.random.default_rng(0)
+
+    def series(levels: list[float]) -> list[list[float]]:
+        return [list(level * (1 + 0.02 * rng.standard_normal(5))) for level in levels]
+
+    model = series([1.0] * 6 + [2.0] * 6)
+    (step,) = detect([float(np.median(s)) for s in model], estimate_noise(model))
+    assert step.status == REGRESSION and step.after_index == 6
+    for canary_level, expected in ((1.5, REGRESSION), (2.0, DRIFT)):
+        canary = series([1.0] * 6 + [canary_level] * 6)
+        medians = [float(np.median(s)) for s in canary]
+        (marked,) = mark_drift([step], medians, estimate_noise(canary))
+        assert marked.status == expected, (canary_level, marked)

@@ -132,6 +132,7 @@ DRIFT_TOLERANCE = 1  # commits between a finding and the canary's step
 DRIFT_Z = 3.0  # the canary's one-sided z there
 DRIFT_FRACTION = 0.5  # and at least this fraction of the finding's step
 DRIFT_WINDOW = 10  # commits each side the canary's step is measured over
+DRIFT_RESIDUAL_Z = 3.0  # what the canary's step leaves of a finding at this z is the code's
 EDGE_MAX = MIN_SEGMENT - 1  # the longest edge tested: 4 commits are a level of the fit
 EDGE_START = (3, 2)  # commits before a step at a series' start, tested longest first
 EDGE_MIN_REFERENCE = 2  # commits at the reference level an edge is judged against
@@ -692,6 +693,19 @@ def canary_step(
     return CanaryStep(after_index, 100 * math.expm1(log_step), z)
 
 
+def _residual_z(step: Step, canary: CanaryStep) -> float:
+    """The z of what is left of `step` with the canary's step taken out of it (ln terms):
+    the difference of the two steps over both their standard errors (each step's size
+    over its own z), so a canary measured a little short of an environment's shift does
+    not leave a "regression" of the difference."""
+    log_step = math.log1p(step.percent / 100)
+    log_canary = math.log1p(canary.percent / 100)
+    if log_step <= 0 or step.z <= 0 or canary.z <= 0:
+        return 0.0
+    se = math.hypot(log_step / step.z, log_canary / canary.z)
+    return (log_step - log_canary) / se
+
+
 def mark_drift(
     findings: Sequence[Step],
     canary_medians: Sequence[float | None],
@@ -705,7 +719,10 @@ def mark_drift(
     with a finding when, at the finding's first new commit +-`tolerance`, its
     own step has z >= DRIFT_Z (one-sided, at a known place: no scan) and is at
     least DRIFT_FRACTION of the finding's size (in ln terms): a canary moving
-    by 0.2% does not explain a 2% step. Missing a drift costs a confirmation
+    by 0.2% does not explain a 2% step. And what the canary's step leaves of
+    the finding must be below DRIFT_RESIDUAL_Z (over both steps' standard
+    errors): the machine explains the canary's size, and a step clearly beyond
+    it is the code's too. Missing a drift costs a confirmation
     run (on one machine A and B see the same environment and the finding is
     not reproduced); calling a regression drift would hide it, so the rule
     leans to regression.
@@ -719,7 +736,15 @@ def mark_drift(
         drift = False
         for offset in range(-tolerance, tolerance + 1):
             moved = canary_step(canary_medians, canary_noise, step.after_index + offset)
-            if moved and moved.z >= DRIFT_Z and math.log1p(moved.percent / 100) >= needed:
+            # The machine explains the canary's size of the step, not more: what is left
+            # stands on the finding's own evidence (a +105% step beside a busy box's +45%
+            # canary is still the code's). Any offset within the tolerance may explain it.
+            if (
+                moved
+                and moved.z >= DRIFT_Z
+                and math.log1p(moved.percent / 100) >= needed
+                and _residual_z(step, moved) < DRIFT_RESIDUAL_Z
+            ):
                 drift = True
                 break
         out.append(replace(step, status=Status.DRIFT) if drift else step)
