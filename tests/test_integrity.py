@@ -439,16 +439,21 @@ def test_a_rank_that_dies_is_one_line_with_its_rank_status_and_log(tmp_path, env
 
 
 @pytest.mark.slow
-# Alone, with the timing tests: beside them at nice 19 it twice did not exit within
-# 300 s of the SIGINT (2026-12-01, not reproduced alone or beside busy loops; open).
+# Open: now and then it does not exit after the SIGINT. Twice beside the other tests at
+# nice 19 (2026-12-01), and once in a fresh clone's timing tests (2026-12-03, 300 s lost).
+# It was not reproduced alone, beside busy loops, or in 8 tries beside a demo
+# (2026-12-03: rc 130 in 1.5-6.1 s each). Until it is found it runs with the long tier,
+# where a hang costs 60 s and leaves the process tree and the engine's Python stacks in
+# the failure (faulthandler on SIGABRT).
 @pytest.mark.measure
+@pytest.mark.long
 def test_ctrl_c_in_a_pipeline_stops_every_rank_with_one_line(tmp_path, env):
     args = ["--target", "integrity_targets:hangs", "--case", "p=4", "--pipeline-stages", "2"]
     hanging = tmp_path / "hanging"
     hanging.mkdir()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fwdasv.engine", *args, *FAST],
-        env={**env, "FWDASV_TEST_HANG_DIR": str(hanging)},
+        env={**env, "FWDASV_TEST_HANG_DIR": str(hanging), "PYTHONFAULTHANDLER": "1"},
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -463,7 +468,17 @@ def test_ctrl_c_in_a_pipeline_stops_every_rank_with_one_line(tmp_path, env):
             time.sleep(0.2)
         assert sorted(p.name for p in hanging.iterdir()) == ["stage0", "stage1"]
         proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=300)
+        try:
+            stdout, stderr = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            tree = subprocess.run(
+                ["ps", "-e", "--forest", "-o", "pid,ppid,pgid,stat,etime,cmd"],
+                capture_output=True,
+                text=True,
+            ).stdout
+            proc.send_signal(signal.SIGABRT)  # faulthandler: every thread's stack
+            stdout, stderr = proc.communicate(timeout=30)
+            pytest.fail(f"no exit 60 s after SIGINT\n{tree}\n{stderr[-8000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
