@@ -372,3 +372,15 @@ def test_bad_target_paths_are_one_line_and_write_nothing(script_repo: Path, tmp_
     result = init(*base, "--import-path", "lib")
     assert f"--import-path lib: no such directory in {script_repo}" in one_error_line(result)
     assert not project.exists()
+
+
+def test_a_suite_spec_names_its_device_and_refuses_an_unknown_one() -> None:
+    """A CPU model on a GPU host: `device = 'cpu'` in the suite's source (asv's `auto`
+    would take CUDA and its graph timer); a misspelt device is refused before any file."""
+    from fwdasv.asv.scaffold import InitError, SuiteSpec
+
+    source = SuiteSpec(TARGET, ("prefill_64=64",), device="cpu", timer="host").source()
+    assert "    device = 'cpu'\n" in source and "    timer = 'host'\n" in source
+    assert "device" not in SuiteSpec(TARGET, ("prefill_64=64",)).source()  # auto: unsaid
+    with pytest.raises(InitError, match="device 'gpu': use auto, cpu, cuda or cuda:N"):
+        SuiteSpec(TARGET, ("prefill_64=64",), device="gpu")
