@@ -153,9 +153,25 @@ def build_repo(repo: Path) -> list[str]:
     return git(repo, "rev-list", "--reverse", "main").splitlines()
 
 
-def machine_home(root: Path) -> Path:
-    """HOME with an asv machine file naming MACHINE (asv reads ~/.asv-machine.json)."""
-    home = root / "home" if root.name != "home" and not root.name.startswith("home") else root
+# How a trial's suite times the model, and `processes` its bare bench processes.
+SUITE = SuiteSpec(
+    TARGET,
+    (CASE,),
+    class_name="MLPStack",
+    # A CPU model: on a GPU host `auto` would pick CUDA and its graph timer.
+    device="cpu",
+    timer="host",
+    iters=5,
+    samples=10,
+    warmup_s=0.1,
+    launches=2,
+    env={"OMP_NUM_THREADS": "1"},
+)
+
+
+def machine_home(home: Path) -> Path:
+    """`home` made a HOME with an asv machine file naming MACHINE (asv reads
+    ~/.asv-machine.json); returns it."""
     home.mkdir(parents=True, exist_ok=True)
     entry = {"machine": MACHINE, "os": "linux", "arch": "x86_64", "cpu": "cpu", "num_cpu": "2"}
     entry["ram"] = "1"
@@ -181,22 +197,9 @@ def trial(
         # A HOME of its own: asv rewrites ~/.asv-machine.json, and trials side by side
         # read each other's half-written file (seen on the H200 host: "Error parsing JSON").
         os.environ["HOME"] = str(machine_home(root / f"home{index:02d}"))
-    suite = SuiteSpec(
-        TARGET,
-        (CASE,),
-        class_name="MLPStack",
-        # A CPU model: on a GPU host `auto` would pick CUDA and its graph timer.
-        device="cpu",
-        timer="host",
-        iters=5,
-        samples=10,
-        warmup_s=0.1,
-        launches=2,
-        env={"OMP_NUM_THREADS": "1"},
-    )
     env_dir = root / ("env" if slot is None else f"env{slot}")
     project = write_torch_project(
-        root / f"trial{index:02d}", repo, PACKAGE, [suite.source()], env_dir=env_dir
+        root / f"trial{index:02d}", repo, PACKAGE, [SUITE.source()], env_dir=env_dir
     )
     started = time.monotonic()
     log_path = log_dir / f"trial{index + 1:02d}.log" if log_dir else None
@@ -269,10 +272,10 @@ def processes(root: Path, hashes: list[str], count: int = 8, cpu: int | None = N
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "out.json"
                 argv = [sys.executable, "-m", "fwdasv.engine", "--target", TARGET, "--case", CASE]
-                argv += ["--iters", "5", "--samples", "10", "--warmup-s", "0.1"]
-                argv += ["--device", "cpu", "--timer", "host"]
-                argv += ["--output-json", str(out)]
-                env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(tree)}
+                argv += ["--iters", str(SUITE.iters), "--samples", str(SUITE.samples)]
+                argv += ["--warmup-s", str(SUITE.warmup_s), "--device", SUITE.device]
+                argv += ["--timer", SUITE.timer, "--output-json", str(out)]
+                env = {**os.environ, **SUITE.env, "PYTHONPATH": str(tree)}
                 subprocess.run(argv, env=env, capture_output=True, check=True, timeout=300)
                 data = json.loads(out.read_text())
             (case,) = data  # one record per case
@@ -353,7 +356,7 @@ def main() -> int:
         return 0
     root = args.dir.resolve()
     root.mkdir(parents=True, exist_ok=True)
-    os.environ["HOME"] = str(machine_home(root))
+    os.environ["HOME"] = str(machine_home(root / "home"))
     hashes = build_repo(root / PACKAGE)
     culprit = hashes[SLOW_INDEX]
     print(f"repository {root / PACKAGE}: {len(hashes)} commits, culprit {culprit[:8]}")
@@ -389,7 +392,8 @@ def main() -> int:
         if len(cpus) < args.parallel:
             print(f"{len(cpus)} physical cores beside CPU 0's: {len(cpus)} trials at a time")
         with ProcessPoolExecutor(len(cpus)) as pool:
-            # In waves of `parallel`: trials running together never share a CPU or an env.
+            # In waves of one trial a core: trials running together never share a CPU or
+            # an env.
             for wave in range(0, args.trials, len(cpus)):
                 indices = range(wave, min(wave + len(cpus), args.trials))
                 futures = {

@@ -114,9 +114,9 @@ def pooled_spread(
 
     With `robust`, a group of ROBUST_MIN_PROCESSES or more leaves out the processes
     beyond ROBUST_CUT robust sds (1.4826 x the median absolute deviation, pooled over
-    those groups) of its median: its median is not moved by them, so neither is its spread. A smaller
-    group keeps every process: two processes that disagree are that commit's spread
-    (its median is their mean)."""
+    those groups) of its median: its median is not moved by them, so neither is its
+    spread. A smaller group keeps every process: two processes that disagree are that
+    commit's spread (its median is their mean)."""
     logged = [[math.log(v) for v in group if v > 0 and math.isfinite(v)] for group in groups]
     # Each well-measured group's median, once (None: the group keeps every process).
     centres = [

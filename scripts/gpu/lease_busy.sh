@@ -13,8 +13,9 @@
 # trial's bisect JSON, rewritten as each ends), trial-logs/ (each trial's asv runs and
 # medians). Trials run on distinct physical cores, CPU 0's core left free. On 2026-12-03
 # two waves of 5 did not finish inside one call (their lines were printed only at the
-# end), and 10 at once, hyperthreads included, read every range's ends the same (10 of
-# 10 "not reproducible", ends -13% to +20% where the step is +15%).
+# end); 10 at once timed an empty CUDA graph (the suite's device was auto: now cpu, host
+# timer); and 10 at once on the CPU disturbed one another beyond the +14% step (ends
+# -0.4% to +25%: docs/measurements.md section 11). Fewer at a time: PARALLEL=1..3.
 # TRIALS_TIMEOUT_S (default 500) stops it inside one lease call, keeping what ended.
 set -u
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/null

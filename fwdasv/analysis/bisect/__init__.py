@@ -43,8 +43,8 @@ confirm judges, and with 5 or more processes a side by their ranks too
 (`judgment.process_rank_test`: one process that ran fast moves one rank, where
 it widens the pooled spread); the ends, which only gate the search, on a
 spread that leaves out a well-measured commit's odd processes. Mann-Whitney
-on samples counted one process's samples as independent runs (a bad commit whose one run read fast became "+15.1%,
-p=1.1e-07" at the wrong commit). A side's level is the median of its process
+on samples counted one process's samples as independent runs (a bad commit
+whose one run read fast became "+15.1%, p=1.1e-07" at the wrong commit). A side's level is the median of its process
 medians (one run that read fast among three does not move it). One run is
 never enough: GOOD and BAD from one run get a second before they are judged,
 and a probe decided from one asv run is uncertain until a re-measure agrees:
