@@ -190,9 +190,10 @@ def test_a_large_step_too_noisy_for_the_history_is_suspected_not_missed() -> Non
         steps = detect(history.medians(), noise)
         plain = detect(history.medians(), noise, undecided=False)
         for step in steps:
-            if step not in plain:  # what the rule adds: settled, suspected, large, upward
-                assert (step.edge, step.status) == (None, SUSPECTED), (seed, step)
-                assert step.percent >= 5.0 and step.commits_after >= 4, (seed, step)
+            if step not in plain:  # what the rules add: suspected when settled, all large
+                assert step.edge is not None or step.status == SUSPECTED, (seed, step)
+                assert step.percent >= 5.0 and step.percent > 0, (seed, step)
+                assert step.edge is not None or step.commits_after >= 4, (seed, step)
         with_rule += any(abs(s.after_index - 7) <= 2 for s in steps)
         without_rule += any(abs(s.after_index - 7) <= 2 for s in plain)
     assert with_rule >= 34, (with_rule, without_rule)
@@ -301,3 +302,65 @@ def test_a_step_far_beyond_the_canarys_is_still_the_codes() -> None:
         medians = [float(np.median(s)) for s in canary]
         (marked,) = mark_drift([step], medians, estimate_noise(canary))
         assert marked.status == expected, (canary_level, marked)
+
+
+# The doubled MLP's history in the long tier's run on the busy 2-core box (2026-12-03,
+# prefill_512 medians in ms, after the test's three rounds): the old level moved 9%
+# between commits, and the noise came out at 8.9% on 4.6 degrees of freedom, where the
+# Studentized threshold of a 3-commit edge is 9.6 and the step's z 7.5.
+BUSY_HEAD_MS = [2.00, 2.01, 2.01, 1.85, 1.83, 2.96, 3.52, 3.01]
+BUSY_HEAD_NOISE = dict(between_pct=11.0, within_pct=1.0, commits_used=8, source="blend")
+
+
+def test_a_large_head_level_the_noise_estimate_cannot_decide_is_a_regression() -> None:
+    from fwdasv.analysis.detect import edge_threshold
+    from fwdasv.analysis.noise import Noise
+
+    noise = Noise(8.9, dof=4.6, **BUSY_HEAD_NOISE)
+    (step,) = detect(BUSY_HEAD_MS, noise)
+    assert (step.after_index, step.commits_after, step.edge) == (5, 3, "head"), step
+    assert step.status == REGRESSION and step.percent > 50
+    # Judged as if the noise were known: its z is below the Studentized threshold.
+    assert step.z < edge_threshold(3, noise.dof)
+    assert step.z_threshold == pytest.approx(edge_threshold(3, float("inf")))
+    # Without the rule, or with the noise's degrees of freedom as the fit has them and a
+    # smaller step than twice the noise, nothing.
+    assert detect(BUSY_HEAD_MS, noise, undecided=False) == []
+    small = [m if i < 5 else m / 3.15 * 2.25 for i, m in enumerate(BUSY_HEAD_MS)]
+    assert [s for s in detect(small, noise) if s.percent > 0] == []
+
+
+def test_an_undecided_head_of_two_commits_is_only_suspected() -> None:
+    # Two slow commits in a row are one burst of a busy neighbour often enough: with the
+    # noise this uncertain, the level needs EDGE_MAX commits to be a regression.
+    from fwdasv.analysis.noise import Noise
+
+    noise = Noise(8.9, dof=4.6, **BUSY_HEAD_NOISE)
+    (step,) = detect(BUSY_HEAD_MS[:-1], noise)
+    assert (step.after_index, step.commits_after, step.edge) == (5, 2, "head"), step
+    assert step.status == SUSPECTED
+
+
+def test_an_undecided_edge_needs_a_reference_level_that_holds() -> None:
+    # The stored busy samples above: with the head's 3 commits an edge, the start's 3
+    # (1.39 1.45 1.49 ms) are judged against the 2 left between (1.97 2.11 ms, measured
+    # while the box was slower). A level of 2 commits cannot carry an undecided verdict:
+    # no start edge, where the noise taken as known would make it a +41% regression.
+    samples = [[v / 1e3 for v in (*one, *two)] for one, two in BUSY_DOUBLED_MLP_MS]
+    medians = [float(np.median(s)) for s in samples]
+    noise = estimate_noise(samples, prior_pct=1.0)
+    assert noise.dof < 5
+    assert [s for s in detect(medians, noise) if s.edge == "start"] == []
+
+
+def test_an_edge_on_an_undecided_steps_new_level_is_that_step() -> None:
+    # 12 commits at 10% noise on few degrees of freedom, +60% at the 7th: the fit with
+    # the noise as known finds the step (suspected); the newest 3 commits also stand
+    # above the mean of the 9 before them, but they are that step's level, not a step of
+    # their own at the 10th commit.
+    from fwdasv.analysis.noise import Noise
+
+    medians = [1.0, 1.1, 0.95, 1.05, 0.9, 1.0, 1.6, 1.5, 1.7, 1.55, 1.65, 1.6]
+    noise = Noise(10.0, dof=4.6, **BUSY_HEAD_NOISE)
+    steps = [s for s in detect(medians, noise) if s.percent > 0]
+    assert [(s.after_index, s.edge, s.status) for s in steps] == [(6, None, SUSPECTED)]

@@ -600,6 +600,28 @@ def test_a_doubled_mlp_at_the_sixth_of_eight_commits_fails_the_gate_with_no_conf
 
 
 @pytest.mark.slow
+def test_a_busy_short_historys_doubled_head_fails_the_gate(drawn_history) -> None:
+    """issue 19: the doubled MLP's medians as the busy box measured them in the long
+    tier's run (its old level moving 9%, 8 commits): the noise estimate has so few degrees
+    of freedom that only the noise taken as known decides the 3-commit head, and the
+    history's outliers make it a regression. The gate fails with no confirm."""
+    scales = (2.00, 2.01, 2.01, 1.85, 1.83, 2.96, 3.52, 3.01)
+    history = drawn_history("busy-head", scales, samples=20, noise=0.03)
+    result = invoke_cli(history.project, "--format", "json")
+    assert result.exit_code == 1, result.output
+    (found,) = json.loads(result.output)["regressions"]
+    assert (found["status"], found["edge"], found["showing_commits"]) == ("regression", "head", 3)
+    assert found["after_commit"] == history.hashes[5] and found["percent"] > 50
+    assert found["noise_pct"] > 5, found  # a busy box's noise, not a quiet one's
+    # Two commits at the head are only suspected at this noise: the gate passes.
+    short = drawn_history("busy-head-2", scales[:-1], samples=20, noise=0.03)
+    result = invoke_cli(short.project, "--format", "json")
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.output)["regressions"]
+    assert (found["status"], found["showing_commits"]) == ("suspected", 2), found
+
+
+@pytest.mark.slow
 def test_a_suspected_head_passes_the_gate_unless_asked_to_fail(drawn_history) -> None:
     history = drawn_history("head-suspected", (1.0,) * 10 + (1.1,))
     result = invoke_cli(history.project, "--format", "json")
