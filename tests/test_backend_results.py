@@ -586,3 +586,60 @@ def test_a_case_left_out_of_the_cache_is_skipped(engine_run) -> None:
     suite.setup(only_prefill, "prefill")  # measured: no skip
     with pytest.raises(NotImplementedError, match="decode: not measured in this run"):
         suite.setup(only_prefill, "decode")
+
+
+class PacedEngine(asvsuite.TorchSuite):
+    """TinyEngine's prefill with fwdasv's fixed workload beside each replay."""
+
+    model = "fwdasv.targets.decoder:tiny"
+    device = "cpu"
+    timer = "host"
+    iters = 3
+    samples = 4
+    warmup_s = 0.0
+    env: ClassVar[dict[str, str]] = {"OMP_NUM_THREADS": "1"}
+    cases = ("prefill=32",)
+    reference = True
+
+
+def test_a_paced_suite_records_the_forward_over_the_workload(tmp_path, monkeypatch):
+    """`reference = True`: the engine gets --reference, and `track_relative` is asv's
+    samples result of each block's median ratio, pooled over the launches; a suite without
+    it has no such benchmark (asv discovers none)."""
+    for name in (asvsuite.ENV_ITERS, asvsuite.ENV_SAMPLES):
+        monkeypatch.delenv(name, raising=False)
+    suite = PacedEngine()
+    config = suite.run_config()
+    assert config.reference and "--reference" in torch_backend.argv(config, tmp_path / "o.json")
+    outcome = run_bench(config, tmp_path)
+    (got,) = outcome.results
+    pace = got.ranks[0].reference
+    assert pace is not None
+    tolerance = results.DEFAULT_RELATIVE_RMS_TOLERANCE
+    once = CaseSummary.empty("prefill").pooled(got, [], 4, tolerance)
+    assert once.relative == tuple(pace.relative(got.ranks[0].latency, 4))
+    assert all(r > 0 for r in once.relative) and len(once.relative) == 4
+    twice = pool(config, [outcome, outcome], tolerance)["prefill"]
+    assert twice.relative == once.relative * 2
+    cache = SuiteCache((twice,), config, str(tmp_path))
+    suite.setup(cache, "prefill")
+    assert suite.track_relative(cache, "prefill") == {"samples": list(twice.relative), "number": 1}
+    assert PacedEngine.track_relative.unit == "ratio"
+    assert not hasattr(TinyEngine, "track_relative")
+    # A launch without the workload (an older engine) leaves no relative series at all.
+    plain = dataclasses.replace(got, ranks=(dataclasses.replace(got.ranks[0], reference=None),))
+    mixed = once.pooled(plain, [], 4, tolerance)
+    assert mixed.relative == () and len(mixed.samples_s) == 8
+    with pytest.raises(RefusedLatency, match="no reference workload times"):
+        suite.track_relative(SuiteCache((mixed,), config, str(tmp_path)), "prefill")
+
+
+def test_a_reference_that_does_not_pair_with_the_replays_is_refused() -> None:
+    from fwdasv.core.stats import Latency
+
+    forward = Latency.from_replays([10.0, 11.0, 12.0, 13.0], 2, "host_perf_counter")
+    pace = results.ReferenceRun("w", Latency.from_replays([5.0, 5.0], 1, "host_perf_counter"))
+    with pytest.raises(results.ResultsError, match="2 workload times beside 4 replays"):
+        pace.relative(forward, 2)
+    pace = results.ReferenceRun("w", Latency.from_replays([5.0, 5.5, 4.0, 6.5], 2, "x"))
+    assert pace.relative(forward, 2) == [(10 / 5 + 11 / 5.5) / 2, (12 / 4 + 13 / 6.5) / 2]

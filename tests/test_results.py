@@ -638,3 +638,21 @@ def test_a_malformed_engine_block_is_one_error_naming_it(edit, names):
         parse(data, "f.json")
     for name in names:
         assert name in str(info.value), str(info.value)
+
+
+def test_a_reference_block_round_trips_after_the_protocol():
+    from fwdasv.core.stats import Latency
+
+    workload = Latency.from_replays([501.5, 498.25, 502.0, 499.75], 2, "host_perf_counter")
+    rank = engine_rank(reference=results.ReferenceRun("gemm-relu-chain-64x256x4", workload))
+    case = results.CaseResult.measured("p", [BenchRequest(4, 4)], [rank]).judge()
+    assert written_again(case) == case
+    written = case.to_json()["ranks"][0]
+    keys = list(written)
+    assert keys.index("reference") == keys.index("protocol") + 1
+    assert written["reference"]["workload"] == "gemm-relu-chain-64x256x4"
+    assert written["reference"]["latency_us"]["samples_us"] == [501.5, 498.25, 502.0, 499.75]
+    broken = json.loads(results.dumps([case]))
+    del broken[0]["ranks"][0]["reference"]["latency_us"]
+    with pytest.raises(results.ResultsError, match=r"reference: .*latency_us"):
+        parse(broken)

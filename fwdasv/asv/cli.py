@@ -126,6 +126,14 @@ def _machine_name() -> str:
     "commit: a step there is the machine (load, torch, a driver), and findings that step "
     "with it are `drift`, not regressions.",
 )
+@click.option(
+    "--reference",
+    is_flag=True,
+    help="A CPU model on a busy or shared box: time it on the CPU (host timer) with fwdasv's "
+    "fixed workload right after each replay, in the same process, and record the series "
+    "track_relative, the forward's time over the workload's: the machine's own changes of "
+    "speed cancel (bisect that series: `fwdasv bisect GOOD..BAD SUITE.track_relative`).",
+)
 def init_command(
     repo: Path,
     target: str | None,
@@ -141,6 +149,7 @@ def init_command(
     force: bool,
     no_check: bool,
     canary: bool,
+    reference: bool,
 ) -> None:
     """Write an asv project that times a PyTorch repository's forward at each commit.
 
@@ -157,6 +166,8 @@ def init_command(
     if vllm:
         if target_path is not None or import_paths:
             raise InitError("--target-path and --import-path do not go with --vllm")
+        if reference:
+            raise InitError("--reference is for PyTorch models timed on the CPU, not --vllm")
         _init_vllm(repo, target, base, base_commit, cases, directory, branch, project, force)
         return
     if target is None:
@@ -167,6 +178,8 @@ def init_command(
         target,
         tuple(cases) or DEFAULT_CASES,
         target_path=(str(target_path),) if target_path is not None else (),
+        device="cpu" if reference else "auto",
+        reference=reference,
     )
     done = init_project(
         directory,

@@ -87,6 +87,9 @@ class SuiteSpec:
     # Directories outside the repository the target is imported from (`--target-path`):
     # on the bench's PYTHONPATH in every process (fwdasv.asv.suite.ForwardSuite.target_path).
     target_path: tuple[str, ...] = ()
+    # The host timer on a CPU: fwdasv's fixed workload beside each replay, and the suite's
+    # `track_relative` (fwdasv.asv.suite.ForwardSuite.reference).
+    reference: bool = False
 
     def __post_init__(self) -> None:
         # Refuse bad input before anything is written or asv sees it.
@@ -100,6 +103,11 @@ class SuiteSpec:
             raise InitError(str(error).replace("--device", "device", 1)) from None
         if self.class_name is not None and not self.class_name.isidentifier():
             raise InitError(f"suite class name {self.class_name!r} is not a Python identifier")
+        if self.reference and (self.device != "cpu" or self.timer not in ("auto", "host")):
+            raise InitError(
+                f"reference times a CPU workload beside a CPU forward: it needs device 'cpu' "
+                f"and the host timer (got device {self.device!r}, timer {self.timer!r})"
+            )
 
     @property
     def package(self) -> str:
@@ -133,6 +141,8 @@ class SuiteSpec:
             lines.insert(-2, f"    device = {self.device!r}")
         if self.target_path:
             lines.insert(-2, f"    target_path = {tuple(self.target_path)!r}")
+        if self.reference:
+            lines.insert(-2, "    reference = True")
         return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,10 @@ the suite reads the cached results:
 - `track_sm_clock_mhz`, `track_sm_clock_min_mhz`, `track_power_capped_pct`
   and `track_thermal_capped_pct` record the GPU's state while the case ran
   (fwdasv.hw.telemetry), so a latency step can be told from a machine change.
+- `track_relative` (torch suites with `reference = True`, the host timer on a
+  CPU) records the forward's time over fwdasv's fixed workload timed right
+  after each replay in the same process (`fwdasv.engine.yardstick`): a busy
+  or shared machine's own changes of speed move both and cancel.
 
 A case that fails validation fails its `track_latency` (no latency is recorded
 for a forward that computed garbage). A suite that cannot run here (no GPU for
@@ -185,6 +189,10 @@ class ForwardSuite(abc.ABC):
     launches: ClassVar[int] = 1
     # Relative RMS allowed between graph (or pipeline) and eager outputs.
     tolerance: ClassVar[float] = 1e-3
+    # torch suites on the host timer (CPU): time fwdasv's fixed workload after each replay
+    # (fwdasv.engine.yardstick) and add `track_relative`, the forward's time over it: the
+    # machine's own changes of speed cancel (a busy or shared box).
+    reference: ClassVar[bool] = False
 
     # --- asv attributes ---
     # Explicit, so editing a suite file does not orphan its history.
@@ -209,6 +217,8 @@ class ForwardSuite(abc.ABC):
         cls._parsed_cases = tuple(parsed)
         cls.params = [[case.name for case in parsed]]
         cls.setup_cache = _own_setup_cache(cls)
+        if cls.reference:
+            cls.track_relative = _track_relative  # type: ignore[attr-defined]
 
     # --- what asv calls ---
 
@@ -270,6 +280,7 @@ class ForwardSuite(abc.ABC):
             timeout_s=float(self.timeout),
             device=self.device,
             timer=self.timer,
+            reference=self.reference,
             entry=os.environ.get(ENV_VLLM_ENTRY, "cli"),
         )
 
@@ -336,6 +347,22 @@ class ForwardSuite(abc.ABC):
         return cache.capped_pct(case, lambda t: t.thermal_capped_pct)
 
     track_thermal_capped_pct.unit = "%"  # type: ignore[attr-defined]
+
+
+def _track_relative(self: ForwardSuite, cache: SuiteCache, case: str) -> dict[str, object]:
+    """asv's samples result of the forward's time over fwdasv's fixed workload timed beside
+    it (`reference = True`): per sample, the median of the replay-by-replay ratios."""
+    summary = cache.ran(case)
+    if summary.refusals:
+        raise RefusedLatency(f"{case}: no latency recorded: " + "; ".join(summary.refusals))
+    if not summary.relative:
+        raise RefusedLatency(f"{case}: the bench wrote no reference workload times")
+    return {"samples": list(summary.relative), "number": 1}
+
+
+_track_relative.unit = "ratio"  # type: ignore[attr-defined]
+_track_relative.__name__ = "track_relative"
+_track_relative.__qualname__ = "ForwardSuite.track_relative"
 
 
 def _record_environment(suite: str, say: Callable[[str], None]) -> None:

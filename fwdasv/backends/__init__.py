@@ -57,6 +57,9 @@ class RunConfig:
     # torch only: "auto", "cpu", "cuda"; and the timer, "auto", "graph" (CUDA) or "host".
     device: str = "auto"
     timer: str = "auto"
+    # torch only, the host timer on CPU: fwdasv's fixed workload beside each replay
+    # (the engine's --reference; fwdasv.engine.yardstick).
+    reference: bool = False
     # vllm only: "cli" (python -m vllm.entrypoints.cli.main bench forward),
     # "module" (fwdasv's in-process shim, for installs without vLLM's server deps) or
     # "phases" (the shim with startup phase timers in the log: fwdasv.backends.vllm_phases).
@@ -67,6 +70,8 @@ class RunConfig:
             raise UserError(f"Unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
         if not self.cases:
             raise UserError("A bench configuration needs at least one case")
+        if self.reference and self.backend != "torch":
+            raise UserError("reference (fwdasv's workload beside each replay) is for torch suites")
         if self.iters < 1 or self.samples < 1 or self.pipeline_stages < 1:
             raise UserError(
                 f"iters ({self.iters}), samples ({self.samples}) and pipeline_stages "

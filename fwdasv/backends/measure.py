@@ -50,6 +50,9 @@ class CaseSummary:
     median_us: float = math.nan
     spread_pct: float = math.nan
     unstable: bool = False
+    # Per sample, the forward's time over fwdasv's fixed workload timed beside it (the
+    # engine's --reference); empty when a launch ran without it.
+    relative: tuple[float, ...] = ()
 
     @classmethod
     def empty(cls, case: str) -> CaseSummary:
@@ -86,6 +89,11 @@ class CaseSummary:
         if got.clock_uncertainty_us is not None:
             uncertainty = max(got.clock_uncertainty_us, uncertainty or 0.0)
         telemetry = got.telemetry
+        pace = got.ranks[0].reference
+        # Every launch's, or none: a launch without the workload leaves no relative series.
+        relative: tuple[float, ...] = ()
+        if pace is not None and (self.relative or not self.samples_s):
+            relative = (*self.relative, *pace.relative(got.ranks[0].latency, samples))
         medians_us = [s * 1e6 for s in samples_s]
         median_us = median(medians_us)
         spread = spread_pct(medians_us, median_us)
@@ -100,6 +108,7 @@ class CaseSummary:
             median_us=median_us,
             spread_pct=spread,
             unstable=spread > UNSTABLE_SPREAD_PCT,
+            relative=relative,
         )
 
 

@@ -30,6 +30,7 @@ def argv(config: RunConfig, output_json: Path) -> list[str]:
             warmup_s=config.warmup_s,
             protocol=config.protocol,
             pipeline_stages=config.pipeline_stages,
+            reference=config.reference,
             extra=config.extra_args,
         )
     )

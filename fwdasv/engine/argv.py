@@ -36,6 +36,7 @@ class EngineArgs:
     warmup_s: float = 1.0
     protocol: str = "auto"
     threads: int | None = None  # None: the engine's default (1 on the host timer)
+    reference: bool = False  # the host timer: fwdasv's fixed workload beside each replay
     pipeline_stages: int = 1
     dump_output: str | os.PathLike[str] | None = None
     profile_dir: str | os.PathLike[str] | None = None
@@ -67,6 +68,8 @@ def engine_argv(args: EngineArgs) -> list[str]:
     ]
     if args.threads is not None:
         argv += ["--threads", str(args.threads)]
+    if args.reference:
+        argv.append("--reference")
     if args.output_json is not None:
         argv += ["--output-json", str(args.output_json)]
     if args.pipeline_stages > 1:

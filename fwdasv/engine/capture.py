@@ -10,7 +10,9 @@ timed as the timing protocol lays the replays out (`fwdasv.engine.protocol`),
 with the GPU's telemetry read at every block boundary when it is given.
 
 Without a GPU the same steps run eagerly (restore, forward) around a host
-timer; `timer` says so and the graph-only fields are null.
+timer; `timer` says so and the graph-only fields are null. With `reference`,
+the host timer also times a fixed workload right after each timed replay
+(`fwdasv.engine.yardstick`), kept in the rank's `reference` block.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from fwdasv.core.results import RankResult, TensorDiff
+from fwdasv.core.results import RankResult, ReferenceRun, TensorDiff
 from fwdasv.core.stats import Latency
 from fwdasv.engine.config import BenchOptions
 from fwdasv.engine.protocol import BlockRun, Protocol, Replayer, run_protocol
+from fwdasv.engine.yardstick import Yardstick
 from fwdasv.targets.base import PreparedForward
 
 if TYPE_CHECKING:
@@ -129,13 +132,14 @@ def bench_forward(
 ) -> RankResult:
     """Rank 0's result of vLLM's schema for one prepared case (plus its protocol, telemetry)."""
     snapshot = StateSnapshot(prepared.state)
+    reference = None
     if options.timer == "graph":
         if device.type != "cuda":
             raise ValueError("the graph timer needs a CUDA device; use --timer host on CPU")
         checks, run = _bench_graph(prepared, snapshot, options, device, telemetry)
         timer = TIMER_GRAPH
     else:
-        checks, run = _bench_host(prepared, snapshot, options, device, telemetry)
+        checks, run, reference = _bench_host(prepared, snapshot, options, device, telemetry)
         timer = TIMER_HOST
     rank = RankResult(
         rank=0,
@@ -149,6 +153,7 @@ def bench_forward(
         state_reset_bytes=snapshot.nbytes,
         timing_scope="target_only",
         protocol=run.record(Protocol.named(options.protocol)),
+        reference=reference,
     )
     if telemetry is None:
         return rank
@@ -179,7 +184,7 @@ def _bench_host(
     options: BenchOptions,
     device: torch.device,
     telemetry: GpuTelemetry | None,
-) -> tuple[_Checks, BlockRun]:
+) -> tuple[_Checks, BlockRun, ReferenceRun | None]:
     forward = prepared.forward
     with torch.inference_mode():
         forward()  # eager warmup: lazy init, allocator, autotuning
@@ -188,6 +193,10 @@ def _bench_host(
         snapshot.restore()
         output = first_tensor(forward())
         reference = output.clone()
+        yardstick = Yardstick() if options.reference else None
+        # (forward, workload) µs of every timed() call, in order: the protocol's timed
+        # replays are its last ones (its sizing probes come first).
+        paired: list[tuple[float, float]] = []
 
         def run_once() -> float:
             snapshot.restore()
@@ -197,13 +206,32 @@ def _bench_host(
             synchronize(device)
             return (time.perf_counter() - begin) * 1e6
 
-        run = _timed(Replayer(run_once, run_once, lambda: None), options, telemetry)
-    return _Checks(
-        eager_repeat=tensor_diff(reference, eager),
-        graph_vs_eager=None,
-        graph_deterministic=None,
-        finite=bool(reference.isfinite().all()),
-    ), run
+        def run_paired() -> float:
+            took = run_once()
+            assert yardstick is not None
+            paired.append((took, yardstick.timed()))
+            return took
+
+        timed = run_once if yardstick is None else run_paired
+        run = _timed(Replayer(timed, run_once, lambda: None), options, telemetry)
+    pace = None
+    if yardstick is not None:
+        mine = paired[len(paired) - len(run.times_us) :]
+        assert [f for f, _ in mine] == run.times_us, "the workload's times lost their replays"
+        pace = ReferenceRun(
+            yardstick.name,
+            Latency.from_replays([w for _, w in mine], options.samples, TIMER_HOST).rounded(),
+        )
+    return (
+        _Checks(
+            eager_repeat=tensor_diff(reference, eager),
+            graph_vs_eager=None,
+            graph_deterministic=None,
+            finite=bool(reference.isfinite().all()),
+        ),
+        run,
+        pace,
+    )
 
 
 def _bench_graph(

@@ -86,6 +86,14 @@ from fwdasv.targets.base import DEFAULT_TARGET
     "up to 1000x), torch's own with CUDA graphs]",
 )
 @click.option(
+    "--reference",
+    is_flag=True,
+    help="Host timer on CPU: after each timed replay, also time fwdasv's fixed workload (a "
+    "GEMM chain, fwdasv/engine/yardstick.py) in the same process and write its times beside "
+    "the forward's (the rank's `reference`). The forward's time over it cancels the "
+    "machine's own changes of speed: a busy or shared box.",
+)
+@click.option(
     "--protocol",
     type=click.Choice([AUTO, *PROTOCOLS]),
     default=AUTO,

@@ -47,6 +47,9 @@ class BenchOptions:
     protocol: str = STEADY
     # torch's intra-op threads while timing (None: torch's own choice).
     threads: int | None = None
+    # The host timer: time fwdasv's fixed workload after each timed replay
+    # (`fwdasv.engine.yardstick`): the forward's time over it cancels the host's pace.
+    reference: bool = False
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -59,6 +62,8 @@ class BenchOptions:
             raise ValueError(f"timer must be 'graph' or 'host', got {self.timer!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads must be >= 1, got {self.threads}")
+        if self.reference and self.timer != "host":
+            raise ValueError("reference is for the host timer: CUDA graphs' times need no pace")
 
 
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
@@ -137,6 +142,7 @@ class EngineConfig:
         warmup_s: float,
         pipeline: bool,
         threads: int | None = None,
+        reference: bool = False,
     ) -> EngineConfig:
         """The config with every `auto` resolved on this machine (this imports torch).
 
@@ -148,6 +154,12 @@ class EngineConfig:
         timer = resolve_timer(timer, device)
         dtype = resolve_dtype(dtype, device)
         torch_dtype(dtype)
+        if reference and (timer != "host" or device != "cpu" or pipeline):
+            raise EngineOptionError(
+                f"--reference times a CPU workload beside a CPU forward: it needs --device cpu "
+                f"and the host timer in one stage (got device {device}, timer {timer}"
+                f"{', a pipeline' if pipeline else ''})"
+            )
         return cls(
             target=target,
             target_options=target_options,
@@ -161,6 +173,7 @@ class EngineConfig:
                 timer=timer,
                 protocol=STEADY if pipeline else resolve_protocol(protocol, timer),
                 threads=resolve_threads(threads, timer),
+                reference=reference,
             ),
         )
 
@@ -249,6 +262,7 @@ class ForwardRun:
         dump_output: str | None,
         profile_dir: str | None,
         threads: int | None = None,
+        reference: bool = False,
     ) -> ForwardRun:
         """Check the flags of `fwdasv forward` and build the run; the first problem is a
         one-line `UserError` (status 1), before anything is measured."""
@@ -295,6 +309,7 @@ class ForwardRun:
             warmup_s=warmup_s,
             pipeline=pipeline,
             threads=threads,
+            reference=reference,
         )
         return cls(
             config=config,

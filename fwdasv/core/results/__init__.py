@@ -12,7 +12,8 @@ failed carries `"error"` (and no ranks); a case the engine judged carries
 `"refused"` (the failed checks of `refusals`, empty when none) and `"unstable"`
 (sample spread above `UNSTABLE_SPREAD_PCT`); each rank dict may carry the
 engine's settings (`"engine"`, `EngineInfo`), its timing protocol
-(`"protocol"`, `ProtocolRun`) and the GPU's clocks, power and clock event
+(`"protocol"`, `ProtocolRun`), a fixed workload timed beside it (`"reference"`,
+`ReferenceRun`) and the GPU's clocks, power and clock event
 reasons while it ran (`"telemetry"`, `Telemetry`). vLLM's bench never fails
 on bad validation values; `verdicts` is where fwdasv refuses to record a
 latency for a forward that computed garbage.
@@ -34,6 +35,7 @@ from fwdasv.core.results.blocks import (
     PipelineTimeline,
     ProfileBlock,
     ProtocolRun,
+    ReferenceRun,
     Telemetry,
     TelemetryReading,
     TensorDiff,
@@ -71,6 +73,7 @@ __all__ = [
     "ProfileBlock",
     "ProtocolRun",
     "RankResult",
+    "ReferenceRun",
     "ResultsError",
     "Telemetry",
     "TelemetryReading",

@@ -7,6 +7,8 @@ timing protocol and engine settings, and the profile block both write.
 from __future__ import annotations
 
 import dataclasses
+import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -308,6 +310,41 @@ class ProtocolRun:
             timed_busy_s=number(data, "timed_busy_s", where),
             timed_idle_s=number(data, "timed_idle_s", where),
         )
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """A fixed workload timed right after each of the forward's timed replays, in the same
+    process (`fwdasv.engine.yardstick`, the engine's `--reference`): replay i of `latency`
+    ran right after the forward's replay i. The forward's time over it cancels the host's
+    own changes of speed, which move both alike."""
+
+    workload: str
+    latency: Latency
+
+    def to_json(self) -> dict[str, object]:
+        return {"workload": self.workload, "latency_us": self.latency.to_json()}
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> ReferenceRun:
+        data = json_object(data, where)
+        return cls(
+            workload=string(data, "workload", where),
+            latency=parse_latency(require(data, "latency_us", where), f"{where}.latency_us"),
+        )
+
+    def relative(self, forward: Latency, samples: int) -> list[float]:
+        """Per block of replays (the forward's `samples` blocks): the median of the forward's
+        replay time over the workload's, replay by replay."""
+        ours, theirs = forward.samples_us, self.latency.samples_us
+        if len(ours) != len(theirs) or not ours or len(ours) % samples:
+            raise ResultsError(
+                f"reference: {len(theirs)} workload times beside {len(ours)} replays "
+                f"in {samples} samples: they must pair up, replay by replay"
+            )
+        size = len(ours) // samples
+        ratios = [a / b if b > 0 else math.inf for a, b in zip(ours, theirs, strict=True)]
+        return [statistics.median(ratios[i : i + size]) for i in range(0, len(ratios), size)]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from fwdasv.core.results.blocks import (
     PipelineTimeline,
     ProfileBlock,
     ProtocolRun,
+    ReferenceRun,
     Telemetry,
     TensorDiff,
     diffs_json,
@@ -61,6 +62,7 @@ _ENGINE_LAYOUT = (
     "latency_us",
     "state_reset_bytes",
     "protocol",
+    "reference",
     "telemetry",
     "engine",
     "profile",
@@ -80,7 +82,7 @@ _PIPELINE_LAYOUT = (
     "clock_uncertainty_us",
     "latency_us",
 )
-_WRITTEN_WHEN_SET = frozenset({"protocol", "telemetry", "engine", "profile"})
+_WRITTEN_WHEN_SET = frozenset({"protocol", "reference", "telemetry", "engine", "profile"})
 # Every key a RankResult holds as a value of its own; any other key of a rank dict
 # (vLLM's kv_blocks, routing, batch_order, drafter, ...) is kept as written (`extra`).
 _RANK_KEYS = frozenset(_ENGINE_LAYOUT) | frozenset(_PIPELINE_LAYOUT)
@@ -113,6 +115,7 @@ class RankResult:
     telemetry: Telemetry | None = None
     telemetry_unavailable: str | None = None
     protocol: ProtocolRun | None = None
+    reference: ReferenceRun | None = None
     engine: EngineInfo | None = None
     profile: ProfileBlock | None = None
     pipeline_timeline: PipelineTimeline | None = None
@@ -125,7 +128,9 @@ class RankResult:
         return self.pp_rank is not None
 
     def _values(self) -> dict[str, object]:
-        def json_of(value: TensorDiff | ProtocolRun | EngineInfo | ProfileBlock | None):
+        def json_of(
+            value: TensorDiff | ProtocolRun | ReferenceRun | EngineInfo | ProfileBlock | None,
+        ):
             return None if value is None else value.to_json()
 
         telemetry = (
@@ -148,6 +153,7 @@ class RankResult:
             "finite": self.finite,
             "latency_us": self.latency.to_json(),
             "protocol": json_of(self.protocol),
+            "reference": json_of(self.reference),
             "telemetry": telemetry,
             "engine": json_of(self.engine),
             "profile": json_of(self.profile),
@@ -219,6 +225,7 @@ def parse_rank(data: object, rank: int, where: str) -> RankResult:
         telemetry=telemetry,
         telemetry_unavailable=unavailable,
         protocol=_block(data, "protocol", where, ProtocolRun.from_json),
+        reference=_block(data, "reference", where, ReferenceRun.from_json),
         engine=_block(data, "engine", where, EngineInfo.from_json),
         profile=_block(data, "profile", where, ProfileBlock.from_json),
         pipeline_timeline=_block(data, "pipeline_timeline", where, PipelineTimeline.from_json),
