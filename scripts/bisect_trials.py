@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -166,7 +167,11 @@ SUITE = SuiteSpec(
     warmup_s=0.1,
     launches=2,
     env={"OMP_NUM_THREADS": "1"},
+    # fwdasv's fixed workload beside each replay: `track_relative`, the forward's time over
+    # it, which the machine's own changes of speed do not move (fwdasv.engine.yardstick).
+    reference=True,
 )
+BENCHMARKS = ("track_relative", "track_latency")
 
 
 def machine_home(home: Path) -> Path:
@@ -186,6 +191,7 @@ def trial(
     index: int,
     slot: int | None = None,
     log_dir: Path | None = None,
+    benchmark: str = BENCHMARKS[0],
 ) -> dict:
     """One bisect in a fresh project; `slot`: pinned to that CPU, with an asv environment
     directory and a HOME of its own (trials run side by side, one core each); `log_dir`:
@@ -198,6 +204,8 @@ def trial(
         # read each other's half-written file (seen on the H200 host: "Error parsing JSON").
         os.environ["HOME"] = str(machine_home(root / f"home{index:02d}"))
     env_dir = root / ("env" if slot is None else f"env{slot}")
+    # A fresh project each time: another run's stored results would be this trial's start.
+    shutil.rmtree(root / f"trial{index:02d}", ignore_errors=True)
     project = write_torch_project(
         root / f"trial{index:02d}", repo, PACKAGE, [SUITE.source()], env_dir=env_dir
     )
@@ -214,7 +222,7 @@ def trial(
             project,
             hashes[0],
             hashes[-1],
-            "track_latency",
+            benchmark,
             MACHINE,
             case=CASE.split("=")[0],
             echo=say if log_path else None,
@@ -346,6 +354,13 @@ def main() -> int:
         "(process-level variation, on one core of its own)",
     )
     parser.add_argument(
+        "--benchmark",
+        choices=BENCHMARKS,
+        default=BENCHMARKS[0],
+        help="the series bisected: the forward's time over fwdasv's fixed workload beside it "
+        "(track_relative), or its absolute time (track_latency)",
+    )
+    parser.add_argument(
         "--calibrate",
         action="store_true",
         help="only time the slow commit against its parent, interleaved in one process",
@@ -397,7 +412,16 @@ def main() -> int:
             for wave in range(0, args.trials, len(cpus)):
                 indices = range(wave, min(wave + len(cpus), args.trials))
                 futures = {
-                    pool.submit(trial, root, root / PACKAGE, hashes, i, cpus[k], args.log_dir): i
+                    pool.submit(
+                        trial,
+                        root,
+                        root / PACKAGE,
+                        hashes,
+                        i,
+                        cpus[k],
+                        args.log_dir,
+                        args.benchmark,
+                    ): i
                     for k, i in enumerate(indices)
                 }
                 for future in as_completed(futures):
@@ -410,7 +434,12 @@ def main() -> int:
                     report(futures[future], got)
     else:
         for i in range(args.trials):
-            report(i, trial(root, root / PACKAGE, hashes, i, log_dir=args.log_dir))
+            report(
+                i,
+                trial(
+                    root, root / PACKAGE, hashes, i, log_dir=args.log_dir, benchmark=args.benchmark
+                ),
+            )
     print(
         f"tally over {len(trials)} of {args.trials} trials: {tally['right']} right, "
         f"{tally['wrong']} wrong, {tally['none']} not reproducible; "
