@@ -396,3 +396,18 @@ def test_a_suite_spec_with_the_reference_workload_says_so_and_needs_a_cpu() -> N
         SuiteSpec(TARGET, ("prefill_64=64",), reference=True)
     with pytest.raises(InitError, match="got device 'cpu', timer 'graph'"):
         SuiteSpec(TARGET, ("prefill_64=64",), device="cpu", timer="graph", reference=True)
+
+
+def test_init_reference_writes_a_cpu_suite_with_the_workload(repo: Path, tmp_path: Path) -> None:
+    """`fwdasv init --reference`: the suite times on the CPU with fwdasv's fixed workload
+    beside each replay (its `track_relative`); with --vllm it is refused in one line."""
+    args = ["--repo", str(repo), "--target", TARGET, "--dir", str(tmp_path), "--no-check"]
+    result = init(*args, "--reference", "--no-canary")
+    assert result.exit_code == 0, result.output
+    (suite,) = suites_of(tmp_path).values()
+    assert suite["reference"] is True and suite["device"] == "cpu"
+    refused = init("--repo", str(repo), "--vllm", "--dir", str(tmp_path / "v"), "--reference")
+    assert refused.exit_code == 1
+    assert one_error_line(refused) == (
+        "Error: --reference is for PyTorch models timed on the CPU, not --vllm"
+    )
