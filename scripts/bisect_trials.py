@@ -33,6 +33,8 @@ from pathlib import Path
 
 from fwdasv.analysis.bisect.driver import bisect
 from fwdasv.asv.scaffold import SuiteSpec, write_torch_project
+from fwdasv.core.cases import parse_case
+from fwdasv.engine.argv import EngineArgs, engine_argv
 from fwdasv.launch import run_captured
 
 PACKAGE = "mlpstack"
@@ -279,10 +281,17 @@ def processes(root: Path, hashes: list[str], count: int = 8, cpu: int | None = N
         for name, tree in trees.items():
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "out.json"
-                argv = [sys.executable, "-m", "fwdasv.engine", "--target", TARGET, "--case", CASE]
-                argv += ["--iters", str(SUITE.iters), "--samples", str(SUITE.samples)]
-                argv += ["--warmup-s", str(SUITE.warmup_s), "--device", SUITE.device]
-                argv += ["--timer", SUITE.timer, "--output-json", str(out)]
+                args = EngineArgs(
+                    TARGET,
+                    (parse_case(CASE),),
+                    output_json=out,
+                    device=SUITE.device,
+                    timer=SUITE.timer,
+                    iters=SUITE.iters,
+                    samples=SUITE.samples,
+                    warmup_s=SUITE.warmup_s,
+                )
+                argv = [sys.executable, *engine_argv(args)]
                 env = {**os.environ, **SUITE.env, "PYTHONPATH": str(tree)}
                 subprocess.run(argv, env=env, capture_output=True, check=True, timeout=300)
                 data = json.loads(out.read_text())

@@ -588,16 +588,10 @@ def test_a_case_left_out_of_the_cache_is_skipped(engine_run) -> None:
         suite.setup(only_prefill, "decode")
 
 
-class PacedEngine(asvsuite.TorchSuite):
+class PacedEngine(TinyEngine):
     """TinyEngine's prefill with fwdasv's fixed workload beside each replay."""
 
-    model = "fwdasv.targets.decoder:tiny"
-    device = "cpu"
     timer = "host"
-    iters = 3
-    samples = 4
-    warmup_s = 0.0
-    env: ClassVar[dict[str, str]] = {"OMP_NUM_THREADS": "1"}
     cases = ("prefill=32",)
     reference = True
 

@@ -680,7 +680,7 @@ def _judge_gaps(
     sigma: float,
     noise: Noise,
     min_effect_pct: float,
-    undecided_pct: float = math.inf,
+    undecided_pct: float,
 ) -> tuple[Status, float, float, float, float] | None:
     """An edge's k gaps (ln, each commit's step from the reference): None when they do
     not stand out as one level; else (status before the outlier rate, percent, z,

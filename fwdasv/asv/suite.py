@@ -298,9 +298,7 @@ class ForwardSuite(abc.ABC):
 
     def track_latency(self, cache: SuiteCache, case: str) -> dict[str, object]:
         """asv's samples result: `{"samples": [seconds...], "number": 1}`."""
-        summary = cache.ran(case)
-        if summary.refusals:
-            raise RefusedLatency(f"{case}: no latency recorded: " + "; ".join(summary.refusals))
+        summary = _recorded(cache, case)
         if summary.unstable:
             print(
                 f"[fwdasv] {case}: unstable timing (sample spread {summary.spread_pct:.2f}%)",
@@ -349,12 +347,18 @@ class ForwardSuite(abc.ABC):
     track_thermal_capped_pct.unit = "%"  # type: ignore[attr-defined]
 
 
-def _track_relative(self: ForwardSuite, cache: SuiteCache, case: str) -> dict[str, object]:
-    """asv's samples result of the forward's time over fwdasv's fixed workload timed beside
-    it (`reference = True`): per sample, the median of the replay-by-replay ratios."""
+def _recorded(cache: SuiteCache, case: str) -> CaseSummary:
+    """The case's summary, when it ran and its checks let a time be recorded."""
     summary = cache.ran(case)
     if summary.refusals:
         raise RefusedLatency(f"{case}: no latency recorded: " + "; ".join(summary.refusals))
+    return summary
+
+
+def _track_relative(self: ForwardSuite, cache: SuiteCache, case: str) -> dict[str, object]:
+    """asv's samples result of the forward's time over fwdasv's fixed workload timed beside
+    it (`reference = True`): per sample, the median of the replay-by-replay ratios."""
+    summary = _recorded(cache, case)
     if not summary.relative:
         raise RefusedLatency(f"{case}: the bench wrote no reference workload times")
     return {"samples": list(summary.relative), "number": 1}

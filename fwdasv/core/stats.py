@@ -78,10 +78,7 @@ class Latency:
 
     def block_medians(self, samples: int) -> list[float]:
         """Median of each block of consecutive replays: the samples asv gets."""
-        times = np.asarray(self.samples_us, dtype=np.float64)
-        if samples < 1 or times.size % samples:
-            raise ValueError(f"{times.size} replay times do not split into {samples} samples")
-        return [float(m) for m in np.median(times.reshape(samples, -1), axis=1)]
+        return block_medians(self.samples_us, samples)
 
     def rounded(self, digits: int = 2) -> Latency:
         """The replay times as vLLM's single-GPU bench writes them (to 0.01 µs); statistics kept."""
@@ -134,6 +131,15 @@ def _float(value: object) -> float:
     if not isinstance(value, (int, float)):
         raise TypeError(f"expected a number, got {value!r}")
     return float(value)
+
+
+def block_medians(values: Sequence[float], samples: int) -> list[float]:
+    """The median of each of `samples` blocks of consecutive values (replay times, or
+    ratios of them)."""
+    array = np.asarray(values, dtype=np.float64)
+    if samples < 1 or array.size % samples:
+        raise ValueError(f"{array.size} replay times do not split into {samples} samples")
+    return [float(m) for m in np.median(array.reshape(samples, -1), axis=1)]
 
 
 def spread_pct(block_medians: Sequence[float], median: float) -> float:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -28,7 +27,7 @@ from fwdasv.core.results.reading import (
     require,
     string,
 )
-from fwdasv.core.stats import Latency
+from fwdasv.core.stats import Latency, block_medians
 
 
 @dataclass(frozen=True)
@@ -342,9 +341,8 @@ class ReferenceRun:
                 f"reference: {len(theirs)} workload times beside {len(ours)} replays "
                 f"in {samples} samples: they must pair up, replay by replay"
             )
-        size = len(ours) // samples
         ratios = [a / b if b > 0 else math.inf for a, b in zip(ours, theirs, strict=True)]
-        return [statistics.median(ratios[i : i + size]) for i in range(0, len(ratios), size)]
+        return block_medians(ratios, samples)
 
 
 @dataclass(frozen=True)
