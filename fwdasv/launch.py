@@ -276,6 +276,7 @@ class Completed:
     lines: tuple[str, ...]  # the last TAIL_LINES lines
     rank_error: str | None
     failed_rank: RankFailure | None = None
+    first_error: str | None = None
 
     def error(self, reason: str) -> LaunchError:
         if self.failed_rank is not None:
@@ -289,6 +290,7 @@ class Completed:
             self.pid,
             self.rank_error,
             failed_rank=self.failed_rank,
+            first_error=self.first_error,
         )
 
 
@@ -374,6 +376,7 @@ def run_process(
             child.pid,
             reader.rank_error,
             timed_out=True,
+            first_error=reader.first_error,
         ) from None
     except BaseException:
         # Interrupted (Ctrl-C, asv's own kill): never leave ranks behind.
@@ -392,6 +395,7 @@ def run_process(
         reader.tail,
         reader.rank_error,
         reader.failed_rank,
+        reader.first_error,
     )
 
 
@@ -436,15 +440,20 @@ class _Reader(threading.Thread):
     @property
     def rank_error(self) -> str | None:
         with self.lock:
-            return self.errors.first
+            return self.errors.error_of(self.errors.root_cause)
 
     @property
     def failed_rank(self) -> RankFailure | None:
         with self.lock:
             return self.errors.root_cause
 
+    @property
+    def first_error(self) -> str | None:
+        with self.lock:
+            return self.errors.first_labelled
 
-_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
+
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
 # Tracebacks of torchrun itself, reporting (not causing) a worker's failure.
 _LAUNCHER_ERRORS = ("ChildFailedError", "SignalException")
 
@@ -455,26 +464,54 @@ _ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:.*\((SIG[A-Z0-9]+)\))?")
 
 class _ErrorScanner:
     """The first exception line of a worker's traceback in the output, and the rank
-    torchrun names as the root cause (its "Root Cause (first observed failure)" block)."""
+    torchrun names as the root cause (its "Root Cause (first observed failure)" block).
+
+    torch.distributed prefixes an initialised rank's traceback with `[rankN]:`; such
+    an error is kept as that rank's, so a rank that died without a traceback is not
+    given the error its peer raised on losing it (`rank_error`).
+    """
 
     def __init__(self) -> None:
         self.first: str | None = None
+        self.first_rank: int | None = None
+        self.by_rank: dict[int, str] = {}
         self._in_traceback = False
+        self._traceback_rank: int | None = None
         self.root_cause: RankFailure | None = None
         self._in_root_cause = False
         self._root_rank: int | None = None
 
     def feed(self, line: str) -> None:
         self._feed_root_cause(line)
-        if self.first is not None:
-            return
-        text = _RANK_PREFIX.sub("", line)
+        prefix = _RANK_PREFIX.match(line)
+        text = line[prefix.end() :] if prefix else line
+        rank = int(prefix.group(1)) if prefix else None
         if text.startswith("Traceback (most recent call last)"):
             self._in_traceback = True
+            self._traceback_rank = rank
         elif self._in_traceback and text.strip() and not text[0].isspace():
             self._in_traceback = False
-            if not any(name in text for name in _LAUNCHER_ERRORS):
-                self.first = text.strip()
+            if any(name in text for name in _LAUNCHER_ERRORS):
+                return
+            rank = self._traceback_rank if rank is None else rank
+            if self.first is None:
+                self.first, self.first_rank = text.strip(), rank
+            if rank is not None:
+                self.by_rank.setdefault(rank, text.strip())
+
+    def error_of(self, failure: RankFailure | None) -> str | None:
+        """The error to show beside `failure`: that rank's own, or the first one
+        when the output does not say which rank raised it."""
+        if failure is not None and self.by_rank:
+            return self.by_rank.get(failure.rank)
+        return self.first
+
+    @property
+    def first_labelled(self) -> str | None:
+        """The first error, with its rank when the output names it."""
+        if self.first is None or self.first_rank is None:
+            return self.first
+        return f"(rank {self.first_rank}) {self.first}"
 
     def _feed_root_cause(self, line: str) -> None:
         if self.root_cause is not None:
@@ -505,12 +542,15 @@ def _error(
     rank_error: str | None,
     timed_out: bool = False,
     failed_rank: RankFailure | None = None,
+    first_error: str | None = None,
 ) -> LaunchError:
+    """`rank_error` is the failed rank's own error (or the first, when the output does
+    not say whose); `first_error` the first in the output, labelled with its rank."""
     tail = "\n".join(lines)
     what = "torchrun group" if spec.distributed else "bench"
     message = f"The {what} `{spec.describe()}` {reason}."
-    if rank_error:
-        message += f"\nFirst error in its output: {rank_error}"
+    if first_error or rank_error:
+        message += f"\nFirst error in its output: {first_error or rank_error}"
     message += f"\nFull log: {log_path}\nLast lines:\n{tail}"
     summary = f"the {what} {reason}" + (f": {rank_error}" if rank_error else "")
     return LaunchError(

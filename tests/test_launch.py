@@ -135,6 +135,25 @@ def test_rank_that_raises_fails_fast_with_its_error(tmp_path: Path, clean_env) -
 
 
 @pytest.mark.slow
+def test_a_peers_error_is_not_given_to_the_rank_that_died_first(tmp_path: Path, clean_env) -> None:
+    # Rank 1 dies with no traceback; rank 0 prints the error losing it raised. The
+    # headline names rank 1 alone; the full message keeps rank 0's error as rank 0's.
+    spec = fake(tmp_path, "peer-error", nproc_per_node=2, timeout_s=120)
+    with pytest.raises(LaunchError) as error:
+        launch(spec, tmp_path / "out.json", tmp_path / "log", cases=["a", "b"])
+    assert error.value.failed_rank is not None
+    assert (error.value.failed_rank.rank, error.value.failed_rank.exitcode) == (1, 7)
+    assert error.value.rank_error is None
+    assert error.value.headline("2 ranks") == (
+        f"2 ranks: rank 1 exited with status 7; full log: {tmp_path / 'log'}"
+    )
+    assert (
+        "First error in its output: (rank 0) RuntimeError: [gloo/transport/tcp/pair.cc:534] "
+        "Connection closed by peer"
+    ) in str(error.value)
+
+
+@pytest.mark.slow
 def test_hanging_rank_is_killed_at_the_timeout_with_the_whole_group(
     tmp_path: Path, clean_env
 ) -> None:

@@ -7,7 +7,9 @@ It writes results the way fwdasv's engine does (rank 0 only, vLLM's schema via
 
 Modes: ok (exit 0), exit3 (every case written, exit 3), partial (only the first
 case, exit 0), nowrite (exit 0, no file), raise-rank1 (rank 1 raises, the others
-wait as in a collective), hang (every rank sleeps; rank 1 ignores SIGTERM),
+wait as in a collective), peer-error (rank 1 exits 7 with no traceback; rank 0
+prints, as torch.distributed's excepthook does, the `[rank0]:` traceback of the
+error a peer's loss raises, and waits), hang (every rank sleeps; rank 1 ignores SIGTERM),
 orphan (starts a sleeper in a session of its own, as torchrun starts its
 workers, and sleeps).
 """
@@ -65,6 +67,18 @@ def main() -> int:
     if args.mode == "raise-rank1":
         if rank == 1:
             raise RuntimeError("boom from rank 1")
+        time.sleep(120)
+        return 0
+    if args.mode == "peer-error":
+        if rank == 1:
+            time.sleep(1.0)  # rank 0's traceback is out before torchrun sees this exit
+            os._exit(7)
+        traceback = [
+            "Traceback (most recent call last):",
+            '  File "fake_bench.py", line 1, in <module>',
+            "RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer",
+        ]
+        print("\n".join(f"[rank{rank}]: {line}" for line in traceback), flush=True)
         time.sleep(120)
         return 0
     if args.mode == "orphan":
