@@ -339,10 +339,10 @@ from pathlib import Path
 SETTINGS = Path(__file__).resolve().parent.parent / "draws.json"
 
 
-def draws(scale_key="scale", salt=0):
+def draws(scale_key="scale", salt=0, base=1e-3):
     settings = json.loads(SETTINGS.read_text())
     rng = random.Random(settings["seed"] + salt)
-    scale = 1e-3 * settings[scale_key]
+    scale = base * settings[scale_key]
     noise = settings["noise"]
     samples = [scale * (1 + noise * rng.gauss(0, 1)) for _ in range(settings["samples"])]
     return {"samples": samples, "number": 1}
@@ -391,6 +391,25 @@ class Telemetry:
 """
 
 
+# A paced suite (fwdasv's `reference = True`): the Drawn case's latency at the same
+# scales, and its forward over the workload (unit ratio, about 2) at a scale of its own.
+DRAWN_PACED_SOURCE = """
+
+class Paced:
+    params = [["decode_bs8"]]
+    param_names = ["case"]
+    unit = "seconds"
+
+    def track_latency(self, case):
+        return draws(salt=400_000)
+
+    def track_relative(self, case):
+        return draws("paced_scale", salt=500_000, base=2.0)
+
+    track_relative.unit = "ratio"
+"""
+
+
 @dataclass(frozen=True)
 class DrawnHistory:
     """A git history whose asv results are seeded draws (existing env, --set-commit-hash)."""
@@ -402,6 +421,7 @@ class DrawnHistory:
     benchmark: str = "bench.Drawn.track_latency"
     plain: str = "bench.Plain.track_latency"
     canary: str = "bench.CanaryDrawn.track_latency"
+    paced: str = "bench.Paced.track_relative"
 
 
 @pytest.fixture(scope="session")
@@ -418,7 +438,9 @@ def drawn_history(
     `bench.Plain.track_latency`, a benchmark without parameters drawn at the
     same scales; `canary` (one scale per commit) adds the environment canary
     `bench.CanaryDrawn.track_latency`; `telemetry` (one scale per commit) adds
-    `bench.Telemetry.track_power_capped_pct` (unit %). Call `asv_project.publish_site(h.project)`
+    `bench.Telemetry.track_power_capped_pct` (unit %); `paced` (one scale per commit)
+    adds `bench.Paced`, a paced suite: its `track_latency` at `scales`, its
+    `track_relative` (unit ratio) at these. Call `asv_project.publish_site(h.project)`
     (or fwdasv's publish) for a site.
     """
     import json
@@ -440,11 +462,14 @@ def drawn_history(
         plain: bool = False,
         canary: Sequence[float] | None = None,
         telemetry: Sequence[float] | None = None,
+        paced: Sequence[float] | None = None,
     ) -> DrawnHistory:
         if canary is not None and len(canary) != len(scales):
             raise ValueError(f"{len(canary)} canary scales for {len(scales)} commits")
         if telemetry is not None and len(telemetry) != len(scales):
             raise ValueError(f"{len(telemetry)} telemetry scales for {len(scales)} commits")
+        if paced is not None and len(paced) != len(scales):
+            raise ValueError(f"{len(paced)} paced scales for {len(scales)} commits")
         root = tmp_path_factory.mktemp(name)
         repo = root / "repo"
         repo.mkdir()
@@ -473,6 +498,7 @@ def drawn_history(
             source
             + (DRAWN_CANARY_SOURCE if canary is not None else "")
             + (DRAWN_TELEMETRY_SOURCE if telemetry is not None else "")
+            + (DRAWN_PACED_SOURCE if paced is not None else "")
         )
         config = {
             "version": 1,
@@ -493,6 +519,8 @@ def drawn_history(
                 draws["canary_scale"] = canary[i]
             if telemetry is not None:
                 draws["telemetry_scale"] = telemetry[i]
+            if paced is not None:
+                draws["paced_scale"] = paced[i]
             (asv_dir / "draws.json").write_text(json.dumps(draws))
             asv_project.run_asv(
                 project,

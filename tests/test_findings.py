@@ -88,6 +88,58 @@ def test_judge_series_finds_the_step_of_each_latency_series() -> None:
     assert findings.judge_series(ORDER, everything, include=lambda k: k.case == "prefill") == []
 
 
+def test_a_paced_case_is_judged_by_its_relative_series_in_place_of_its_latency() -> None:
+    # A paced suite (`reference = True`): its latency steps +30% at commit 6 with the
+    # machine, its forward over the workload does not; an unpaced suite's latency is
+    # judged as before, and a ratio of another name is telemetry.
+    machine_step = [1.0] * 6 + [1.3] * 6
+    latency = _series("bench.Paced.track_latency", machine_step)
+    relative = _series("bench.Paced.track_relative", [2.0] * 12, unit="ratio", seed=1)
+    other = _series("bench.Plain.track_latency", machine_step, seed=2)
+    odd = _series("bench.Paced.track_odd", machine_step, unit="ratio", seed=3)
+    everything = {s.key: s for s in (latency, relative, other, odd)}
+    assert findings.judged_series(everything) == [relative.key, other.key]
+    (found,) = findings.judge_series(ORDER, everything)
+    assert found.key == other.key
+    # The code slows the forward: the ratio steps, and that is the paced case's finding.
+    slower = _series("bench.Paced.track_relative", [2.0] * 6 + [2.1] * 6, unit="ratio", seed=1)
+    (paced,) = findings.judge_series(ORDER, {latency.key: latency, slower.key: slower})
+    assert paced.key == slower.key and paced.status == Status.REGRESSION
+    assert paced.after_commit == ORDER[6] and 4.5 < paced.percent < 5.5
+    # Without its relative series (an older result) the case's latency is judged again.
+    (plain,) = findings.judge_series(ORDER, {latency.key: latency})
+    assert plain.key == latency.key and plain.percent > 25
+
+
+@pytest.mark.slow
+def test_a_paced_suites_gate_follows_its_relative_series_through_asv(drawn_history) -> None:
+    """Real asv results of a paced suite: the machine slows every latency by 30% at
+    commit 3 (the unpaced suite's step is found, the paced suite's is not: its ratio holds),
+    and the code slows the paced forward by 5% at commit 8 (a `track_relative` finding,
+    exit 1). compare counts the ratio as it counts latency."""
+    scales = (1.0,) * 3 + (1.3,) * 9
+    paced = (1.0,) * 8 + (1.05,) * 4
+    history = drawn_history("paced", scales, samples=10, paced=paced)
+    result = invoke_cli(history.project, "--format", "json")
+    assert result.exit_code == 1, result.output
+    found = {(f["benchmark"], f["after_commit"]) for f in json.loads(result.output)["regressions"]}
+    assert found == {
+        (history.benchmark, history.hashes[3]),
+        (history.paced, history.hashes[8]),
+    }, found
+    table = invoke_cli(history.project)
+    assert "bench.Paced.track_relative" in table.output
+    assert "bench.Paced.track_latency" not in table.output
+    compared = CliRunner().invoke(
+        main,
+        ["compare", history.hashes[7], history.hashes[8], "--config",
+         str(history.project.config_path), "--format", "json"],
+    )  # fmt: skip
+    assert compared.exit_code == 1, compared.output
+    rows = {c["benchmark"]: c for c in json.loads(compared.stdout)["comparisons"]}
+    assert rows[history.paced]["counted"] is True and rows[history.paced]["verdict"] == "worse"
+
+
 def test_a_step_at_the_head_is_found_now_and_keeps_its_identity_and_confirmation(
     tmp_path: Path,
 ) -> None:

@@ -66,3 +66,44 @@ def test_the_shared_environment_reinstalls_at_every_switch(tmp_path: Path, offli
         for commit in (hashes[0], hashes[2]):
             measurer.install(commit)
     assert measurer.installs == 4
+
+
+@pytest.mark.slow
+@pytest.mark.measure
+def test_a_paced_finding_is_re_measured_as_the_forward_over_the_workload(
+    tmp_path: Path, offline
+) -> None:
+    """A `track_relative` finding (a paced suite, `reference = True`): each re-measured
+    process gives the median of its forward-over-workload ratios, not its latency. The
+    commit that runs the layer stack twice reads about twice the ratio; the machine's
+    own speed, the same for both, cancels. A suite without the workload is refused in
+    one line."""
+    from toy_model import TARGET
+
+    from fwdasv.analysis.remeasure import RemeasureError, resolve
+    from fwdasv.asv.scaffold import SuiteSpec, init_project
+
+    hashes = build_repo(tmp_path / "mymodel", commits=3, slow_index=2)
+    spec = dict(iters=3, samples=6, warmup_s=0.02, env={"OMP_NUM_THREADS": "1"}, launches=1)
+    suite = SuiteSpec(TARGET, ("p=256",), class_name="Paced", device="cpu", reference=True, **spec)
+    project = init_project(
+        tmp_path / "asv", tmp_path / "mymodel", suite, project="mymodel", canary=False
+    ).project
+    target = resolve(project, "forward.Paced.track_relative", "p")
+    measurer = Remeasurer(project, target, tmp_path / "work", relative=True)
+    a = measurer.process_median(hashes[0], "a1")
+    b = measurer.process_median(hashes[2], "b1")
+    # Ratios of two CPU timings of similar size, not seconds.
+    assert 0.01 < a < 100 and 0.01 < b < 100, (a, b)
+    assert 1.3 < b / a < 3.0, (a, b)
+    latency = Remeasurer(project, target, tmp_path / "work").process_median(hashes[0], "a2")
+    assert latency < 0.01 < a  # seconds of a tiny forward: the other path
+    plain = SuiteSpec(TARGET, ("p=256",), class_name="Plain", device="cpu", timer="host", **spec)
+    other = init_project(
+        tmp_path / "asv2", tmp_path / "mymodel", plain, project="mymodel", canary=False
+    ).project
+    unpaced = Remeasurer(
+        other, resolve(other, "forward.Plain.track_latency", "p"), tmp_path / "w2", relative=True
+    )
+    with pytest.raises(RemeasureError, match="no reference workload times"):
+        unpaced.process_median(hashes[0], "a1")

@@ -105,7 +105,8 @@ def regressions_command(
     """List the regressions in the stored results, each series judged by its own noise.
 
     Reads asv's results directory directly (no `asv publish` needed). For every
-    latency series (benchmark, case, machine, environment) the run-to-run noise
+    latency series (benchmark, case, machine, environment; a paced suite's
+    track_relative in place of its case's latency) the run-to-run noise
     is estimated from its own history and the upward steps it cannot explain
     are listed, with their status: regression (detected), suspected (at the
     history's edge: the newest 1-3 commits, or 2-3 at a series' start, too few
@@ -264,7 +265,8 @@ def compare_command(
     beyond --factor, a floor. --method mann-whitney is asv's rule instead.
     Not-significant: the noise cannot tell the change from none, whatever its
     ratio (the note says why). Unknown: too few samples and no finite CI, or
-    measured at one commit only. Only latency (unit seconds) counts: telemetry
+    measured at one commit only. Only latency (unit seconds, and a paced suite's
+    track_relative, unit ratio) counts: telemetry
     (clocks, power, spread, graph-vs-eager, clock uncertainty) is shown as
     `telemetry`, never worse or better. Exits 1 when a latency got worse (asv
     compare always exits 0, asv#884).

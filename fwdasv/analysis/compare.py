@@ -29,7 +29,9 @@ asv's `!`), fixed (failed at A, succeeds at B). What fails the check:
 `fwdasv.analysis.gate.COMPARISON`.
 
 Only latency counts: a series whose unit is seconds (the suites' track_latency,
-asv's time_* benchmarks, and any benchmark of yours given `unit = "seconds"`).
+asv's time_* benchmarks, and any benchmark of yours given `unit = "seconds"`), and
+a paced suite's track_relative (unit ratio: the forward's time over fwdasv's fixed
+workload timed beside it, lower is faster).
 Telemetry (the GPU clock, power- and thermal-capped time, sample spread,
 graph-vs-eager error, clock uncertainty: any other unit) is shown with what it
 did (`telemetry`, the note saying "moved" or "steady"), never counted worse or
@@ -72,13 +74,16 @@ METHODS = (NOISE, MANN_WHITNEY)
 FORMATS = ("table", "json", "markdown")
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
-# The unit of a series that counts (latency); every other unit is telemetry.
+# The units of a series that counts (latency, and a paced suite's forward-over-workload
+# ratio); every other unit is telemetry.
 LATENCY_UNIT = "seconds"
+RELATIVE_UNIT = "ratio"
 
 
 def counted(unit: str | None) -> bool:
-    """Whether a series of this unit may be worse or improved (latency), or is telemetry."""
-    return unit == LATENCY_UNIT
+    """Whether a series of this unit may be worse or improved (latency, or the forward's
+    time over the workload's), or is telemetry."""
+    return unit in (LATENCY_UNIT, RELATIVE_UNIT)
 
 
 class CompareError(UserError):

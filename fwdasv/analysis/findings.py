@@ -2,7 +2,8 @@
 
 The results directory is read directly (`fwdasv.asv.history`), no publish
 needed. A *series* is one latency benchmark (unit seconds) and case on one
-machine and environment; its commits are put in the branch's first-parent
+machine and environment (a paced suite's `track_relative`, the forward's time over
+fwdasv's fixed workload, in place of its case's latency: `judged_series`); its commits are put in the branch's first-parent
 order (commit date when the repository is not on disk). For each series
 `fwdasv.analysis.noise` estimates the run-to-run noise from its own history
 and `fwdasv.analysis.detect` finds the upward steps that noise cannot
@@ -65,6 +66,13 @@ from fwdasv.core.errors import UserError
 from fwdasv.core.tables import human_value, markdown_table, text_table
 
 LATENCY_UNIT = "seconds"
+# A paced suite's series (`reference = True`, fwdasv.asv.suite): the forward's time over
+# fwdasv's fixed workload timed beside it. Where a case has it, it is judged in place of
+# the case's latency: the machine's own changes of speed cancel in it, and they do not in
+# the latency (a busy box's latency series steps with its neighbours).
+RELATIVE_METRIC = "track_relative"
+RELATIVE_UNIT = "ratio"
+LATENCY_METRIC = "track_latency"
 CANARY_PREFIX = "Canary"
 # The suite's GPU clock series (fwdasv.asv.suite): a clock that fell explains a slower step.
 CLOCK_METRIC = "track_sm_clock_mhz"
@@ -89,6 +97,10 @@ class SeriesKey:
     @property
     def suite_class(self) -> str:
         return self.suite.rpartition(".")[2]
+
+    @property
+    def metric(self) -> str:
+        return self.benchmark.rpartition(".")[2]
 
     @property
     def name(self) -> str:
@@ -320,6 +332,33 @@ def _latency(series: Series) -> bool:
     return series.unit == LATENCY_UNIT
 
 
+def _relative(series: Series) -> bool:
+    return series.unit == RELATIVE_UNIT and series.key.metric == RELATIVE_METRIC
+
+
+def judged_series(all_series: Mapping[SeriesKey, Series]) -> list[SeriesKey]:
+    """The series whose steps are findings: every latency series (unit seconds) but the
+    canaries', and each paced case's `track_relative` in place of its `track_latency`."""
+    paced = {
+        (key.machine, key.env_name, key.suite, key.case)
+        for key, series in all_series.items()
+        if _relative(series)
+    }
+    out = []
+    for key, series in all_series.items():
+        if key.suite_class.startswith(CANARY_PREFIX):
+            continue
+        if _relative(series):
+            out.append(key)
+        elif _latency(series):
+            replaced = key.metric == LATENCY_METRIC and (
+                (key.machine, key.env_name, key.suite, key.case) in paced
+            )
+            if not replaced:
+                out.append(key)
+    return sorted(out, key=_sort_key)
+
+
 def _drift_series(
     key: SeriesKey, all_series: Mapping[SeriesKey, Series]
 ) -> list[tuple[list[float | None], Noise]]:
@@ -355,6 +394,7 @@ def judge_series(
         The commits (hashes), oldest first; every series' history is in this order.
     all_series
         Every series of the results: the latency series (unit seconds) are judged,
+        and a paced case's `track_relative` in place of its latency (`judged_series`);
         a canary (`Canary*` suite) and the GPU clock only tell drift.
     min_effect_pct
         The smallest step reported, in percent (`detect.detect`).
@@ -373,9 +413,8 @@ def judge_series(
     attached (`find` does).
     """
     out: list[Finding] = []
-    for key, series in sorted(all_series.items(), key=lambda item: _sort_key(item[0])):
-        if not _latency(series) or key.suite_class.startswith(CANARY_PREFIX):
-            continue
+    for key in judged_series(all_series):
+        series = all_series[key]
         if include is not None and not include(key):
             continue
         noise = estimate_noise(series.history)

@@ -101,6 +101,9 @@ class Remeasurer:
     installed: InstalledCommit | None = None
     runs: int = 0
     per_commit_envs: bool = True
+    # A paced suite's `track_relative` finding: each process gives the median of its
+    # forward-over-workload ratios, not of its latency.
+    relative: bool = False
     installs: int = 0  # installs that did work (a commit new to its environment)
     install_s: float = 0.0  # seconds spent in install_commit, reuses included
     _envs: dict[str, InstalledCommit] = dataclasses.field(default_factory=dict)
@@ -161,10 +164,23 @@ class Remeasurer:
         return outcome
 
     def process_median(self, commit: str, tag: str) -> float:
-        """One bench process's median (of its per-sample medians, seconds), as asv's samples."""
+        """One bench process's median, as asv's samples: of its per-sample medians (seconds),
+        or, `relative`, of its per-sample forward-over-workload ratios (`track_relative`)."""
         outcome = self.run(commit, tag)
         got = results.by_case(outcome.results)[self.target.case]
-        return median(got.latency.block_medians(self.target.config.samples)) * 1e-6
+        samples = self.target.config.samples
+        if not self.relative:
+            return median(got.latency.block_medians(samples)) * 1e-6
+        pace = got.ranks[0].reference if got.ranks else None
+        if pace is None:
+            raise RemeasureError(
+                f"{commit[:8]} {self.target.case}: the bench wrote no reference workload times "
+                "(a track_relative finding needs the suite's `reference = True`)"
+            )
+        try:
+            return median(pace.relative(got.ranks[0].latency, samples))
+        except results.ResultsError as error:
+            raise RemeasureError(f"{commit[:8]} {self.target.case}: {error}") from None
 
 
 def resolve_commits(project: AsvProject, *revs: str) -> list[str]:

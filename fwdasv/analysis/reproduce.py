@@ -40,10 +40,15 @@ class Interleaved:
             more_a.append(self.measurer.process_median(self.a, f"a{self.processes}"))
             more_b.append(self.measurer.process_median(self.b, f"b{self.processes}"))
             self.say(
-                f"  process {self.processes}: A {more_a[-1] * 1e6:.2f} us, "
-                f"B {more_b[-1] * 1e6:.2f} us"
+                f"  process {self.processes}: A {self._shown(more_a[-1])}, "
+                f"B {self._shown(more_b[-1])}"
             )
         return more_a, more_b
+
+    def _shown(self, value: float) -> str:
+        if self.measurer.relative:
+            return f"{value:.4f} (forward / workload)"
+        return f"{value * 1e6:.2f} us"
 
 
 def processes_per_commit(
@@ -87,7 +92,14 @@ def confirm_findings(
         a, b = order[a_index], order[b_index]
         target = resolve(project, finding.key.benchmark, finding.key.case)
         workdir = project.results_dir.parent / ".fwdasv-confirm" / f"{a[:8]}-{b[:8]}"
-        measurer = Remeasurer(project, target, workdir, echo=echo, bench_echo=bench_echo)
+        measurer = Remeasurer(
+            project,
+            target,
+            workdir,
+            echo=echo,
+            bench_echo=bench_echo,
+            relative=finding.key.metric == findings.RELATIVE_METRIC,
+        )
         reason = confirm.pair_reason(finding.step, a_index, b_index)
         say(
             f"[{number}/{len(pending)}] {finding.key.name} on {finding.key.machine}: "

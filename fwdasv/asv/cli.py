@@ -132,7 +132,8 @@ def _machine_name() -> str:
     help="A CPU model on a busy or shared box: time it on the CPU (host timer) with fwdasv's "
     "fixed workload right after each replay, in the same process, and record the series "
     "track_relative, the forward's time over the workload's: the machine's own changes of "
-    "speed cancel (bisect that series: `fwdasv bisect GOOD..BAD SUITE.track_relative`).",
+    "speed cancel. `fwdasv regressions` judges it in place of the latency (bisect it: "
+    "`fwdasv bisect GOOD..BAD SUITE.track_relative`).",
 )
 def init_command(
     repo: Path,
