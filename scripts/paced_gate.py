@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""The gate on a busy box, judged by the latency or by the paced ratio, on the same histories.
+
+The repository is bisect_trials.py's `mlpstack`: 16 commits, the 10th about 14%
+slower (outputs bit-identical), every other commit changing no forward code. The
+project is what `fwdasv init --reference` writes: the paced suite (one thread, 2
+launches x 10 samples a commit, fwdasv's fixed workload beside each replay) and
+the environment canary. Each history is a fresh project measured by real asv, one
+commit at a time, while a CPU-bound neighbour (one `while True: pass` process) runs
+during the commits the scenario names:
+
+    burst   commits 3-6: the load steps up and down away from the slow commit
+    late    commits 12-15: the load steps up after it, to the end
+    quiet   none
+
+Both gates are then judged on the same stored results (`fwdasv.analysis.findings`):
+`latency` as fwdasv judged a paced suite before (its track_latency), `paced` as it
+does now (its track_relative in place of the latency). Printed per history: what
+each gate found (series, commit, status, size) and whether it gates; then a tally.
+
+    python scripts/paced_gate.py --dir /tmp/paced-gate --repeats 2
+
+Run it with nothing else on the box: the neighbour is the only load it means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bisect_trials as trials
+
+from fwdasv.analysis import findings
+from fwdasv.asv.project import run_commits
+from fwdasv.asv.scaffold import init_project
+
+SCENARIOS = {"burst": range(3, 7), "late": range(12, 16), "quiet": range(0)}
+
+
+def measure(root: Path, repo: Path, hashes: list[str], name: str, busy: range) -> Path:
+    """A fresh project; each commit measured by its own asv run, the neighbour running
+    during the `busy` ones."""
+    project = init_project(
+        root / name,
+        repo,
+        trials.SUITE,
+        project=trials.PACKAGE,
+        env_dir=root / "env",
+        check=False,
+    ).project
+    neighbour = None
+    try:
+        for index, commit in enumerate(hashes):
+            if index in busy and neighbour is None:
+                neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            if index not in busy and neighbour is not None:
+                neighbour.kill()
+                neighbour.wait()
+                neighbour = None
+            run_commits(project, [commit], trials.MACHINE, echo=None)
+    finally:
+        if neighbour is not None:
+            neighbour.kill()
+            neighbour.wait()
+    return project.config_path
+
+
+def judge(config: Path, hashes: list[str]) -> dict[str, list[dict]]:
+    from fwdasv.asv.project import AsvProject
+
+    project = AsvProject.load(config)
+    order, every = findings.load_series(project)
+    as_before = {k: s for k, s in every.items() if k.metric != findings.RELATIVE_METRIC}
+    out = {}
+    for gate, series in (("latency", as_before), ("paced", every)):
+        out[gate] = [
+            {
+                "series": f.key.metric,
+                "commit": hashes.index(f.after_commit),
+                "status": str(f.status),
+                "percent": round(f.percent, 1),
+                "gating": f.gating,
+            }
+            for f in findings.judge_series(order, series)
+        ]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/paced-gate"))
+    parser.add_argument("--repeats", type=int, default=2, help="histories per scenario")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--json", type=Path, help="write every history's findings here")
+    args = parser.parse_args()
+    root = args.dir.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    os.environ["HOME"] = str(trials.machine_home(root / "home"))
+    repo = root / trials.PACKAGE
+    hashes = trials.build_repo(repo)
+    slow = trials.SLOW_INDEX
+    print(f"{len(hashes)} commits, the slow one is commit {slow} ({hashes[slow][:8]})", flush=True)
+    kept, tally = [], {}
+    for repeat in range(args.repeats):
+        for scenario in args.scenarios.split(","):
+            busy = SCENARIOS[scenario]
+            name = f"{scenario}{repeat + 1}"
+            started = time.monotonic()
+            config = measure(root, repo, hashes, name, busy)
+            got = judge(config, hashes)
+            wall = time.monotonic() - started
+            load = os.getloadavg()[0]
+            print(f"{name}: neighbour at commits {list(busy)}, {wall:.0f} s, load {load:.1f}")
+            for gate, found in got.items():
+                right = any(f["gating"] and f["commit"] == slow for f in found)
+                wrong = [f for f in found if f["gating"] and f["commit"] != slow]
+                shown = (
+                    "; ".join(
+                        f"{f['series']} @{f['commit']} {f['status']} {f['percent']:+.1f}%"
+                        for f in found
+                    )
+                    or "nothing"
+                )
+                print(f"  {gate:8s} gate {'exit 1' if right or wrong else 'exit 0'}: {shown}")
+                t = tally.setdefault((scenario, gate), {"right": 0, "wrong": 0, "histories": 0})
+                t["histories"] += 1
+                t["right"] += int(right)
+                t["wrong"] += int(bool(wrong))
+            kept.append({"history": name, "busy": list(busy), "wall_s": wall, **got})
+            sys.stdout.flush()
+    print("\nscenario  gate     histories  slow commit gated  another commit gated")
+    for (scenario, gate), t in tally.items():
+        print(f"{scenario:8s}  {gate:8s} {t['histories']:9d}  {t['right']:17d}  {t['wrong']:20d}")
+    if args.json:
+        args.json.write_text(json.dumps(kept, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
