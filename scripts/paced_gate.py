@@ -11,6 +11,7 @@ during the commits the scenario names:
 
     burst   commits 3-6: the load steps up and down away from the slow commit
     late    commits 12-15: the load steps up after it, to the end
+    onset   commits 9-15: the load steps up at the slow commit itself
     quiet   none
 
 Both gates are then judged on the same stored results (`fwdasv.analysis.findings`):
@@ -41,7 +42,12 @@ from fwdasv.analysis import findings
 from fwdasv.asv.project import run_commits
 from fwdasv.asv.scaffold import init_project
 
-SCENARIOS = {"burst": range(3, 7), "late": range(12, 16), "quiet": range(0)}
+SCENARIOS = {
+    "burst": range(3, 7),
+    "late": range(12, 16),
+    "onset": range(9, 16),
+    "quiet": range(0),
+}
 
 
 def measure(root: Path, repo: Path, hashes: list[str], name: str, busy: range) -> Path:
@@ -97,8 +103,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", type=Path, default=Path("/tmp/paced-gate"))
     parser.add_argument("--repeats", type=int, default=2, help="histories per scenario")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"of {', '.join(SCENARIOS)}"
+    )
     parser.add_argument("--json", type=Path, help="write every history's findings here")
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="measure nothing: judge the histories an earlier run left in --dir again "
+        "(after a change of the rules)",
+    )
     args = parser.parse_args()
     root = args.dir.resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -113,7 +127,13 @@ def main() -> int:
             busy = SCENARIOS[scenario]
             name = f"{scenario}{repeat + 1}"
             started = time.monotonic()
-            config = measure(root, repo, hashes, name, busy)
+            if args.rejudge:
+                config = root / name / "asv.conf.json"
+                if not config.exists():
+                    print(f"{name}: no history in {root / name}, skipped")
+                    continue
+            else:
+                config = measure(root, repo, hashes, name, busy)
             got = judge(config, hashes)
             wall = time.monotonic() - started
             load = os.getloadavg()[0]

@@ -110,6 +110,23 @@ def test_a_paced_case_is_judged_by_its_relative_series_in_place_of_its_latency()
     (plain,) = findings.judge_series(ORDER, {latency.key: latency})
     assert plain.key == latency.key and plain.percent > 25
 
+    # The load rose at the same commit: the canary's latency stepped +30% with the
+    # paced case's. The ratio has the machine's speed divided out, so that is no drift
+    # of it; the canary's own ratio stepping with it is (the load slowed the forward
+    # more than the workload).
+    canary = _series("bench.CanaryS.track_latency", machine_step, case="", seed=4)
+    both = {latency.key: latency, slower.key: slower, canary.key: canary}
+    (still,) = findings.judge_series(ORDER, both)
+    assert still.key == slower.key and still.status == Status.REGRESSION
+    canary_ratio = _series(
+        "bench.CanaryS.track_relative", [1.0] * 6 + [1.05] * 6, case="", unit="ratio", seed=5
+    )
+    (drift,) = findings.judge_series(ORDER, {**both, canary_ratio.key: canary_ratio})
+    assert drift.key == slower.key and drift.status == Status.DRIFT
+    # An unpaced case's latency is still told by the canary's latency.
+    (told,) = findings.judge_series(ORDER, {other.key: other, canary.key: canary})
+    assert told.status == Status.DRIFT
+
 
 @pytest.mark.slow
 def test_a_paced_suites_gate_follows_its_relative_series_through_asv(drawn_history) -> None:

@@ -406,6 +406,12 @@ def test_init_reference_writes_a_cpu_suite_with_the_workload(repo: Path, tmp_pat
     assert result.exit_code == 0, result.output
     (suite,) = suites_of(tmp_path).values()
     assert suite["reference"] is True and suite["device"] == "cpu"
+    # With the canary (the default), the canary is paced too: a paced series' drift is
+    # told by the canary's own ratio.
+    result = init(*args[:-2], str(tmp_path / "c"), "--no-check", "--reference")
+    assert result.exit_code == 0, result.output
+    assert all(s["reference"] is True for s in suites_of(tmp_path / "c").values())
+    assert CANARY_CLASS in suites_of(tmp_path / "c")
     refused = init("--repo", str(repo), "--vllm", "--dir", str(tmp_path / "v"), "--reference")
     assert refused.exit_code == 1
     assert one_error_line(refused) == (

@@ -363,12 +363,21 @@ def _drift_series(
     key: SeriesKey, all_series: Mapping[SeriesKey, Series]
 ) -> list[tuple[list[float | None], Noise]]:
     """What can show the machine changed under `key`: its canaries' latencies, and its own
-    case's SM clock inverted (a clock down by x% reads as a latency up by x%)."""
+    case's SM clock inverted (a clock down by x% reads as a latency up by x%).
+
+    A paced series (`track_relative`) has the machine's speed divided out: a canary's
+    latency stepping with the load says nothing of it (a regression landing as a
+    neighbour starts would be hidden as drift). Its comparator is the canary's own
+    `track_relative` (a paced project's canary is paced too): that moves only where the
+    load slows the forward and the workload unequally, which the ratio does not cancel.
+    """
+    relative = key.metric == RELATIVE_METRIC
     out = []
     for other, series in all_series.items():
         if other.machine != key.machine or other.env_name != key.env_name:
             continue
-        if other.suite_class.startswith(CANARY_PREFIX) and _latency(series):
+        canary = other.suite_class.startswith(CANARY_PREFIX)
+        if canary and (_relative(series) if relative else _latency(series)):
             out.append((series.medians(), estimate_noise(series.history)))
         elif (other.suite, other.case) == (key.suite, key.case) and other.benchmark.endswith(
             "." + CLOCK_METRIC

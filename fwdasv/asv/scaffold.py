@@ -150,7 +150,8 @@ def canary_suite(suite: SuiteSpec) -> SuiteSpec:
     """The environment canary beside `suite`: the same timer and thread settings, so the
     machine's load reaches it as it reaches the suite, at the same commits (asv runs every
     suite at each commit it measures). One launch: only its commit medians are read (for
-    drift), and each launch costs a process start at every commit."""
+    drift), and each launch costs a process start at every commit. Paced with the suite
+    (`reference`): a paced series' drift is told by the canary's own ratio."""
     return SuiteSpec(
         CANARY_TARGET,
         CANARY_CASES,
@@ -162,6 +163,7 @@ def canary_suite(suite: SuiteSpec) -> SuiteSpec:
         device=suite.device,
         env=dict(suite.env),
         launches=1,
+        reference=suite.reference,
         doc=(
             "The environment canary: fwdasv's tiny decoder, no code of the project. A step "
             "here is the machine (its load, torch, a driver), not a commit."
