@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bisect_trials as trials
 
 from fwdasv.analysis import findings
+from fwdasv.analysis.noise import estimate_noise
 from fwdasv.asv.project import run_commits
 from fwdasv.asv.scaffold import init_project
 
@@ -84,7 +85,14 @@ def judge(config: Path, hashes: list[str]) -> dict[str, list[dict]]:
     project = AsvProject.load(config)
     order, every = findings.load_series(project)
     as_before = {k: s for k, s in every.items() if k.metric != findings.RELATIVE_METRIC}
-    out = {}
+    # Each series' run-to-run noise (% of a commit's median, from its own history).
+    out: dict = {
+        "noise_pct": {
+            f"{k.suite_class}.{k.metric}({k.case})": round(estimate_noise(s.history).noise_pct, 1)
+            for k, s in sorted(every.items(), key=lambda item: item[0].name)
+            if k.metric in (findings.LATENCY_METRIC, findings.RELATIVE_METRIC)
+        }
+    }
     for gate, series in (("latency", as_before), ("paced", every)):
         out[gate] = [
             {
@@ -137,7 +145,10 @@ def main() -> int:
             got = judge(config, hashes)
             wall = time.monotonic() - started
             load = os.getloadavg()[0]
-            print(f"{name}: neighbour at commits {list(busy)}, {wall:.0f} s, load {load:.1f}")
+            what = "judged again" if args.rejudge else f"{wall:.0f} s, load {load:.1f}"
+            print(f"{name}: neighbour at commits {list(busy)}, {what}")
+            noise = got.pop("noise_pct")
+            print("  noise: " + ", ".join(f"{k} {v:.1f}%" for k, v in noise.items()))
             for gate, found in got.items():
                 right = any(f["gating"] and f["commit"] == slow for f in found)
                 wrong = [f for f in found if f["gating"] and f["commit"] != slow]
@@ -153,7 +164,9 @@ def main() -> int:
                 t["histories"] += 1
                 t["right"] += int(right)
                 t["wrong"] += int(bool(wrong))
-            kept.append({"history": name, "busy": list(busy), "wall_s": wall, **got})
+            kept.append(
+                {"history": name, "busy": list(busy), "wall_s": wall, "noise_pct": noise, **got}
+            )
             sys.stdout.flush()
     print("\nscenario  gate     histories  slow commit gated  another commit gated")
     for (scenario, gate), t in tally.items():
