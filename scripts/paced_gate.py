@@ -13,6 +13,9 @@ during the commits the scenario names:
     late    commits 12-15: the load steps up after it, to the end
     onset   commits 9-15: the load steps up at the slow commit itself
     quiet   none
+    stream  every commit, but the neighbour is busy_demo.py's memory streamer (64 MiB
+            copied back and forth in bursts of 0.5-5 s, pauses of 0.5-5 s): a load that
+            slows a memory-bound forward and the GEMM workload unequally
 
 Both gates are then judged on the same stored results (`fwdasv.analysis.findings`):
 `latency` as fwdasv judged a paced suite before (its track_latency), `paced` as it
@@ -48,12 +51,37 @@ SCENARIOS = {
     "late": range(12, 16),
     "onset": range(9, 16),
     "quiet": range(0),
+    "stream": range(16),
 }
+STREAMING = {"stream"}  # scenarios whose neighbour streams memory instead of spinning
 
 
-def measure(root: Path, repo: Path, hashes: list[str], name: str, busy: range) -> Path:
+class Streamer:
+    """busy_demo.py's memory streamer as a neighbour with Popen's kill/wait."""
+
+    def __init__(self, seed: int) -> None:
+        import multiprocessing
+
+        import busy_demo
+
+        self.stop = multiprocessing.Event()
+        self.process = multiprocessing.Process(
+            target=busy_demo.stream_memory, args=(seed, self.stop), daemon=True
+        )
+        self.process.start()
+
+    def kill(self) -> None:
+        self.stop.set()
+
+    def wait(self) -> None:
+        self.process.join(timeout=30)
+
+
+def measure(
+    root: Path, repo: Path, hashes: list[str], name: str, busy: range, stream: bool = False
+) -> Path:
     """A fresh project; each commit measured by its own asv run, the neighbour running
-    during the `busy` ones."""
+    during the `busy` ones (a memory streamer with `stream`, else a spinning process)."""
     project = init_project(
         root / name,
         repo,
@@ -66,7 +94,11 @@ def measure(root: Path, repo: Path, hashes: list[str], name: str, busy: range) -
     try:
         for index, commit in enumerate(hashes):
             if index in busy and neighbour is None:
-                neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                neighbour = (
+                    Streamer(seed=index)
+                    if stream
+                    else subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                )
             if index not in busy and neighbour is not None:
                 neighbour.kill()
                 neighbour.wait()
@@ -141,7 +173,7 @@ def main() -> int:
                     print(f"{name}: no history in {root / name}, skipped")
                     continue
             else:
-                config = measure(root, repo, hashes, name, busy)
+                config = measure(root, repo, hashes, name, busy, scenario in STREAMING)
             got = judge(config, hashes)
             wall = time.monotonic() - started
             load = os.getloadavg()[0]
