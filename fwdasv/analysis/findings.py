@@ -2,12 +2,13 @@
 
 The results directory is read directly (`fwdasv.asv.history`), no publish
 needed. A *series* is one latency benchmark (unit seconds) and case on one
-machine and environment (a paced suite's `track_relative`, the forward's time over
-fwdasv's fixed workload, in place of its case's latency: `judged_series`); its commits are put in the branch's first-parent
-order (commit date when the repository is not on disk). For each series
-`fwdasv.analysis.noise` estimates the run-to-run noise from its own history
-and `fwdasv.analysis.detect` finds the upward steps that noise cannot
-explain. A finding's status:
+machine and environment (a paced suite's `track_relative`, the forward's time
+over fwdasv's fixed workload, in place of its case's latency: `judged_series`);
+its commits are put in the branch's first-parent order (commit date when the
+repository is not on disk). For each series `fwdasv.analysis.noise`
+estimates the run-to-run noise from its own history and
+`fwdasv.analysis.detect` finds the upward steps that noise cannot explain.
+A finding's status:
 
     regression       detected, not (yet) re-measured
     suspected        at the history's edge (its newest 1-3 commits, or after 2-3 at a
