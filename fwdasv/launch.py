@@ -545,12 +545,13 @@ def _error(
     first_error: str | None = None,
 ) -> LaunchError:
     """`rank_error` is the failed rank's own error (or the first, when the output does
-    not say whose); `first_error` the first in the output, labelled with its rank."""
+    not say whose); `first_error` the first in the output, labelled with its rank (set
+    whenever any error was seen)."""
     tail = "\n".join(lines)
     what = "torchrun group" if spec.distributed else "bench"
     message = f"The {what} `{spec.describe()}` {reason}."
-    if first_error or rank_error:
-        message += f"\nFirst error in its output: {first_error or rank_error}"
+    if first_error:
+        message += f"\nFirst error in its output: {first_error}"
     message += f"\nFull log: {log_path}\nLast lines:\n{tail}"
     summary = f"the {what} {reason}" + (f": {rank_error}" if rank_error else "")
     return LaunchError(

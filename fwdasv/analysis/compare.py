@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fwdasv.analysis.findings import LATENCY_UNIT, RELATIVE_UNIT
 from fwdasv.analysis.judgment import (
     DEFAULT_ALPHA,
     ProcessSpread,
@@ -74,15 +75,11 @@ METHODS = (NOISE, MANN_WHITNEY)
 FORMATS = ("table", "json", "markdown")
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
-# The units of a series that counts (latency, and a paced suite's forward-over-workload
-# ratio); every other unit is telemetry.
-LATENCY_UNIT = "seconds"
-RELATIVE_UNIT = "ratio"
 
 
 def counted(unit: str | None) -> bool:
-    """Whether a series of this unit may be worse or improved (latency, or the forward's
-    time over the workload's), or is telemetry."""
+    """Whether a series of this unit may be worse or improved (latency, or a paced suite's
+    forward over the workload), or is telemetry: the units the findings judge."""
     return unit in (LATENCY_UNIT, RELATIVE_UNIT)
 
 
