@@ -19,7 +19,8 @@ during the commits the scenario names:
 
 Both gates are then judged on the same stored results (`fwdasv.analysis.findings`):
 `latency` as fwdasv judged a paced suite before (its track_latency), `paced` as it
-does now (its track_relative in place of the latency). Printed per history: what
+does now (its track_relative in place of the latency); beside them `asv`, asv's own
+detector (`asv publish`'s regressions, both series). Printed per history: what
 each gate found (series, commit, status, size) and whether it gates; then a tally.
 
     python scripts/paced_gate.py --dir /tmp/paced-gate --repeats 2
@@ -136,6 +137,37 @@ def judge(config: Path, hashes: list[str]) -> dict[str, list[dict]]:
             }
             for f in findings.judge_series(order, series)
         ]
+    out["asv"] = asv_regressions(project, hashes)
+    return out
+
+
+def asv_regressions(project, hashes: list[str]) -> list[dict]:
+    """asv's own detector on the same results: `asv publish`'s regressions.json (its
+    step detection at the project's thresholds: 5% for track_relative, asv's default),
+    the suite's series only. A jump's revisions are commit indices here (one branch,
+    linear history)."""
+    import json as json_module
+
+    from fwdasv.asv.project import run_asv
+
+    run_asv(project, "publish", echo=None)
+    document = json_module.loads((project.html_dir / "regressions.json").read_text())
+    out = []
+    for entry in document.get("regressions", []):
+        benchmark, jumps = entry[0], entry[-1]
+        if benchmark.split(".")[-2].startswith(findings.CANARY_PREFIX):
+            continue
+        for jump in jumps or []:
+            after = int(jump[1])
+            out.append(
+                {
+                    "series": benchmark.rpartition(".")[2],
+                    "commit": after if after < len(hashes) else -1,
+                    "status": "regression",
+                    "percent": round(100 * (jump[3] / jump[2] - 1), 1),
+                    "gating": True,
+                }
+            )
     return out
 
 
