@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up and run fwdasv's tests on a fresh machine: a venv in .venv with fwdasv
 # and its test and vLLM-contract extras (vllm==0.33.0, ~9 GB, a few minutes the
-# first time), Debian's chromium for the browser test, then ruff and pytest.
+# first time), Debian's chromium for the browser test, then ruff, mypy and pytest.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k cases). The end-to-end
 # must-shows marked `long` (minutes of real asv each: a busy box, a script repository,
 # every command) are left out, to keep CI near 10 minutes; `scripts/test.sh --long`
@@ -38,8 +38,12 @@ else
   echo "[test.sh] chromium and chromedriver found: nothing to install (no root needed)"
 fi
 echo "[test.sh] ruff"
-.venv/bin/python -m ruff check fwdasv tests benchmarks scripts benchmarks_speed
-.venv/bin/python -m ruff format --check fwdasv tests benchmarks scripts benchmarks_speed
+.venv/bin/python -m ruff check fwdasv tests benchmarks scripts bench
+.venv/bin/python -m ruff format --check fwdasv tests benchmarks scripts bench
+# mypy: the whole package at pyproject's settings, core/ and analysis/ also --strict.
+echo "[test.sh] mypy"
+.venv/bin/python -m mypy
+.venv/bin/python -m mypy --strict --follow-imports=silent fwdasv/core fwdasv/analysis
 # The tests whose verdicts rest on CPU timings (marker `measure`, set by
 # tests/conftest.py: real asv histories, confirmations, profiles) run in front, one at
 # a time; the rest run beside them at the lowest CPU priority (nice 19), on what the

@@ -1,0 +1,72 @@
+# Staging shared by the H200 scripts (sourced: `. bench/h200/stage.sh`, from the checkout's root).
+# The device machines have python3 with torch but no network, no package index and no asv: asv
+# and its small dependencies come as wheels carried in .whl (../shared/tools/device-wheels.sh),
+# vLLM 0.33 as the offline bundle carried in .vllm-offline/{a,b,c} (one part per call: a call
+# carries at most 64 MiB). Sourcing sets the environment every script needs: NVLink multicast
+# off (a shared host), unbuffered output, pip that reaches nothing; `py` (PYTHON, default
+# python3) and `step` (a timestamped heading). The functions stage the rest on demand:
+#   stage_checkout      this checkout on PYTHONPATH
+#   stage_asv           asv from the carried wheels into /tmp/site (when not importable), and
+#                       this checkout and /tmp/site on PYTHONPATH
+#   stage_pth [DIR...]  the same (and DIR...) in a .pth of python3's site-packages, for the
+#                       processes asv starts without PYTHONPATH (FWDASV_NO_PTH=1: none)
+#   stage_unpack PART   unpack the carried part(s) of the vLLM bundle into /tmp/vsite
+#   stage_vllm          source the carried bundle's stage.sh (c, b or a), or, with none
+#                       carried, take the already unpacked /tmp/vsite; sets VLLM_OFFLINE_HOME
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/null
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+py=${PYTHON:-python3}
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+
+stage_checkout() {
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+stage_asv() {
+  if ! $py -c 'import asv' 2>/dev/null; then
+    local wheels
+    wheels=$(ls .whl/*.whl .whl-dev/*.whl 2>/dev/null | head -200)
+    if [ -z "$wheels" ]; then
+      echo "no asv and no .whl/*.whl: carry .whl (../shared/tools/device-wheels.sh)"
+      return 2
+    fi
+    # shellcheck disable=SC2086
+    $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site $wheels || return 2
+  fi
+  export PYTHONPATH="$PWD:/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+stage_pth() {
+  if [ -n "${FWDASV_NO_PTH:-}" ]; then
+    echo "FWDASV_NO_PTH set: no .pth written (PYTHONPATH only; fwdasv's envs link it)"
+    return 0
+  fi
+  local site_dir
+  site_dir=$($py -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  if printf '%s\n' "$PWD" /tmp/site "$@" > "$site_dir/zz-fwdasv-checkout.pth" 2>/dev/null; then
+    echo "wrote $site_dir/zz-fwdasv-checkout.pth ($PWD, /tmp/site${*:+, $*})"
+  else
+    echo "cannot write into $site_dir: relying on PYTHONPATH (fwdasv's envs link it)"
+  fi
+}
+
+stage_unpack() {
+  bash ".vllm-offline/${1:?bundle part: a | b | c}/stage.sh"
+}
+
+stage_vllm() {
+  local part site=${VLLM_SITE:-/tmp/vsite}
+  if [ -z "${VLLM_OFFLINE_HOME:-}" ]; then
+    for part in c b a; do
+      # shellcheck disable=SC1090
+      if [ -f ".vllm-offline/$part/stage.sh" ]; then source ".vllm-offline/$part/stage.sh"; break; fi
+    done
+  fi
+  if [ -z "${VLLM_OFFLINE_HOME:-}" ] && [ -f "$site/.c-done" ]; then  # unpacked by an earlier call
+    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+    export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_OFFLINE_HOME=$site/offline
+  fi
+  [ -n "${VLLM_OFFLINE_HOME:-}" ]
+}
