@@ -1,29 +1,23 @@
 """The one place a subprocess is started: a bench (one process or a torchrun group), or a
 short helper command (git, a Python probe: `run_captured`).
 
-fwdasv never runs a forward bench in its own process: the bench owns the GPU,
-may need several ranks and may hang in NCCL or crash. `launch` starts it from
-an argv list (never a shell) with a clean environment, copies its output to a
-log file and, line by line, to `echo` (asv kills a benchmark that stays silent
-too long), and kills the whole process tree when the timeout passes. The bench
-writes its results JSON (vLLM's `--output-json` schema); `launch` returns it
-parsed, and a missing or partial file is a failure even after exit status 0.
+fwdasv never runs a forward bench in its own process: the bench owns the GPU, may need
+several ranks and may hang in NCCL or crash. `launch` starts it from an argv list (never
+a shell) with a clean environment, copies its output to a log file and, line by line, to
+`echo` (asv kills a benchmark that stays silent too long), and past the timeout kills
+every process it started (`fwdasv.process_tree`). It returns the bench's results JSON
+parsed: a missing or partial file is a failure even after exit status 0, and a failure
+names the rank and error its output shows (`fwdasv.torchrun_output`).
 
     spec = LaunchSpec(["-m", "fwdasv.engine", "--case", "d=8*1@1024",
                        "--output-json", str(out)], nproc_per_node=2, timeout_s=600)
     results = launch(spec, out, log, echo=print, cases=["d"])
-
-torchrun starts each worker in a session of its own, so killing torchrun's
-process group does not reach the ranks: on timeout `launch` also kills the
-groups of every descendant it finds (read from /proc on Linux).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import re
-import signal
 import subprocess
 import sys
 import threading
@@ -36,6 +30,8 @@ from typing import BinaryIO
 
 from fwdasv.core import results
 from fwdasv.core.errors import UserError
+from fwdasv.process_tree import ProcessTree, kill_tree
+from fwdasv.torchrun_output import ErrorScanner, RankFailure
 
 # Set by torchrun (or a parent torchrun) for its workers; inherited by a bench
 # started from inside one, they would make it join the wrong group.
@@ -117,21 +113,6 @@ class LaunchError(UserError, RuntimeError):
         else:
             text = self.summary
         return f"{text}; full log: {self.log_path}"
-
-
-@dataclass(frozen=True)
-class RankFailure:
-    """torchrun's "Root Cause (first observed failure)": the rank that failed first."""
-
-    rank: int
-    exitcode: int
-    signal: str | None = None
-
-    def describe(self) -> str:
-        if self.exitcode < 0:
-            name = self.signal or f"signal {-self.exitcode}"
-            return f"rank {self.rank} was killed by {name}"
-        return f"rank {self.rank} exited with status {self.exitcode}"
 
 
 @dataclass(frozen=True)
@@ -413,7 +394,7 @@ class _Reader(threading.Thread):
         self.log = log
         self.echo = echo
         self.recent: deque[str] = deque(maxlen=TAIL_LINES)
-        self.errors = _ErrorScanner()
+        self.errors = ErrorScanner()
         self.lock = threading.Lock()
 
     def run(self) -> None:
@@ -453,85 +434,6 @@ class _Reader(threading.Thread):
             return self.errors.first_labelled
 
 
-_RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
-# Tracebacks of torchrun itself, reporting (not causing) a worker's failure.
-_LAUNCHER_ERRORS = ("ChildFailedError", "SignalException")
-
-
-_ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
-_ROOT_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)(?:.*\((SIG[A-Z0-9]+)\))?")
-
-
-class _ErrorScanner:
-    """The first exception line of a worker's traceback in the output, and the rank
-    torchrun names as the root cause (its "Root Cause (first observed failure)" block).
-
-    torch.distributed prefixes an initialised rank's traceback with `[rankN]:`; such
-    an error is kept as that rank's, so a rank that died without a traceback is not
-    given the error its peer raised on losing it (`rank_error`).
-    """
-
-    def __init__(self) -> None:
-        self.first: str | None = None
-        self.first_rank: int | None = None
-        self.by_rank: dict[int, str] = {}
-        self._in_traceback = False
-        self._traceback_rank: int | None = None
-        self.root_cause: RankFailure | None = None
-        self._in_root_cause = False
-        self._root_rank: int | None = None
-
-    def feed(self, line: str) -> None:
-        self._feed_root_cause(line)
-        prefix = _RANK_PREFIX.match(line)
-        text = line[prefix.end() :] if prefix else line
-        rank = int(prefix.group(1)) if prefix else None
-        if text.startswith("Traceback (most recent call last)"):
-            self._in_traceback = True
-            self._traceback_rank = rank
-        elif self._in_traceback and text.strip() and not text[0].isspace():
-            self._in_traceback = False
-            if any(name in text for name in _LAUNCHER_ERRORS):
-                return
-            rank = self._traceback_rank if rank is None else rank
-            if self.first is None:
-                self.first, self.first_rank = text.strip(), rank
-            if rank is not None:
-                self.by_rank.setdefault(rank, text.strip())
-
-    def error_of(self, failure: RankFailure | None) -> str | None:
-        """The error to show beside `failure`: that rank's own, or the first one
-        when the output does not say which rank raised it."""
-        if failure is not None and self.by_rank:
-            return self.by_rank.get(failure.rank)
-        return self.first
-
-    @property
-    def first_labelled(self) -> str | None:
-        """The first error, with its rank when the output names it."""
-        if self.first is None or self.first_rank is None:
-            return self.first
-        return f"(rank {self.first_rank}) {self.first}"
-
-    def _feed_root_cause(self, line: str) -> None:
-        if self.root_cause is not None:
-            return
-        if line.startswith("Root Cause"):
-            self._in_root_cause = True
-            return
-        if not self._in_root_cause:
-            return
-        rank = _ROOT_RANK.match(line)
-        if rank:
-            self._root_rank = int(rank.group(1))
-            return
-        exit_match = _ROOT_EXIT.match(line)
-        if exit_match and self._root_rank is not None:
-            self.root_cause = RankFailure(
-                self._root_rank, int(exit_match.group(1)), exit_match.group(2)
-            )
-
-
 def _error(
     spec: LaunchSpec,
     reason: str,
@@ -565,104 +467,3 @@ def _error(
         failed_rank=failed_rank,
         rank_error=rank_error,
     )
-
-
-# --- killing a process tree ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Proc:
-    ppid: int
-    state: str
-    # Clock ticks after boot: tells a process from a later one with its pid.
-    start: int
-
-
-def _proc_table() -> dict[int, _Proc]:
-    table: dict[int, _Proc] = {}
-    proc = Path("/proc")
-    if not proc.is_dir():
-        return table
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses: split after the last ')'.
-        fields = stat[stat.rfind(")") + 2 :].split()
-        table[int(entry.name)] = _Proc(int(fields[1]), fields[0], int(fields[19]))
-    return table
-
-
-class ProcessTree:
-    """The descendants of a child, remembered as they appear.
-
-    torchrun starts each worker in a new session and a worker that outlives
-    torchrun is reparented, so the tree is sampled while the child runs and
-    every process ever seen in it stays known (by pid and start time, so a
-    reused pid is never signalled).
-    """
-
-    def __init__(self, root: int):
-        self.root = root
-        self.known: dict[int, int] = {}
-
-    def refresh(self, from_root: bool = True) -> None:
-        """Add the descendants running now; `from_root` only while the child is unreaped."""
-        table = _proc_table()
-        children: dict[int, list[int]] = {}
-        for pid, info in table.items():
-            children.setdefault(info.ppid, []).append(pid)
-        queue = [
-            pid for pid, start in self.known.items() if pid in table and table[pid].start == start
-        ]
-        if from_root:
-            queue.append(self.root)
-        while queue:
-            for pid in children.get(queue.pop(), []):
-                if pid not in self.known:
-                    self.known[pid] = table[pid].start
-                    queue.append(pid)
-
-    def alive(self) -> list[int]:
-        """Known descendants still running (a zombie has finished)."""
-        table = _proc_table()
-        return [
-            pid
-            for pid, start in self.known.items()
-            if pid in table and table[pid].start == start and table[pid].state not in "ZX"
-        ]
-
-    def signal(self, sig: signal.Signals, root_group: bool) -> None:
-        """Signal each live descendant and its process group (torchrun makes one per worker).
-
-        `root_group` also signals the child's own group: only while the child
-        is unreaped, so that its pid (the group id) cannot have been reused.
-        """
-        targets = self.alive()
-        if root_group:
-            targets.insert(0, self.root)
-        for pid in targets:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, sig)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-
-
-def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float) -> None:
-    """SIGTERM the child's group and every descendant, wait `grace_s`, SIGKILL what is left."""
-    unreaped = child.returncode is None
-    tree.refresh(from_root=unreaped)
-    tree.signal(signal.SIGTERM, root_group=unreaped)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        exited = not unreaped or child.poll() is not None
-        if exited and not tree.alive():
-            break
-        time.sleep(0.05)
-    tree.refresh(from_root=child.returncode is None)
-    tree.signal(signal.SIGKILL, root_group=unreaped and child.returncode is None)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=5.0)

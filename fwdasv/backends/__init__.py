@@ -78,18 +78,6 @@ class RunConfig:
                 f"({self.pipeline_stages}) must all be >= 1"
             )
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "model": self.model,
-            "dtype": self.dtype,
-            "pipeline_stages": self.pipeline_stages,
-            "iters": self.iters,
-            "samples": self.samples,
-            "seed": self.seed,
-            "cases": [c.to_string() for c in self.cases],
-        }
-
 
 class Backend(Protocol):
     def unavailable(self, config: RunConfig) -> str | None:
@@ -100,13 +88,16 @@ class Backend(Protocol):
 
 
 def get_backend(name: str) -> Backend:
+    """The backend module of that name (a module is the `Backend` protocol's value)."""
     if name == "torch":
-        from fwdasv.backends import torch as backend
-    elif name == "vllm":
-        from fwdasv.backends import vllm as backend
-    else:
-        raise UserError(f"Unknown backend {name!r}; use one of {', '.join(BACKENDS)}")
-    return backend  # type: ignore[return-value]
+        from fwdasv.backends import torch as torch_backend
+
+        return torch_backend
+    if name == "vllm":
+        from fwdasv.backends import vllm as vllm_backend
+
+        return vllm_backend
+    raise UserError(f"Unknown backend {name!r}; use one of {', '.join(BACKENDS)}")
 
 
 def find_module(python: str, module: str, extra_path: Sequence[str] = ()) -> str | None:
@@ -186,17 +177,17 @@ def shape_problems(config: RunConfig, outcome: list[results.CaseResult]) -> dict
     return problems
 
 
-def run_bench(
-    config: RunConfig,
-    workdir: str | os.PathLike[str],
-    echo: Callable[[str], None] | None = None,
-    tag: str = "bench",
-) -> RunOutcome:
-    """Launch the configured bench once; raises BackendUnavailable or LaunchError."""
+def require_available(config: RunConfig) -> None:
+    """Raise BackendUnavailable (asv: a skip) where this environment cannot run `config`."""
     reason = get_backend(config.backend).unavailable(config)
     if reason is not None:
         raise BackendUnavailable(reason)
-    return launch_bench(config, workdir, echo, tag)
+
+
+def run_bench(config: RunConfig, workdir: str | os.PathLike[str]) -> RunOutcome:
+    """Launch the configured bench once; raises BackendUnavailable or LaunchError."""
+    require_available(config)
+    return launch_bench(config, workdir)
 
 
 def launch_bench(

@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.backends import BackendUnavailable, RunConfig, RunOutcome, get_backend, launch_bench
+from fwdasv.backends import RunConfig, RunOutcome, launch_bench, require_available
 from fwdasv.core import results
+from fwdasv.core.numbers import nan_as_worst
 from fwdasv.core.stats import UNSTABLE_SPREAD_PCT, median, spread_pct
 from fwdasv.launch import LaunchError
 
@@ -84,7 +85,7 @@ class CaseSummary:
         errors = [c.relative_rms for c in ([worst] if worst else []) + pipeline]
         worst_rms = self.worst_relative_rms
         if errors:
-            worst_rms = max([*errors, worst_rms or 0.0], key=results.nan_as_worst)
+            worst_rms = max([*errors, worst_rms or 0.0], key=nan_as_worst)
         uncertainty = self.clock_uncertainty_us
         if got.clock_uncertainty_us is not None:
             uncertainty = max(got.clock_uncertainty_us, uncertainty or 0.0)
@@ -135,9 +136,7 @@ def measure(
     echo: Callable[[str], None] = print,
 ) -> dict[str, CaseSummary]:
     """Every case's summary (see `pool`); raises BackendUnavailable (asv: a skip)."""
-    reason = get_backend(config.backend).unavailable(config)
-    if reason is not None:
-        raise BackendUnavailable(reason)
+    require_available(config)
     echo(
         f"[fwdasv] {config.backend} bench of {len(config.cases)} case(s), "
         f"{launches} launch(es), logs in {directory}"

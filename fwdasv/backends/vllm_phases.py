@@ -6,8 +6,8 @@ stderr (kept in the bench log) for: `import torch`, `import vllm` (and the
 bench's modules), the engine configuration (`EngineArgs.create_engine_config`),
 device init, model load, the memory profile, the KV cache, warm-up (graph
 capture), the engine in all, and each case (capture plus timed replays), then
-the total. Hooks wrap vLLM's own methods; nothing measured changes. What the
-per-commit cost tables of issue 18 read (`parse_phases`).
+the total. Hooks wrap vLLM's own methods; nothing measured changes. `parse_phases`
+reads the lines back (the per-commit cost tables of bench/h200/vllm_cost_table.py).
 """
 
 from __future__ import annotations

@@ -169,6 +169,7 @@ def parse_case(text: str) -> BenchCase:
         count, query, kv, drafts = (
             None if digits is None else _number(digits, text) for digits in match.group(1, 2, 3, 5)
         )
+        assert query is not None, text  # the pattern's one required group
         try:
             request = BenchRequest(
                 query, query if kv is None else kv, drafts or 0, chunked=bool(match.group(4))

@@ -11,7 +11,7 @@ for the analysis commands whose 1 means "found a regression").
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +25,7 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class CliError(click.ClickException):
+class CliError(UserError):
     """A one-line error with a chosen exit status, raised by command code only."""
 
     def __init__(self, message: str, exit_code: int = 1):
@@ -33,10 +33,22 @@ class CliError(click.ClickException):
         self.exit_code = exit_code
 
 
-def _one_line_main(command: click.Command, args: Any, kwargs: dict[str, Any]) -> Any:
-    prog = kwargs.pop("prog_name", None)
+def _one_line_main(
+    command: click.Command,
+    args: Sequence[str] | None,
+    prog_name: str | None,
+    complete_var: str | None,
+    extra: dict[str, Any],
+) -> Any:
     try:
-        status = click.Command.main(command, args, prog_name=prog, standalone_mode=False, **kwargs)
+        status = click.Command.main(
+            command,
+            args,
+            prog_name=prog_name,
+            complete_var=complete_var,
+            standalone_mode=False,
+            **extra,
+        )
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.UsageError as error:
@@ -62,7 +74,22 @@ def _one_line_main(command: click.Command, args: Any, kwargs: dict[str, Any]) ->
     return status
 
 
-class Command(click.Command):
+class _OneLineMain(click.Command):
+    """Runs standalone (always exits), with every error as one line and its status."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Always standalone: a user error is one line and the exit status."""
+        return _one_line_main(self, args, prog_name, complete_var, extra)
+
+
+class Command(_OneLineMain):
     """A command whose user errors are one line; status `user_error_status` unless the error
     carries its own."""
 
@@ -75,9 +102,6 @@ class Command(click.Command):
             status = error.exit_code if error.exit_code is not None else self.user_error_status
             raise CliError(str(error), status) from error
 
-    def main(self, args: Any = None, **kwargs: Any) -> Any:
-        return _one_line_main(self, args, kwargs)
-
 
 class AnalysisCommand(Command):
     """Commands whose status 1 is a finding (a regression): a user error is 2, so CI tells
@@ -86,11 +110,8 @@ class AnalysisCommand(Command):
     user_error_status = EXIT_USAGE
 
 
-class Group(click.Group):
+class Group(_OneLineMain, click.Group):
     command_class = Command
-
-    def main(self, args: Any = None, **kwargs: Any) -> Any:
-        return _one_line_main(self, args, kwargs)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """Each command with its whole first paragraph, wrapped (click cuts it at ~45

@@ -1,28 +1,11 @@
 """The kernel summary of one profiled case: vLLM's `<case>.rank<r>.kernels.json`.
 
-vLLM's bench (`--profile-dir`) and fwdasv's engine write the same file, so one
-loader and one diff (`fwdasv.analysis.explain`) serve both backends, and
-vLLM's own `python -m vllm.benchmarks.forward.profile A B` reads fwdasv's files.
-
-vLLM's keys: `trace` (the chrome trace's path), `replays`, `span_us` (median
-first-to-last forward activity), `busy_us` (median summed durations),
-`pre_forward_us` (the excluded restore work), `activities` (per forward) and
-`kernels`: rows `{name, us, pct, calls, example}` per forward, sorted by `us`
-descending. fwdasv adds `device` ("cuda": GPU kernels; "cpu": aten ops and
-their self CPU time), the restore's rows it left out (`pre_forward_kernels`,
-with `restore_activities` on a GPU or the CPU's `measure`) and the `case` and
-`rank` profiled; a file without `device` is vLLM's, hence GPU kernels. Other
-keys are kept as they are (`extra`).
-
-Where fwdasv's engine could attribute them (one extra eager forward, never a
-timed one): a row's `sources`, the first frames in the tracked repository that
-called it (`SourceFrame`: file, line, function, the line's code, calls; the
-one with the most time first) and its `shapes` (the distinct input shapes it
-was called with); on a GPU, `ops`: the aten ops that launched the forward's
-kernels, each with its kernels as rows under it (`kernels`), and
-`attribution`: how the graph's kernels were matched to the eager forward's
-(`sequence`, or `partly by name` and how many in order) or why they
-were not. vLLM's files have none of these.
+vLLM's bench (`--profile-dir`) and fwdasv's engine write the same file, so one loader
+and one diff (`fwdasv.analysis.explain`) serve both backends, and vLLM's own
+`python -m vllm.benchmarks.forward.profile A B` reads fwdasv's files. `KernelSummary`
+reads and writes a whole file (vLLM's keys, then fwdasv's optional ones: the device,
+the restore's rows, where each row was called); `KernelRow` is one kernel or op per
+forward, `SourceFrame` one call site. `profile_paths` names a case's files.
 
 Torch-free on purpose: the analysis side reads these files without the engine.
 """
@@ -33,8 +16,8 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,18 +68,11 @@ class SourceFrame:
         return (self.file, self.function, self.code)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "file": self.file,
-            "line": self.line,
-            "function": self.function,
-            "code": self.code,
-            "calls": self.calls,
-        }
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: object, where: str) -> SourceFrame:
-        if not isinstance(data, dict):
-            raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
+        data = _object(data, where, "an object")
         return cls(
             file=_field(data, "file", str, where),
             line=_field(data, "line", int, where),
@@ -145,8 +121,7 @@ class KernelRow:
 
     @classmethod
     def from_json(cls, data: object, where: str) -> KernelRow:
-        if not isinstance(data, dict):
-            raise ProfileError(f"{where}: expected an object, got {type(data).__name__}")
+        data = _object(data, where, "an object")
         name = _field(data, "name", str, where)
         sources = data.get("sources") or []
         shapes = data.get("shapes") or []
@@ -165,15 +140,27 @@ class KernelRow:
                 SourceFrame.from_json(f, f"{where}: sources[{i}]") for i, f in enumerate(sources)
             ),
             shapes=tuple(shapes),
-            kernels=tuple(
-                KernelRow.from_json(k, f"{where}: kernels[{i}]") for i, k in enumerate(kernels)
-            ),
+            kernels=_rows(kernels, where, "kernels"),
         )
 
 
 @dataclass(frozen=True)
 class KernelSummary:
     """A whole kernels.json; `device` is None for a file without the key (vLLM's: GPU).
+
+    vLLM's keys: `trace` (the chrome trace's path), `replays`, `span_us` (median
+    first-to-last forward activity), `busy_us` (median summed durations),
+    `pre_forward_us` (the excluded restore work), `activities` (per forward) and
+    `kernels`: rows `{name, us, pct, calls, example}` per forward, sorted by `us`
+    descending. fwdasv adds `device` ("cuda": GPU kernels; "cpu": aten ops and their
+    self CPU time), the restore's rows it left out (`pre_forward_kernels`, with
+    `restore_activities` on a GPU or the CPU's `measure`) and the `case` and `rank`
+    profiled. Where the engine could attribute them (one extra eager forward, never a
+    timed one): a row's `sources` (the first frames in the tracked repository that
+    called it, the one with the most time first) and `shapes`; on a GPU, `ops` (the
+    aten ops that launched the forward's kernels, each with its kernels under it) and
+    `attribution` (how the graph's kernels were matched to the eager forward's:
+    `sequence`, or `partly by name` and how many in order; or why they were not).
 
     fwdasv's keys are None (or empty) in vLLM's files; `extra` holds any key
     neither writes, as read.
@@ -236,8 +223,7 @@ class KernelSummary:
 
     @classmethod
     def from_json(cls, data: object, where: str) -> KernelSummary:
-        if not isinstance(data, dict):
-            raise ProfileError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        data = _object(data, where, "a JSON object")
         rows = _field(data, "kernels", list, where)
         device = data.get("device")
         if device is not None and device not in (DEVICE_CUDA, DEVICE_CPU):
@@ -258,9 +244,7 @@ class KernelSummary:
             busy_us=float(_field(data, "busy_us", (int, float), where)),
             pre_forward_us=float(_field(data, "pre_forward_us", (int, float), where)),
             activities=_field(data, "activities", int, where),
-            kernels=tuple(
-                KernelRow.from_json(row, f"{where}: kernels[{i}]") for i, row in enumerate(rows)
-            ),
+            kernels=_rows(rows, where, "kernels"),
             trace=None if trace is None else str(trace),
             device=device,
             measure=None if measure is None else str(measure),
@@ -269,19 +253,26 @@ class KernelSummary:
             else _field(data, "restore_activities", int, where),
             pre_forward_kernels=None
             if restore is None
-            else tuple(
-                KernelRow.from_json(row, f"{where}: pre_forward_kernels[{i}]")
-                for i, row in enumerate(restore)
-            ),
+            else _rows(restore, where, "pre_forward_kernels"),
             case=None if case is None else str(case),
             rank=None if rank is None else _field(data, "rank", int, where),
-            ops=None
-            if ops is None
-            else tuple(KernelRow.from_json(row, f"{where}: ops[{i}]") for i, row in enumerate(ops)),
+            ops=None if ops is None else _rows(ops, where, "ops"),
             attribution=None if attribution is None else str(attribution),
             extra={k: v for k, v in data.items() if k not in (*_VLLM_KEYS, *_FWDASV_KEYS)},
             source=where,
         )
+
+
+def _object(data: object, where: str, what: str) -> dict[Any, Any]:
+    """`data` where it is a JSON object, else a ProfileError naming `where`."""
+    if not isinstance(data, dict):
+        raise ProfileError(f"{where}: expected {what}, got {type(data).__name__}")
+    return data
+
+
+def _rows(items: Sequence[object], where: str, key: str) -> tuple[KernelRow, ...]:
+    """The rows of a list under `key`, each named by its index in an error."""
+    return tuple(KernelRow.from_json(row, f"{where}: {key}[{i}]") for i, row in enumerate(items))
 
 
 def _field(data: Mapping[str, object], key: str, kind: type | tuple[type, ...], where: str) -> Any:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fwdasv.core.numbers import numbers
+
 # vLLM logs "unstable timing" above this sample spread; fwdasv marks the point.
 UNSTABLE_SPREAD_PCT = 0.5
 
@@ -235,8 +237,7 @@ def is_different(
     ordering (p = 2 / C(m+n, m)) cannot reach `alpha`, asv falls back to
     comparing confidence intervals; fwdasv says None instead.
     """
-    xs = [v for v in x if not math.isnan(v)]
-    ys = [v for v in y if not math.isnan(v)]
+    xs, ys = numbers(x), numbers(y)
     if not can_reach(len(xs), len(ys), alpha):
         return None
     return mann_whitney_u(xs, ys)[1] < alpha

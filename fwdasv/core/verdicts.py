@@ -1,21 +1,16 @@
 """Verdict settings: the `"fwdasv"` block of an asv configuration, and its defaults.
 
-asv keeps unknown top-level keys of asv.conf.json and never reads them, so
-the block rides along with the project:
+asv keeps unknown top-level keys of asv.conf.json and never reads them, so the block
+rides along with the project: `"fwdasv": {"min_effect_pct": 0.3, "confirm": true}`.
+`fwdasv init` writes it; regressions, confirm, publish, nightly, compare and bisect read
+it (`AsvProject.verdict_settings`). It lives in core because both the asv layer (which
+writes it) and the analysis (which reads it) need it.
 
-    "fwdasv": {"min_effect_pct": 0.3, "confirm": true}
-
-`fwdasv init` writes it; `fwdasv regressions`, `confirm`, `publish`,
-`nightly`, `compare` and `bisect` read it (`AsvProject.verdict_settings`). It
-lives in core because both the asv layer (which writes it) and the analysis
-(which reads it) need it.
-
-`min_effect_pct` is the smallest change worth reporting, wherever a change
-is judged: the default of `--min-effect` (percent) in the findings, and of
-`--factor` (a ratio of medians, `factor_of(pct)` = 1 + pct / 100: 0.3% is
-1.003) in compare. Bisect's `--factor` is a detection floor for one probe,
-not a reporting threshold: it follows `min_effect_pct` only above
-PROBE_FLOOR_PCT (see `VerdictSettings.probe_factor`).
+`min_effect_pct` is the smallest change worth reporting, wherever a change is judged:
+the default of `--min-effect` (percent) in the findings, and of `--factor` (a ratio of
+medians, `factor_of(pct)` = 1 + pct / 100: 0.3% is 1.003) in compare. Bisect's
+`--factor` is a detection floor for one probe, not a reporting threshold: it follows
+`min_effect_pct` only above PROBE_FLOOR_PCT (`VerdictSettings.probe_factor`).
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """Where each op (CPU) or kernel (GPU) of a profiled forward was called: the source lines.
 
-One extra eager forward, never a timed one, runs under `torch.profiler` (with
-`record_shapes`) and a `TorchDispatchMode` that, for every aten op call it
-sees, notes the first frame in the tracked repository (`first_frame`: the
-innermost frame under one of the `source_roots`) and wraps the call in a
-labelled range `fwdasv::src#<i>`. The chrome trace then ties everything to a
-call site by time on its thread:
-
-- an op event inside a `src#i` range (the op itself or what it calls) belongs
-  to call i; a composite op (`aten::linear`, which the mode never sees: it
-  decomposes before) to the first call inside it;
-- a GPU activity belongs to the launch (`cudaLaunchKernel`, ...) with its
-  `correlation`; that launch's enclosing `src#i` gives the call site and its
-  `External id` the aten op that launched it (the innermost one).
-
-The roots are the directories of the target's top-level package (where asv
-installed the repository at that commit) and `FWDASV_SOURCE_ROOTS`
-(os.pathsep-separated); frames outside them (torch, fwdasv, the standard
-library) never name a line. The pure part (`attribute_events`) takes the
-trace's events and the calls, so it is checked on kineto-shaped events too.
+One extra eager forward, never a timed one, runs under `torch.profiler` (`record_shapes`)
+and a `TorchDispatchMode` that notes, for every aten op call, the first frame in the
+tracked repository (`first_frame`, under one of the `source_roots`) and wraps the call in
+a range `fwdasv::src#<i>`. The chrome trace then ties everything to a call by time on
+its thread: an op event inside a `src#i` range belongs to call i (a composite op, which
+decomposes before the mode sees it, to the first call inside it); a GPU activity to its
+launch (by `correlation`), whose `src#i` gives the call and `External id` the launching
+aten op. The roots are the target's top-level package directory and
+`FWDASV_SOURCE_ROOTS` (os.pathsep-separated); frames outside them (torch, fwdasv, the
+standard library) never name a line. `attribute_events` is the pure part: trace events
+and calls in, `Attributed` out.
 """
 
 from __future__ import annotations
@@ -149,7 +141,7 @@ class Attributed:
     """What the attribution forward says: per op name, its call sites (with time weights)
     and shapes; the forward's GPU activities in order, each with its op and call site."""
 
-    op_sources: Mapping[str, Counter[int]]
+    op_sources: Mapping[str, Mapping[int, float]]
     op_shapes: Mapping[str, Counter[str]]
     gpu: tuple[tuple[Mapping[str, object], str, int | None], ...] = ()
 
@@ -197,7 +189,7 @@ def attribute_events(
         ts = _number(event.get("ts"))
         return any(start <= ts <= end for start, end in forwards.get(event.get("tid"), ()))
 
-    sources: dict[str, Counter[int]] = {}
+    sources: dict[str, dict[int, float]] = {}
     shapes: dict[str, Counter[str]] = {}
     op_by_external: dict[object, str] = {}
     for event in events:
@@ -219,7 +211,8 @@ def attribute_events(
                 call = thread.first_inside(ts, ts + dur)
         if call is not None:
             # Weighted by time: the call site that costs the most comes first.
-            sources.setdefault(name, Counter())[call] += max(dur, 1e-3)
+            weights = sources.setdefault(name, {})
+            weights[call] = weights.get(call, 0.0) + max(dur, 1e-3)
         signature = shape_signature(args.get("Input Dims"))
         if signature:
             shapes.setdefault(name, Counter())[signature] += 1
@@ -250,7 +243,7 @@ def attribute_events(
     return Attributed(sources, shapes, tuple(gpu))
 
 
-def frames_of(weights: Counter[int], calls: Sequence[Call]) -> tuple[SourceFrame, ...]:
+def frames_of(weights: Mapping[int, float], calls: Sequence[Call]) -> tuple[SourceFrame, ...]:
     """The call sites behind `weights` (call index -> time), merged by line, most time first."""
     merged: dict[tuple[str, int, str], list[Any]] = {}
     for index, weight in weights.items():

@@ -1,18 +1,15 @@
 """Time one prepared forward: the single-stage bench.
 
-On a GPU the forward of one exact batch is captured as a one-shot CUDA graph
-whose replays restore the state the forward writes and then run the forward
-between two timing events. The events live inside the graph, after the
-restore, so neither the restore nor host launch gaps reach the timed interval.
-Before timing, the graph is validated against the eager forward and replayed
-twice to check that replays are bitwise deterministic, then warmed up and
-timed as the timing protocol lays the replays out (`fwdasv.engine.protocol`),
-with the GPU's telemetry read at every block boundary when it is given.
-
-Without a GPU the same steps run eagerly (restore, forward) around a host
-timer; `timer` says so and the graph-only fields are null. With `reference`,
-the host timer also times a fixed workload right after each timed replay
-(`fwdasv.engine.yardstick`), kept in the rank's `reference` block.
+On a GPU the forward of one exact batch is captured as a one-shot CUDA graph whose
+replays restore the state the forward writes and then run the forward between two
+timing events. The events live inside the graph, after the restore, so neither the
+restore nor host launch gaps reach the timed interval. Before timing, the graph is
+validated against the eager forward and replayed twice (replays must be bitwise
+deterministic), then warmed up and timed as the protocol lays the replays out
+(`fwdasv.engine.protocol`), with the GPU's telemetry read at block boundaries. Without a
+GPU the same steps run eagerly around a host timer; `timer` says so and the graph-only
+fields are null. With `reference`, the host timer also times a fixed workload right
+after each timed replay (`fwdasv.engine.yardstick`), kept in the rank's `reference` block.
 """
 
 from __future__ import annotations

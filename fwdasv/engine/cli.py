@@ -3,7 +3,8 @@
 Flags follow `vllm bench forward` where they mean the same (`--case`,
 `--shapes`, `--iters`, `--samples`, `--seed`, `--output-json`), and the output
 is the same JSON, so one parser and one asv layer serve both. The flags are
-only mapped here: `fwdasv.engine.config.ForwardRun.from_options` checks them.
+only mapped here: `fwdasv.engine.config.ForwardRun.from_options` checks them, and
+`fwdasv.engine.run.run_forward` runs them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fwdasv.core.cases import GRAMMAR_HELP
 from fwdasv.core.clitools import Command
 from fwdasv.engine.config import ForwardRun
 from fwdasv.engine.protocol import AUTO, DEFAULT_GPU_PROTOCOL, PROTOCOLS
+from fwdasv.engine.run import run_forward
 from fwdasv.targets.base import DEFAULT_TARGET
 
 
@@ -148,7 +150,7 @@ def forward(**flags: Any) -> None:
     JSON); a sample spread above 0.5% is marked `unstable` with a warning.
     Exits 3 when some cases failed or were refused, 1 on bad input, 2 on bad usage.
     """
-    ForwardRun.from_options(**flags).run(echo=click.echo, warn=_warn)
+    run_forward(ForwardRun.from_options(**flags), echo=click.echo, warn=_warn)
 
 
 def _warn(line: str) -> None:

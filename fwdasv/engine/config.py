@@ -7,27 +7,24 @@ them, each a one-line `UserError`. Torch-free until the settings are known to
 be good: a bad --dtype or --device spelling, a bad output path
 (--output-json, --dump-output, --profile-dir) fail in a fraction of a
 second, before the target is imported (which imports torch); `auto` device,
-timer, protocol and dtype are then resolved with torch. A case whose profile
-was asked for and failed is a failed case (exit 3), its timing kept.
+timer, protocol and dtype are then resolved with torch (`fwdasv.targets.device`).
+Running the checked `ForwardRun` is `fwdasv.engine.run`'s.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fwdasv.core.cases import BenchCase, load_cases, parse_case, suite_cases, unique_cases
-from fwdasv.core.errors import CasesFailed, UserError
+from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_output_dir, check_output_path
 from fwdasv.core.results import EngineInfo
 from fwdasv.engine.protocol import AUTO, PROTOCOLS, STEADY, resolve_protocol
-from fwdasv.targets.base import TargetSpec, check_dtype_name, parse_options
-
-if TYPE_CHECKING:
-    from fwdasv.core.results import CaseResult
+from fwdasv.targets.base import TargetSpec, parse_options
+from fwdasv.targets.device import check_dtype_name, resolve_device, resolve_dtype, torch_dtype
 
 
 class EngineOptionError(UserError, ValueError):
@@ -74,22 +71,6 @@ def check_device_name(device: str) -> str:
     if not _DEVICE.fullmatch(device):
         raise EngineOptionError(f"--device {device!r}: use auto, cpu, cuda or cuda:N")
     return device
-
-
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise EngineOptionError(f"--device {device}: no CUDA device is visible; use --device cpu")
-    return device
-
-
-def resolve_dtype(dtype: str, device: str) -> str:
-    if dtype == "auto":
-        return "bfloat16" if device.startswith("cuda") else "float32"
-    return dtype
 
 
 # The host timer's threads unless --threads says otherwise: the suites' choice. On a
@@ -148,8 +129,6 @@ class EngineConfig:
 
         A pipeline streams its microbatches back to back: its protocol is steady.
         """
-        from fwdasv.targets.base import torch_dtype
-
         device = resolve_device(device)
         timer = resolve_timer(timer, device)
         dtype = resolve_dtype(dtype, device)
@@ -321,50 +300,3 @@ class ForwardRun:
             dump_output=dump_output,
             profile_dir=profile_dir,
         )
-
-    def run(self, echo: Callable[[str], None], warn: Callable[[str], None]) -> list[CaseResult]:
-        """Run every case (a pipeline through torchrun); raises CasesFailed (status 3) when
-        some failed or were refused, after all ran and were written."""
-        if self.pipeline:
-            from fwdasv.engine.pipeline_run import pipeline_main
-
-            outcome = pipeline_main(
-                self.config,
-                self.cases,
-                self.pipeline_stages,
-                self.output_json,
-                self.timeout_s,
-                self.dump_output,
-                echo=echo,
-                warn=warn,
-            )
-        else:
-            from fwdasv.engine.runner import run_cases
-
-            outcome = run_cases(
-                self.config,
-                self.cases,
-                self.output_json,
-                echo=echo,
-                warn=warn,
-                profile_dir=self.profile_dir,
-            )
-        failed = [(r.case, _failure(r)) for r in outcome if _failure(r)]
-        if failed:
-            raise CasesFailed(
-                f"{len(failed)} case(s) failed: "
-                + ", ".join(f"{case} ({why})" for case, why in failed)
-                + (f" (details in {self.output_json})" if self.output_json else "")
-            )
-        return outcome
-
-
-def _failure(result: CaseResult) -> str | None:
-    """Why a case counts as failed: an error, a refusal, or a profile asked for that failed."""
-    if not result.ok:
-        return "error"
-    if result.refused:
-        return "refused"
-    if any(rank.profile is not None and rank.profile.error for rank in result.ranks):
-        return "profile failed"
-    return None

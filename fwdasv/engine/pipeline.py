@@ -1,26 +1,17 @@
 """Pipeline streaming across torchrun ranks: each rank runs one stage of N.
 
-A pipeline step is timed as a serving engine runs it: microbatches follow each
-other through the stages with no host barrier between them, at most one per
-stage in flight (the last stage hands a token back to the first, device to
-device), so a microbatch's latency includes the transfers and the waiting a
-stage does for the previous one, but no queue that grows with the stream. Each rank builds one stage of the target; an eager pass (receive, run,
-send on) gives every stage its reference. On a GPU each stage is captured as
-a CUDA graph plus a restore graph, and `count + 2 * margin` microbatches are
-streamed with isend/irecv; CUDA events around each stage graph are mapped to
-rank 0's clock by `PipelineClock`, and a microbatch's latency is the last
-stage's end minus the first stage's start. The first and last `margin`
-microbatches (pipeline fill and drain) are dropped by id.
-
-On a CPU the same steps run eagerly over gloo with host perf_counter
-timestamps (still mapped to rank 0's clock), `timer` says so and the
-graph-only fields are null.
-
-Ranks agree on every failure they can detect (a case the target refuses, an
-error in the eager pass, a capture that fails) before moving on, so a failed
-case is recorded on all ranks and the next case runs; a rank that dies in the
-middle of a stream takes the group down (torchrun stops the others) instead
-of leaving it hanging.
+Microbatches follow each other through the stages with no host barrier between them, at
+most one per stage in flight (the last stage hands a token back to the first, device to
+device), so a latency includes the transfers and a stage's wait for the previous one,
+but no queue that grows with the stream. An eager pass (receive, run, send on) gives
+every stage its reference. On a GPU each stage is a CUDA graph plus a restore graph;
+`count + 2 * margin` microbatches are streamed with isend/irecv, CUDA events around
+each stage graph are mapped to rank 0's clock (`PipelineClock`), and a microbatch's
+latency is the last stage's end minus the first stage's start; the `margin` microbatches
+at each end (fill and drain) are dropped by id. On a CPU the same steps run eagerly over
+gloo with host timestamps. Ranks agree on every failure they detect before moving on
+(`fwdasv.engine.ranks`); a rank that dies mid-stream takes the group down (torchrun
+stops the others) instead of leaving it hanging.
 """
 
 from __future__ import annotations
@@ -39,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from fwdasv.core.cases import BenchCase
+from fwdasv.core.errors import describe_error
 from fwdasv.core.files import check_output_path
 from fwdasv.core.results import EngineInfo, PipelineTimeline, RankResult, TensorDiff
 from fwdasv.core.stats import Latency
@@ -52,8 +44,8 @@ from fwdasv.engine.ranks import (
     raise_failures,
     recv_object,
     send_object,
+    started,
 )
-from fwdasv.engine.runner import describe_error
 from fwdasv.targets.base import PreparedForward, Target
 
 TIMER_PIPELINE_GPU = "pipeline_correlated_gpu_events_rank_max"
@@ -241,15 +233,15 @@ class PipelineBench:
 
         def take_credit(index: int) -> None:
             if takes_credits and index >= inflight:
-                dist.irecv(credit, topo.last_rank, group=groups.credits).wait()
+                started(dist.irecv(credit, topo.last_rank, group=groups.credits)).wait()
 
-        given: list[Any] = []
+        given: list[dist.Work] = []
 
         def give_credit(index: int) -> None:
             # Not waited on here: the next microbatch's receive must not depend on
             # the first stage having taken this token (that would be a cycle).
             if gives_credits and index + inflight < total:
-                given.append(dist.isend(credit, topo.first_rank, group=groups.credits))
+                given.append(started(dist.isend(credit, topo.first_rank, group=groups.credits)))
 
         if self.use_graph:
             sent = [self.output[name] for name in self.send_names]
@@ -257,7 +249,7 @@ class PipelineBench:
                 take_credit(index)
                 self.reset_graph.replay()
                 for buffer in received:
-                    dist.irecv(buffer, topo.previous, group=groups.data).wait()
+                    started(dist.irecv(buffer, topo.previous, group=groups.data)).wait()
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -266,21 +258,23 @@ class PipelineBench:
                 starts.append(start)
                 ends.append(end)
                 for tensor in sent:
-                    dist.isend(tensor, topo.next, group=groups.data).wait()
+                    started(dist.isend(tensor, topo.next, group=groups.data)).wait()
                 give_credit(index)
         else:
             for index in range(total):
                 take_credit(index)
                 self._reset()
                 for buffer in received:
-                    dist.irecv(buffer, topo.previous, group=groups.data).wait()
+                    started(dist.irecv(buffer, topo.previous, group=groups.data)).wait()
                 synchronize(device)
                 starts.append(self.host_clock())
                 self.output = self.prepared.forward()
                 synchronize(device)
                 ends.append(self.host_clock())
                 for name in self.send_names:
-                    dist.isend(self.output[name].contiguous(), topo.next, group=groups.data).wait()
+                    started(
+                        dist.isend(self.output[name].contiguous(), topo.next, group=groups.data)
+                    ).wait()
                 give_credit(index)
         for work in given:
             work.wait()

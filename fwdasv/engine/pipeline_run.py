@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
-from fwdasv.core.errors import EXIT_INTERRUPTED, UserError
+from fwdasv.core.errors import EXIT_INTERRUPTED, UserError, describe_error
 from fwdasv.engine.config import EngineConfig
 from fwdasv.engine.pipeline import RankContext, bench_case
 from fwdasv.engine.ranks import (
@@ -37,9 +37,10 @@ from fwdasv.engine.ranks import (
     init_groups,
     rank_device,
 )
-from fwdasv.engine.runner import announce, describe_error, free_device_memory
+from fwdasv.engine.report import announce
 from fwdasv.launch import MAX_RANKS_PER_CPU, usable_cpus
 from fwdasv.targets.base import TargetSpec
+from fwdasv.targets.device import free_device_memory
 
 
 def run_rank(

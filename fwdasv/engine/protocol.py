@@ -1,34 +1,17 @@
 """When the timed replays run: the timing protocol, and telemetry at block boundaries.
 
-A case's timed replays are `samples` blocks of `iters` replays; the block
-medians are the samples asv gets, their spread the stability figure. How the
-blocks are laid out in time decides how much a power-capped GPU moves them:
-
-- `steady` (vLLM's and fwdasv's protocol until issue 11): about `warmup_s` of
-  back-to-back replays, then every block back to back. On the shared H200 the
-  heavy cases of the 8B-layer decoder sit at the 700 W cap; the SM clock moves
-  between 1605 and 1980 MHz from block to block and the sample spread is 2-5.7%.
-- `duty-cycled`: replays run in bursts of at most `burst_s` (50 ms) of busy
-  time, each followed by `gap_ratio` (3) times its length of idle GPU, in the
-  warmup too, so every timed block starts from the same periodic state. The
-  average power is a quarter of the steady one and a burst is short next to the
-  power controller's reaction, so the GPU stays at (or near) its top clock
-  instead of cycling through the cap. Measured on the H200 with whole blocks as
-  bursts: decode_bs32_8k's spread 3.2% -> 1.6%, 0.29% on the blocks at the top
-  clocks; bursts of 50 ms aim at that top-clock regime for every block.
-  It costs (1 + gap_ratio) times the timed wall time.
-- `long-blocks`: blocks of at least `block_s` (1 s) of replays (iters rounded
-  up per case), back to back: each block median averages over many cycles of
-  the power controller instead of catching one phase of it (vLLM's blocks of
-  Llama-3.1-8B, 4x longer than the 8-layer target's, show half its spread).
-
-`auto` is `duty-cycled` for CUDA graphs and `steady` for the host timer (a
-CPU has no power cap to dodge, and the CPU figures were made with `steady`).
-scripts/gpu/measure_protocol.py measures all three side by side on an H200,
-in fresh processes, with their telemetry; docs/measurements.md records it.
-
-Telemetry (`fwdasv.hw.telemetry`) is read once after each block, outside the
-timed replays.
+A case's timed replays are `samples` blocks of `iters` replays; the block medians are
+the samples asv gets, their spread the stability figure. How the blocks are laid out in
+time decides how much a power-capped GPU moves them:
+- `steady` (vLLM's): about `warmup_s` of back-to-back replays, then every block back to
+  back. On the shared H200 at the 700 W cap the sample spread is 2-5.7%.
+- `duty-cycled`: bursts of at most `burst_s` (50 ms) of busy time, each followed by
+  `gap_ratio` (3) times its length of idle GPU, warmup included: the GPU stays at its top
+  clock instead of cycling through the cap (decode_bs32_8k: 3.2% -> 1.6%, 0.29% at the
+  top clocks), at (1 + gap_ratio) times the timed wall time.
+- `long-blocks`: blocks of at least `block_s` (1 s), each median averaging many cycles
+  of the power controller. `auto`: duty-cycled for CUDA graphs, steady for the host timer
+  (a CPU has no power cap). Telemetry is read after each block, outside the timed replays.
 """
 
 from __future__ import annotations
@@ -97,7 +80,7 @@ class Replayer:
     """
 
     timed: Callable[[], float]
-    launch: Callable[[], None]
+    launch: Callable[[], object]  # what it returns is not read
     wait: Callable[[], None]
 
 

@@ -164,7 +164,25 @@ def init_groups(device: torch.device) -> Groups:
     else:
         dist.init_process_group(backend="gloo")
         credits = dist.new_group(backend="gloo")
-    return Groups(control=dist.new_group(backend="gloo"), data=dist.group.WORLD, credits=credits)
+    return Groups(
+        control=member(dist.new_group(backend="gloo")),
+        data=member(dist.group.WORLD),
+        credits=member(credits),
+    )
+
+
+def member(group: object) -> dist.ProcessGroup:
+    """A group this rank is in: torch types a new group as possibly NON_GROUP_MEMBER and
+    the world group as None before init; every rank joins fwdasv's groups."""
+    assert isinstance(group, dist.ProcessGroup), group
+    return group
+
+
+def started(work: dist.Work | None) -> dist.Work:
+    """A point-to-point op this rank takes part in: torch returns None only to a rank
+    outside the group."""
+    assert work is not None
+    return work
 
 
 def rank_device(config: EngineConfig, topology: Topology) -> torch.device:

@@ -12,7 +12,6 @@ rule (`fwdasv.core.results.CaseResult.judge`), and counts as failed too.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -22,27 +21,16 @@ import torch
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
+from fwdasv.core.errors import describe_error
 from fwdasv.core.results import CaseResult, ProfileBlock
-from fwdasv.core.stats import UNSTABLE_SPREAD_PCT
 from fwdasv.engine.capture import StateSnapshot, bench_forward
 from fwdasv.engine.config import EngineConfig
+from fwdasv.engine.report import announce, host_context, profile_line
 from fwdasv.targets.base import PreparedForward, TargetSpec
+from fwdasv.targets.device import free_device_memory
 
 if TYPE_CHECKING:
     from fwdasv.hw.telemetry import GpuTelemetry
-
-
-def describe_error(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    first = text[0] if text else ""
-    return f"{type(error).__name__}: {first}" if first else type(error).__name__
-
-
-def free_device_memory(device: torch.device) -> None:
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
 
 
 def _write(done: Sequence[CaseResult], output_json: str | os.PathLike[str]) -> None:
@@ -80,56 +68,6 @@ def _profile(
         )
     except Exception as error:
         return ProfileBlock.failed(describe_error(error))
-
-
-def _profile_line(case_name: str, block: ProfileBlock) -> str:
-    if block.error is not None:
-        return f"[forward] {case_name}: profile FAILED: {block.error}"
-    return (
-        f"[forward] {case_name}: profile {block.summary} ({block.activities} "
-        f"{'ops' if block.device == 'cpu' else 'GPU activities'} per forward, "
-        f"busy {block.busy_us:.1f} us)"
-    )
-
-
-def host_context(threads: int | None) -> str:
-    """Why a host-timed spread may be high (the threads, the CPUs' load beside them) and
-    what helps: the tail of the unstable-timing warning on the host timer."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    used = f"{threads} thread{'s' if threads != 1 else ''}" if threads else "torch's threads"
-    try:
-        load = os.getloadavg()[0]
-        text = f"host timer, {used}, load {load:.1f} on {cpus} CPUs"
-        if cpus is not None and load > cpus - 1:
-            text += ": other processes share these CPUs, so whole samples come out slow"
-    except OSError:
-        text = f"host timer, {used}, {cpus} CPUs"
-    fewer = ", --threads 1" if threads != 1 else ""
-    return (
-        f"{text}. The median is kept and the point marked unstable; steadier: fewer other "
-        f"jobs{fewer}, more --samples"
-    )
-
-
-def announce(
-    result: results.CaseResult,
-    echo: Callable[[str], None],
-    warn: Callable[[str], None],
-    host: str | None = None,
-) -> None:
-    """The case's line (vLLM's), its GPU state, and a warning when its timing is unstable;
-    `host` (the host timer's `host_context`) says why it may be and what helps."""
-    line = result.line()
-    telemetry = result.telemetry
-    if result.ok and telemetry is not None and telemetry.readings:
-        line += f"; GPU {telemetry.line()}"
-    echo(line)
-    if result.ok and not result.refused and result.unstable:
-        spread = (
-            f"Warning: {result.case}: unstable timing (sample spread "
-            f"{result.latency.sample_spread_pct:.2f}% > {UNSTABLE_SPREAD_PCT}%)"
-        )
-        warn(f"{spread}; {host}" if host else f"{spread}; the point is marked unstable")
 
 
 def open_telemetry(device: torch.device) -> tuple[GpuTelemetry | None, str | None]:
@@ -175,7 +113,8 @@ def run_cases(
         with torch.inference_mode():
             target = spec.build(config.device, config.dtype)
             for case in cases:
-                snapshot = None
+                prepared: PreparedForward | None = None
+                snapshot: StateSnapshot | None = None
                 try:
                     prepared = target.prepare(case, config.options.seed)
                     # Timing leaves the state one step on: profiling restores this one.
@@ -203,7 +142,7 @@ def run_cases(
                 announce(result, echo, warn, host_context(config.options.threads) if host else None)
                 profiled = result.ranks[0].profile if result.ranks else None
                 if profiled is not None:
-                    echo(_profile_line(case.name, profiled))
+                    echo(profile_line(case.name, profiled))
                 sys.stdout.flush()
     finally:
         if telemetry is not None:

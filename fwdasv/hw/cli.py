@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from fwdasv.core.clitools import CliError, Group
+from fwdasv.core.clitools import CliError, Group, format_option
 from fwdasv.core.errors import EXIT_CHECKS_FAILED
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks, statefile
@@ -73,13 +73,9 @@ def hw() -> None:
     "What the clocks must be: 'locked' (by fwdasv hw setup in this boot), 'default' "
     "(not locked, default applications clocks) or 'any' (only reported).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="Output: a table for people, or JSON (inventory and checks) to record with results.",
+@format_option(
+    ("table", "json"),
+    "Output: a table for people, or JSON (inventory and checks) to record with results.",
 )
 @click.option(
     "--allow-pid",

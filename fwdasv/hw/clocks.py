@@ -242,13 +242,14 @@ def plan_reset(saved: Sequence[SavedGpu], current: dict[str, GpuInfo]) -> list[C
             change("nvmlDeviceResetGpuLockedClocks", why="SM clocks were not locked before")
         clocks = (before.app_memory_clock_mhz, before.app_graphics_clock_mhz)
         now = (gpu.app_memory_clock_mhz, gpu.app_graphics_clock_mhz)
-        if None not in clocks and None not in now and clocks != now:
+        memory, graphics = clocks
+        if memory is not None and graphics is not None and None not in now and clocks != now:
             defaults = (before.default_app_memory_clock_mhz, before.default_app_graphics_clock_mhz)
-            why = f"applications clocks back to {clocks[1]}/{clocks[0]} MHz (graphics/memory)"
+            why = f"applications clocks back to {graphics}/{memory} MHz (graphics/memory)"
             if clocks == defaults:
                 change("nvmlDeviceResetApplicationsClocks", why=why)
             else:
-                change("nvmlDeviceSetApplicationsClocks", clocks[0], clocks[1], why=why)
+                change("nvmlDeviceSetApplicationsClocks", memory, graphics, why=why)
         if applied.persistence_mode is not None and before.persistence_mode is not None:
             was = bool(before.persistence_mode)
             if was != bool(applied.persistence_mode):

@@ -227,20 +227,6 @@ def machine_file_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(path if path is not None else DEFAULT_MACHINE_FILE).expanduser()
 
 
-def machine(
-    gpus: Sequence[str] | None = None,
-    name: str | None = None,
-    machine_file: str | os.PathLike[str] | None = None,
-    clock_policy: str = "auto",
-    state_file: str | os.PathLike[str] | None = None,
-    replace: bool = False,
-) -> tuple[dict[str, str], Path]:
-    """Write this machine's entry (for the selected GPUs) into asv's machine file."""
-    inventory = read_inventory(gpus, state_file)
-    entry = machine_entry(inventory, name, clock_policy)
-    return entry, write_machine_file(entry, machine_file, replace=replace)
-
-
 @dataclass(frozen=True)
 class Recorded:
     """What `record_machine` wrote: the entry, the file, and why it is a CPU entry."""
@@ -264,8 +250,8 @@ def record_machine(
     (`NoDriver`): the run that follows would not time them.
     """
     try:
-        entry, path = machine(gpus, name, machine_file, clock_policy, state_file, replace)
-        return Recorded(entry, path, None)
+        entry = machine_entry(read_inventory(gpus, state_file), name, clock_policy)
+        return Recorded(entry, write_machine_file(entry, machine_file, replace=replace), None)
     except NoDriver as error:
         if gpus is not None:
             raise NoDriver(f"{error} (or drop --gpus for a CPU machine entry)") from None

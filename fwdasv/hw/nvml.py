@@ -230,6 +230,23 @@ def read_gpu(handle: Any, index: int, locks: Mapping[str, RecordedLock]) -> GpuI
     utilization = read("utilization", lambda: nv.nvmlDeviceGetUtilizationRates(handle))
     persistence = read("persistence_mode", lambda: nv.nvmlDeviceGetPersistenceMode(handle))
 
+    def app_clock(name: str, clock: int, default: bool) -> Any:
+        """An applications clock (target or default), through nvmlDeviceGetClock or, on an
+        older driver, the older getter."""
+        clock_id = (
+            nv.NVML_CLOCK_ID_APP_CLOCK_DEFAULT if default else nv.NVML_CLOCK_ID_APP_CLOCK_TARGET
+        )
+        older = (
+            nv.nvmlDeviceGetDefaultApplicationsClock
+            if default
+            else nv.nvmlDeviceGetApplicationsClock
+        )
+        return read(
+            name,
+            lambda: nv.nvmlDeviceGetClock(handle, clock, clock_id),
+            lambda: older(handle, clock),
+        )
+
     return GpuInfo(
         index=index,
         uuid=uuid,
@@ -246,34 +263,12 @@ def read_gpu(handle: Any, index: int, locks: Mapping[str, RecordedLock]) -> GpuI
         memory_clock_max_mhz=read(
             "memory_clock_max", lambda: nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_MEM)
         ),
-        app_graphics_clock_mhz=read(
-            "app_graphics_clock",
-            lambda: nv.nvmlDeviceGetClock(
-                handle, nv.NVML_CLOCK_GRAPHICS, nv.NVML_CLOCK_ID_APP_CLOCK_TARGET
-            ),
-            lambda: nv.nvmlDeviceGetApplicationsClock(handle, nv.NVML_CLOCK_GRAPHICS),
+        app_graphics_clock_mhz=app_clock("app_graphics_clock", nv.NVML_CLOCK_GRAPHICS, False),
+        app_memory_clock_mhz=app_clock("app_memory_clock", nv.NVML_CLOCK_MEM, False),
+        default_app_graphics_clock_mhz=app_clock(
+            "default_app_graphics_clock", nv.NVML_CLOCK_GRAPHICS, True
         ),
-        app_memory_clock_mhz=read(
-            "app_memory_clock",
-            lambda: nv.nvmlDeviceGetClock(
-                handle, nv.NVML_CLOCK_MEM, nv.NVML_CLOCK_ID_APP_CLOCK_TARGET
-            ),
-            lambda: nv.nvmlDeviceGetApplicationsClock(handle, nv.NVML_CLOCK_MEM),
-        ),
-        default_app_graphics_clock_mhz=read(
-            "default_app_graphics_clock",
-            lambda: nv.nvmlDeviceGetClock(
-                handle, nv.NVML_CLOCK_GRAPHICS, nv.NVML_CLOCK_ID_APP_CLOCK_DEFAULT
-            ),
-            lambda: nv.nvmlDeviceGetDefaultApplicationsClock(handle, nv.NVML_CLOCK_GRAPHICS),
-        ),
-        default_app_memory_clock_mhz=read(
-            "default_app_memory_clock",
-            lambda: nv.nvmlDeviceGetClock(
-                handle, nv.NVML_CLOCK_MEM, nv.NVML_CLOCK_ID_APP_CLOCK_DEFAULT
-            ),
-            lambda: nv.nvmlDeviceGetDefaultApplicationsClock(handle, nv.NVML_CLOCK_MEM),
-        ),
+        default_app_memory_clock_mhz=app_clock("default_app_memory_clock", nv.NVML_CLOCK_MEM, True),
         clock_lock=locks.get(uuid) if uuid else None,
         persistence_mode=None if persistence is None else persistence == nv.NVML_FEATURE_ENABLED,
         temperature_c=read(

@@ -34,7 +34,7 @@ class UndoGuard:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, undo: Callable[[], None]) -> None:
+    def __init__(self, undo: Callable[[], object]) -> None:
         self._undo = undo
         self._done = False
         # Reentrant: a signal may arrive while the main thread is already undoing.

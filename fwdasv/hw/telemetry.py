@@ -1,26 +1,15 @@
 """GPU telemetry while a forward is timed: clocks, power, temperature, clock event reasons.
 
-On a shared H200 the heavy cases run at the 700 W power cap and the SM clock
-moves between 1605 and 1980 MHz from one block of replays to the next; latency
-follows it (-0.88 correlation on decode_bs32_8k). A latency series alone
-cannot tell a slower commit from a hotter or capped GPU, so each case records
-the GPU's state while it ran.
-
-Two ways to read it:
-
-- `GpuTelemetry.read()`, called by fwdasv's engine at every sample-block
-  boundary (it knows them: `samples` blocks of `iters` replays), outside the
-  timed replays: one reading per block.
-- `Sampler`, a thread reading every GPU every `interval_s` (~0.1 s) while a
-  subprocess runs, for vLLM's bench, which has no block hooks: its readings
-  are split per case at the case's `[forward] NAME:` line, so a case's window
-  holds its setup, warmup and timed replays together; only the readings of a
-  busy GPU are summarized.
-
-Everything here reads; no NVML setter is ever called. Each field is read on
-its own, as `fwdasv.hw.nvml` does: one the GPU or driver cannot report is None
-(and named in `unreadable`), never a crash, and a machine without NVML gives
-`None` telemetry with the reason.
+On a shared H200 the heavy cases run at the 700 W cap and the SM clock moves between
+1605 and 1980 MHz from block to block; latency follows it (-0.88 correlation on
+decode_bs32_8k), so each case records the GPU's state while it ran. fwdasv's engine calls
+`GpuTelemetry.read()` at every sample-block boundary, outside the timed replays;
+`Sampler`, a thread reading every GPU every `interval_s` (~0.1 s), serves vLLM's bench,
+which has no block hooks: its readings are split per case at the case's `[forward]
+NAME:` line, and only a busy GPU's readings are summarized. Nothing here sets anything.
+Each field is read on its own (as `fwdasv.hw.nvml` does): one the GPU cannot report is
+None and named in `unreadable`, and a machine without NVML gives `None` telemetry with
+the reason.
 """
 
 from __future__ import annotations
@@ -62,26 +51,22 @@ class Reading:
     utilization_pct: int | None
     clock_event_reasons: int | None  # NVML's mask
 
+    def has_reason(self, mask: int) -> bool | None:
+        """Whether NVML's clock event reasons include one of `mask`'s (None: not read)."""
+        return None if self.clock_event_reasons is None else bool(self.clock_event_reasons & mask)
+
     @property
     def power_capped(self) -> bool | None:
-        return (
-            None
-            if self.clock_event_reasons is None
-            else bool(self.clock_event_reasons & POWER_CAP_MASK)
-        )
+        return self.has_reason(POWER_CAP_MASK)
 
     @property
     def thermal_capped(self) -> bool | None:
-        return (
-            None
-            if self.clock_event_reasons is None
-            else bool(self.clock_event_reasons & THERMAL_CAP_MASK)
-        )
+        return self.has_reason(THERMAL_CAP_MASK)
 
     @property
     def busy(self) -> bool:
         """Not reported idle (a reading taken between a bench's cases or before its model load)."""
-        if self.clock_event_reasons is not None and self.clock_event_reasons & IDLE_MASK:
+        if self.has_reason(IDLE_MASK):
             return False
         return self.utilization_pct is None or self.utilization_pct > 0
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from fwdasv.core.cases import BenchCase
 
-from fwdasv.core.errors import UserError
+from fwdasv.core.errors import UserError, describe_error
 
 DEFAULT_TARGET = "fwdasv.targets.decoder:tiny"
 
@@ -118,7 +118,7 @@ class TargetSpec:
             raise
         except Exception as error:
             raise TargetError(
-                f"Target {self.factory!r}: its max_stages failed: {_one_line(error)}"
+                f"Target {self.factory!r}: its max_stages failed: {describe_error(error)}"
             ) from None
 
     def check_stages(self, stages: int) -> None:
@@ -139,6 +139,7 @@ class TargetSpec:
                 f"Target option(s) {reserved} are set by the engine; use --device, --dtype "
                 "or --pipeline-stages instead"
             )
+        parameters: Mapping[str, inspect.Parameter]
         try:
             parameters = inspect.signature(factory).parameters
         except (TypeError, ValueError):
@@ -161,7 +162,7 @@ class TargetSpec:
         except Exception as error:
             # The project's own code failed: one line, with where it failed.
             raise TargetError(
-                f"Target {self.factory!r} failed to build: {_one_line(error)}{_where(error)}"
+                f"Target {self.factory!r} failed to build: {describe_error(error)}{_where(error)}"
             ) from error
         if not isinstance(target, Target):
             raise TargetError(
@@ -169,11 +170,6 @@ class TargetSpec:
                 "`name` and `prepare(case, seed)`"
             )
         return target
-
-
-def _one_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
 def _where(error: BaseException) -> str:
@@ -194,30 +190,3 @@ def parse_options(pairs: list[str] | tuple[str, ...]) -> dict[str, Any]:
         except json.JSONDecodeError:
             options[key] = value
     return options
-
-
-# dtype names the command line accepts, checked without importing torch.
-DTYPE_NAMES: dict[str, str] = {
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float16": "float16",
-    "fp16": "float16",
-    "half": "float16",
-    "float32": "float32",
-    "fp32": "float32",
-    "float": "float32",
-}
-
-
-def check_dtype_name(name: str) -> str:
-    """The canonical name of a dtype name, or a TargetError listing the known ones."""
-    try:
-        return DTYPE_NAMES[name]
-    except KeyError:
-        raise TargetError(f"Unknown dtype {name!r}; use one of {sorted(DTYPE_NAMES)}") from None
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    import torch
-
-    return getattr(torch, check_dtype_name(name))

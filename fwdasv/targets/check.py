@@ -14,15 +14,14 @@ import argparse
 import sys
 
 from fwdasv.core.cases import parse_case, unique_cases
+from fwdasv.core.errors import describe_error
 from fwdasv.targets.base import PreparedForward, TargetSpec
+from fwdasv.targets.device import resolve_device, resolve_dtype
 
 
 def check(target: str, cases: list[str], device: str = "auto", dtype: str = "auto") -> str:
     """Build `target` and prepare each case; returns a one-line summary."""
     import torch
-
-    from fwdasv.engine.config import resolve_device, resolve_dtype
-    from fwdasv.engine.runner import describe_error
 
     parsed = unique_cases(parse_case(text) for text in cases)
     spec = TargetSpec.parse(target)

@@ -1,20 +1,15 @@
 """fwdasv's bundled target: a Llama-style decoder over a per-request KV cache.
 
-RMSNorm with the fused residual add, rotary embeddings, grouped-query
-attention, SwiGLU MLP; pure PyTorch (scaled_dot_product_attention). It runs
-every case kind of the grammar: decode, prefill, prefix-cache hit, chunked
-prefill, speculative verify (Q = 1 + D) and mixed batches. Equal consecutive
-requests form a group that attends in one batched call, so `decode=32*1@8192`
-is one attention over a [32, 8192] cache per layer, not 32.
-
-Like a serving engine's step, the forward appends K/V at each request's cached
-length, read from a device-side counter, and advances the counters. That is
-the state a forward writes; without restoring it, a second forward sees longer
-sequences and other positions, and computes something else.
-
-Pipeline: stage s of N holds a contiguous slice of the layers; the first stage
-embeds the tokens, the others receive `hidden_states` and `residual`, the last
-applies the final norm.
+RMSNorm with the fused residual add, rotary embeddings, grouped-query attention, SwiGLU
+MLP; pure PyTorch (scaled_dot_product_attention). It runs every case kind of the
+grammar: decode, prefill, prefix-cache hit, chunked prefill, speculative verify
+(Q = 1 + D) and mixed batches. Equal consecutive requests form a group that attends in
+one batched call, so `decode=32*1@8192` is one attention over a [32, 8192] cache per
+layer, not 32. Like a serving engine's step, the forward appends K/V at each request's
+cached length, read from a device-side counter, and advances the counters: the state a
+forward writes, which the engine restores before every replay. Pipeline: stage s of N
+holds a contiguous slice of the layers; the first stage embeds the tokens, the others
+receive `hidden_states` and `residual`, the last applies the final norm.
 """
 
 from __future__ import annotations
@@ -30,7 +25,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fwdasv.core.cases import BenchCase
-from fwdasv.targets.base import PreparedForward, TargetError, torch_dtype
+from fwdasv.targets.base import PreparedForward, TargetError
+from fwdasv.targets.device import torch_dtype
 
 # SDPA may pick cuDNN's attention on Hopper; these backends' forwards are
 # reproducible run to run. On an H200 (torch 2.11) fwdasv's eager-repeat and
@@ -301,8 +297,8 @@ class DecoderTarget:
                 "residual": torch.zeros(num_tokens, cfg.hidden_size, device=device, dtype=dtype),
             }
         state = [computed]
-        for g in groups:
-            state.extend(cache[:, :, g.prefix_len : g.kv_len] for cache in g.caches)
+        for group in groups:
+            state.extend(cache[:, :, group.prefix_len : group.kv_len] for cache in group.caches)
 
         def forward() -> dict[str, torch.Tensor]:
             with sdpa_kernel(DETERMINISTIC_SDPA_BACKENDS):
@@ -349,7 +345,21 @@ class DecoderTarget:
         if self.last:
             out, _ = add_rms_norm(hidden, residual, self.final_norm, cfg.rms_eps)
             return {"hidden_states": out}
+        assert residual is not None  # every stage has a layer, which sets it
         return {"hidden_states": hidden, "residual": residual}
+
+    def project_qkv(
+        self, layer: Layer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One layer's queries, keys and values of every token, rotary applied to q and k:
+        [tokens, heads, dim], [tokens, kv_heads, dim] twice."""
+        heads, kv_heads, dim = self.config.num_heads, self.config.num_kv_heads, self.config.head_dim
+        q, k, v = (x @ layer.qkv.t()).split([heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
+        return (
+            rotate(q.view(-1, heads, dim), cos, sin),
+            rotate(k.view(-1, kv_heads, dim), cos, sin),
+            v.view(-1, kv_heads, dim),
+        )
 
     def _attention(
         self,
@@ -363,11 +373,7 @@ class DecoderTarget:
     ) -> torch.Tensor:
         cfg = self.config
         heads, kv_heads, dim = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        qkv = x @ layer.qkv.t()
-        q, k, v = qkv.split([heads * dim, kv_heads * dim, kv_heads * dim], dim=-1)
-        q = rotate(q.view(-1, heads, dim), cos, sin)
-        k = rotate(k.view(-1, kv_heads, dim), cos, sin)
-        v = v.view(-1, kv_heads, dim)
+        q, k, v = self.project_qkv(layer, x, cos, sin)
         outputs = []
         for g, pos in zip(groups, positions, strict=True):
             tokens = slice(g.token_start, g.token_start + g.count * g.query_len)

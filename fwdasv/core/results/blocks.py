@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from fwdasv.core.kernels import KernelRow, ProfileError
@@ -187,7 +187,9 @@ class Telemetry:
         A summary over GPUs: which GPU, its readings and reasons are not kept.
         """
 
-        def pick(a: float | None, b: float | None, better) -> float | None:
+        def pick(
+            a: float | None, b: float | None, better: Callable[[list[float]], float]
+        ) -> float | None:
             values = [v for v in (a, b) if v is not None]
             return better(values) if values else None
 

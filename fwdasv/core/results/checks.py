@@ -1,16 +1,50 @@
-"""The checks vLLM's bench leaves to its wrapper: a case's verdicts and refusals."""
+"""The checks vLLM's bench leaves to its wrapper: a case's verdicts and refusals.
+
+Input: a case (`CheckedCase`: what `fwdasv.core.results.CaseResult` offers); output: one
+`Verdict` per check. `refusals` are the failed checks that mean the forward computed
+garbage, so no latency is recorded; `stable` only marks a point.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from fwdasv.core.results.blocks import TensorDiff
-from fwdasv.core.stats import UNSTABLE_SPREAD_PCT
+from fwdasv.core.stats import UNSTABLE_SPREAD_PCT, Latency
 
-if TYPE_CHECKING:
-    from fwdasv.core.results.file import CaseResult
+
+class CheckedRank(Protocol):
+    """What the checks read of one rank's result."""
+
+    @property
+    def rank(self) -> int: ...
+    @property
+    def finite(self) -> bool: ...
+    @property
+    def graph_vs_eager(self) -> TensorDiff | None: ...
+    @property
+    def eager_repeat(self) -> TensorDiff | None: ...
+    @property
+    def graph_deterministic(self) -> bool | None: ...
+    @property
+    def pipeline_vs_eager(self) -> Mapping[str, TensorDiff]: ...
+
+
+class CheckedCase(Protocol):
+    """What the checks read of one case's result."""
+
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def ranks(self) -> Sequence[CheckedRank]: ...
+    @property
+    def pipeline(self) -> bool: ...
+    @property
+    def latency(self) -> Latency: ...
+
 
 # Graph (or pipeline) output against the eager reference. fwdasv's engine and
 # vLLM's bench both give bitwise equality on a correct capture; a small
@@ -31,13 +65,8 @@ class Verdict:
         return self.ok is False
 
 
-def nan_as_worst(value: float) -> float:
-    """Sort key of an error where NaN counts as worse than any number."""
-    return math.inf if math.isnan(value) else value
-
-
 def verdicts(
-    result: CaseResult, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE
+    result: CheckedCase, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE
 ) -> list[Verdict]:
     """The checks vLLM's bench leaves to its wrapper, on every rank.
 
@@ -97,13 +126,15 @@ REFUSING_CHECKS = (
 
 
 def refusals(
-    result: CaseResult, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE
+    result: CheckedCase, tolerance: float = DEFAULT_RELATIVE_RMS_TOLERANCE
 ) -> list[Verdict]:
     """Failed checks that mean the forward computed garbage: no latency is recorded."""
     return [v for v in verdicts(result, tolerance) if v.failed and v.check in REFUSING_CHECKS]
 
 
-def _within(check: str, values: list[tuple[int, TensorDiff | None]], tolerance: float) -> Verdict:
+def _within(
+    check: str, values: Sequence[tuple[int, TensorDiff | None]], tolerance: float
+) -> Verdict:
     present = [(rank, c) for rank, c in values if c is not None]
     if not present:
         return Verdict(check, None, "not measured")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,6 +11,7 @@ from pathlib import Path
 
 from fwdasv.core.cases import BenchRequest, CaseError
 from fwdasv.core.files import write_atomic
+from fwdasv.core.numbers import finite_json, nan_as_worst
 from fwdasv.core.results.blocks import (
     EngineInfo,
     PipelineTimeline,
@@ -25,13 +25,7 @@ from fwdasv.core.results.blocks import (
     parse_latency,
     unavailable_telemetry_json,
 )
-from fwdasv.core.results.checks import (
-    DEFAULT_RELATIVE_RMS_TOLERANCE,
-    Verdict,
-    nan_as_worst,
-    refusals,
-    verdicts,
-)
+from fwdasv.core.results.checks import DEFAULT_RELATIVE_RMS_TOLERANCE, Verdict, refusals, verdicts
 from fwdasv.core.results.reading import (
     ResultsError,
     T,
@@ -129,8 +123,14 @@ class RankResult:
 
     def _values(self) -> dict[str, object]:
         def json_of(
-            value: TensorDiff | ProtocolRun | ReferenceRun | EngineInfo | ProfileBlock | None,
-        ):
+            value: TensorDiff
+            | ProtocolRun
+            | ReferenceRun
+            | EngineInfo
+            | ProfileBlock
+            | PipelineTimeline
+            | None,
+        ) -> dict[str, object] | None:
             return None if value is None else value.to_json()
 
         telemetry = (
@@ -375,9 +375,9 @@ def parse_case_result(data: object, where: str) -> CaseResult:
         requests = tuple(BenchRequest(**r) for r in raw_requests)  # type: ignore[attr-defined]
     except (TypeError, CaseError) as error:
         raise ResultsError(f"{where}: bad request entry: {error}") from None
-    error = data.get("error")
-    if error is not None:
-        return CaseResult.failed(str(name), requests, str(error))
+    failure = data.get("error")
+    if failure is not None:
+        return CaseResult.failed(str(name), requests, str(failure))
     ranks = require(data, "ranks", where)
     if not isinstance(ranks, list) or not ranks:
         raise ResultsError(f"{where}: 'ranks' must be a non-empty list")
@@ -445,14 +445,3 @@ def dump(
 ) -> None:
     """Write the results (`dumps`) atomically."""
     write_atomic(path, dumps(results), make_parents=make_parents, what=what)
-
-
-def finite_json(value: object) -> object:
-    """`value` with every NaN or infinity (in dicts, lists, tuples) replaced by None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: finite_json(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(item) for item in value]
-    return value

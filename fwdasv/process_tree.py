@@ -1,0 +1,116 @@
+"""Every process a child started, and how to end them all: the process-tree kill.
+
+torchrun starts each worker in a session of its own and a worker that outlives torchrun
+is reparented, so killing the child's process group does not reach the ranks.
+`ProcessTree` samples the child's descendants from /proc (Linux) while it runs and keeps
+every one it saw, by pid and start time, so a reused pid is never signalled; `kill_tree`
+sends SIGTERM to each and its group, waits the grace period, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    state: str
+    # Clock ticks after boot: tells a process from a later one with its pid.
+    start: int
+
+
+def _proc_table() -> dict[int, _Proc]:
+    table: dict[int, _Proc] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return table
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: split after the last ')'.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        table[int(entry.name)] = _Proc(int(fields[1]), fields[0], int(fields[19]))
+    return table
+
+
+class ProcessTree:
+    """The descendants of a child, remembered as they appear.
+
+    torchrun starts each worker in a new session and a worker that outlives
+    torchrun is reparented, so the tree is sampled while the child runs and
+    every process ever seen in it stays known (by pid and start time, so a
+    reused pid is never signalled).
+    """
+
+    def __init__(self, root: int):
+        self.root = root
+        self.known: dict[int, int] = {}
+
+    def refresh(self, from_root: bool = True) -> None:
+        """Add the descendants running now; `from_root` only while the child is unreaped."""
+        table = _proc_table()
+        children: dict[int, list[int]] = {}
+        for pid, info in table.items():
+            children.setdefault(info.ppid, []).append(pid)
+        queue = [
+            pid for pid, start in self.known.items() if pid in table and table[pid].start == start
+        ]
+        if from_root:
+            queue.append(self.root)
+        while queue:
+            for pid in children.get(queue.pop(), []):
+                if pid not in self.known:
+                    self.known[pid] = table[pid].start
+                    queue.append(pid)
+
+    def alive(self) -> list[int]:
+        """Known descendants still running (a zombie has finished)."""
+        table = _proc_table()
+        return [
+            pid
+            for pid, start in self.known.items()
+            if pid in table and table[pid].start == start and table[pid].state not in "ZX"
+        ]
+
+    def signal(self, sig: signal.Signals, root_group: bool) -> None:
+        """Signal each live descendant and its process group (torchrun makes one per worker).
+
+        `root_group` also signals the child's own group: only while the child
+        is unreaped, so that its pid (the group id) cannot have been reused.
+        """
+        targets = self.alive()
+        if root_group:
+            targets.insert(0, self.root)
+        for pid in targets:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+
+def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float) -> None:
+    """SIGTERM the child's group and every descendant, wait `grace_s`, SIGKILL what is left."""
+    unreaped = child.returncode is None
+    tree.refresh(from_root=unreaped)
+    tree.signal(signal.SIGTERM, root_group=unreaped)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        exited = not unreaped or child.poll() is not None
+        if exited and not tree.alive():
+            break
+        time.sleep(0.05)
+    tree.refresh(from_root=child.returncode is None)
+    tree.signal(signal.SIGKILL, root_group=unreaped and child.returncode is None)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=5.0)
