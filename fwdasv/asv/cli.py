@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
+from fwdasv.asv.project import AsvProject
 from fwdasv.asv.scaffold import (
-    DEFAULT_CASES,
     DEFAULT_THRESHOLD,
-    InitError,
-    SuiteSpec,
+    Initialized,
     init_project,
     init_vllm_project,
 )
+from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec
 from fwdasv.core.clitools import CONTEXT, Command
 
 
@@ -165,11 +165,17 @@ def init_command(
     replace an existing project unless --force.
     """
     if vllm:
-        if target_path is not None or import_paths:
-            raise InitError("--target-path and --import-path do not go with --vllm")
-        if reference:
-            raise InitError("--reference is for PyTorch models timed on the CPU, not --vllm")
-        _init_vllm(repo, target, base, base_commit, cases, directory, branch, project, force)
+        base = _vllm_base(target, target_path, import_paths, cases, reference, base)
+        written, commit = init_vllm_project(
+            directory,
+            repo,
+            base,
+            base_commit=base_commit,
+            project=project,
+            branch=branch,
+            force=force,
+        )
+        _said_vllm(written, base, commit)
         return
     if target is None:
         raise InitError("--target PKG.MODULE:CALLABLE is needed (or --vllm for a vLLM clone)")
@@ -195,6 +201,35 @@ def init_command(
         echo=lambda line: click.echo(line, err=True),
         import_paths=import_paths or None,
     )
+    _said_init(done, canary)
+
+
+def _vllm_base(
+    target: str | None,
+    target_path: Path | None,
+    import_paths: tuple[str, ...],
+    cases: tuple[str, ...],
+    reference: bool,
+    base: Path | None,
+) -> Path:
+    """--base, once what does not go with --vllm is refused."""
+    if target_path is not None or import_paths:
+        raise InitError("--target-path and --import-path do not go with --vllm")
+    if reference:
+        raise InitError("--reference is for PyTorch models timed on the CPU, not --vllm")
+    if target is not None or cases:
+        raise InitError("--vllm writes fwdasv's vLLM suites: drop --target and --case")
+    if base is None:
+        raise InitError(
+            "--vllm needs --base PATH: a vLLM wheel or a directory holding an installed "
+            "vllm/ with its compiled extensions"
+        )
+    return base
+
+
+def _said_init(done: Initialized, canary: bool) -> None:
+    """What `init` checked and wrote, and what to run next."""
+    suite = done.suite
     config = done.project.config_path
     if done.checked:
         click.echo(f"checked at {done.repo.head[:8]}: {done.checked}")
@@ -209,23 +244,30 @@ def init_command(
         f"{len(suite.cases)} case(s): {', '.join(c.split('=')[0] for c in suite.cases)}"
         + ("; and the environment canary CanaryDecoder" if canary else "")
     )
-    if done.suite.target_path:
-        click.echo(f"target imported from {', '.join(done.suite.target_path)} (every bench)")
+    if suite.target_path:
+        click.echo(f"target imported from {', '.join(suite.target_path)} (every bench)")
+    _next_steps(
+        config.parent,
+        "this box (its GPUs, or its CPU) for asv",
+        ("", "every commit of the branch (add --steps 20 on a long history)"),
+        [("fwdasv publish", "the site, in html/")],
+    )
+
+
+def _next_steps(
+    project_dir: Path, machine_why: str, run: tuple[str, str], more: list[tuple[str, str]]
+) -> None:
+    """Print the commands to run next, after a `cd` into `project_dir` unless already there:
+    name the machine (`machine_why`), `asv run` every commit (`run`: its extra arguments and
+    why), `more`, and the regressions."""
     machine = _machine_name()
+    run_args, run_why = run
     steps = [
-        (f"fwdasv hw machine --name {machine}", "this box (its GPUs, or its CPU) for asv"),
-        (
-            f"asv run --record-samples --machine {machine} ALL",
-            "every commit of the branch (add --steps 20 on a long history)",
-        ),
-        ("fwdasv publish", "the site, in html/"),
+        (f"fwdasv hw machine --name {machine}", machine_why),
+        (f"asv run --record-samples --machine {machine} {run_args}ALL", run_why),
+        *more,
         ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
     ]
-    _next_steps(config.parent, steps)
-
-
-def _next_steps(project_dir: Path, steps: list[tuple[str, str]]) -> None:
-    """Print the commands to run next, after a `cd` into `project_dir` unless already there."""
     here = Path.cwd().resolve()
     if project_dir != here:
         steps = [(f"cd {_shown(project_dir, here)}", ""), *steps]
@@ -235,27 +277,8 @@ def _next_steps(project_dir: Path, steps: list[tuple[str, str]]) -> None:
         click.echo(f"  {command:<{width}}  # {why}" if why else f"  {command}")
 
 
-def _init_vllm(
-    repo: Path,
-    target: str | None,
-    base: Path | None,
-    base_commit: str | None,
-    cases: tuple[str, ...],
-    directory: Path,
-    branch: str | None,
-    project: str | None,
-    force: bool,
-) -> None:
-    if target is not None or cases:
-        raise InitError("--vllm writes fwdasv's vLLM suites: drop --target and --case")
-    if base is None:
-        raise InitError(
-            "--vllm needs --base PATH: a vLLM wheel or a directory holding an installed vllm/ "
-            "with its compiled extensions"
-        )
-    written, commit = init_vllm_project(
-        directory, repo, base, base_commit=base_commit, project=project, branch=branch, force=force
-    )
+def _said_vllm(written: AsvProject, base: Path, commit: str) -> None:
+    """What `init --vllm` wrote, and what to run next."""
     config = written.config_path
     click.echo(
         f"wrote {config}: asv project {written.raw['project']!r}, branch {written.branches[0]}, "
@@ -265,16 +288,12 @@ def _init_vllm(
     click.echo(
         f"wrote {written.benchmark_dir / 'forward.py'}: Qwen3_0_6B, Qwen3_0_6B_Verify, Llama31_8B"
     )
-    machine = _machine_name()
-    steps = [
-        (f"fwdasv hw machine --name {machine}", "this box's GPUs for asv"),
-        (
-            f"asv run --record-samples --machine {machine} --bench Qwen3_0_6B ALL",
-            "every commit of the branch over the base",
-        ),
-        ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
-    ]
-    _next_steps(config.parent, steps)
+    _next_steps(
+        config.parent,
+        "this box's GPUs for asv",
+        ("--bench Qwen3_0_6B ", "every commit of the branch over the base"),
+        [],
+    )
 
 
 def _shown(path: Path, here: Path) -> str:

@@ -4,17 +4,14 @@ asv builds a virtualenv per configuration and installs the project under test
 into it at every commit. Reinstalling torch (and fwdasv, asv's runner) there
 costs gigabytes, minutes and a package index; instead `link` writes a .pth
 file into the env's site-packages that adds, *after* the env's own, every
-directory the parent interpreter imports from: its site-packages (with their
-.pth files processed, editable installs included), its user site, and the
-folders on its PYTHONPATH (a checkout of fwdasv, asv unpacked on an offline
-host). The env then imports torch, fwdasv and asv_runner exactly as the parent
-does, while the project installed into the env per commit is still found first.
+directory the parent interpreter imports from (`parent_site_packages`: its
+site-packages with their .pth files, editable installs included, its user
+site, its PYTHONPATH). The env imports torch, fwdasv and asv_runner as the
+parent does, while the project installed into it per commit is found first.
 
 fwdasv's environment type (`fwdasv.asv.envplugin`) links each environment it
-creates. Older configurations run it from `install_command`, with the parent's
-interpreter:
-
-    "/path/to/parent/python -m fwdasv.asvenv link {env_dir}"
+creates; older configurations run `python -m fwdasv.asvenv link {env_dir}` from
+`install_command`, with the parent's interpreter.
 """
 
 from __future__ import annotations
@@ -57,7 +54,8 @@ def parent_site_packages() -> list[str]:
     directory (sys.path[0]: for an `install_command` that is the project's
     checkout, which must not shadow the installed commit).
     """
-    entries = list(sys.path if sys.flags.safe_path else sys.path[1:])
+    safe_path = getattr(sys.flags, "safe_path", False)  # -P, Python 3.11+
+    entries = list(sys.path if safe_path else sys.path[1:])
     # The site directories even where sys.path lacks them (python -S, a user site
     # switched off here but on in the env).
     entries += [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]

@@ -1,41 +1,24 @@
 """asv environment type "fwdasv": per-commit virtualenvs that never reach a package index.
 
-asv's own virtualenv environment runs `pip install wheel pip>=8`, then
-`pip install build asv_runner pympler` when it creates an environment, and
-builds each commit with `python -m build`: every step needs an index, and GPU
-boxes are often air-gapped. This type creates the virtualenv from the seed
-wheels virtualenv ships (pip, setuptools; `--no-download`), links it to the
-parent environment (`fwdasv.asv.envlink`: torch, fwdasv and asv's runner come
-from there) and installs only the project at each commit, from its checkout,
-with `--no-deps --no-build-isolation --no-index`. Requirements in asv's
-`matrix` are still installed with pip (from wherever PIP_FIND_LINKS points).
+asv's virtualenv type installs wheel, build, asv_runner and pympler from an
+index and builds each commit with `python -m build`; GPU boxes are often
+air-gapped. This type makes the virtualenv from virtualenv's seed wheels, links
+it to the parent environment (`fwdasv.asv.envlink`: torch, fwdasv and asv's
+runner come from there) and installs only the project at each commit, with
+`--no-deps --no-build-isolation --no-index` (`fwdasv init` writes the
+configuration: `"plugins": [".fwdasv.asv.envplugin"], "environment_type":
+"fwdasv"`, the parent's Python in `"pythons"`). Importing it only defines the class.
 
-In asv.conf.json (`fwdasv init` writes this):
-
-    "plugins": [".fwdasv.asv.envplugin"],
-    "environment_type": "fwdasv",
-    "pythons": ["3.11"]          # the parent's version: its packages are shared
-
-asv imports a plugin named with a leading dot as a module; this one only
-defines the class, so importing it for any asv command costs nothing.
-
-vLLM over a compiled base (`fwdasv.asv.vllm_base`): with
-
-    "fwdasv": {"vllm_base": "/path/to/site-packages or vllm-X.whl"}
-
-the project is not built or pip-installed at all. At each commit the
-environment gets that commit's vllm/ Python over the base's compiled files (a
-tree built once per commit, under `.fwdasv-vllm/` beside the configuration),
-put first on sys.path; a commit whose compiled sources differ from the base's
-is refused with the reason, and asv records its benchmarks as failed.
+With `"fwdasv": {"vllm_base": PATH}` nothing is built: each commit's vllm/ goes
+over the compiled base (`fwdasv.asv.vllm_base.VllmCache`), first on sys.path; a
+commit whose compiled sources differ from the base's is refused with the reason,
+and asv records its benchmarks as failed.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from asv import util
@@ -44,6 +27,7 @@ from asv.plugins.virtualenv import Virtualenv
 
 from fwdasv.asv import vllm_base
 from fwdasv.asv.envlink import env_site_packages, link
+from fwdasv.asv.settings import VllmBaseSettings
 
 TOOL_NAME = "fwdasv"
 PLUGIN = ".fwdasv.asv.envplugin"
@@ -56,7 +40,6 @@ INSTALL_COMMAND = [
     "--no-compile --disable-pip-version-check {build_dir}"
 ]
 UNINSTALL_COMMAND: list[str] = []
-VLLM_CACHE = ".fwdasv-vllm"  # beside asv.conf.json: the unpacked wheel and per-commit trees
 
 
 class RefusedInstall(util.ProcessError):
@@ -88,10 +71,7 @@ class LinkedVirtualenv(Virtualenv):
 
     def __init__(self, conf, python, requirements, tagged_env_vars):
         # Read before asv's __init__, which asks for the install checksum.
-        settings = getattr(conf, TOOL_NAME, None)
-        settings = settings if isinstance(settings, dict) else {}
-        self._vllm_base = settings.get(vllm_base.CONFIG_KEY)
-        self._vllm_base_commit = settings.get(vllm_base.COMMIT_KEY)
+        self._vllm = VllmBaseSettings.from_block(getattr(conf, TOOL_NAME, None))
         super().__init__(conf, python, requirements, tagged_env_vars)
         # The parent's interpreter: its packages are the ones linked.
         current = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -114,21 +94,19 @@ class LinkedVirtualenv(Virtualenv):
 
     def _get_install_checksum(self):
         # A new base makes every installed commit stale.
-        return [*super()._get_install_checksum(), self._vllm_base, self._vllm_base_commit]
+        return [*super()._get_install_checksum(), self._vllm.base, self._vllm.base_commit]
 
     def install_project(self, conf, repo, commit_hash):
-        if not self._vllm_base:
+        if not self._vllm.enabled:
             return super().install_project(conf, repo, commit_hash)
         if self._get_installed_commit_hash() == commit_hash:
             self._set_commit_hash(commit_hash)
             return
         self._set_installed_commit_hash(None)
         self._set_commit_hash(commit_hash)
-        cache = Path(os.getcwd()) / VLLM_CACHE  # asv runs in the configuration's directory
+        cache = vllm_base.VllmCache.beside(os.getcwd())  # asv runs in the configuration's dir
         try:
-            installed = install_vllm_commit(
-                cache, Path(repo._path), commit_hash, self._vllm_base, self._vllm_base_commit
-            )
+            installed = cache.install(Path(repo._path), commit_hash, self._vllm)
         except vllm_base.Refused as refused:
             # asv prints warnings while it builds (errors of a ProcessError are hidden).
             log.warning(f"fwdasv: {refused}")
@@ -138,7 +116,7 @@ class LinkedVirtualenv(Virtualenv):
         vllm_base.activate(env_site_packages(self._path), installed.tree)
         how = "built" if installed.built else "cached"
         log.info(
-            f"vLLM {commit_hash[:8]} over {self._vllm_base}: {how} in {installed.seconds:.2f} s"
+            f"vLLM {commit_hash[:8]} over {self._vllm.base}: {how} in {installed.seconds:.2f} s"
         )
         self._set_installed_commit_hash(commit_hash)
 
@@ -171,28 +149,3 @@ class LinkedVirtualenv(Virtualenv):
             name = key[4:] if key.startswith("pip+") else key
             declaration = util.ParsedPipDeclaration(f"{name} {val}")
             util.construct_pip_call(self._run_pip, declaration)()
-
-
-def install_vllm_commit(
-    cache: Path, repo: Path, commit: str, base_path: str, base_commit: str | None = None
-) -> vllm_base.Installed:
-    """The commit's tree over the base (built once), after the compiled-code guard; writes
-    one line per install to `cache/installs.jsonl` (what the cost tables read)."""
-    started = time.perf_counter()
-    base = vllm_base.Base.open(base_path, cache / "base")
-    base_hash = base.commit_in(repo, base_commit)
-    reason = vllm_base.compiled_change(repo, base_hash, commit)
-    if reason is not None:
-        raise vllm_base.Refused(reason)
-    installed = vllm_base.TreeCache(cache / "trees", repo, base).tree(commit)
-    entry = {
-        "commit": commit,
-        "built": installed.built,
-        "linked_from": installed.linked_from,
-        "tree_s": round(installed.seconds, 3),
-        "install_s": round(time.perf_counter() - started, 3),
-        "at": time.time(),
-    }
-    with (cache / "installs.jsonl").open("a") as handle:
-        handle.write(json.dumps(entry) + "\n")
-    return installed

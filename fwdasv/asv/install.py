@@ -1,22 +1,17 @@
 """One commit installed into asv's own environment, and the interpreter that runs it.
 
-Bisect measures through `asv run`; confirm (an interleaved A/B re-measure) and
-explain (profiled runs) need more control over each bench process than asv's
-runner gives, but the same per-commit build asv would make. `install_commit`
-asks asv itself to create the configuration's first environment (as `asv
-find` uses `environments[0]`) and install the project at the commit (asv's
-`Environment.install_project`: checkout, uninstall, build or build cache,
-install command), in a subprocess started through `fwdasv.launch`, and
-returns the environment's python. An existing environment installs nothing
-per commit, so it is refused with the reason.
+Confirm (an interleaved A/B re-measure) and explain (profiled runs) need more
+control over each bench process than asv's runner gives, but the same
+per-commit build asv would make. `install_commit` asks asv itself, in a
+subprocess started through `fwdasv.launch`, to create the configuration's first
+environment (as `asv find` uses `environments[0]`) and install the project at
+the commit (asv's `Environment.install_project`: checkout, build, install
+command), and returns the environment's python. An existing environment
+installs nothing per commit, so it is refused with the reason.
 
     python -m fwdasv.asv.install --config asv.conf.json --commit HASH [--env-dir DIR]
 
-`--env-dir` puts the environment under DIR instead of the configuration's
-env_dir: confirm and explain keep one environment per commit there
-(`env_dir_for`), so an interleaved A B A B re-measure installs A and B once
-each, and a commit installed once is found installed next time (asv skips an
-environment whose recorded commit is the one asked for).
+`--env-dir`: the environment under DIR instead of the configuration's env_dir.
 """
 
 from __future__ import annotations
@@ -48,7 +43,12 @@ class InstalledCommit:
 
 
 def env_dir_for(project: AsvProject, commit: str) -> Path:
-    """The environment directory that keeps `commit` installed for re-measures."""
+    """The environment directory that keeps `commit` installed for re-measures (`--env-dir`).
+
+    One environment per commit: an interleaved A B A B re-measure installs A and B
+    once each, and a commit installed once is found installed next time (asv skips
+    an environment whose recorded commit is the one asked for).
+    """
     return project.config_path.parent / PER_COMMIT_ENVS / commit[:12]
 
 

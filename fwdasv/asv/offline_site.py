@@ -5,8 +5,8 @@ from public CDNs; on a machine without them (a lab network, this project's own
 test machines) every page ends on asv's error page. fwdasv ships copies of
 those libraries (asv 0.5.1's vendored copies: the same releases, bootstrap
 3.1.0 for 3.1.1; MIT licensed, notices inside each file, see
-fwdasv/data/asv_www/NOTICE.md) and, after `asv publish`, points the page at
-them with integrity hashes of the copies.
+fwdasv/data/vendor/asv_www/NOTICE.md) and, after `asv publish`, points the page
+at them with integrity hashes of the copies.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def sri(data: bytes) -> str:
 
 
 def _copies() -> Path:
-    return Path(str(resources.files("fwdasv") / "data" / "asv_www"))
+    return Path(str(resources.files("fwdasv") / "data" / "vendor" / "asv_www"))
 
 
 def localize(index_html: str, copies: Path) -> tuple[str, list[str]]:

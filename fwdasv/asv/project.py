@@ -7,22 +7,24 @@ commands are put together, so every caller (demo, bisect, nightly) runs asv the
 same way: `--record-samples` (samples are what significance needs), with the
 project's own launch method (`fwdasv init` writes forkserver: the suites import no
 torch, so a fork of asv's server is safe and saves a process start per benchmark;
-a configuration without one gets asv's default, spawn).
+a configuration without one gets asv's default, spawn). `AsvProject.settings` is
+the configuration's `"fwdasv"` block (`fwdasv.asv.settings`), read once.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fwdasv.asv.settings import FwdasvSettings
 from fwdasv.core.errors import UserError
 from fwdasv.core.verdicts import VerdictSettings
-from fwdasv.launch import run_captured
+from fwdasv.git import GitError, git, git_run
 
 
 class AsvError(UserError):
@@ -57,7 +59,7 @@ class AsvProject:
         base = path.parent
 
         def directory(key: str, default: str) -> Path:
-            return (base / raw.get(key, default)).resolve()
+            return Path(base, raw.get(key, default)).resolve()
 
         repo = raw.get("repo", ".")
         if "://" not in repo and not repo.startswith("git@"):
@@ -74,9 +76,15 @@ class AsvProject:
             raw=raw,
         )
 
+    @functools.cached_property
+    def settings(self) -> FwdasvSettings:
+        """The configuration's `"fwdasv"` block, read at first use (SettingsError naming a
+        malformed key, every time it is asked for)."""
+        return FwdasvSettings.from_config(self.raw, str(self.config_path))
+
     def verdict_settings(self) -> VerdictSettings:
-        """The configuration's `"fwdasv"` block (SettingsError naming a malformed key)."""
-        return VerdictSettings.from_config(self.raw, str(self.config_path))
+        """The verdict part of `settings`."""
+        return self.settings.verdicts
 
     @property
     def local_repo(self) -> Path | None:
@@ -86,22 +94,27 @@ class AsvProject:
         mirror = self.config_path.parent / str(self.raw.get("project", "project"))
         return mirror if mirror.is_dir() else None
 
-    def git(self, *args: str) -> str:
+    def cloned_repo(self) -> Path:
+        """`local_repo`, or AsvError when asv has not cloned the configured URL yet."""
         repo = self.local_repo
         if repo is None:
             raise AsvError(
                 f"asv has not cloned {self.repo} yet; run `asv run` (or `asv fetch`) once first"
             )
+        return repo
+
+    def git(self, *args: str) -> str:
+        repo = self.cloned_repo()
         try:
-            proc = run_captured(["git", *args], cwd=repo)
-        except OSError as error:
-            # A repository moved or deleted since asv.conf.json was written, or no git.
-            raise AsvError(f"git {' '.join(args)} cannot run in {repo}: {error.strerror}") from None
-        except subprocess.TimeoutExpired:
-            raise AsvError(f"git {' '.join(args)} in {repo} did not finish in time") from None
-        if proc.returncode != 0:
-            raise AsvError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
-        return proc.stdout.strip()
+            return git(repo, *args)
+        except GitError as error:
+            if isinstance(error.cause, OSError):
+                # A repository moved or deleted since asv.conf.json was written, or no git.
+                why = error.cause.strerror
+                raise AsvError(f"git {' '.join(args)} cannot run in {repo}: {why}") from None
+            if error.timed_out:
+                raise AsvError(f"git {' '.join(args)} in {repo} did not finish in time") from None
+            raise AsvError(str(error)) from None
 
     def resolve(self, rev: str) -> str:
         """A full commit hash for `rev` (a branch, tag or hash prefix)."""
@@ -115,8 +128,8 @@ class AsvProject:
         good_hash, bad_hash = self.resolve(good), self.resolve(bad)
         if good_hash == bad_hash:
             raise AsvError(f"{good} and {bad} are the same commit")
-        is_ancestor = run_captured(
-            ["git", "merge-base", "--is-ancestor", good_hash, bad_hash], cwd=self.local_repo
+        is_ancestor = git_run(
+            self.cloned_repo(), "merge-base", "--is-ancestor", good_hash, bad_hash
         ).returncode
         if is_ancestor != 0:
             raise AsvError(f"{good} is not an ancestor of {bad}; write GOOD..BAD oldest first")

@@ -1,22 +1,16 @@
 """What a benchmark process actually ran with, recorded beside asv's results, and checked.
 
 asv copies the machine entry (~/.asv-machine.json, per user) into every
-result's params when it runs. That entry is written once, by `fwdasv hw
-machine`, and another job on the same box can rewrite it: then results say
-torch 2.14.1 while every bench ran 2.13.0+cpu, and nothing tells. So each
-suite's `setup_cache` (the benchmark process, in the commit's environment)
-appends what it runs with to `<results_dir>/.fwdasv-ran/<host>.jsonl`:
-
-    {"commit": ..., "env_name": ..., "suite": "forward.Mymodel", "at": 1764694000.0,
-     "host": ..., "python": "3.11.9", "executable": ..., "torch": "2.13.0+cpu",
-     "torch_cuda": null, "vllm": null, "fwdasv": "0.1.0"}
-
-(one file per host, so results repositories that several machines push to do
-not conflict; a dot-directory, which asv and fwdasv's history skip).
-`disagreements` reads it back against the result files: a result whose
-stored machine entry names another torch (or vLLM) than the one recorded for
-its commit and environment is reported, with the fix. Versions are read from
-package metadata (no torch import: asv imports suites at discovery).
+result's params; another job on the same box can rewrite that entry, and then
+results say torch 2.14.1 while every bench ran 2.13.0+cpu. So each suite's
+`setup_cache` (in the commit's environment) appends what it runs with (a
+`RanRecord`) to `<results_dir>/.fwdasv-ran/<host>.jsonl`: one file per host, so
+results repositories that several machines push to do not conflict; a
+dot-directory, which asv and fwdasv's history skip. `disagreements` reads it
+back against the result files: a result whose machine entry names another torch
+(or vLLM) than the one recorded for its commit and environment is reported, with
+the fix. Versions come from package metadata (no torch import: asv imports
+suites at discovery).
 """
 
 from __future__ import annotations
@@ -100,7 +94,12 @@ class RanEnvironment:
 
 @dataclass(frozen=True)
 class RanRecord:
-    """One benchmark process's environment, for a commit, an asv environment and a suite."""
+    """One benchmark process's environment, for a commit, an asv environment and a suite.
+
+    One JSON line: {"commit": ..., "env_name": ..., "suite": "forward.Mymodel", "at":
+    1764694000.0, "host": ..., "python": "3.11.9", "executable": ..., "torch":
+    "2.13.0+cpu", "torch_cuda": null, "vllm": null, "fwdasv": "0.1.0"}
+    """
 
     commit: str
     env_name: str

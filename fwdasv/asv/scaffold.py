@@ -1,179 +1,45 @@
-"""A new asv project for a PyTorch model repository: what `fwdasv init` (and the demo) write.
+"""A new asv project: what `fwdasv init` (and the demo) write, after checking the repository.
 
-`init_project` checks the repository and the target first, then writes, in
-one directory, `asv.conf.json` and `benchmarks/forward.py`: one suite that
-times the repository's target (`package.module:callable`) through fwdasv's
-engine (CUDA graphs on a GPU, a host timer on CPU). asv creates one
-network-free environment (`fwdasv.asv.envplugin`: linked to this Python,
-whose torch, fwdasv and asv it uses) and installs the repository into it at
-each commit it measures.
+`init_project` checks the repository and its target (`fwdasv.asv.repository`),
+then writes, in one directory, `asv.conf.json` (`project_config`) and
+`benchmarks/forward.py` (a `SuiteSpec` suite and the canary); `init_vllm_project`
+writes fwdasv's vLLM suites over a compiled base. asv creates one network-free
+environment (`fwdasv.asv.envplugin`) and installs the repository at each commit.
 
-The configuration carries the verdict settings too: asv's own
-`regressions_thresholds` (for asv's own detector on the published site: a
-latency step above 5%; the validation series are never flagged) and a
-`"fwdasv"` block, which asv ignores (it keeps unknown top-level keys as
-attributes and never reads them) and fwdasv's calibrated verdicts read
-(`fwdasv.core.verdicts`):
-
-    "fwdasv": {"min_effect_pct": 0.3, "confirm": true}
-
-- `min_effect_pct`: the smallest change of a series' median, in percent,
-  that may be called a regression, however quiet the series is (the default
-  of `--min-effect`);
-- `confirm`: `fwdasv nightly` re-measures a detected step (an A/B of its two
-  commits in one run) before its gate counts it (the default of `--confirm`).
+The configuration carries asv's `regressions_thresholds` (asv's own detector on
+the published site: a latency step above DEFAULT_THRESHOLD; the validation series
+are never flagged) and the `"fwdasv"` block (`fwdasv.asv.settings`):
+`min_effect_pct`, the smallest change of a series' median called a regression
+(the default of `--min-effect`), and `confirm`, whether `fwdasv nightly`
+re-measures a detected step before its gate counts it (the default of `--confirm`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 import os
-import re
-import subprocess
 import sys
-import tarfile
-import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fwdasv.asv import envplugin, treeinstall
 from fwdasv.asv.project import AsvProject
-from fwdasv.core.cases import parse_case, unique_cases
-from fwdasv.core.errors import UserError
+from fwdasv.asv.repository import Repository, check_target
+from fwdasv.asv.settings import FwdasvSettings, VllmBaseSettings
+from fwdasv.asv.suitespec import (
+    CANARY_CLASS,
+    InitError,
+    SuiteSpec,
+    canary_suite,
+)
+from fwdasv.asv.vllm_base import BaseError, VllmCache
 from fwdasv.core.files import write_atomic
-from fwdasv.core.verdicts import VerdictSettings
-from fwdasv.engine.config import EngineOptionError, check_device_name
-from fwdasv.launch import run_captured
-from fwdasv.targets.base import TargetSpec
 
-# Decode at two batch sizes and contexts, and a prefill: the steps that move
-# independently when attention, the MLP or the KV cache code changes.
-DEFAULT_CASES = ("decode_bs1_1k=1*1@1024", "decode_bs16_4k=16*1@4096", "prefill_1k=1024")
-VERDICT_SETTINGS: dict[str, float | bool] = VerdictSettings().to_json()
 DEFAULT_THRESHOLD = 0.05  # asv's regressions_thresholds for latency: a fraction
 SUITE_MODULE = "forward"
-CHECK_TIMEOUT_S = 900.0
-# The environment canary every `fwdasv init` project gets (`canary_suite`): fwdasv's own
-# tiny decoder, no code of the project, so a step in it is the machine (load, a driver,
-# torch), not a commit; `fwdasv regressions` labels a finding that steps with it `drift`.
-CANARY_CLASS = "CanaryDecoder"  # a `Canary*` suite: fwdasv.analysis.findings.CANARY_PREFIX
-CANARY_TARGET = "fwdasv.targets.decoder:tiny"
-CANARY_CASES = ("decode_bs4=4*1@256", "prefill_64=64")
-
-
-class InitError(UserError):
-    """The repository, target or directory cannot make an asv project (the fix in the message)."""
-
-
-@dataclass(frozen=True)
-class SuiteSpec:
-    """One suite class timing `target` on `cases` (the source asv imports)."""
-
-    target: str
-    cases: tuple[str, ...] = DEFAULT_CASES
-    class_name: str | None = None  # default: from the target's package, e.g. Mymodel
-    iters: int = 20
-    samples: int = 10
-    warmup_s: float = 1.0
-    timer: str = "auto"
-    device: str = "auto"
-    env: Mapping[str, str] = field(default_factory=dict)
-    launches: int = 1
-    doc: str = ""
-    # Directories outside the repository the target is imported from (`--target-path`):
-    # on the bench's PYTHONPATH in every process (fwdasv.asv.suite.ForwardSuite.target_path).
-    target_path: tuple[str, ...] = ()
-    # The host timer on a CPU: fwdasv's fixed workload beside each replay, and the suite's
-    # `track_relative` (fwdasv.asv.suite.ForwardSuite.reference).
-    reference: bool = False
-
-    def __post_init__(self) -> None:
-        # Refuse bad input before anything is written or asv sees it.
-        TargetSpec.parse(self.target)
-        if not self.cases:
-            raise InitError("no cases: give at least one --case (or none for the defaults)")
-        unique_cases(parse_case(text) for text in self.cases)
-        try:
-            check_device_name(self.device)
-        except EngineOptionError as error:
-            raise InitError(str(error).replace("--device", "device", 1)) from None
-        if self.class_name is not None and not self.class_name.isidentifier():
-            raise InitError(f"suite class name {self.class_name!r} is not a Python identifier")
-        if self.reference and (self.device != "cpu" or self.timer not in ("auto", "host")):
-            raise InitError(
-                f"reference times a CPU workload beside a CPU forward: it needs device 'cpu' "
-                f"and the host timer (got device {self.device!r}, timer {self.timer!r})"
-            )
-
-    @property
-    def package(self) -> str:
-        """The top-level package of the target (what the repository must contain)."""
-        return self.target.partition(":")[0].split(".")[0]
-
-    @property
-    def name(self) -> str:
-        if self.class_name:
-            return self.class_name
-        words = [w for w in re.split(r"[^A-Za-z0-9]+", self.package) if w]
-        name = "".join(w[:1].upper() + w[1:] for w in words) or "Model"
-        return name if name[0].isalpha() else f"Model{name}"
-
-    def source(self) -> str:
-        lines = [
-            f"class {self.name}(asvsuite.TorchSuite):",
-            f'    """{self.doc or f"Forward latency of {self.target}."}"""',
-            "",
-            f"    model = {self.target!r}",
-            f"    iters = {self.iters}",
-            f"    samples = {self.samples}",
-            f"    warmup_s = {self.warmup_s}",
-            f"    timer = {self.timer!r}",
-            f"    env = {dict(self.env)!r}",
-            f"    launches = {self.launches}",
-            f"    cases = {tuple(self.cases)!r}",
-            '    version = "1"',
-        ]
-        if self.device != "auto":
-            lines.insert(-2, f"    device = {self.device!r}")
-        if self.target_path:
-            lines.insert(-2, f"    target_path = {tuple(self.target_path)!r}")
-        if self.reference:
-            lines.insert(-2, "    reference = True")
-        return "\n".join(lines) + "\n"
-
-
-def canary_suite(suite: SuiteSpec) -> SuiteSpec:
-    """The environment canary beside `suite`: the same timer and thread settings, so the
-    machine's load reaches it as it reaches the suite, at the same commits (asv runs every
-    suite at each commit it measures). One launch: only its commit medians are read (for
-    drift), and each launch costs a process start at every commit. Paced with the suite
-    (`reference`): a paced series' drift is told by the canary's own ratio."""
-    return SuiteSpec(
-        CANARY_TARGET,
-        CANARY_CASES,
-        class_name=CANARY_CLASS,
-        iters=20,  # its forward is tiny: longer blocks, steadier samples
-        samples=suite.samples,
-        warmup_s=min(suite.warmup_s, 0.2),
-        timer=suite.timer,
-        device=suite.device,
-        env=dict(suite.env),
-        launches=1,
-        reference=suite.reference,
-        doc=(
-            "The environment canary: fwdasv's tiny decoder, no code of the project. A step "
-            "here is the machine (its load, torch, a driver), not a commit."
-        ),
-    )
-
-
-def torch_suite_source(class_name: str, target: str, cases: Sequence[str], **options: Any) -> str:
-    """The source of one suite class (see `SuiteSpec`)."""
-    return SuiteSpec(target, tuple(cases), class_name=class_name, **options).source()
 
 
 # --------------------------------------------------------------------------- the files
@@ -187,11 +53,13 @@ def project_config(
     env_dir: str = "env",
     regression_threshold: float = DEFAULT_THRESHOLD,
     import_paths: Sequence[str] | None = None,
+    settings: FwdasvSettings | None = None,
 ) -> dict[str, Any]:
     """asv.conf.json for a repository installed per commit into fwdasv's environment.
 
     `import_paths` None: pip installs the repository (a package); else its checkout
     goes on the import path, these directories of it (`fwdasv.asv.treeinstall`).
+    `settings` None: the default `"fwdasv"` block.
     """
     install = (
         envplugin.INSTALL_COMMAND
@@ -227,7 +95,7 @@ def project_config(
             ".*track_graph_vs_eager.*": None,
             ".*track_clock_uncertainty_us.*": None,
         },
-        "fwdasv": dict(VERDICT_SETTINGS),
+        "fwdasv": (settings or FwdasvSettings()).to_json(),
     }
 
 
@@ -269,200 +137,6 @@ def write_torch_project(
 
 
 # --------------------------------------------------------------------------- the repository
-
-
-def _git(repo: Path, *args: str) -> str:
-    try:
-        proc = run_captured(["git", *args], cwd=repo)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise InitError(f"git {' '.join(args)} in {repo} could not run: {error}") from None
-    if proc.returncode != 0:
-        raise InitError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
-    return proc.stdout.strip()
-
-
-@dataclass(frozen=True)
-class Repository:
-    """A local git repository at its HEAD."""
-
-    root: Path
-    head: str
-    branch: str | None  # None: a detached HEAD
-
-    @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Repository:
-        path = Path(path).expanduser().resolve()
-        if not path.is_dir():
-            raise InitError(f"--repo {path}: no such directory; give a local git clone")
-        try:
-            root = Path(_git(path, "rev-parse", "--show-toplevel"))
-        except InitError:
-            raise InitError(
-                f"--repo {path} is not a git repository; asv measures commits: give a git clone"
-            ) from None
-        try:
-            head = _git(root, "rev-parse", "--verify", "HEAD^{commit}")
-        except InitError:
-            raise InitError(f"--repo {root} has no commit yet; commit the model first") from None
-        try:
-            branch = run_captured(
-                ["git", "symbolic-ref", "--quiet", "--short", "HEAD"], cwd=root
-            ).stdout.strip()
-        except (OSError, subprocess.TimeoutExpired):
-            branch = ""  # detached or unreadable: the caller asks for --branch
-        return cls(root, head, branch or None)
-
-    def branches(self) -> list[str]:
-        """Its local branches."""
-        listed = _git(self.root, "for-each-ref", "--format=%(refname:short)", "refs/heads")
-        return listed.splitlines()
-
-    def distribution_name(self) -> str | None:
-        """The `[project] name` of its pyproject.toml at HEAD, if it has one."""
-        try:
-            text = _git(self.root, "show", f"{self.head}:pyproject.toml")
-        except InitError:
-            return None
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            match = re.search(r'^\s*name\s*=\s*"([^"]+)"', text, re.MULTILINE)
-            return match.group(1) if match else None
-        try:
-            name = tomllib.loads(text).get("project", {}).get("name")
-        except tomllib.TOMLDecodeError:
-            return None
-        return name if isinstance(name, str) and name else None
-
-    def packaging(self) -> str | None:
-        """Which of setup.py / pyproject.toml its HEAD has at the root (pip installs it); None:
-        not a package."""
-        for name in ("pyproject.toml", "setup.py"):
-            found = run_captured(["git", "cat-file", "-e", f"{self.head}:{name}"], cwd=self.root)
-            if found.returncode == 0:
-                return name
-        return None
-
-    def export(self, commit: str, destination: Path) -> None:
-        """The tree of `commit` written into `destination` (the repository is not touched)."""
-        try:
-            proc = run_captured(
-                ["git", "archive", "--format=tar", commit], cwd=self.root, text=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise InitError(
-                f"git archive {commit[:8]} in {self.root} could not run: {error}"
-            ) from None
-        if proc.returncode != 0:
-            raise InitError(f"git archive {commit[:8]} in {self.root} failed: {proc.stderr!r}")
-        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
-            if hasattr(tarfile, "data_filter"):
-                archive.extractall(destination, filter="data")
-            else:  # pragma: no cover (Python without extraction filters)
-                archive.extractall(destination)  # our own repository's tree
-
-
-def import_root(tree: Path, package: str) -> Path | None:
-    """Where `package` is importable from in a source tree: the tree itself or its src/."""
-    for base in (tree, tree / "src"):
-        if (base / package).is_dir() or (base / f"{package}.py").is_file():
-            return base
-    return None
-
-
-def _repo_roots(tree: Path, package: str, import_paths: Sequence[str] | None) -> list[Path]:
-    """Where the commit's modules are imported from, as asv's environment will have them:
-    the tree install's `import_paths`, or for a package the tree (or its src/)."""
-    if import_paths is not None:
-        return [tree / treeinstall.check_import_path(p) for p in import_paths]
-    base = import_root(tree, package)
-    if base is not None:
-        return [base]
-    return [tree / "src"] if (tree / "src").is_dir() else [tree]
-
-
-def check_target(
-    repo: Repository,
-    suite: SuiteSpec,
-    *,
-    import_paths: Sequence[str] | None = None,
-    timeout_s: float = CHECK_TIMEOUT_S,
-    python: str = sys.executable,
-) -> str:
-    """Import the target from the repository's HEAD, build it and prepare every case.
-
-    Runs `python -m fwdasv.targets.check` in a child (torch and the model stay
-    out of this process) on a copy of HEAD's tree, on the import path asv's
-    environment gives a commit: the suite's target_path, then the tree (its
-    `import_paths` for a repository that is not a package); returns the child's
-    summary line, or raises InitError with its last lines.
-    """
-    from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
-    commit = repo.head[:8]
-    with tempfile.TemporaryDirectory(prefix="fwdasv-init-") as tmp:
-        tree = Path(tmp) / "tree"
-        tree.mkdir()
-        repo.export(repo.head, tree)
-        missing = treeinstall.missing_paths(tree, import_paths or ())
-        if missing:
-            raise InitError(
-                f"--import-path {missing[0]}: no such directory in {repo.root} at {commit}; "
-                "name directories of the repository (`.` for its root)"
-            )
-        roots = _repo_roots(tree, suite.package, import_paths)
-        outside = [Path(p) for p in suite.target_path]
-        found = [
-            base
-            for base in (*outside, *roots)
-            if (base / suite.package).is_dir() or (base / f"{suite.package}.py").is_file()
-        ]
-        if not found:
-            looked = (
-                "./ and src/"
-                if import_paths is None
-                else ", ".join("./" if p in (".", "./") else f"{p}/" for p in import_paths)
-            )
-            where = f"in {repo.root} at {commit} (looked in {looked})"
-            if outside:
-                where += f" nor in --target-path {', '.join(map(str, outside))}"
-            raise InitError(
-                f"--target {suite.target}: package {suite.package!r} is not {where}; the target "
-                "must come from the repository asv installs at each commit, or from a directory "
-                "outside it named with --target-path DIR"
-            )
-        path = [
-            *map(str, outside),
-            *map(str, roots),
-            *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
-        ]
-        args = ["-m", "fwdasv.targets.check", "--target", suite.target]
-        for case in suite.cases:
-            args += ["--case", case]
-        spec = LaunchSpec(
-            args=args,
-            python=python,
-            env={**dict(suite.env), "PYTHONPATH": os.pathsep.join(path)},
-            timeout_s=timeout_s,
-            cwd=tmp,
-        )
-        try:
-            completed = run_process(spec, Path(tmp) / "check.log")
-        except LaunchError as error:
-            raise InitError(
-                f"--target {suite.target} at {commit}: the check {error}; pass --no-check to "
-                "skip it"
-            ) from None
-    if completed.returncode != 0:
-        lines = [line for line in completed.lines if line.strip()]
-        why = lines[-1] if lines else f"exit status {completed.returncode}"
-        raise InitError(
-            f"--target {suite.target} at {commit} of {repo.root}: {why.removeprefix('fwdasv: ')} "
-            "(fix the target, or pass --no-check when it needs a build first)"
-        )
-    summary = [line for line in completed.lines if line.startswith("ok:")]
-    return summary[-1].removeprefix("ok: ") if summary else "ok"
-
 
 # --------------------------------------------------------------------------- init
 
@@ -661,21 +335,21 @@ def init_vllm_project(
     The base (a wheel or a directory holding an installed vllm/) and its commit
     in the clone are checked first; returns the project and the base's commit.
     """
-    from fwdasv.asv import vllm_base
-
     root, repository, _, branch = _destination(directory, repo, branch, force, "suites")
     try:
-        opened = vllm_base.Base.open(base, root / envplugin.VLLM_CACHE / "base")
-        commit = opened.commit_in(repository.root, base_commit)
-    except vllm_base.BaseError as error:
+        pinned = VllmCache.beside(root).open_base(base, repository.root, base_commit)
+    except BaseError as error:
         raise InitError(str(error).replace("vllm_base ", "--base ", 1)) from None
-    config = project_config(_repo_field(repository.root, root), project or "vllm", branch=branch)
-    config["fwdasv"][vllm_base.CONFIG_KEY] = str(Path(base).expanduser().resolve())
-    if base_commit:
-        config["fwdasv"][vllm_base.COMMIT_KEY] = base_commit
+    vllm = VllmBaseSettings(str(Path(base).expanduser().resolve()), base_commit)
+    config = project_config(
+        _repo_field(repository.root, root),
+        project or "vllm",
+        branch=branch,
+        settings=FwdasvSettings(vllm=vllm),
+    )
     benchmarks = root / "benchmarks"
     benchmarks.mkdir(parents=True, exist_ok=True)
     write_atomic(benchmarks / "__init__.py", '"""asv suites (written by fwdasv)."""\n')
     write_atomic(benchmarks / f"{SUITE_MODULE}.py", VLLM_SUITES_SOURCE)
     write_atomic(root / "asv.conf.json", json.dumps(config, indent=4) + "\n")
-    return AsvProject.load(root / "asv.conf.json"), commit
+    return AsvProject.load(root / "asv.conf.json"), pinned.commit

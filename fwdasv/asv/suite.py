@@ -1,34 +1,16 @@
-"""Base classes for asv suites over the forward bench.
+"""Base classes for asv suites over the forward bench (`from fwdasv import asvsuite`).
 
 A suite is one configuration (backend, model or target, dtype, parallel layout,
-engine options) and a list of cases, which become the suite's asv parameter.
-asv runs `setup_cache` once per suite and commit: it launches the bench once for
-all cases (one model load per configuration), and every benchmark method of
-the suite reads the cached results:
-
-- `track_latency` returns `{"samples": [seconds...], "number": 1}`, so asv
-  stores the median with its 99% CI and quartiles, and `asv compare` can test
-  significance. The samples are the per-sample medians (blocks of `iters`
-  replays), not raw replays, which are autocorrelated.
-- `track_spread_pct` and `track_graph_vs_eager` record the sample spread and
-  the graph-vs-eager error as series of their own.
-- `track_sm_clock_mhz`, `track_sm_clock_min_mhz`, `track_power_capped_pct`
-  and `track_thermal_capped_pct` record the GPU's state while the case ran
-  (fwdasv.hw.telemetry), so a latency step can be told from a machine change.
-- `track_relative` (torch suites with `reference = True`, the host timer on a
-  CPU) records the forward's time over fwdasv's fixed workload timed right
-  after each replay in the same process (`fwdasv.engine.yardstick`): a busy
-  or shared machine's own changes of speed move both and cancel.
-
-A case that fails validation fails its `track_latency` (no latency is recorded
-for a forward that computed garbage). A suite that cannot run here (no GPU for
-a graph suite, too few GPUs, a vLLM without the forward bench) is skipped the
-asv way: `NotImplementedError` in `setup`. Nothing here imports torch or
-touches CUDA: asv imports suites and instantiates their classes at discovery.
-
-    class Qwen3(VllmSuite):
-        model = "Qwen/Qwen3-0.6B"
-        cases = ("decode_bs32_1k=32*1@1024", "prefill_2k=2048")
+engine options) and its cases, the suite's asv parameter. asv runs `setup_cache`
+once per suite and commit: it launches the bench once for all cases (one model
+load per configuration), and every benchmark method reads the cached results:
+`track_latency` (samples: asv stores the median, its 99% CI and quartiles), the
+spread, the graph-vs-eager error, the GPU's clocks and capping while the case ran
+(`fwdasv.hw.telemetry`), and a paced suite's `track_relative`. A case that fails
+validation fails its `track_latency`; a suite that cannot run here (no GPU, too
+few, a vLLM without the forward bench) is skipped the asv way
+(`NotImplementedError` in `setup`). Nothing here imports torch or touches CUDA:
+asv imports suites and instantiates their classes at discovery.
 """
 
 from __future__ import annotations
@@ -43,7 +25,7 @@ import statistics
 import sys
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -101,7 +83,12 @@ class SuiteCache:
             raise RuntimeError(f"{case}: the bench failed: {summary.error}")
         return summary
 
-    def telemetry(self, case: str, figure: Callable[[Telemetry], float | None], combine) -> float:
+    def telemetry(
+        self,
+        case: str,
+        figure: Callable[[Telemetry], float | None],
+        combine: Callable[[list[float]], float],
+    ) -> float:
         """`combine` of one telemetry figure over the case's launches; NaN (skipped) without any."""
         values = [v for t in self.ran(case).telemetry if (v := figure(t)) is not None]
         return float(combine(values)) if values else math.nan
@@ -156,7 +143,17 @@ class ForwardSuite(abc.ABC):
     """One bench configuration timed per commit; subclass and set `cases` and the model.
 
     Abstract (so asv's discovery skips it when a benchmark module imports it);
-    a subclass becomes concrete by setting `cases`.
+    a subclass becomes concrete by setting `cases`:
+
+        class Qwen3(VllmSuite):
+            model = "Qwen/Qwen3-0.6B"
+            cases = ("decode_bs32_1k=32*1@1024", "prefill_2k=2048")
+
+    `track_latency`'s samples are the per-sample medians (blocks of `iters`
+    replays), not raw replays, which are autocorrelated. `track_relative` (torch
+    suites with `reference = True`, the host timer on a CPU) is the forward's time
+    over fwdasv's fixed workload timed right after each replay in the same process
+    (`fwdasv.engine.yardstick`): a busy machine's own changes of speed cancel.
     """
 
     # --- configuration (override in subclasses) ---
@@ -202,6 +199,9 @@ class ForwardSuite(abc.ABC):
     timeout: ClassVar[float] = 3600.0
     param_names: ClassVar[list[str]] = ["case"]
     params: ClassVar[list[list[str]]]
+    # Set on each concrete subclass (`__init_subclass__`), never on this class.
+    _parsed_cases: ClassVar[tuple[BenchCase, ...]]
+    setup_cache: ClassVar[Callable[[ForwardSuite], SuiteCache]]
 
     @property
     @abc.abstractmethod
@@ -210,10 +210,14 @@ class ForwardSuite(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # ABCMeta marks abstract classes only after this hook: test the member itself.
-        if getattr(cls.cases, "__isabstractmethod__", False):
+        # ABCMeta marks abstract classes only after this hook: test the member itself
+        # (the property on an abstract class, the subclass's case strings otherwise).
+        cases: object = cls.cases
+        if getattr(cases, "__isabstractmethod__", False):
             return
-        parsed = unique_cases(parse_case(text) for text in cls.cases)
+        if not isinstance(cases, Iterable):
+            raise TypeError(f"{cls.__name__}.cases: give case strings, not {cases!r}")
+        parsed = unique_cases(parse_case(text) for text in cases)
         cls._parsed_cases = tuple(parsed)
         cls.params = [[case.name for case in parsed]]
         cls.setup_cache = _own_setup_cache(cls)
@@ -383,7 +387,7 @@ def _record_environment(suite: str, say: Callable[[str], None]) -> None:
         say(f"[fwdasv] {suite}: running with {ran.environment.describe()}")
 
 
-def _own_setup_cache(cls: type) -> types.FunctionType:
+def _own_setup_cache(cls: type[ForwardSuite]) -> types.FunctionType:
     """A `setup_cache` that asv keys to this class alone.
 
     asv runs one `setup_cache` per key, and the key is the function's module and
@@ -402,11 +406,11 @@ def _own_setup_cache(cls: type) -> types.FunctionType:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace: dict[str, Any] = {}
     exec(compile(source, filename, "exec"), namespace)
-    function = namespace["setup_cache"]
+    function: types.FunctionType = namespace["setup_cache"]
     function.__module__ = cls.__module__
     function.__qualname__ = f"{cls.__qualname__}.setup_cache"
     function.__doc__ = "Launch the bench once for all cases of this suite (ForwardSuite._measure)."
-    function.timeout = cls.timeout
+    function.__dict__["timeout"] = cls.timeout  # asv reads it as an attribute of the function
     return function
 
 

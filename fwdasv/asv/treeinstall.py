@@ -2,19 +2,16 @@
 
 A script-style model repository (`model.py` at the root, no setup.py or
 pyproject.toml) cannot be pip-installed, so fwdasv's environment type
-(`fwdasv.asv.envplugin`) installs it this way instead: at each commit asv
-checks the repository out into the environment's build directory and runs
+(`fwdasv.asv.envplugin`) runs, after asv checks each commit out:
 
     python -m fwdasv.asv.treeinstall --checkout {build_dir} --env {env_dir} --path .
 
-which copies that checkout (without `.git`) to `{env_dir}/fwdasv-tree/` and
-writes `fwdasv-tree.pth` into the environment's site-packages, naming the
-copy's import paths (`--path`, relative to the repository's root; `.`: the
-root). Every process of the environment (asv's benchmark processes, the
-bench they start, confirm's and explain's) then imports the commit's modules
-from there, ahead of the parent environment the link adds (`zz-fwdasv-parent.pth`
-sorts after it). The previous commit's copy and `.pth` go first, so an install
-that fails leaves nothing of another commit importable.
+It copies the checkout (without `.git`) to `{env_dir}/fwdasv-tree/` and writes
+`fwdasv-tree.pth` into the environment's site-packages, naming the copy's import
+paths (`--path`, relative to the repository's root). Every process of the
+environment imports the commit's modules from there, ahead of the parent link
+(`zz-fwdasv-parent.pth` sorts after it). The previous commit's copy goes first,
+so an install that fails leaves nothing of another commit importable.
 """
 
 from __future__ import annotations

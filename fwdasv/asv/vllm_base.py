@@ -1,56 +1,46 @@
-"""vLLM commits over a compiled base: each commit's Python, the base's compiled files (issue 18).
+"""vLLM commits over a compiled base: each commit's Python over the base's compiled files.
 
-Most vLLM commits change only Python. vLLM's own python-only development
-install (`VLLM_USE_PRECOMPILED=1`) puts a commit's Python over compiled
-extensions taken from a wheel; this module does the same per commit, offline,
-with no compiler and no index, for asv's per-commit environments
-(`fwdasv.asv.envplugin`, when asv.conf.json has `"fwdasv": {"vllm_base": PATH}`).
+Most vLLM commits change only Python. As vLLM's own python-only install
+(`VLLM_USE_PRECOMPILED=1`) does, a commit is its `vllm/` from git over the
+compiled extensions of a base named once (`"fwdasv": {"vllm_base": PATH}`: a
+wheel, or a directory holding an installed vllm/), offline, with no compiler
+and no index, for asv's per-commit environments (`fwdasv.asv.envplugin`).
 
-- **The base** (`Base.open`) is a vLLM wheel file (unpacked once, beside the
-  project) or a directory holding an installed `vllm/` package with its
-  compiled extensions (a site-packages, the offline bundle's tree).
-- **The base's commit** (`Base.commit_in`): the config key `vllm_base_commit`,
-  else the commit the base records (`vllm/_version.py`'s `__commit_id__`, the
-  dist-info's `direct_url.json`), else the tag `v<version>` in the repository.
-- **The guard** (`compiled_change`): a commit whose compiled sources (csrc/,
-  CMakeLists.txt, cmake/, setup.py's extension list) differ from the base's
-  cannot be measured over it; the reason names the commit whose compiled
-  sources a base must be built from.
-- **A commit's tree** (`TreeCache.tree`): `<cache>/<commit>/vllm`, the
-  commit's `vllm/` (git) with every base file the commit does not track (the
-  compiled `.so` files, a generated `_version.py`, vendored packages) linked
-  in, and the base's dist-info. Built once per commit, never again. A new tree
-  starts as hard links of the last one built and only the files that differ
-  are written (git diff), so unchanged files keep their `__pycache__` too: a
-  commit's imports are warm wherever the previous commit's were.
-- **Activating** a tree in an environment (`activate`) is one .pth file that
-  puts the tree first on sys.path (before PYTHONPATH, where an offline host
-  keeps its own vLLM): switching commits costs nothing.
+`VllmCache` owns `.fwdasv-vllm/` beside asv.conf.json: base/ (a wheel unpacked
+once), trees/<commit>/ (`TreeCache`: one tree per commit, built once) and
+installs.jsonl (one line per install). `VllmCache.open_base` opens the base and
+pins it to its commit; `compiled_change` refuses a commit whose compiled
+sources (csrc/, CMakeLists.txt, cmake/, setup.py's extension list) differ from
+the base's; `activate` puts a tree first on an environment's sys.path.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 import shutil
 import subprocess
-import tarfile
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from fwdasv.asv.settings import BASE_COMMIT_KEY, VllmBaseSettings
 from fwdasv.core.errors import UserError
+from fwdasv.git import GitError, extract, git, git_run
+
+if TYPE_CHECKING:
+    from fwdasv.asv.project import AsvProject
 
 PACKAGE = "vllm"
-CONFIG_KEY = "vllm_base"
-COMMIT_KEY = "vllm_base_commit"
+CACHE_DIR = ".fwdasv-vllm"  # beside asv.conf.json: `VllmCache`
 PTH_NAME = "00-fwdasv-vllm.pth"  # sorts before the parent link (zz-...)
 COMPILED_PATHS = ("csrc", "CMakeLists.txt", "cmake")
 SETUP_PY = "setup.py"
-GIT_TIMEOUT_S = 300.0
+GIT_TIMEOUT_S = 300.0  # a first tree of a large repository: `git archive` of all vllm/
 # A line of setup.py that declares a compiled extension (vLLM's: CMakeExtension(name=...)).
 _EXTENSION_LINE = re.compile(r"Extension\s*\(")
 
@@ -63,21 +53,19 @@ class Refused(BaseError):
     """A commit whose compiled sources differ from the base's: not measurable over it."""
 
 
-def _git(repo: Path, *args: str, text: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        capture_output=True,
-        text=text,
-        timeout=GIT_TIMEOUT_S,
-        check=False,
-    )
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[Any]:
+    """`git ARGS` in `repo`, whatever its exit status."""
+    try:
+        return git_run(repo, *args, timeout_s=GIT_TIMEOUT_S)
+    except GitError as error:
+        raise BaseError(str(error)) from None
 
 
 def _git_out(repo: Path, *args: str) -> str:
-    proc = _git(repo, *args)
-    if proc.returncode != 0:
-        raise BaseError(f"git {' '.join(args)} in {repo} failed: {proc.stderr.strip()}")
-    return proc.stdout.strip()
+    try:
+        return git(repo, *args, timeout_s=GIT_TIMEOUT_S)
+    except GitError as error:
+        raise BaseError(str(error)) from None
 
 
 @dataclass(frozen=True)
@@ -166,10 +154,10 @@ class Base:
     def commit_in(self, repo: Path, configured: str | None = None) -> str:
         """The base's commit in `repo`: the config key, else what the base records, else
         the tag v<version>; one error naming the config key when none resolves."""
-        tried = []
-        candidates = []
+        tried: list[str] = []
+        candidates: list[tuple[str, str]] = []
         if configured:
-            candidates.append((configured, f'"{COMMIT_KEY}": "{configured}"'))
+            candidates.append((configured, f'"{BASE_COMMIT_KEY}": "{configured}"'))
         recorded = self.recorded_commit()
         if recorded:
             candidates.append((recorded, f"the commit the base records ({recorded[:12]})"))
@@ -179,17 +167,17 @@ class Base:
         for rev, what in candidates:
             proc = _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
             if proc.returncode == 0:
-                return proc.stdout.strip()
+                return str(proc.stdout).strip()
             tried.append(what)
             if rev == configured:
                 raise BaseError(
-                    f'{COMMIT_KEY} "{configured}" is not a commit of {repo}; give the commit '
+                    f'{BASE_COMMIT_KEY} "{configured}" is not a commit of {repo}; give the commit '
                     "the base was built from"
                 )
         raise BaseError(
             f"vllm_base {self.source}: cannot tell which commit of {repo} it was built from "
             f"(tried {', '.join(tried) or 'nothing: it records no version'}); set "
-            f'"fwdasv": {{"{COMMIT_KEY}": "COMMIT"}} in asv.conf.json'
+            f'"fwdasv": {{"{BASE_COMMIT_KEY}": "COMMIT"}} in asv.conf.json'
         )
 
 
@@ -248,7 +236,15 @@ class Installed:
 
 @dataclass(frozen=True)
 class TreeCache:
-    """Per-commit trees of vllm/ over one base, in `root/<commit>/`."""
+    """Per-commit trees of vllm/ over one base, in `root/<commit>/`.
+
+    A tree is the commit's `vllm/` (git) with every base file the commit does
+    not track (the compiled `.so` files, a generated `_version.py`, vendored
+    packages) linked in, and the base's dist-info. A new tree starts as hard
+    links of the last one built and only the files that differ are written (git
+    diff), so unchanged files keep their `__pycache__`: a commit's imports are
+    warm wherever the previous commit's were.
+    """
 
     root: Path
     repo: Path
@@ -290,18 +286,15 @@ class TreeCache:
         return Installed(commit, final, seconds, True, previous)
 
     def _export(self, commit: str, destination: Path, paths: list[str]) -> None:
-        destination.mkdir(parents=True, exist_ok=True)
-        proc = _git(self.repo, "archive", "--format=tar", commit, "--", *paths, text=False)
-        if proc.returncode != 0:
+        try:
+            extract(self.repo, commit, destination, paths, timeout_s=GIT_TIMEOUT_S)
+        except GitError as error:
+            if error.returncode is None:
+                raise BaseError(str(error)) from None
             raise BaseError(
                 f"git archive {commit[:8]} in {self.repo} failed: "
-                f"{proc.stderr.decode(errors='replace').strip()} (does the commit hold vllm/?)"
-            )
-        with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
-            if hasattr(tarfile, "data_filter"):
-                archive.extractall(destination, filter="data")
-            else:  # pragma: no cover (Python without extraction filters)
-                archive.extractall(destination)
+                f"{error.stderr_text} (does the commit hold vllm/?)"
+            ) from None
 
     def _apply_diff(self, previous: str, commit: str, work: Path) -> None:
         """Turn a copy of `previous`'s tree into `commit`'s: only the files that differ."""
@@ -360,7 +353,10 @@ def _link_tree(source: Path, destination: Path) -> None:
 
 
 def activate(site_packages: Path, tree: Path | None) -> Path:
-    """Put `tree` first on sys.path in the environment (None: take it off); the .pth path."""
+    """Put `tree` first on sys.path in the environment (None: take it off); the .pth path.
+
+    One .pth file, before PYTHONPATH (where an offline host keeps its own vLLM):
+    switching commits costs nothing."""
     pth = site_packages / PTH_NAME
     if tree is None:
         pth.unlink(missing_ok=True)
@@ -372,18 +368,92 @@ def activate(site_packages: Path, tree: Path | None) -> Path:
     return pth
 
 
-def project_guard(config_path: Path, settings: object, repo: str):
-    """For a project in this mode (its "fwdasv" block names a vllm_base): a function
-    commit -> the refusal line, or None when measurable; None for any other project."""
-    if not isinstance(settings, dict) or not settings.get(CONFIG_KEY):
+@dataclass(frozen=True)
+class PinnedBase:
+    """A base and the commit of `repo` it was built from: what the guard compares with."""
+
+    base: Base
+    repo: Path
+    commit: str
+
+    def refusal(self, commit: str) -> str | None:
+        """Why `commit` cannot be measured over this base (None: it can)."""
+        return compiled_change(self.repo, self.commit, commit)
+
+
+@dataclass(frozen=True)
+class VllmCache:
+    """`.fwdasv-vllm/` beside asv.conf.json: base/ (unpacked wheels), trees/<commit>/ and
+    installs.jsonl (one line per install: what the cost tables read)."""
+
+    root: Path
+
+    @classmethod
+    def beside(cls, config_dir: str | os.PathLike[str]) -> VllmCache:
+        """The cache of the asv configuration in `config_dir`."""
+        return cls(Path(config_dir) / CACHE_DIR)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.root / "base"
+
+    @property
+    def trees_dir(self) -> Path:
+        return self.root / "trees"
+
+    @property
+    def installs_log(self) -> Path:
+        return self.root / "installs.jsonl"
+
+    def open_base(
+        self, path: str | os.PathLike[str], repo: Path, configured: str | None = None
+    ) -> PinnedBase:
+        """The base at `path` (a wheel unpacked into base/ once), pinned to its commit in
+        `repo` (`configured`, else what it records, else the tag of its version)."""
+        base = Base.open(path, self.base_dir)
+        return PinnedBase(base, repo, base.commit_in(repo, configured))
+
+    def install(self, repo: Path, commit: str, settings: VllmBaseSettings) -> Installed:
+        """The commit's tree over the base (built once), after the compiled-code guard
+        (Refused); appends one line to `installs_log`."""
+        assert settings.base, "install needs a vllm_base"
+        started = time.perf_counter()
+        pinned = self.open_base(settings.base, repo, settings.base_commit)
+        reason = pinned.refusal(commit)
+        if reason is not None:
+            raise Refused(reason)
+        installed = TreeCache(self.trees_dir, repo, pinned.base).tree(commit)
+        entry = {
+            "commit": commit,
+            "built": installed.built,
+            "linked_from": installed.linked_from,
+            "tree_s": round(installed.seconds, 3),
+            "install_s": round(time.perf_counter() - started, 3),
+            "at": time.time(),
+        }
+        with self.installs_log.open("a") as handle:
+            handle.write(json.dumps(entry) + "\n")
+        return installed
+
+
+Guard = Callable[[str], "str | None"]  # commit -> why it is refused (None: measurable)
+
+
+def project_guard(config_path: Path, settings: object, repo: str) -> Guard | None:
+    """For a project in this mode (its "fwdasv" block `settings` names a vllm_base): a
+    function commit -> the refusal line, or None when measurable; None for any other
+    project."""
+    vllm = VllmBaseSettings.from_block(settings)
+    if not vllm.base:
         return None
-    from fwdasv.asv.envplugin import VLLM_CACHE
+    cache = VllmCache.beside(config_path.parent)
+    return cache.open_base(vllm.base, Path(repo), vllm.base_commit).refusal
 
-    root = Path(repo)
-    base = Base.open(settings[CONFIG_KEY], config_path.parent / VLLM_CACHE / "base")
-    base_commit = base.commit_in(root, settings.get(COMMIT_KEY))
 
-    def refusal(commit: str) -> str | None:
-        return compiled_change(root, base_commit, commit)
-
-    return refusal
+def compiled_guard(project: AsvProject) -> Guard | None:
+    """`project_guard` of a loaded project, from its settings (read once) and its clone."""
+    vllm = project.settings.vllm
+    if not vllm.base:
+        return None
+    cache = VllmCache.beside(project.config_path.parent)
+    return cache.open_base(vllm.base, project.cloned_repo(), vllm.base_commit).refusal

@@ -10,10 +10,8 @@ forward's speed the way real code does:
   (matmul, tanh cap, mask, softmax) instead of the fused
   `scaled_dot_product_attention` kernel (slower, the injected regression).
 
-The package exposes `tinylm.bench:target`, a target of fwdasv's engine, so asv
-can time its forward at every commit through the torch backend. Commit dates
-and authors are fixed, so the history (and its hashes) is the same on every
-machine.
+The package exposes `tinylm.bench:target`, a target of fwdasv's engine. Commit dates
+and authors are fixed, so the history (and its hashes) is the same on every machine.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.launch import run_captured
+from fwdasv.git import GitError, git
 
 PACKAGE = "tinylm"
 TARGET = "tinylm.bench:target"
@@ -46,10 +44,8 @@ dependencies = []
 packages = ["tinylm"]
 """
 
-_CONFIG_INLINE = """
-
-@dataclass(frozen=True)
-class Config:
+# The model's sizes: inline in model.py at first, a config module of their own later.
+_CONFIG_FIELDS = """\
     vocab_size: int = 1024
     hidden_size: int = 256
     intermediate_size: int = 512
@@ -61,7 +57,17 @@ class Config:
     rope_theta: float = 10000.0
 """
 
-_CONFIG_MODULE = '''"""Model configuration."""
+_CONFIG_INLINE = (
+    """
+
+@dataclass(frozen=True)
+class Config:
+"""
+    + _CONFIG_FIELDS
+)
+
+_CONFIG_MODULE = (
+    '''"""Model configuration."""
 
 from dataclasses import dataclass
 
@@ -70,18 +76,12 @@ from dataclasses import dataclass
 class Config:
     """Sizes of the model; every field has the released model's value."""
 
-    vocab_size: int = 1024
-    hidden_size: int = 256
-    intermediate_size: int = 512
-    num_layers: int = 4
-    num_heads: int = 8
-    num_kv_heads: int = 2
-    head_dim: int = 32
-    rms_eps: float = 1e-6
-    rope_theta: float = 10000.0
-    # Gemma-2-style soft cap of attention logits (0 disables it).
-    attn_logit_softcap: float = 0.0
 '''
+    + _CONFIG_FIELDS
+    + """    # Gemma-2-style soft cap of attention logits (0 disables it).
+    attn_logit_softcap: float = 0.0
+"""
+)
 
 _ATTENTION_REPEAT = """
 def attention(q, k, v, causal, config):
@@ -398,10 +398,12 @@ HISTORY_LENGTH = len(_history())
 
 
 def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    done = run_captured(["git", *args], cwd=cwd, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} in {cwd} failed: {done.stderr.strip()}")
-    return done.stdout.strip()
+    try:
+        return git(cwd, *args, env=env)
+    except GitError as error:
+        if error.returncode is None:
+            raise  # git could not start: the machine's problem, said as such
+        raise RuntimeError(str(error)) from None  # the demo's own history: a fwdasv bug
 
 
 def slow_commit(hashes: list[str]) -> str:

@@ -1,0 +1,208 @@
+"""The repository `fwdasv init` measures: a local git clone at its HEAD, its target checked there.
+
+`Repository.open` refuses what asv cannot measure (no directory, no git, no
+commit yet). `check_target` imports the target from a copy of HEAD's tree, builds
+it and prepares every case, in a child (`python -m fwdasv.targets.check`: torch
+and the model stay out of this process), on the import path asv's environment
+gives a commit: the suite's target_path, then the tree (`import_root`: the tree
+or its src/), or the tree install's import paths (`fwdasv.asv.treeinstall`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fwdasv.asv import treeinstall
+from fwdasv.asv.suitespec import InitError, SuiteSpec
+from fwdasv.git import GitError, extract, git, git_run
+
+CHECK_TIMEOUT_S = 900.0
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        return git(repo, *args)
+    except GitError as error:
+        raise InitError(str(error)) from None
+
+
+@dataclass(frozen=True)
+class Repository:
+    """A local git repository at its HEAD."""
+
+    root: Path
+    head: str
+    branch: str | None  # None: a detached HEAD
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Repository:
+        path = Path(path).expanduser().resolve()
+        if not path.is_dir():
+            raise InitError(f"--repo {path}: no such directory; give a local git clone")
+        try:
+            root = Path(_git(path, "rev-parse", "--show-toplevel"))
+        except InitError:
+            raise InitError(
+                f"--repo {path} is not a git repository; asv measures commits: give a git clone"
+            ) from None
+        try:
+            head = _git(root, "rev-parse", "--verify", "HEAD^{commit}")
+        except InitError:
+            raise InitError(f"--repo {root} has no commit yet; commit the model first") from None
+        try:
+            branch = git_run(root, "symbolic-ref", "--quiet", "--short", "HEAD").stdout.strip()
+        except GitError:
+            branch = ""  # detached or unreadable: the caller asks for --branch
+        return cls(root, head, branch or None)
+
+    def branches(self) -> list[str]:
+        """Its local branches."""
+        listed = _git(self.root, "for-each-ref", "--format=%(refname:short)", "refs/heads")
+        return listed.splitlines()
+
+    def distribution_name(self) -> str | None:
+        """The `[project] name` of its pyproject.toml at HEAD, if it has one."""
+        try:
+            text = _git(self.root, "show", f"{self.head}:pyproject.toml")
+        except InitError:
+            return None
+        if sys.version_info >= (3, 11):
+            import tomllib
+
+            try:
+                name = tomllib.loads(text).get("project", {}).get("name")
+            except tomllib.TOMLDecodeError:
+                return None
+            return name if isinstance(name, str) and name else None
+        match = re.search(r'^\s*name\s*=\s*"([^"]+)"', text, re.MULTILINE)  # no tomllib
+        return match.group(1) if match else None
+
+    def packaging(self) -> str | None:
+        """Which of setup.py / pyproject.toml its HEAD has at the root (pip installs it); None:
+        not a package."""
+        for name in ("pyproject.toml", "setup.py"):
+            found = git_run(self.root, "cat-file", "-e", f"{self.head}:{name}")
+            if found.returncode == 0:
+                return name
+        return None
+
+    def export(self, commit: str, destination: Path) -> None:
+        """The tree of `commit` written into `destination` (the repository is not touched)."""
+        try:
+            extract(self.root, commit, destination)
+        except GitError as error:
+            if error.returncode is None:
+                raise InitError(
+                    f"git archive {commit[:8]} in {self.root} could not run: {error.cause}"
+                ) from None
+            raise InitError(
+                f"git archive {commit[:8]} in {self.root} failed: {error.stderr!r}"
+            ) from None
+
+
+def import_root(tree: Path, package: str) -> Path | None:
+    """Where `package` is importable from in a source tree: the tree itself or its src/."""
+    for base in (tree, tree / "src"):
+        if (base / package).is_dir() or (base / f"{package}.py").is_file():
+            return base
+    return None
+
+
+def _repo_roots(tree: Path, package: str, import_paths: Sequence[str] | None) -> list[Path]:
+    """Where the commit's modules are imported from, as asv's environment will have them:
+    the tree install's `import_paths`, or for a package the tree (or its src/)."""
+    if import_paths is not None:
+        return [tree / treeinstall.check_import_path(p) for p in import_paths]
+    base = import_root(tree, package)
+    if base is not None:
+        return [base]
+    return [tree / "src"] if (tree / "src").is_dir() else [tree]
+
+
+def check_target(
+    repo: Repository,
+    suite: SuiteSpec,
+    *,
+    import_paths: Sequence[str] | None = None,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    python: str = sys.executable,
+) -> str:
+    """Import the target from the repository's HEAD, build it and prepare every case.
+
+    Runs `python -m fwdasv.targets.check` in a child (torch and the model stay
+    out of this process) on a copy of HEAD's tree, on the import path asv's
+    environment gives a commit: the suite's target_path, then the tree (its
+    `import_paths` for a repository that is not a package); returns the child's
+    summary line, or raises InitError with its last lines.
+    """
+    from fwdasv.launch import LaunchError, LaunchSpec, run_process
+
+    commit = repo.head[:8]
+    with tempfile.TemporaryDirectory(prefix="fwdasv-init-") as tmp:
+        tree = Path(tmp) / "tree"
+        tree.mkdir()
+        repo.export(repo.head, tree)
+        missing = treeinstall.missing_paths(tree, import_paths or ())
+        if missing:
+            raise InitError(
+                f"--import-path {missing[0]}: no such directory in {repo.root} at {commit}; "
+                "name directories of the repository (`.` for its root)"
+            )
+        roots = _repo_roots(tree, suite.package, import_paths)
+        outside = [Path(p) for p in suite.target_path]
+        found = [
+            base
+            for base in (*outside, *roots)
+            if (base / suite.package).is_dir() or (base / f"{suite.package}.py").is_file()
+        ]
+        if not found:
+            looked = (
+                "./ and src/"
+                if import_paths is None
+                else ", ".join("./" if p in (".", "./") else f"{p}/" for p in import_paths)
+            )
+            where = f"in {repo.root} at {commit} (looked in {looked})"
+            if outside:
+                where += f" nor in --target-path {', '.join(map(str, outside))}"
+            raise InitError(
+                f"--target {suite.target}: package {suite.package!r} is not {where}; the target "
+                "must come from the repository asv installs at each commit, or from a directory "
+                "outside it named with --target-path DIR"
+            )
+        path = [
+            *map(str, outside),
+            *map(str, roots),
+            *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
+        ]
+        args = ["-m", "fwdasv.targets.check", "--target", suite.target]
+        for case in suite.cases:
+            args += ["--case", case]
+        spec = LaunchSpec(
+            args=args,
+            python=python,
+            env={**dict(suite.env), "PYTHONPATH": os.pathsep.join(path)},
+            timeout_s=timeout_s,
+            cwd=tmp,
+        )
+        try:
+            completed = run_process(spec, Path(tmp) / "check.log")
+        except LaunchError as error:
+            raise InitError(
+                f"--target {suite.target} at {commit}: the check {error}; pass --no-check to "
+                "skip it"
+            ) from None
+    if completed.returncode != 0:
+        lines = [line for line in completed.lines if line.strip()]
+        why = lines[-1] if lines else f"exit status {completed.returncode}"
+        raise InitError(
+            f"--target {suite.target} at {commit} of {repo.root}: {why.removeprefix('fwdasv: ')} "
+            "(fix the target, or pass --no-check when it needs a build first)"
+        )
+    summary = [line for line in completed.lines if line.startswith("ok:")]
+    return summary[-1].removeprefix("ok: ") if summary else "ok"
