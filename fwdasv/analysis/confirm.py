@@ -1,61 +1,16 @@
 """The verdict of a confirmation re-measure: is commit B really slower than commit A?
 
-A step found in the history is re-measured before anyone is alarmed (Chromium's
-Pinpoint does the same): A (the last commit at the old level) and B (the first
-at the new one) are benchmarked interleaved, A B A B ..., in one run on one
-machine, at least 3 processes each. Interleaving on one machine cancels what
-moved the history but is not the code: another host, a driver, a power cap, a
-slow hour. This module is the pure judgment of such a run; running it is the
-caller's (`run_confirmation` takes a callback that measures).
-
-Why process-level medians. Samples inside one process share its capture, its
-allocation and its clock state, so a test on them (asv's Mann-Whitney on
-samples) calls a process-to-process offset "significant". The unit of
-replication is the process: each contributes its median, and the test is on
-those. With 3 values a side, Mann-Whitney's smallest two-sided p is
-2 / C(6, 3) = 0.1, so the test is a t rule on ln(process median):
-
-    d = mean(ln B) - mean(ln A),  se = sqrt(v (1/n_A + 1/n_B)),
-    v = max(s^2, sigma^2),
-
-s^2 the pooled between-process variance of this run (n_A + n_B - 2 degrees of
-freedom) and sigma the series' noise from its history (`Noise`, with its own
-degrees of freedom). The floor keeps three processes that happen to agree from
-making a 0.1% difference significant; when this run is noisier than the history
-its own variance is used, with its own (few) degrees of freedom. The quantile q
-is Student's t at one-sided `alpha` with the degrees of freedom of whichever
-variance was used.
-
-Before that, each side's process medians are winsorized at its median +-
-CLIP_SD sigma: a process that landed in a slow clock state (a few % of runs) says
-nothing about the code, and one such value in 3 would otherwise decide the
-observed variance.
-
-Which commits: `ab_indices` widens a finding's (before_index, after_index) by MARGIN
-commit each side, inside its levels, because the finding's edge is itself
-uncertain by about a commit at 2 noise sds; the confirmed range is then a few
-commits for bisect to split.
-
-Statuses (one-sided bounds d -+ q se, as percentages):
-
-- `confirmed`: the lower bound is above 0 (B slower at level alpha) and the
-  estimate is at least half of `min_effect_pct` (a real slowdown of a size
-  that matters);
-- `not-reproduced`: the upper bound is below the tested slowdown,
-  max(min_effect_pct, claimed_pct / 2): the run rules out the step the history
-  showed (claimed_pct is the finding's size; half of it, because a step found
-  by a scan is an overestimate, the winner's curse);
-- `undecided at this noise` (`noise_limited`): the upper bound is below the
-  tested slowdown, but the interval is so wide (its half-width q se at least
-  `min_effect_pct`) that a real step of the minimum effect would have come
-  out the same: the run could not have told it, so it rules nothing out;
-- `undecided`: neither; measure more processes. As Pinpoint adds repeats
-  while its verdict is UNKNOWN, `run_confirmation` adds STEP_PROCESSES per
-  side up to MAX_PROCESSES (looks at 3, 6, 9, 12 processes: 4 looks at
-  alpha = 0.005 each keep the chance of confirming a no-op under
-  4 * 0.005 = 2%, Bonferroni), then leaves the finding undecided (it stays an
-  unconfirmed `regression`). `more_processes` estimates how many more per side
-  would make the bounds narrow enough: n with q sqrt(2 v / n) <= tested / 2.
+A step found in the history is re-measured before anyone is alarmed (as Chromium's
+Pinpoint does): A and B (`ab_indices`: one commit outside the finding's pair, inside
+its levels) are benchmarked interleaved, A B A B ..., in one run on one machine, and
+judged on ln(process median) by a t rule whose variance is this run's or, when
+larger, the series' noise from its history (`judge_ab`). Each side is winsorized at
+its median +- CLIP_SD sd first. `confirmed`: the lower bound above 0 and the estimate
+at least half of `min_effect_pct`; `not-reproduced`: the upper bound below the
+tested slowdown, max(min_effect_pct, claimed / 2); else `undecided`, and
+`run_confirmation` adds STEP_PROCESSES a side up to MAX_PROCESSES. Pure: the caller
+measures (`run_confirmation` takes a callback). The rule and its figures:
+docs/verdicts.md, "Confirm".
 """
 
 from __future__ import annotations
@@ -66,12 +21,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fwdasv.analysis.detect import MIN_EFFECT_PCT, Step
-from fwdasv.analysis.noise import Noise, t_isf
+from fwdasv.analysis.noise import Noise
 from fwdasv.analysis.status import CONFIRMATION_STATUSES, Status
+from fwdasv.analysis.step import Step
+from fwdasv.analysis.student_t import t_isf
+from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
-ALPHA = 0.005  # one-sided, per look
-CLIP_SD = 3.0  # process medians beyond this many sds of their side's median are clipped
+# One-sided, per look: 4 looks (3, 6, 9, 12 processes) keep the chance of confirming a
+# no-op under 4 * 0.005 = 2% (Bonferroni).
+ALPHA = 0.005
+# Process medians beyond this many sds of their side's median are clipped: a process in
+# a slow clock state says nothing of the code, and one such value in 3 would decide.
+CLIP_SD = 3.0
 MARGIN = 1  # commits the re-measured pair reaches past a finding's, each side
 MIN_PROCESSES = 3  # per side, the first look
 STEP_PROCESSES = 3  # added per side while undecided
@@ -113,19 +74,29 @@ class Confirmation:
     @classmethod
     def from_json(cls, raw: Mapping[str, object]) -> Confirmation:
         """The figures `to_json` wrote (as the verdicts file keeps them); ValueError naming
-        the first field that is missing or of the wrong type. Unknown keys are ignored."""
-        values: dict[str, object] = {}
-        for name, kind in _FIELD_KINDS.items():
-            if name not in raw:
-                if name in _DEFAULTED:
-                    continue  # has a default (lines written before it existed)
-                raise ValueError(f"confirmation: missing {name!r}")
-            values[name] = _checked(name, kind, raw[name])
-        status = values["status"]
-        if status not in CONFIRMATION_STATUSES:
-            raise ValueError(f"confirmation: status {status!r} is not one of a confirmation")
-        values["status"] = Status(status)
-        return cls(**values)  # type: ignore[arg-type]
+        the first field that is missing or of the wrong type. Unknown keys are ignored;
+        the last three fields have defaults (lines written before they existed)."""
+        status = _text(raw, "status")  # read first, judged last: as the fields are listed
+        # Keywords are evaluated in order: the fields as listed, then the status's word.
+        return cls(
+            percent=_number(raw, "percent"),
+            lower_pct=_number(raw, "lower_pct"),
+            upper_pct=_number(raw, "upper_pct"),
+            t=_number(raw, "t"),
+            t_threshold=_number(raw, "t_threshold"),
+            processes_a=_count(raw, "processes_a"),
+            processes_b=_count(raw, "processes_b"),
+            sd_pct=_number(raw, "sd_pct"),
+            observed_sd_pct=_number_or_none(raw, "observed_sd_pct"),
+            floor_pct=_number(raw, "floor_pct"),
+            variance=_text(raw, "variance"),
+            dof=_number(raw, "dof"),
+            tested_pct=_number(raw, "tested_pct"),
+            more_processes=_count(raw, "more_processes", default=0),
+            noise_limited=_flag(raw, "noise_limited", default=False),
+            min_effect_pct=_number(raw, "min_effect_pct", default=MIN_EFFECT_PCT),
+            status=_status(status),
+        )
 
     @property
     def label(self) -> str:
@@ -147,46 +118,59 @@ class Confirmation:
         )
 
 
-# Each field's JSON type: "float" (an int is read as a float), "int", "str", "float?" (or null).
-_FIELD_KINDS = {
-    "status": "str",
-    "percent": "float",
-    "lower_pct": "float",
-    "upper_pct": "float",
-    "t": "float",
-    "t_threshold": "float",
-    "processes_a": "int",
-    "processes_b": "int",
-    "sd_pct": "float",
-    "observed_sd_pct": "float?",
-    "floor_pct": "float",
-    "variance": "str",
-    "dof": "float",
-    "tested_pct": "float",
-    "more_processes": "int",
-    "noise_limited": "bool",
-    "min_effect_pct": "float",
-}
-_DEFAULTED = ("more_processes", "noise_limited", "min_effect_pct")
-assert set(_FIELD_KINDS) == set(Confirmation.__dataclass_fields__), "from_json misses a field"
+def _field(raw: Mapping[str, object], name: str) -> object:
+    if name not in raw:
+        raise ValueError(f"confirmation: missing {name!r}")
+    return raw[name]
 
 
-def _checked(name: str, kind: str, value: object) -> object:
-    if kind == "float?" and value is None:
-        return None
-    if (
-        kind in ("float", "float?")
-        and isinstance(value, int | float)
-        and not isinstance(value, bool)
-    ):
+def _wrong(name: str, value: object, kind: str) -> ValueError:
+    return ValueError(f"confirmation: {name!r} is {value!r}, expected {kind}")
+
+
+def _number(raw: Mapping[str, object], name: str, default: float | None = None) -> float:
+    """A JSON number as a float (an int is read as a float; a bool is not a number)."""
+    if default is not None and name not in raw:
+        return default
+    value = _field(raw, name)
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
-    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+    raise _wrong(name, value, "float")
+
+
+def _number_or_none(raw: Mapping[str, object], name: str) -> float | None:
+    return None if _field(raw, name) is None else _number(raw, name)
+
+
+def _count(raw: Mapping[str, object], name: str, default: int | None = None) -> int:
+    if default is not None and name not in raw:
+        return default
+    value = _field(raw, name)
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if kind == "str" and isinstance(value, str):
+    raise _wrong(name, value, "int")
+
+
+def _status(word: str) -> Status:
+    if word not in CONFIRMATION_STATUSES:
+        raise ValueError(f"confirmation: status {word!r} is not one of a confirmation")
+    return Status(word)
+
+
+def _text(raw: Mapping[str, object], name: str) -> str:
+    value = _field(raw, name)
+    if isinstance(value, str):
         return value
-    if kind == "bool" and isinstance(value, bool):
+    raise _wrong(name, value, "str")
+
+
+def _flag(raw: Mapping[str, object], name: str, default: bool) -> bool:
+    if name not in raw:
+        return default
+    value = raw[name]
+    if isinstance(value, bool):
         return value
-    raise ValueError(f"confirmation: {name!r} is {value!r}, expected {kind.rstrip('?')}")
+    raise _wrong(name, value, "bool")
 
 
 def _logs(values: Sequence[float]) -> np.ndarray:

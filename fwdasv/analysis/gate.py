@@ -1,34 +1,17 @@
 """What fails CI, in one place: which statuses fail a check, and the exit status that says so.
 
-A `Gate` is one small frozen value, as pytest-benchmark's
-`PercentageRegressionCheck` is: the set of statuses that fail, and how a
-list of verdicts becomes an exit status (1 when any of them fails, else 0).
-Every command that gates reads one of the gates below; none maps statuses
-to exit statuses itself.
+A `Gate` is one small frozen value, as pytest-benchmark's `PercentageRegressionCheck`
+is: the statuses that fail, and how verdicts become an exit status (1 when any fails;
+else 2 when result files could not be read, as a step there is invisible, unless the
+command skips them; else 0). Every command that gates reads one of these:
 
-    FINDINGS         regressions, confirm, publish's count, nightly --no-confirm,
-                     the demo's "something to confirm": a regression (detected, not
-                     yet re-measured) or a confirmed one fails; suspected,
-                     not-reproduced, drift and improvement do not
+    FINDINGS         regressions, confirm, publish's count, nightly --no-confirm, the
+                     demo: a regression or a confirmed one fails
     CONFIRMED_ONLY   nightly with confirmation: only a confirmed regression fails
-                     (an unconfirmed one was re-measured and left undecided)
     COMPARISON       compare and explain (two commits): worse, or newly failing
 
-`suspected` (a step at the history's edge that one or a few commits show and
-that could still be outliers) does not fail by default: one slow commit at the
-head of a history is a few % of nights, and `nightly` and `regressions
---confirm` re-measure a suspected finding the night it appears, so it fails
-as `confirmed` when it is real. `strict` (the commands' `--fail-on-suspected`)
-adds it to a gate's failing set. An improvement never fails any gate.
-
-Results that cannot be read fail every gate too: a step at an unreadable commit
-is invisible, so `exit_status(..., unreadable=n)` is EXIT_UNREADABLE (2) when
-no verdict fails but n files could not be read (unless the user passed
-`--skip-unreadable`, and the command then passes 0). A missing result (a commit
-never built) is not unreadable.
-
-To extend a rule, add the status to the gate's `failing` set; a new kind of failure is a
-new argument with its default, read by `exit_status`.
+`strict` (`--fail-on-suspected`) adds `suspected`; an improvement never fails
+(why: docs/verdicts.md, "The gate").
 """
 
 from __future__ import annotations

@@ -14,8 +14,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from fwdasv.analysis.student_t import t_sf
 from fwdasv.core import stats
 from fwdasv.core.errors import UserError
+from fwdasv.core.numbers import numbers
 
 DEFAULT_ALPHA = stats.SIGNIFICANCE
 
@@ -30,11 +32,6 @@ def check_rule(factor: float, alpha: float) -> None:
         raise RuleError(f"--factor {factor}: must be >= 1 (1.05 = 5%)")
     if not 0 < alpha < 1:
         raise RuleError(f"--alpha {alpha}: must be between 0 and 1")
-
-
-def finite(values: Sequence[float | None]) -> list[float]:
-    """The samples that are numbers (asv stores NaN for a skipped sample)."""
-    return [float(v) for v in values if v is not None and not math.isnan(v)]
 
 
 @dataclass(frozen=True)
@@ -55,7 +52,7 @@ class SampleTest:
 def sample_test(
     before: Sequence[float], after: Sequence[float], alpha: float = DEFAULT_ALPHA
 ) -> SampleTest:
-    xs, ys = finite(before), finite(after)
+    xs, ys = numbers(before), numbers(after)
     if not xs or not ys:
         return SampleTest(None, None)
     before_median = stats.median(xs)
@@ -85,7 +82,7 @@ def process_medians(samples: Sequence[float | None], size: int | None) -> list[f
         return None
     out = []
     for start in range(0, len(samples), size):
-        chunk = finite(samples[start : start + size])
+        chunk = numbers(samples[start : start + size])
         if chunk:
             out.append(stats.median(chunk))
     return out
@@ -170,7 +167,7 @@ def process_rank_test(
     scale): one process that read fast or slow moves a rank, not the spread every t
     rule divides by. None with fewer than RANK_MIN_PROCESSES a side, or when even
     complete separation could not reach `alpha` at these counts."""
-    xs, ys = finite(before), finite(after)
+    xs, ys = numbers(before), numbers(after)
     if min(len(xs), len(ys)) < RANK_MIN_PROCESSES or not stats.can_reach(len(xs), len(ys), alpha):
         return None
     return stats.mann_whitney_u(xs, ys)[1]
@@ -187,8 +184,6 @@ def process_test(
     between-process sd (`spread`) or `floor` when that is larger (a series' noise, with its
     own degrees of freedom), t with the degrees of freedom of the one used; None without a
     process on each side."""
-    from fwdasv.analysis.noise import t_sf
-
     lb = [math.log(v) for v in before if v > 0 and math.isfinite(v)]
     la = [math.log(v) for v in after if v > 0 and math.isfinite(v)]
     if not lb or not la:

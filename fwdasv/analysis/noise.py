@@ -1,64 +1,27 @@
 """A series' run-to-run noise, estimated from its own history.
 
-A verdict needs the noise of the number it compares: the median of one commit's
-run. GPU series differ by two orders of magnitude there (0.05% on a light
-decode, several % on a power-capped prefill), so one global threshold either
-misses every 1% step or cries wolf; and the in-run samples alone understate it,
-because they never see a new process, a new graph capture or a new clock state.
-This module estimates, per series:
-
-- `between_pct`: the relative standard deviation of a commit's median from one
-  commit to the next, from the history. Successive differences of the log
-  medians, d_i = ln m_{i+1} - ln m_i, have standard deviation sqrt(2)*sigma when
-  the medians are independent around a constant level (von Neumann's
-  mean-square-successive-difference idea, von Neumann et al. 1941). A step
-  moves one difference and a one-commit outlier two, so a robust scale of the
-  differences ignores both: the biweight midvariance (Mosteller & Tukey 1977;
-  astropy's `biweight_midvariance`), about a known location of 0, tuning
-  constant 9 MADs, then / sqrt(2). It rejects differences beyond 9 MADs (about
-  8.5 sigma) outright and downweights large ones smoothly, keeping about 60%
-  of the efficiency of the plain sample variance of the differences (measured:
-  `HISTORY_DOF_PER_DIFF`), where the MAD alone keeps about 37%. At 60 commits
-  the estimate is within +-12% (one sd) of the truth.
-- `within_pct`: the standard error of one commit's median from its own samples
-  (the per-block medians asv stored), pooled over commits: a robust scale of the
-  samples' log deviations from their commit's median, times sqrt(pi/2)/sqrt(n)
-  (the asymptotic variance of a median of n normal values is pi/2 * s^2/n).
-  It is a floor: a commit's median cannot vary less between runs than its own
-  sampling error, so `noise_pct >= within_pct` always.
-- `noise_pct`: what verdicts use, the history estimate shrunk towards a
-  conservative prior when the history is short, and never below `within_pct`.
-
-The prior and the shrinkage. With few commits the history estimate is itself
-noisy (from 3 differences it is off by a factor 2 one time in five). The prior
-says the noise is `PRIOR_NOISE_PCT` = 1% within a factor `exp(PRIOR_LOG_SD)` = 3
-(one standard deviation of ln sigma): above every H200 series the measurements
-saw outside power capping (0.05-0.5%), so a series without history flags only
-large steps. The two are combined as normal estimates of ln sigma weighted by
-their precisions: the prior's is 1 / PRIOR_LOG_SD^2, the history's 2 * nu
-(ln of a scale estimate with nu degrees of freedom has variance about
-1 / (2 nu)), nu = `HISTORY_DOF_PER_DIFF` * (number of differences). The
-prior's weight is 7% at 10 commits, 1.2% at 60 (a bias of 1.04x on a 0.05%
-series). Below `MIN_HISTORY_COMMITS` commits with data the prior is used alone.
-`dof` carries nu (plus the prior's equivalent 1 / (2 PRIOR_LOG_SD^2)) so
-detection can widen its threshold as a t statistic does for a short history.
-
-Everything is in relative terms: a 100 us and a 10 ms series with the same
-noise_pct are equally noisy. Inputs are plain numbers in commit order; failed
-commits are empty lists and are skipped (the differences join the commits
-either side, which are still neighbours in the series).
+Input: per commit (commit order) the samples asv stored; failed commits are empty
+and skipped. Output: `Noise`, the relative sd (%) of one commit's median, with its
+degrees of freedom. `between_pct` is the biweight scale of successive ln-median
+differences / sqrt(2) (steps and outliers move one or two differences and get no
+weight); `within_pct` the in-run standard error of a median, a floor; `noise_pct`
+the history's estimate shrunk towards a conservative prior (PRIOR_NOISE_PCT within
+a factor 3) by precision weights, never below `within_pct`. Everything is relative:
+a 100 us and a 10 ms series of the same noise_pct are equally noisy. The method
+and its figures: docs/verdicts.md, "Noise".
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-PRIOR_NOISE_PCT = 1.0  # conservative prior for a series with little history
+# A conservative prior for a series with little history: above every H200 series seen
+# outside power capping (0.05-0.5%), so a series without history flags only large steps.
+PRIOR_NOISE_PCT = 1.0
 PRIOR_LOG_SD = math.log(3.0)  # the prior's sd of ln(noise): "within a factor 3"
 MIN_HISTORY_COMMITS = 4  # commits with data (3 differences) before the history counts
 RESOLUTION_PCT = 1e-4  # the least noise a history can show (1 ppm)
@@ -115,15 +78,7 @@ class Noise:
         return replace(self, noise_pct=self.noise_pct * math.sqrt(processes_per_commit))
 
     def to_json(self) -> dict[str, float | int | str | None]:
-        return {
-            "noise_pct": self.noise_pct,
-            "between_pct": self.between_pct,
-            "within_pct": self.within_pct,
-            "commits_used": self.commits_used,
-            "source": self.source,
-            "dof": self.dof,
-            "prior_pct": self.prior_pct,
-        }
+        return asdict(self)
 
 
 def commit_medians(history: Sequence[Sequence[float]]) -> list[float | None]:
@@ -268,78 +223,3 @@ def estimate_noise(
         dof=dof,
         prior_pct=prior_pct,
     )
-
-
-# --- Student's t, for statistics scaled by an estimated noise -------------------------
-
-
-def t_sf(t: float, dof: float) -> float:
-    """P(T > t) for Student's t with `dof` degrees of freedom (normal for dof = inf).
-
-    Through the regularized incomplete beta function,
-    P(|T| > t) = I_x(dof / 2, 1 / 2) with x = dof / (dof + t^2)
-    (Abramowitz & Stegun 26.7.1, 26.5.2), evaluated by its continued fraction.
-    """
-    if not math.isfinite(dof) or dof > 1e7:
-        return 0.5 * math.erfc(t / math.sqrt(2))
-    if dof <= 0:
-        raise ValueError(f"dof {dof} must be positive")
-    x = dof / (dof + t * t)
-    tail = 0.5 * _betainc(dof / 2, 0.5, x)
-    return tail if t >= 0 else 1 - tail
-
-
-@functools.lru_cache(maxsize=4096)
-def t_isf(p: float, dof: float) -> float:
-    """The t with P(T > t) = p (0 < p < 1/2), by bisection on `t_sf`."""
-    if not 0 < p < 0.5:
-        raise ValueError(f"p {p} must be in (0, 0.5)")
-    low, high = 0.0, 1.0
-    while t_sf(high, dof) > p:
-        high *= 2
-        if high > 1e12:
-            return math.inf
-    for _ in range(200):
-        mid = (low + high) / 2
-        if t_sf(mid, dof) > p:
-            low = mid
-        else:
-            high = mid
-        if high - low < 1e-10 * high:
-            break
-    return (low + high) / 2
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b) (Numerical Recipes 6.4, modified Lentz)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(log_front) * _betacf(a, b, x) / a
-    return 1 - math.exp(log_front) * _betacf(b, a, 1 - x) / b
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1 - (a + b) * x / (a + 1)
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        for numerator in (
-            m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
-            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)),
-        ):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1) < 1e-15:
-            break
-    return h

@@ -1,19 +1,14 @@
 """`fwdasv publish`: asv's site, with fwdasv's findings where asv lists regressions.
 
-After `asv publish` (and the site made to work offline), the findings of the
-stored results (`fwdasv.analysis.findings`: each series judged by its own
-noise, with its status) replace asv's own fixed-threshold list:
-
-- `html/regressions.json`, in asv's format, so asv's Regressions page shows
-  them; the status is written after the entry's name
-  (`forward.TinyLM.track_latency('prefill_512') [confirmed]`,
-  `bench.Plain.track_latency() [regression]` without parameters), where asv's
-  page shows it and its links still work (they use the name before `(`);
-- `html/regressions.xml`, the Atom feed, written by asv's own feed code from
-  that list;
-- `html/fwdasv/findings.html`, linked from the site's navigation bar: every
-  finding with its status, noise, commits, and a link to its kernel diff
-  (`html/fwdasv/explain/<id>.html`) when `fwdasv confirm` explained it.
+After `asv publish` (and the site made to work offline), the findings of the stored
+results (`fwdasv.analysis.findings`) replace asv's fixed-threshold list:
+`html/regressions.json` in asv's format, the status after the entry's name
+(`forward.TinyLM.track_latency('prefill_512') [confirmed]`; `bench.Plain.track_latency()
+[regression]` without parameters), so asv's Regressions page shows them and its links
+still work (they use the name before `(`); `html/regressions.xml`, the Atom feed, by
+asv's own feed code; and `html/fwdasv/findings.html`, linked from the site's
+navigation bar, every finding with its status, noise, commits and a link to its
+kernel diff (`html/fwdasv/explain/<id>.html`) when `fwdasv confirm` explained it.
 """
 
 from __future__ import annotations
@@ -27,8 +22,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fwdasv.analysis import findings as findings_mod
-from fwdasv.analysis.findings import Finding, graph_file_path, status_label
+from fwdasv.analysis.finding import Finding
+from fwdasv.analysis.findings import Found, scan
+from fwdasv.analysis.findings_format import status_label
+from fwdasv.analysis.graph_paths import graph_file_path
 from fwdasv.analysis.status import Status
 from fwdasv.analysis.verdict_file import ExplainRecord
 from fwdasv.asv.project import AsvProject, publish_site
@@ -48,12 +45,12 @@ def _in_directory(path: Path) -> Iterator[None]:
         os.chdir(previous)
 
 
-def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> findings_mod.Found:
+def publish(project: AsvProject, echo: Callable[[str], None] | None = print) -> Found:
     """asv publish, then the findings written into the site; returns them, and the result
     files that could not be read (asv publish skips them too)."""
     project.verdict_settings()  # a malformed settings block is refused before any work
     publish_site(project, echo=echo)
-    found = findings_mod.scan(project, improvements=True)
+    found = scan(project, improvements=True)
     write_site_findings(project, found.findings)
     return found
 
@@ -78,7 +75,7 @@ def entry_name(finding: Finding, index: Mapping[str, Any]) -> tuple[str, int | N
     params = info.get("params") or []
     if not params:
         return finding.key.benchmark, None
-    from fwdasv.asv.history import param_label
+    from fwdasv.asv.result_files import param_label
 
     for position, combo in enumerate(itertools.product(*params)):
         if ", ".join(param_label(v) for v in combo) == finding.key.case:

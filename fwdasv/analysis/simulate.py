@@ -1,47 +1,17 @@
 """Seeded simulations of GPU-like latency histories, to measure what verdicts get right.
 
-Research tooling, not part of any command: scripts/verdict_quality.py (the
-verdict-quality figures of docs/measurements.md) and tests/test_simulate.py
-use it to calibrate and check the rules of `noise`, `detect` and `confirm`.
-It stays in the package beside those rules so that both run the same code.
-
-A series is one benchmark case on one machine. Per commit, one benchmark process
-runs and stores `samples` per-block medians (asv's samples):
-
-    sample_j = level_i * o_i * exp(b_i + w_ij),
-    b_i ~ N(0, between), w_ij ~ N(0, within)   (relative sds, as fractions)
-
-- level_i: the true latency: `base_s` times every code shift at or before i
-  (a regression +x%, an improvement -x%) and every environment shift (the
-  machine's: a driver, a power cap; all its series move, the canary too).
-- b_i: the process's offset (a new process, capture and clock state): the
-  run-to-run noise in-run samples never see. `between_pct` is drawn per series,
-  log-uniform in 0.05-0.5% (quiet decodes to noisy prefills on an H200).
-- w_ij: in-run spread of the per-block medians, `within_pct` uniform 0.1-0.3%.
-- o_i: a whole-commit outlier (a slow clock state, a noisy neighbour):
-  `outlier_rate` = 3% of commits, +1..3%.
-- failed commits (`fail_rate`, 0 by default) store no samples.
-
-The true noise of a commit's median (what `fwdasv.analysis.noise` estimates) is
-sqrt(between^2 + f(n) within^2 / n), f(n) n's variance factor of the median of
-n normal values (1.38 at n = 10; pi/2 as n grows), outliers aside.
-
-Where steps fall: `random_index` draws the first commit of the new level
-uniformly with at least MIN_BEFORE = 10 commits before and MIN_AFTER = 5 at the
-new level (the step commit included), so a history of 60 commits has steps at
-10..55. `simulate_machine` gives a machine: series and a canary (drawn from
-the same ranges: a canary is not assumed quieter), all shifted by +1.5% at
-one such commit. A confirmation re-measure (`remeasure`) runs new processes
-of the same noise model (outliers included) at two commits' *code* levels on
-the machine as it is now: an environment shift moves A and B alike and
-cancels. `confirm_step` runs `fwdasv.analysis.confirm` on a finding that way.
-
-`asv_regressions` runs asv's own detector on the same history exactly as
-`asv publish` does: each commit's value is the median asv stores, its weight
-`asv._stats.get_weight` of the stats `asv_runner.statistics.compute_stats`
-gives (truncated to 5 significant digits as asv's results files store them),
-through `asv.graph.Graph` (missing points, edges) to
-`asv.step_detect.detect_regressions(steps, threshold)`.
+Research tooling, not part of any command: bench/verdicts/verdict_quality.py (the
+verdict-quality figures of docs/measurements.md), bench/verdicts/busy_verdicts.py and
+the tests use it to calibrate and check the rules of `noise`, `detect` and
+`confirm`; it stays in the package beside them so that both run the same code.
+Per commit one process stores `samples` per-block medians,
+sample_j = level_i * o_i * exp(b_i + w_ij): the true level times every shift at or
+before i (the project's, CODE, or the machine's, ENV), a process offset b_i (sd
+`between_pct`), the in-run spread w_ij (sd `within_pct`) and now and then a
+whole-commit outlier o_i. `remeasure` runs new processes at two commits' code levels
+(the machine as it is now), `confirm_step` runs `confirm` that way, and
+`asv_regressions` runs asv's own detector on a history as `asv publish` does.
+The model and its ranges: docs/verdicts.md, "The simulator".
 """
 
 from __future__ import annotations
@@ -49,7 +19,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 from asv import step_detect
@@ -59,19 +30,22 @@ from asv.util import truncate_float_list
 from asv_runner.statistics import compute_stats
 
 from fwdasv.analysis.confirm import Confirmation, ab_indices, run_confirmation
-from fwdasv.analysis.detect import Step
 from fwdasv.analysis.noise import Noise, commit_medians
+from fwdasv.analysis.step import Step
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 COMMITS = 60
 SAMPLES = 10
 MIN_BEFORE = 10  # commits before a random step
 MIN_AFTER = 5  # commits at the new level, the first included
 BASE_S = (20e-6, 50e-3)  # log-uniform: tens of us to tens of ms
-BETWEEN_PCT = (0.05, 0.5)  # log-uniform
+BETWEEN_PCT = (0.05, 0.5)  # log-uniform: quiet decodes to noisy prefills on an H200
 WITHIN_PCT = (0.1, 0.3)  # uniform
-OUTLIER_RATE = 0.03
-OUTLIER_PCT = (1.0, 3.0)
-ENV_SHIFT_PCT = 1.5
+OUTLIER_RATE = 0.03  # commits in a slow clock state or beside a noisy neighbour
+OUTLIER_PCT = (1.0, 3.0)  # how much slower such a commit is
+ENV_SHIFT_PCT = 1.5  # a machine's shift: the offset measured between two H200 hosts
 
 CODE, ENV = "code", "env"
 
@@ -156,15 +130,26 @@ class SimHistory:
         return out
 
 
-def random_spec(rng: np.random.Generator, **overrides: float) -> SeriesSpec:
+class SpecFields(TypedDict, total=False):
+    """`SeriesSpec`'s fields, as keywords that fix them (`random_spec`)."""
+
+    base_s: float
+    between_pct: float
+    within_pct: float
+    samples: int
+    outlier_rate: float
+    outlier_pct: tuple[float, float]
+    fail_rate: float
+
+
+def random_spec(rng: np.random.Generator, **overrides: Unpack[SpecFields]) -> SeriesSpec:
     """A series drawn from the module's ranges; keyword arguments fix fields."""
-    values = {
-        "base_s": _log_uniform(rng, *BASE_S),
-        "between_pct": _log_uniform(rng, *BETWEEN_PCT),
-        "within_pct": float(rng.uniform(*WITHIN_PCT)),
-    }
-    values.update(overrides)
-    return SeriesSpec(**values)  # type: ignore[arg-type]
+    drawn = SeriesSpec(
+        base_s=_log_uniform(rng, *BASE_S),
+        between_pct=_log_uniform(rng, *BETWEEN_PCT),
+        within_pct=float(rng.uniform(*WITHIN_PCT)),
+    )
+    return replace(drawn, **overrides)
 
 
 def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
@@ -239,7 +224,7 @@ def simulate_machine(
     env_pct: float = ENV_SHIFT_PCT,
     env_index: int | None = None,
     code_shifts: Sequence[Sequence[Shift]] = (),
-    spec_overrides: dict[str, float] | None = None,
+    spec_overrides: SpecFields | None = None,
 ) -> Machine:
     """`series` random series and a canary, all shifted by `env_pct` at one commit.
 
@@ -248,7 +233,7 @@ def simulate_machine(
     on the project); `spec_overrides` fixes fields of every drawn series
     (`random_spec`'s keywords).
     """
-    fixed = spec_overrides or {}
+    fixed: SpecFields = spec_overrides or {}
     index = random_index(rng, commits) if env_index is None else env_index
     env = (Shift(index, env_pct, ENV),) if env_pct else ()
     out = []
@@ -307,12 +292,21 @@ def asv_regressions(
     return out
 
 
+class ConfirmOptions(TypedDict, total=False):
+    """`run_confirmation`'s keywords that `confirm_step` passes on."""
+
+    min_effect_pct: float
+    alpha: float
+    start: int
+    max_processes: int
+
+
 def confirm_step(
     history: SimHistory,
     step: Step,
     noise: Noise,
     rng: np.random.Generator,
-    **options: float,
+    **options: Unpack[ConfirmOptions],
 ) -> Confirmation:
     """The confirmation re-measure of a finding, run as `fwdasv.analysis.confirm` would run it.
 
@@ -324,4 +318,4 @@ def confirm_step(
     def measure(processes: int) -> tuple[list[float], list[float]]:
         return remeasure(history, a_index, b_index, processes, rng)
 
-    return run_confirmation(measure, noise, claimed_pct=step.percent, **options)  # type: ignore[arg-type]
+    return run_confirmation(measure, noise, claimed_pct=step.percent, **options)

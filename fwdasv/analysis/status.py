@@ -1,24 +1,17 @@
 """The status words of every verdict, each defined once.
 
-A word is what the JSON, the verdicts file and the tables have always shown:
-each member's value is that string, and a member is a `str` (json.dumps
-writes the plain value, f-strings and tables show it). Python 3.10 has no
-`enum.StrEnum`, so `StatusWord` is the small backport (`str` mixed into
-`Enum`, `__str__` and `__format__` returning the value).
+A member is the `str` the JSON, the verdicts file and the tables show (`StatusWord`:
+`enum.StrEnum` for Python 3.10). Who says which:
 
-Who says which words:
+    findings   regression, suspected, improvement, drift, confirmed, not-reproduced
+    confirm    confirmed, not-reproduced, undecided (the A/B re-measure)
+    compare    worse, improved, unchanged, not-significant, unknown, failed, fixed;
+               telemetry (a series shown, never counted)
+    bisect     a comparison: different, same, unknown; a probe: good, bad, part-way,
+               unknown, failed
 
-    findings (detect, confirm)  regression, suspected, improvement, drift, confirmed,
-                                not-reproduced
-    confirm (the A/B re-measure) confirmed, not-reproduced, undecided
-    compare (two commits)       worse, improved, unchanged, not-significant, unknown,
-                                failed, fixed; telemetry (a series shown, never counted)
-    bisect, one comparison      different, same, unknown
-    bisect, one probe           good, bad, part-way, unknown, failed
-
-`unknown` (the samples cannot decide) and `failed` (the benchmark did not
-measure) mean the same in compare and bisect. What fails CI is not decided
-here but in `fwdasv.analysis.gate`.
+`unknown` and `failed` mean the same in compare and bisect. What fails CI is decided
+in `fwdasv.analysis.gate`; what a finding's status means: docs/verdicts.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,24 @@
 """The verdicts file, `<results_dir>/fwdasv-verdicts.jsonl`: its line, read and appended here only.
 
-One JSON object per line (keys sorted), appended and never rewritten, so a
-results repository shared by several machines merges it line by line:
+One JSON object per line (keys sorted), appended and never rewritten, so a results
+repository shared by several machines merges it line by line:
 
     {"before_commit": A, "confirmation": {...}, "explain": {...},
      "finding": {"machine", "env_name", "benchmark", "case", "after_commit"},
      "range_commits": [...], "recorded_at": ISO time, "status": "confirmed"}
 
-`finding` identifies the finding (`FindingIdent`); `before_commit` and
-`range_commits` (the commits after it up to the finding's first new one) name
-the range the line is about, so it also holds for a narrower range of the same
-series found later (after a bisect measured commits inside it). `confirmation`
-is the A/B re-measure (`ConfirmationRecord`), `explain` the kernel diff
-(`ExplainRecord`); a line has either, both or neither. Lines about one finding
-merge in file order, a later line's keys replacing an earlier one's (a line
-that adds the diff keeps the confirmation before it): `FindingVerdict` is that merge.
+`finding` identifies the finding (`FindingIdent`); `before_commit` and `range_commits`
+name the range the line is about, so it also holds for a narrower range of the same
+series found later (a bisect measured inside it). `confirmation` is the A/B re-measure
+(`ConfirmationRecord`), `explain` the kernel diff (`ExplainRecord`). Lines about one
+finding merge in file order, a later line's keys over an earlier one's (`FindingVerdict`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -236,11 +233,8 @@ class FindingVerdict:
 
     def then(self, later: FindingVerdict) -> FindingVerdict:
         """This verdict with a later line about the same finding applied over it."""
-        return FindingVerdict(
-            ident=later.ident,
-            recorded_at=later.recorded_at,
-            before_commit=later.before_commit,
-            range_commits=later.range_commits,
+        return replace(
+            later,
             status=later.status if later.status is not None else self.status,
             confirmation=later.confirmation or self.confirmation,
             explain=later.explain or self.explain,

@@ -1,0 +1,222 @@
+"""Steps at the ends of a history that no level holds yet: the head and a series' start.
+
+The fit (`levels`) needs MIN_SEGMENT commits on each side of a step. An edge is
+tested at its known place, not scanned: the k = 1..EDGE_MAX newest commits (raw ln
+medians) against the last level of the despiked fit of the commits before them, and
+a series' first k = 3 or 2 commits against the first level after them. An edge is
+reported when each of its commits stands EDGE_EACH_Z sigma beyond that level, they
+are one level, their mean has z >= EDGE_Z[k] (Studentized) and the effect is at
+least `min_effect_pct`. Its status: one commit is `suspected`; k >= 2 are a
+`regression` when k outliers in a row are less likely than EDGE_OUTLIER_P by the
+history's own outlier rate, else `suspected`. Inputs: medians in commit order (None
+for a failed commit) and the series' `Noise`; output: `Step`s with `edge` set.
+The method and its figures: docs/verdicts.md, "Edges".
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from statistics import NormalDist
+
+import numpy as np
+
+from fwdasv.analysis.levels import (
+    EDGE_MAX,
+    MIN_SEGMENT,
+    despike,
+    partition,
+    undecided_floor,
+    valid_logs,
+    z_threshold,
+)
+from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.step import HEAD, START, Step
+from fwdasv.analysis.student_t import t_isf
+from fwdasv.core.verdicts import MIN_EFFECT_PCT
+
+EDGE_START = (3, 2)  # commits before a step at a series' start, tested longest first
+EDGE_MIN_REFERENCE = 2  # commits at the reference level an edge is judged against
+# The mean's normal quantile, by commits at the edge: a shorter edge needs more, as the
+# scan's Z_THRESHOLD (3.6) does for three commits.
+EDGE_Z = {1: 4.5, 2: 4.0, 3: 3.6}
+EDGE_EACH_Z = 1.5  # sigma each edge commit must stand beyond the reference
+EDGE_LEVEL_Z = 3.0  # the edge's commits are one level: their gaps within this many sd apart,
+EDGE_LEVEL_FRACTION = 1 / 3  # or each at least this fraction of the largest
+EDGE_OUTLIER_P = 0.005  # chance of k outliers in a row below which a level excludes them
+
+
+def edge_threshold(commits: int, dof: float) -> float:
+    """The z an edge of `commits` commits must reach: EDGE_Z's quantile, Studentized."""
+    return t_isf(NormalDist().cdf(-EDGE_Z[min(commits, EDGE_MAX)]), dof)
+
+
+def _outlier_rate(values: np.ndarray, bounds: list[int], excursion: float, sign: float) -> float:
+    """How often a commit before the edge stands `excursion` (ln) beyond its own level,
+    on the side `sign` (+1 slower): (m + 1/2) / (n + 1)."""
+    m = 0
+    for a, b in itertools.pairwise(bounds):
+        level = float(np.median(values[a:b]))
+        m += int(np.sum(sign * (values[a:b] - level) >= excursion))
+    return (m + 0.5) / (values.size + 1)
+
+
+def edges(
+    medians: Sequence[float | None],
+    noise: Noise,
+    *,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    undecided: bool = True,
+) -> list[Step]:
+    """Upward steps no level holds yet: at the head (the newest 1-3 commits) or after
+    only 2-3 commits at the start; at most one of each, oldest first (see the module).
+    With `undecided`, also the large ones the noise estimate alone cannot decide."""
+    index, logs = valid_logs(medians)
+    sigma = noise.sigma
+    limit = undecided_floor(noise, min_effect_pct) if undecided else math.inf
+    out = []
+    stop = logs.size  # the start's edge is judged on the commits before the head's
+    for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
+        step = _edge(index, logs, logs.size - k, k, sigma, noise, min_effect_pct, limit, HEAD)
+        if step is not None and k == EDGE_MAX:
+            # The commit before the edge at the edge's level too: the new level has one
+            # commit more than an edge, which the fit did not hold (a short, noisy
+            # history). The step is at that commit (an 8-commit history's 5th commit
+            # doubled the forward; the edge of its newest 3 named the 6th).
+            longer = _edge(
+                index, logs, logs.size - k - 1, k + 1, sigma, noise, min_effect_pct, limit, HEAD
+            )
+            # Only when that commit sits nearer the edge's level than the old one: a
+            # commit measured slow before a 3-commit level (1.4 1.5 1.5 2.0 2.1 | 3.6 3.4
+            # 3.1 ms on a busy box) stands beyond the old level, and is not the step.
+            extra = logs[logs.size - k - 1]
+            if longer is not None and abs(extra - math.log(step.after)) < abs(
+                extra - math.log(longer.before)
+            ):
+                step, k = longer, k + 1
+        if step is not None:
+            out.append(step)
+            stop = logs.size - k
+            break
+    index, logs = index[:stop], logs[:stop]
+    # The start: its first k commits are the old level; then, where none is, the same
+    # with one slow commit among them set aside.
+    tries = [(k, drop) for drop in (False, True) for k in EDGE_START]
+    for k, drop in tries:
+        step = _edge(index, logs, k, k, sigma, noise, min_effect_pct, limit, START, drop_slow=drop)
+        if step is not None:
+            out.insert(0, step)
+            break
+    return out
+
+
+def _edge(
+    index: np.ndarray,
+    logs: np.ndarray,
+    split: int,
+    k: int,
+    sigma: float,
+    noise: Noise,
+    min_effect_pct: float,
+    undecided_pct: float,
+    where: str,
+    drop_slow: bool = False,
+) -> Step | None:
+    """The step at `split` (first commit with data at the new level, a position among
+    the commits with data), the k commits of the short side tested against the
+    nearest level of the other side's fit; None when it does not stand out."""
+    head = where == HEAD
+    short = logs[split:] if head else logs[:split]
+    rest = logs[:split] if head else logs[split:]
+    if rest.size < EDGE_MIN_REFERENCE or short.size != k:
+        return None
+    clean = despike(rest, sigma)
+    threshold = z_threshold(int(rest.size), noise.dof)
+    bounds = [*partition(clean / sigma, threshold * threshold), int(rest.size)]
+    a, b = (bounds[-2], bounds[-1]) if head else (bounds[0], bounds[1])
+    reference = float(np.mean(clean[a:b]))
+    n_ref = b - a
+    if n_ref < EDGE_MIN_REFERENCE:
+        return None
+    # ln(new level) - ln(old level): the head is the new level, the start the old one.
+    gaps = short - reference if head else reference - short
+    if not drop_slow:
+        judged = _judge_gaps(gaps, n_ref, sigma, noise, min_effect_pct, undecided_pct)
+    else:
+        # A slow commit among the first few (a slow clock state, a busy neighbour) is no
+        # old level: the rest of them, without it, can still show the step; suspected,
+        # since fewer commits show it than the edge has. Of three, the one next to the
+        # step is not set aside (it may be the new level's first: then two is the edge).
+        slow = int(np.argmin(gaps))
+        if head or k < 2 or (k > 2 and slow == k - 1):
+            return None
+        judged = _judge_gaps(
+            np.delete(gaps, slow), n_ref, sigma, noise, min_effect_pct, undecided_pct
+        )
+        if judged is not None:
+            judged = (Status.SUSPECTED, *judged[1:])
+            short = np.delete(short, slow)
+    if judged is None:
+        return None
+    status, percent, z, needed, low = judged
+    if status == Status.REGRESSION:
+        # How often this history shows a commit that far out on the edge's side (slower
+        # at the head, faster at the start): k of them in a row are outliers, not a level.
+        rate = _outlier_rate(rest, bounds, low, 1.0 if head else -1.0)
+        if rate**k > EDGE_OUTLIER_P:
+            status = Status.SUSPECTED
+    old, new = (reference, float(np.mean(short))) if head else (float(np.mean(short)), reference)
+    return Step(
+        before_index=int(index[split - 1]),
+        after_index=int(index[split]),
+        before=math.exp(old),
+        after=math.exp(new),
+        percent=percent,
+        z=z,
+        z_threshold=needed,
+        noise_pct=noise.noise_pct,
+        commits_before=n_ref if head else k,
+        commits_after=k if head else n_ref,
+        status=status,
+        edge=where,
+    )
+
+
+def _judge_gaps(
+    gaps: np.ndarray,
+    n_ref: int,
+    sigma: float,
+    noise: Noise,
+    min_effect_pct: float,
+    undecided_pct: float,
+) -> tuple[Status, float, float, float, float] | None:
+    """An edge's k gaps (ln, each commit's step from the reference): None when they do
+    not stand out as one level; else (status before the outlier rate, percent, z,
+    z needed, the smallest gap). k >= 2 commits are a `regression` candidate (EDGE_MAX
+    when only the noise taken as known decides, for an effect >= `undecided_pct`)."""
+    k = int(gaps.size)
+    log_step = float(np.mean(gaps))
+    percent = 100 * math.expm1(log_step)
+    z = log_step / (sigma * math.sqrt(1 / k + 1 / n_ref))
+    needed = edge_threshold(k, noise.dof)
+    undecided = z < needed and n_ref >= MIN_SEGMENT
+    if undecided and percent >= undecided_pct:
+        # A large edge that only the noise estimate's own uncertainty (few degrees of
+        # freedom: a short, busy history) keeps below its threshold, against a level that
+        # holds: judged as if the noise were known (against 2-3 commits, a busy box's
+        # load moving them is the step). Only EDGE_MAX commits can then be a
+        # `regression`, and only by the history's outlier rate (`_edge`), which the
+        # estimate's error does not enter; two slow commits in a row are one burst of a
+        # busy neighbour often enough.
+        needed = edge_threshold(k, math.inf)
+    each = sigma * EDGE_EACH_Z * math.sqrt(1 + 1 / n_ref)
+    low, high = float(np.min(gaps)), float(np.max(gaps))
+    if percent < min_effect_pct or z < needed or low < each:
+        return None
+    spread_ok = high - low <= EDGE_LEVEL_Z * sigma * math.sqrt(2)
+    if not spread_ok and low < EDGE_LEVEL_FRACTION * high:
+        return None  # not one level: a slow commit before a larger step, or an outlier
+    least = EDGE_MAX if undecided else 2
+    return (Status.REGRESSION if k >= least else Status.SUSPECTED), percent, z, needed, low
