@@ -9,7 +9,8 @@ from __future__ import annotations
 import click
 
 from fwdasv import __version__
-from fwdasv.analysis.cli import COMMANDS as ANALYSIS_COMMANDS
+from fwdasv.analysis.commands import COMMANDS as ANALYSIS_COMMANDS
+from fwdasv.analysis.commands.common import explain_option
 from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
 from fwdasv.core.clitools import (
     CONTEXT,
@@ -75,12 +76,7 @@ def main() -> None:
     help="Exit 1 on a suspected finding left after the re-measure (undecided), too "
     "[default: only a confirmed regression, or any regression with --no-confirm].",
 )
-@click.option(
-    "--explain/--no-explain",
-    default=True,
-    show_default=True,
-    help="Profile a confirmed regression at both commits and keep the kernel diff.",
-)
+@explain_option
 @skip_unreadable_option
 def nightly_command(
     config: str,

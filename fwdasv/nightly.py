@@ -1,26 +1,17 @@
 """`fwdasv nightly` / scripts/nightly.py: one unattended run on a benchmark box.
 
-In this order: optional hardware setup (locked clocks, persistence), this
-machine's asv machine entry, the pre-flight checks, `asv run` (the new commits
-of the configured branches, or one prepared build on an existing environment
-with `--set-commit-hash`), the findings (each series judged by its own noise),
-their confirmation by an interleaved A/B re-measure on this machine (and the
-kernel diff of a confirmed one), `asv publish` with the findings in the site,
-the gate as the exit status (`fwdasv.analysis.gate.nightly_gate`), and the
-hardware reset. The reset runs whatever happened before it (a failed run, a
-failed check, Ctrl-C): the box is never left with locked clocks. Each step
-returns a value (`MachineStep`, `PreflightStep`, `ConfirmStep`, and the
-`NightlyOutcome` that `run_nightly` returns); what it prints is read from that
-value.
-
-Suspected findings (a step among the newest 1-3 commits, too few to rule out
-outliers) are confirmed the night they appear, with the regressions: the
-night a regression lands, its A/B re-measure decides it.
-
-Exit status: 0 no confirmed regression, 1 a confirmed regression (without
-confirmation: any regression; with `fail_on_suspected`, a suspected one too), 2 the
-run could not be made (asv failed, a pre-flight check failed) or a result file could
-not be read (named; unless `skip_unreadable`: a regression at its commit would not show).
+In this order: optional hardware setup (locked clocks, persistence), this machine's
+asv machine entry, the pre-flight checks, `asv run` (the new commits, or one prepared
+build on an existing environment with `--set-commit-hash`), the findings, their
+confirmation by an interleaved A/B re-measure (suspected ones too: a step on the
+newest commits is decided the night it lands) and the kernel diff of a confirmed one,
+`asv publish` with the findings, the gate (`fwdasv.analysis.gate.nightly_gate`), and
+the hardware reset, which runs whatever happened before it (a failure, Ctrl-C): the
+box is never left with locked clocks. Each step returns a value (`MachineStep`,
+`PreflightStep`, `ConfirmStep`, the `NightlyOutcome` of `run_nightly`); what it prints
+is read from that value. Exit status: 0 no confirmed regression, 1 a confirmed one
+(without confirmation: any; with `fail_on_suspected`, a suspected one too), 2 the run
+could not be made or a result file could not be read (unless `skip_unreadable`).
 """
 
 from __future__ import annotations
@@ -30,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fwdasv.analysis import findings
+from fwdasv.analysis.finding import Finding
+from fwdasv.analysis.findings_format import format_findings
 from fwdasv.analysis.gate import nightly_gate
 from fwdasv.analysis.publish import publish
 from fwdasv.analysis.reproduce import confirm_findings
@@ -139,11 +132,11 @@ class NightlyOutcome:
     preflight: PreflightStep | None = None
     asv_status: int | None = None
     confirmation: ConfirmStep | None = None
-    findings: tuple[findings.Finding, ...] = ()
+    findings: tuple[Finding, ...] = ()
     unreadable: tuple[Problem, ...] = ()  # result files the findings could not read
 
     def lines(self) -> list[str]:
-        listing = findings.format_findings(self.findings, "table", self.unreadable)
+        listing = format_findings(self.findings, "table", self.unreadable)
         return [f"  {line}" for line in listing.splitlines()]
 
 

@@ -1,4 +1,4 @@
-"""Writers over `fwdasv.asv.history` records: CSV, JSON lines, Markdown; and `fwdasv export`.
+"""Writers over `fwdasv.asv.history` records: CSV, JSON lines, Markdown (`fwdasv export`).
 
 Records stream from the result files straight into the output, so a history of
 any length exports in constant memory. A file output is written to a temporary
@@ -22,7 +22,7 @@ import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TextIO
+from typing import IO
 
 import click
 
@@ -69,7 +69,7 @@ def _tuple_getter(keys: Sequence[str]) -> Callable[[Record], tuple[object, ...]]
     return operator.attrgetter(*keys) if keys else lambda record: ()
 
 
-def write_csv(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) -> int:
+def write_csv(records: Iterable[Record], stream: IO[str], fields: Sequence[str]) -> int:
     """One row per record, `fields` in order; nested values (params, samples) as JSON."""
     writer = csv.writer(stream, lineterminator="\n")
     writer.writerow(fields)
@@ -113,7 +113,7 @@ def write_csv(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) 
     return count
 
 
-def write_jsonl(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) -> int:
+def write_jsonl(records: Iterable[Record], stream: IO[str], fields: Sequence[str]) -> int:
     """One JSON object per line, keys in `fields` order."""
     count = 0
     write = stream.write
@@ -145,7 +145,7 @@ def history_order(record: Record) -> tuple[float, str, str, str, str]:
     return (when, record.commit_hash, record.machine, record.benchmark, record.case)
 
 
-def write_markdown(records: Iterable[Record], stream: TextIO, fields: Sequence[str]) -> int:
+def write_markdown(records: Iterable[Record], stream: IO[str], fields: Sequence[str]) -> int:
     """A pipe table of the columns in MARKDOWN_FIELDS (hashes shortened to 8), in the
     history's order (`history_order`): a table to read."""
     columns = [f for f in MARKDOWN_FIELDS if f in fields]
@@ -164,7 +164,7 @@ def write_markdown(records: Iterable[Record], stream: TextIO, fields: Sequence[s
     return count
 
 
-WRITERS: dict[str, Callable[[Iterable[Record], TextIO, Sequence[str]], int]] = {
+WRITERS: dict[str, Callable[[Iterable[Record], IO[str], Sequence[str]], int]] = {
     "csv": write_csv,
     "jsonl": write_jsonl,
     "markdown": write_markdown,
@@ -184,9 +184,9 @@ def export(
     """
     writer = WRITERS[fmt]
     files = history.files()
-    to_stdout = output is None or str(output) == "-"
+    path = None if output is None or str(output) == "-" else output
     if progress is None:
-        progress = not to_stdout and sys.stderr.isatty() and len(files) >= PROGRESS_MIN_FILES
+        progress = path is not None and sys.stderr.isatty() and len(files) >= PROGRESS_MIN_FILES
 
     with contextlib.ExitStack() as stack:
         if progress:
@@ -198,9 +198,9 @@ def export(
             records = history.records(bar)
         else:
             records = history.records(files)
-        if to_stdout:
+        if path is None:
             writer(records, sys.stdout, history.fields)
         else:
-            with atomic_output(output, make_parents=False, what="--output") as stream:  # type: ignore[arg-type]
+            with atomic_output(path, make_parents=False, what="--output") as stream:
                 writer(records, stream, history.fields)
     return history.report

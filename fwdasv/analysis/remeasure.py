@@ -1,16 +1,15 @@
 """Measure one suite case at chosen commits, outside `asv run`: for confirm and explain.
 
-A regression found in the history is re-measured by fwdasv itself: each
-commit installed by asv into its own environment (`fwdasv.asv.install`), then
-one bench process of exactly the suite's configuration and one case, started
-the way the suite starts it (`fwdasv.backends`), with the environment's
-interpreter. Each commit keeps an environment of its own
-(`fwdasv.asv.install.env_dir_for`): A and B of an interleaved re-measure are
-installed once each, and what confirm installed, explain finds installed.
-`per_commit_envs=False` uses the configuration's one environment instead,
-reinstalling at every switch of commit (how confirm ran before). What comes back is that process's result: its per-sample
-medians (confirm judges on the process-level medians) or, with a profile
-directory, its kernel summary (explain diffs two of them).
+Each commit is installed by asv into an environment of its own
+(`fwdasv.asv.install.env_dir_for`: A and B of an interleaved re-measure are
+installed once each, and what confirm installed, explain finds installed), then
+one bench process of exactly the suite's configuration and one case runs, started
+the way the suite starts it (`fwdasv.backends`), with that environment's
+interpreter. `per_commit_envs=False` uses the configuration's one environment,
+reinstalling at every switch of commit. What comes back is that process's result:
+its per-sample medians (confirm judges process medians) or, with a profile
+directory, its kernel summary (explain diffs them). `process_layout` says how a
+suite's asv run stores a case's samples (processes of `samples` each).
 """
 
 from __future__ import annotations
@@ -24,7 +23,8 @@ from pathlib import Path
 
 from fwdasv.asv.install import InstalledCommit, env_dir_for, install_commit
 from fwdasv.asv.project import AsvError, AsvProject
-from fwdasv.backends import BackendUnavailable, RunConfig, RunOutcome, get_backend, launch_bench
+from fwdasv.asv.suite import ForwardSuite
+from fwdasv.backends import RunConfig, RunOutcome, launch_bench, require_available
 from fwdasv.core import results
 from fwdasv.core.errors import UserError
 from fwdasv.core.stats import median
@@ -40,7 +40,7 @@ class SuiteCase:
 
     suite: str  # "forward.TinyLM"
     case: str
-    suite_class: type
+    suite_class: type[ForwardSuite]
     config: RunConfig  # the suite's configuration, this case only
 
     @property
@@ -48,7 +48,7 @@ class SuiteCase:
         return float(getattr(self.suite_class, "tolerance", results.DEFAULT_RELATIVE_RMS_TOLERANCE))
 
 
-def load_suite_class(project: AsvProject, name: str) -> tuple[str, type]:
+def load_suite_class(project: AsvProject, name: str) -> tuple[str, type[ForwardSuite]]:
     """The suite class a benchmark name (`forward.TinyLM.track_latency` or `forward.TinyLM`)
     belongs to, imported from the project's benchmark_dir."""
     parts = name.split(".")
@@ -62,7 +62,7 @@ def load_suite_class(project: AsvProject, name: str) -> tuple[str, type]:
             sys.modules[module_name] = module
             spec.loader.exec_module(module)
             suite_class = getattr(module, parts[cut], None)
-            if suite_class is None or not hasattr(suite_class, "run_config"):
+            if not (isinstance(suite_class, type) and issubclass(suite_class, ForwardSuite)):
                 raise RemeasureError(
                     f"{name}: {path} has no fwdasv suite class {parts[cut]!r} "
                     "(a subclass of asvsuite.TorchSuite or VllmSuite)"
@@ -142,9 +142,7 @@ class Remeasurer:
     def run(self, commit: str, tag: str, extra: Sequence[str] = ()) -> RunOutcome:
         """One bench process of the case at `commit`; a failed or refused case is an error."""
         config = self.config_for(commit, extra)
-        reason = get_backend(config.backend).unavailable(config)
-        if reason is not None:
-            raise BackendUnavailable(reason)
+        require_available(config)
         self.runs += 1
         from fwdasv.launch import LaunchError
 

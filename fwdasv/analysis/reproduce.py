@@ -4,10 +4,11 @@ For a finding (`fwdasv.analysis.findings`), the commits just outside its step
 (`fwdasv.analysis.confirm.ab_indices`: A at the old level, B at the new) are
 installed once each, into an environment of its own (`fwdasv.asv.install`),
 and measured one bench process at a time, A B A B ..., so both see the same
-machine in the same minutes. The verdict is on the process-level medians (`fwdasv.analysis.confirm`), with more
-processes while undecided (up to `max_processes` a side), and is appended to
-the verdicts file. A confirmed finding is then explained: the case profiled at
-A and at B, and the kernel (or op) diff stored with the verdict.
+machine in the same minutes. The verdict is on the process-level medians
+(`fwdasv.analysis.confirm`), with more processes while undecided (up to
+`max_processes` a side), and is appended to the verdicts file. A confirmed finding
+is then explained: the case profiled at A and at B, and the kernel (or op) diff
+stored with the verdict.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fwdasv.analysis import confirm, explain, findings
-from fwdasv.analysis.findings import Finding
+from fwdasv.analysis.finding import Finding
+from fwdasv.analysis.finding_verdicts import record_verdict
 from fwdasv.analysis.remeasure import Remeasurer, resolve
+from fwdasv.analysis.series import RELATIVE_METRIC, load_series
 from fwdasv.analysis.status import TO_CONFIRM, Status
 from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
@@ -85,7 +88,7 @@ def confirm_findings(
     if not pending:
         say("nothing to confirm: no finding has status 'regression' or 'suspected'")
         return list(found)
-    order, all_series = findings.load_series(project)
+    order, all_series = load_series(project)
     for number, finding in enumerate(pending, 1):
         medians = all_series[finding.key].medians()
         a_index, b_index = confirm.ab_indices(finding.step, medians)
@@ -98,7 +101,7 @@ def confirm_findings(
             workdir,
             echo=echo,
             bench_echo=bench_echo,
-            relative=finding.key.metric == findings.RELATIVE_METRIC,
+            relative=finding.key.metric == RELATIVE_METRIC,
         )
         reason = confirm.pair_reason(finding.step, a_index, b_index)
         say(
@@ -126,7 +129,7 @@ def confirm_findings(
             f"{interleaved.processes * 2} bench processes"
         )
         status = verdict.status
-        findings.record_verdict(
+        record_verdict(
             project,
             finding,
             status=status,
@@ -147,6 +150,6 @@ def confirm_findings(
                 say(f"  explain failed: {type(error).__name__}: {error}")
             else:
                 record = explain.explain_record(explained.diff, a, b, explained.profile_dir)
-                findings.record_verdict(project, finding, status=status, explain=record)
+                record_verdict(project, finding, status=status, explain=record)
                 say(f"  {record.headline}")
     return findings.find(project)

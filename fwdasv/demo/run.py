@@ -1,23 +1,16 @@
 """`fwdasv demo`: the whole service on the embedded default, in one command.
 
-1. Builds the demo project, `tinylm`: a git repository of a small PyTorch
-   model package with 14 commits of realistic history, one of which makes the
-   forward clearly slower (attention stops using the fused kernel) and one
-   faster (native GQA instead of repeated K/V heads).
-2. Writes its asv project through `fwdasv init`'s code (configuration, one
-   suite timing `tinylm.bench:target` through fwdasv's engine: CUDA graphs on
-   a GPU, a host timer on CPU) and this machine's asv machine entry.
-3. Measures every `--every`-th commit with `asv run`, as a nightly job that
-   does not measure every commit would have. On a noisy machine (a busy CPU
-   box: run-to-run noise above NOISY_PCT) where nothing stood out yet, it
-   measures the commits in between too: more commits at each level and a
+1. Builds the demo project, `tinylm` (`fwdasv.demo.project`): a small PyTorch model's
+   git history, one commit of which makes the forward clearly slower.
+2. Writes its asv project through `fwdasv init`'s code and this machine's entry.
+3. Measures every `--every`-th commit with `asv run`, as a nightly job would; on a
+   noisy machine (run-to-run noise above NOISY_PCT, a busy CPU box) where nothing
+   stood out yet, the commits in between too: more commits at each level and a
    better noise estimate are what resolve a step there.
-4. Lists the findings of the stored results (each series judged by its own
-   noise), confirms the regression by an interleaved A/B re-measure, bisects
+4. Lists the findings, confirms the worst by an interleaved A/B re-measure, bisects
    its range down to one commit, explains it (the ops that got slower), and
-   publishes the site with the finding, its status and its diff.
-
-Re-running reuses the repository, the environment and every stored result.
+   publishes the site. Each step returns a value; `DemoOutcome.found_injected` is
+   the demo's own check. Re-running reuses the repository, environment and results.
 """
 
 from __future__ import annotations
@@ -31,7 +24,8 @@ from typing import TYPE_CHECKING
 import click
 
 from fwdasv.asv import project as asv_project
-from fwdasv.asv.scaffold import SuiteSpec, init_project
+from fwdasv.asv.scaffold import init_project
+from fwdasv.asv.suitespec import SuiteSpec
 from fwdasv.demo.project import (
     HISTORY_LENGTH,
     SLOW_COMMIT_SUBJECT,
@@ -42,8 +36,8 @@ from fwdasv.demo.project import (
 
 if TYPE_CHECKING:  # the analysis is imported when the demo runs, not when its settings are read
     from fwdasv.analysis.bisect.outcome import BisectResult
-    from fwdasv.analysis.explain import KernelDiff
-    from fwdasv.analysis.findings import Finding
+    from fwdasv.analysis.finding import Finding
+    from fwdasv.analysis.kernel_diff import KernelDiff
 
 SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
@@ -106,10 +100,10 @@ class DemoOutcome:
 
 def _noisiest_case(project: asv_project.AsvProject, machine: str) -> tuple[str, float]:
     """The demo's latency case with the most run-to-run noise, and its noise_pct."""
-    from fwdasv.analysis import findings
     from fwdasv.analysis.noise import estimate_noise
+    from fwdasv.analysis.series import load_series
 
-    _, series = findings.load_series(project, machine)
+    _, series = load_series(project, machine)
     noise = [
         (key.case, estimate_noise(s.history).noise_pct)
         for key, s in series.items()
@@ -159,7 +153,8 @@ def run_demo(
     hashes = build_project(root / "tinylm")
     project, gpu = _asv_project(root, machine, indented)
     say(f"2/7 asv project {project.config_path} (machine {machine}: gpu {gpu})")
-    measured = _measure(project, hashes, every, machine, say, indented)
+    steps = _Steps(project, machine, say, indented)
+    measured = steps.measure(hashes, every)
     say("4/7 findings: each series judged by its own run-to-run noise")
     _lines(indented, _findings_table(measured.found))
     pending = [f for f in measured.found if FINDINGS.fails(f.status)]
@@ -168,7 +163,7 @@ def run_demo(
         say("5/7 no latency regression was found; nothing to confirm or bisect")
     else:
         worst = max(pending, key=lambda f: f.percent)
-        explained = _explain_worst(project, worst, machine, bisect_regressions, say, indented)
+        explained = steps.diagnose(worst, bisect_regressions)
     published = [f for f in publish(project, echo=None).findings if f.key.machine == machine]
     outcome = DemoOutcome(
         root,
@@ -193,9 +188,9 @@ def _lines(echo: Callable[[str], None], lines: Iterable[str]) -> None:
 
 
 def _findings_table(found: Sequence[Finding]) -> list[str]:
-    from fwdasv.analysis import findings
+    from fwdasv.analysis.findings_format import format_findings
 
-    return findings.format_findings(found, "table").splitlines()
+    return format_findings(found, "table").splitlines()
 
 
 def _asv_project(
@@ -261,42 +256,116 @@ def _stored_under(project: asv_project.AsvProject, machine: str) -> bool:
     )
 
 
-def _measure(
-    project: asv_project.AsvProject,
-    hashes: list[str],
-    every: int,
-    machine: str,
-    say: Callable[[str], None],
-    indented: Callable[[str], None],
-) -> Measured:
-    """Step 3: every `every`-th commit, as a nightly job; on a noisy machine where nothing
-    stood out yet, the commits in between too."""
-    from fwdasv.analysis import findings
-    from fwdasv.analysis.gate import FINDINGS
+@dataclass(frozen=True)
+class _Steps:
+    """Steps 3 and 5-7 on the demo's asv project and machine: `say` prints the `[demo]`
+    lines, `indented` the tools' own output."""
 
-    nightly = nightly_commits(hashes, every)
-    say(
-        f"3/7 asv run: {len(nightly)} of {len(hashes)} commits (every {_ordinal(every)}, "
-        "like a nightly job); stored results are reused"
-    )
-    asv_project.run_commits(project, nightly, machine, echo=indented)
-    found = findings.find(project, machine=machine, bench=[BENCHMARK])
-    rest = [h for h in hashes if h not in nightly]
-    if not rest or any(FINDINGS.fails(f.status) for f in found):
-        return Measured(nightly, found)
-    # The results are read again for the noise only when nothing was found.
-    case, noise_pct = _noisiest_case(project, machine)
-    if noise_pct <= NOISY_PCT:
-        return Measured(nightly, found)
-    # A level needs MIN_SEGMENT measured commits, and a threshold Studentized with
-    # few commits is high: on a noisy machine every commit is what resolves a step.
-    missing, line = widen_line(case, noise_pct, len(nightly), rest, _stored(project, machine))
-    say(line)
-    if not missing:
+    project: asv_project.AsvProject
+    machine: str
+    say: Callable[[str], None]
+    indented: Callable[[str], None]
+
+    def measure(self, hashes: list[str], every: int) -> Measured:
+        """Step 3: every `every`-th commit, as a nightly job; on a noisy machine where nothing
+        stood out yet, the commits in between too."""
+        from fwdasv.analysis import findings
+        from fwdasv.analysis.gate import FINDINGS
+
+        project, machine = self.project, self.machine
+        nightly = nightly_commits(hashes, every)
+        self.say(
+            f"3/7 asv run: {len(nightly)} of {len(hashes)} commits (every {_ordinal(every)}, "
+            "like a nightly job); stored results are reused"
+        )
+        asv_project.run_commits(project, nightly, machine, echo=self.indented)
+        found = findings.find(project, machine=machine, bench=[BENCHMARK])
+        rest = [h for h in hashes if h not in nightly]
+        if not rest or any(FINDINGS.fails(f.status) for f in found):
+            return Measured(nightly, found)
+        # The results are read again for the noise only when nothing was found.
+        case, noise_pct = _noisiest_case(project, machine)
+        if noise_pct <= NOISY_PCT:
+            return Measured(nightly, found)
+        # A level needs MIN_SEGMENT measured commits, and a threshold Studentized with
+        # few commits is high: on a noisy machine every commit is what resolves a step.
+        missing, line = widen_line(case, noise_pct, len(nightly), rest, _stored(project, machine))
+        self.say(line)
+        if not missing:
+            return Measured(list(hashes), found, widened_for=(case, noise_pct))
+        asv_project.run_commits(project, missing, machine, echo=self.indented)
+        found = findings.find(project, machine=machine, bench=[BENCHMARK])
         return Measured(list(hashes), found, widened_for=(case, noise_pct))
-    asv_project.run_commits(project, missing, machine, echo=indented)
-    found = findings.find(project, machine=machine, bench=[BENCHMARK])
-    return Measured(list(hashes), found, widened_for=(case, noise_pct))
+
+    def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:
+        """Steps 5-7: confirm the worst finding, bisect its range, explain its commits."""
+        from fwdasv.analysis.explain import explain_commits, explain_record
+        from fwdasv.analysis.finding_verdicts import record_verdict
+        from fwdasv.analysis.kernel_diff_format import format_diff
+
+        worst = self.confirm(worst)
+        good, bad = worst.commit_range()
+        bisected = None
+        if bisect_regressions and len(worst.commits) > 1:
+            bisected = self.bisect(worst)
+            if bisected is not None and bisected.reproducible:
+                good, bad = bisected.last_good, bisected.first_bad
+        else:
+            self.say(f"6/7 the step is one commit, {bad[:8]}: nothing to bisect")
+        self.say(f"7/7 explain {good[:8]} -> {bad[:8]}: what got slower")
+        explained = explain_commits(
+            self.project, good, bad, BENCHMARK, worst.key.case, echo=self.indented
+        )
+        diff = explained.diff
+        table = format_diff(diff, "table", top=8, good=good[:8], bad=bad[:8])
+        _lines(self.indented, table.splitlines())
+        record = explain_record(diff, good, bad, explained.profile_dir, with_commits=True)
+        record_verdict(self.project, worst, status=worst.status, explain=record)
+        return Diagnosis(worst, good, bad, bisected, diff)
+
+    def confirm(self, worst: Finding) -> Finding:
+        """Step 5: an interleaved A/B re-measure of a finding not yet re-measured; the finding
+        as now judged."""
+        from fwdasv.analysis import findings
+        from fwdasv.analysis.reproduce import confirm_findings
+        from fwdasv.analysis.status import Status
+
+        if worst.status != Status.REGRESSION:
+            self.say(f"5/7 {worst.key.name} already {worst.status}")
+            return worst
+        self.say(f"5/7 confirm {worst.key.name}: A/B interleaved on this machine")
+        confirm_findings(
+            self.project, [worst], max_processes=6, run_explain=False, echo=self.indented
+        )
+        again = findings.find(self.project, machine=self.machine, bench=[BENCHMARK])
+        return next((f for f in again if f.ident == worst.ident), worst)
+
+    def bisect(self, worst: Finding) -> BisectResult | None:
+        """Step 6: bisect the finding's range down to one commit (None: bisect could not
+        start, e.g. its ends did not differ by process-level variation on a very busy box;
+        the finding's own range is explained instead)."""
+        from fwdasv.analysis.bisect.driver import bisect
+        from fwdasv.analysis.bisect.environment import BisectError
+
+        good, bad = worst.commit_range()
+        self.say(f"6/7 bisect {good[:8]}..{bad[:8]} ({worst.key.case}) down to one commit")
+        try:
+            result = bisect(
+                self.project,
+                good,
+                bad,
+                BENCHMARK,
+                self.machine,
+                case=worst.key.case,
+                echo=self.indented,
+            )
+        except BisectError as error:
+            self.indented(
+                f"bisect could not decide: {error}; explaining the confirmed range instead"
+            )
+            return None
+        self.indented(result.summary())
+        return result
 
 
 def widen_line(
@@ -321,82 +390,6 @@ def _stored(project: asv_project.AsvProject, machine: str) -> set[str]:
     """The short hashes with a result file of this machine (asv's <sha8>-<env>.json)."""
     folder = project.results_dir / machine
     return {p.name.split("-", 1)[0] for p in folder.glob("*-*.json")} if folder.is_dir() else set()
-
-
-def _explain_worst(
-    project: asv_project.AsvProject,
-    worst: Finding,
-    machine: str,
-    bisect_regressions: bool,
-    say: Callable[[str], None],
-    indented: Callable[[str], None],
-) -> Diagnosis:
-    """Steps 5-7: confirm the worst finding, bisect its range, explain its commits."""
-    from fwdasv.analysis import findings
-    from fwdasv.analysis.explain import explain_commits, explain_record, format_diff
-
-    worst = _confirm(project, worst, machine, say, indented)
-    good, bad = worst.commit_range()
-    bisected = None
-    if bisect_regressions and len(worst.commits) > 1:
-        bisected = _bisect(project, worst, machine, say, indented)
-        if bisected is not None and bisected.reproducible:
-            good, bad = bisected.last_good, bisected.first_bad
-    else:
-        say(f"6/7 the step is one commit, {bad[:8]}: nothing to bisect")
-    say(f"7/7 explain {good[:8]} -> {bad[:8]}: what got slower")
-    explained = explain_commits(project, good, bad, BENCHMARK, worst.key.case, echo=indented)
-    diff = explained.diff
-    _lines(indented, format_diff(diff, "table", top=8, good=good[:8], bad=bad[:8]).splitlines())
-    record = explain_record(diff, good, bad, explained.profile_dir, with_commits=True)
-    findings.record_verdict(project, worst, status=worst.status, explain=record)
-    return Diagnosis(worst, good, bad, bisected, diff)
-
-
-def _confirm(
-    project: asv_project.AsvProject,
-    worst: Finding,
-    machine: str,
-    say: Callable[[str], None],
-    indented: Callable[[str], None],
-) -> Finding:
-    """Step 5: an interleaved A/B re-measure of a finding not yet re-measured; the finding
-    as now judged."""
-    from fwdasv.analysis import findings
-    from fwdasv.analysis.reproduce import confirm_findings
-    from fwdasv.analysis.status import Status
-
-    if worst.status != Status.REGRESSION:
-        say(f"5/7 {worst.key.name} already {worst.status}")
-        return worst
-    say(f"5/7 confirm {worst.key.name}: A/B interleaved on this machine")
-    confirm_findings(project, [worst], max_processes=6, run_explain=False, echo=indented)
-    again = findings.find(project, machine=machine, bench=[BENCHMARK])
-    return next((f for f in again if f.ident == worst.ident), worst)
-
-
-def _bisect(
-    project: asv_project.AsvProject,
-    worst: Finding,
-    machine: str,
-    say: Callable[[str], None],
-    indented: Callable[[str], None],
-) -> BisectResult | None:
-    """Step 6: bisect the finding's range down to one commit (None: bisect could not start,
-    e.g. its ends did not differ by process-level variation on a very busy box; the finding's
-    own range is explained instead)."""
-    from fwdasv.analysis.bisect.driver import bisect
-    from fwdasv.analysis.bisect.environment import BisectError
-
-    good, bad = worst.commit_range()
-    say(f"6/7 bisect {good[:8]}..{bad[:8]} ({worst.key.case}) down to one commit")
-    try:
-        result = bisect(project, good, bad, BENCHMARK, machine, case=worst.key.case, echo=indented)
-    except BisectError as error:
-        indented(f"bisect could not decide: {error}; explaining the confirmed range instead")
-        return None
-    indented(result.summary())
-    return result
 
 
 def fwdasv_command() -> str:

@@ -1,254 +1,154 @@
 """The bisect driver: one `asv run` per probe on the first-parent line, each decided on samples.
 
-`Bisector` holds one bisection's state (the line of commits, the series it
-follows, the runs made) and does it in steps, each a method: `measure` (one
-asv run), `check_ends` (GOOD and BAD must differ), `place` (one probe, measured
-again while the samples cannot place it) and `finish` (the answer). The rules
-themselves are pure (`fwdasv.analysis.bisect.rules`).
+`Bisector.open` checks the rule, the environment and the ends (the I/O of starting),
+and `run` bisects in steps, each a method: `measure` (one asv run into bisect's own
+results dir), `check_ends` (GOOD and BAD must differ), `place` (one probe, measured
+again while the samples cannot place it), `recheck` (the decisions behind a final
+pair that does not differ) and `finish` (the answer, a `BisectResult`). Where the
+search stands is a pure `Search` value; the rules are pure too
+(`fwdasv.analysis.bisect.rules`). How it decides: docs/verdicts.md ("bisect").
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import re
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fwdasv.analysis.bisect.environment import (
-    PER_COMMIT_ENVS,
     BisectError,
     check_environment,
-    check_per_commit,
+    commit_refusal,
     verify_measured,
 )
+from fwdasv.analysis.bisect.final_pair import recheck
 from fwdasv.analysis.bisect.outcome import BisectResult, Probe
 from fwdasv.analysis.bisect.rules import (
     DEFAULT_MAX_REMEASURE,
     Classification,
     Processes,
     StepTest,
-    bounds,
+    both_text,
     classify,
     closer,
     compare_step,
     expected_probes,
-    next_probe,
-    recheck_order,
     step_text,
 )
-from fwdasv.analysis.findings import CANARY_PREFIX
+from fwdasv.analysis.bisect.search import Search
+from fwdasv.analysis.bisect.series import (
+    BenchmarkCase,
+    StoredSamples,
+    remeasure_project,
+    resolve_benchmark,
+)
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, pooled_spread, process_medians
 from fwdasv.analysis.remeasure import ProcessLayout, process_layout
 from fwdasv.analysis.status import Status
-from fwdasv.asv.history import (
-    BenchmarkInfo,
-    CommitFilter,
-    History,
-    HistoryError,
-    Record,
-    param_label,
-    remeasure_results_dir,
-)
+from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvError, AsvProject, run_commits
 from fwdasv.asv.suite import ENV_CASES
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
 
-
-@dataclass
-class BenchmarkCase:
-    """The benchmark (and case) a bisection follows."""
-
-    name: str
-    case: str | None
-    unit: str | None
-    pattern: str  # for asv run --bench: this benchmark (and case) only
-
-
-def _is_canary(name: str) -> bool:
-    """A benchmark of the environment canary's suite (`module.CanaryX.track_latency`)."""
-    parts = name.split(".")
-    return len(parts) >= 2 and parts[-2].startswith(CANARY_PREFIX)
-
-
-def resolve_benchmark(
-    benchmarks: Mapping[str, BenchmarkInfo], bench: str, case: str | None
-) -> BenchmarkCase:
-    """asv find's rule: an exact name, else a regex that matches exactly one benchmark.
-
-    The environment canary (a `Canary*` suite, beside the project's own in every
-    `fwdasv init` project) is set aside when the regex also matches a benchmark of the
-    project's: `track_latency` names the model's latency, not the canary's. Only an
-    exact name or a regex that matches the canary alone bisects the canary.
-    """
-    if bench in benchmarks:
-        names = [bench]
-    else:
-        try:
-            pattern = re.compile(bench)
-        except re.error as error:
-            raise BisectError(f"BENCH {bench!r}: bad regular expression: {error}") from None
-        names = sorted(n for n in benchmarks if pattern.search(n))
-        names = [n for n in names if not _is_canary(n)] or names
-    if len(names) != 1:
-        found = ", ".join(names[:10]) if names else "none"
-        raise BisectError(f"BENCH {bench!r} must name exactly one benchmark (matches: {found})")
-    name = names[0]
-    info = benchmarks[name]
-    params = info.params
-    combos = [", ".join(c) for c in _product(params)]
-    labels = [", ".join(param_label(v) for v in c) for c in _product(params)]
-    if not params:
-        if case is not None:
-            raise BisectError(f"{name} has no parameters: drop --case")
-        return BenchmarkCase(name, None, info.unit, f"^{re.escape(name)}$")
-    if case is None:
-        if len(labels) != 1:
-            raise BisectError(
-                f"{name} has {len(labels)} cases ({', '.join(labels)}): pick one with --case"
-            )
-        case = labels[0]
-    if case not in labels:
-        raise BisectError(f"{name} has no case {case!r} (cases: {', '.join(labels)})")
-    combo = combos[labels.index(case)]
-    pattern = f"^{re.escape(name)}\\({re.escape(combo)}\\)$"
-    return BenchmarkCase(name, case, info.unit, pattern)
-
-
-def _product(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
-    return list(itertools.product(*params)) if params else [()]
-
-
-@dataclass
-class StoredSamples:
-    """Samples of one benchmark case per commit: the history's (the results dir) followed by
-    bisect's own re-measures (`remeasures`, a results dir of their own)."""
-
-    project: AsvProject
-    machine: str
-    benchmark: BenchmarkCase
-    env_name: str | None = None
-    notes: list[str] = field(default_factory=list)
-    remeasures: AsvProject | None = None
-
-    def samples(self, commit: str) -> list[float]:
-        """The history's samples of `commit`, then bisect's re-measures of it."""
-        out = samples_of(self.read(commit))
-        if self.remeasures is not None and (self.remeasures.results_dir / self.machine).is_dir():
-            out += samples_of(self.read(commit, self.remeasures))
-        return out
-
-    def read(self, commit: str, where: AsvProject | None = None) -> Record | None:
-        """The record of this commit (the chosen env), or None when there is none."""
-        project = where or self.project
-        if not (project.results_dir / self.machine).is_dir():
-            return None
-        history = History(
-            project.results_dir,
-            machines=[self.machine],
-            bench=[f"^{re.escape(self.benchmark.name)}$"],
-            commits=CommitFilter(frozenset([commit])),
-            samples=True,
-        )
-        records = [
-            r
-            for r in history.records()
-            if self.benchmark.case is None or r.case == self.benchmark.case
-        ]
-        per_commit = [r for r in records if (r.env_name or "").split("-", 1)[0] in PER_COMMIT_ENVS]
-        if len(per_commit) < len(records):
-            self.notes.append(f"{commit[:8]}: ignored stored results from an existing environment")
-        if self.env_name is not None:
-            per_commit = [r for r in per_commit if r.env_name == self.env_name]
-        envs = sorted({r.env_name or "" for r in per_commit})
-        if len(envs) > 1:
-            raise BisectError(
-                f"{commit[:8]} has results in several environments ({', '.join(envs)}); "
-                "bisect follows one: limit the configuration to one python/matrix entry"
-            )
-        if not per_commit:
-            return None
-        record = per_commit[0]
-        check_per_commit(record.commit_hash, record.env_name, commit)
-        if self.env_name is None:
-            self.env_name = record.env_name
-        return record
-
-
-def samples_of(record: Record | None) -> list[float]:
-    if record is None or record.status != "ok":
-        return []
-    return record.sample_values()
+B = TypeVar("B", bound="Bisector")
 
 
 @dataclass
 class Bisector:
-    """One bisection of `bench` (and `case`) over GOOD..BAD on `machine`.
+    """One bisection of `bench` (and `case`) over `line` (GOOD, then each first-parent commit
+    up to BAD) on `machine`; built by `Bisector.open`.
 
-    `min_samples` (default: the fewest for which Mann-Whitney can reach
-    `alpha`) is what a stored result must have to be reused without running
-    asv. `python` is passed to asv as `--python`. `factor` None: the project's
-    probe floor (`VerdictSettings.probe_factor`, 1.05 by default).
-
-    Its own measurements go to a results dir of their own
-    (`fwdasv.asv.history.remeasure_results_dir`), never into the history's:
-    a re-measure from a quieter (or busier) window appended to the stored
-    results would move their medians and make (or hide) a finding.
+    `need`: the samples a stored result must have to be reused without running asv.
+    `refusal`: why a commit is untestable (vLLM over a compiled base), None otherwise.
+    `target`, `series` and `layout` are known once `resolve` has named the benchmark;
+    `layout` None: not a fwdasv suite, judged on samples rather than process medians.
+    Its own measurements go to `store`, a results dir of its own (`remeasure_project`).
     """
 
     project: AsvProject
-    good: str
-    bad: str
     bench: str
     machine: str
-    case: str | None = None
-    factor: float | None = None
-    alpha: float = DEFAULT_ALPHA
-    max_remeasure: int = DEFAULT_MAX_REMEASURE
-    min_samples: int | None = None
-    python: str | None = None
+    case: str | None
+    factor: float
+    alpha: float
+    max_remeasure: int
+    need: int
+    python: str | None
+    line: tuple[str, ...]
+    store: AsvProject
+    refusal: Callable[[str], str | None] | None
     echo: Callable[[str], None] | None = print
     asv_echo: Callable[[str], None] | None = None
     asv_python: str = sys.executable
-    runs: int = field(default=0, init=False)
-    remeasures: int = field(default=0, init=False)
+    target: BenchmarkCase | None = None
+    series: StoredSamples | None = None
+    layout: ProcessLayout | None = None
+    seen: set[str] = field(default_factory=set)  # commits whose samples were read
+    runs: int = 0  # asv runs made
+    remeasures: int = 0  # of those, runs made again for commits already measured
 
-    def __post_init__(self) -> None:
-        if self.factor is None:
-            self.factor = self.project.verdict_settings().probe_factor
-        check_rule(self.factor, self.alpha)
-        if self.max_remeasure < 0:
-            raise BisectError(f"--max-remeasure {self.max_remeasure}: must be >= 0")
-        check_environment(self.project, self.python)
-        self.need = self.min_samples or stats.min_samples_for_significance(self.alpha)
+    @classmethod
+    def open(
+        cls: type[B],
+        project: AsvProject,
+        good: str,
+        bad: str,
+        bench: str,
+        machine: str,
+        case: str | None = None,
+        factor: float | None = None,
+        alpha: float = DEFAULT_ALPHA,
+        max_remeasure: int = DEFAULT_MAX_REMEASURE,
+        min_samples: int | None = None,
+        python: str | None = None,
+        echo: Callable[[str], None] | None = print,
+        asv_echo: Callable[[str], None] | None = None,
+        asv_python: str = sys.executable,
+    ) -> B:
+        """Check the rule, the environment and the ends, and set up bisect's results dir.
+
+        `min_samples` (default: the fewest for which Mann-Whitney can reach `alpha`);
+        `python` is passed to asv as `--python`; `factor` None: the project's probe
+        floor (`VerdictSettings.probe_factor`)."""
+        if factor is None:
+            factor = project.verdict_settings().probe_factor
+        check_rule(factor, alpha)
+        if max_remeasure < 0:
+            raise BisectError(f"--max-remeasure {max_remeasure}: must be >= 0")
+        check_environment(project, python)
+        need = min_samples or stats.min_samples_for_significance(alpha)
         try:
-            good_hash = self.project.resolve(self.good)
-            after_good = self.project.first_parent_range(self.good, self.bad)
+            good_hash = project.resolve(good)
+            after_good = project.first_parent_range(good, bad)
         except AsvError as error:
             raise BisectError(str(error)) from None
-        self.line = [good_hash, *after_good]
-        self.target: BenchmarkCase | None = None
-        self.series: StoredSamples | None = None
-        self.layout: ProcessLayout | None = None
-        self.store = remeasure_project(self.project)
-        self.seen: set[str] = set()
-        # vLLM over a compiled base: commits it cannot serve are untestable, skipped unmeasured.
-        from fwdasv.asv.vllm_base import BaseError, project_guard
-
-        try:
-            self.refusal = project_guard(
-                self.project.config_path, self.project.raw.get("fwdasv"), self.project.repo
-            )
-        except BaseError as error:
-            raise BisectError(str(error)) from None
-        for label, commit in (("GOOD", self.good_hash), ("BAD", self.bad_hash)):
-            why = self.refusal(commit) if self.refusal else None
+        line = (good_hash, *after_good)
+        store = remeasure_project(project)
+        refusal = commit_refusal(project)
+        for label, commit in (("GOOD", line[0]), ("BAD", line[-1])):
+            why = refusal(commit) if refusal else None
             if why:
                 raise BisectError(f"{label} is untestable: {why}")
+        return cls(
+            project,
+            bench,
+            machine,
+            case,
+            factor,
+            alpha,
+            max_remeasure,
+            need,
+            python,
+            line,
+            store,
+            refusal,
+            echo=echo,
+            asv_echo=asv_echo,
+            asv_python=asv_python,
+        )
 
     @property
     def good_hash(self) -> str:
@@ -257,6 +157,12 @@ class Bisector:
     @property
     def bad_hash(self) -> str:
         return self.line[-1]
+
+    @property
+    def resolved(self) -> tuple[BenchmarkCase, StoredSamples]:
+        """The benchmark case followed and its stored samples (after `resolve`)."""
+        assert self.target is not None and self.series is not None, "resolve() first"
+        return self.target, self.series
 
     def say(self, line: str) -> None:
         if self.echo is not None:
@@ -291,9 +197,9 @@ class Bisector:
             self.say(f"  {commit[:8]}: asv saved no result (the build or install failed?)")
 
     def samples(self, commit: str) -> list[float]:
-        assert self.series is not None
+        _, series = self.resolved
         self.seen.add(commit)
-        return self.series.samples(commit)
+        return series.samples(commit)
 
     def processes(self, robust: bool = False) -> Processes | None:
         """Process-level judging (a fwdasv suite): the spread between processes of one commit,
@@ -301,7 +207,8 @@ class Bisector:
         measured commit's odd processes, `judgment.pooled_spread`)."""
         if self.layout is None:
             return None
-        groups = [process_medians(self.series.samples(c), self.layout.samples) for c in self.seen]
+        _, series = self.resolved
+        groups = [process_medians(series.samples(c), self.layout.samples) for c in self.seen]
         return Processes(
             self.layout.samples, pooled_spread([g for g in groups if g], robust=robust)
         )
@@ -316,7 +223,9 @@ class Bisector:
             self.processes(robust),
         )
 
-    def classify(self, commit: str, direction: int, probe: Sequence[float] | None = None):
+    def classify(
+        self, commit: str, direction: int, probe: Sequence[float] | None = None
+    ) -> Classification:
         g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
         s = self.samples(commit) if probe is None else probe
         return classify(g, s, b, direction, self.factor, self.alpha, self.processes())
@@ -339,6 +248,7 @@ class Bisector:
 
     def check_ends(self) -> int:
         """GOOD and BAD must differ (measured, or re-measured, until they do); the direction."""
+        target, _ = self.resolved
         ends = (self.good_hash, self.bad_hash)
         missing = [c for c in ends if len(self.samples(c)) < self.need]
         if missing:
@@ -346,7 +256,7 @@ class Bisector:
         for label, commit in zip(("GOOD", "BAD"), ends, strict=True):
             if not self.samples(commit):
                 raise BisectError(
-                    f"{label} {commit[:8]}: no samples of {self.target.name} after measuring "
+                    f"{label} {commit[:8]}: no samples of {target.name} after measuring "
                     "(the benchmark fails or is skipped there; see asv's output with --show-asv)"
                 )
         if self.layout is not None and any(self.one_run(self.samples(c)) for c in ends):
@@ -354,7 +264,6 @@ class Bisector:
             # fast at BAD (or slow at GOOD) would hide the step or turn its direction.
             self.remeasures += 1
             self.measure(list(ends), "GOOD/BAD from one run: a second run")
-        unit = self.target.unit
         for attempt in range(self.max_remeasure + 1):
             g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
             direction = 1 if stats.median(b) >= stats.median(g) else -1
@@ -362,9 +271,9 @@ class Bisector:
             # with the robust spread, a process that ran fast does not hide the step.
             step = self.step(self.good_hash, self.bad_hash, direction, robust=True)
             self.say(
-                f"GOOD {self.good_hash[:8]} {human_value(stats.median(g), unit)} (n={len(g)}) -> "
-                f"BAD {self.bad_hash[:8]} {human_value(stats.median(b), unit)} (n={len(b)}): "
-                f"{step_text(step)}"
+                f"GOOD {self.good_hash[:8]} {human_value(stats.median(g), target.unit)} "
+                f"(n={len(g)}) -> BAD {self.bad_hash[:8]} "
+                f"{human_value(stats.median(b), target.unit)} (n={len(b)}): {step_text(step)}"
             )
             if step.outcome == Status.DIFFERENT:
                 return direction
@@ -391,6 +300,16 @@ class Bisector:
         assert self.layout is not None
         last = list(samples[-self.layout.samples * self.layout.launches :])
         return self.classify(commit, direction, last).verdict == verdict
+
+    def placed_text(
+        self, samples: Sequence[float], decision: Classification, verdict: Status
+    ) -> str:
+        """A placed commit's median, sample count, both comparisons and verdict."""
+        target, _ = self.resolved
+        return (
+            f"{human_value(stats.median(samples), target.unit)} (n={len(samples)}); "
+            f"{both_text(decision)} -> {verdict}"
+        )
 
     def place(self, commit: str, count: int, direction: int) -> Probe:
         """Measure one probe until the samples place it (or re-measures run out); verdict
@@ -441,69 +360,44 @@ class Bisector:
                 break
             tries += 1
             self.remeasures += 1
-            if verdict == Status.PART_WAY:
-                # It differs from both ends: measure the ends again (the machine may
-                # have moved since they were measured), and the probe with them.
-                self.say(
-                    f"[{count}] {commit[:8]}: differs from both ends ({_both(decision)}): "
-                    "measuring GOOD, the probe and BAD again"
-                )
-                self.measure([self.good_hash, commit, self.bad_hash], f"probe {count}, ends again")
-            elif unconfirmed:
-                self.say(
-                    f"[{count}] {commit[:8]}: {verdict} ({_both(decision)}), not yet agreed "
-                    "by a second run: measuring it again, with GOOD and BAD in the same run"
-                )
-                self.measure(
-                    [self.good_hash, commit, self.bad_hash], f"probe {count}, re-measure {tries}"
-                )
-            else:
-                self.say(
-                    f"[{count}] {commit[:8]}: unclear ({_both(decision)}): measuring it again, "
-                    "with GOOD and BAD in the same run"
-                )
-                self.measure(
-                    [self.good_hash, commit, self.bad_hash], f"probe {count}, re-measure {tries}"
-                )
+            self.measure_again(commit, count, tries, decision, unconfirmed)
         uncertain = {
             "closer-median": " (closer median: uncertain)",
             "unconfirmed": " (runs disagree: uncertain)",
         }
         self.say(
-            f"[{count}] {commit[:8]} {title or ''}: {human_value(stats.median(s), self.target.unit)} "
-            f"(n={len(s)}); {_both(decision)} -> {verdict}" + uncertain.get(decided_by, "")
+            f"[{count}] {commit[:8]} {title or ''}: {self.placed_text(s, decision, verdict)}"
+            + uncertain.get(decided_by, "")
         )
-        return Probe(
-            commit,
-            title,
-            verdict,
-            stats.median(s),
-            len(s),
-            decision.from_good,
-            decision.to_bad,
-            tries,
-            decided_by,
-        )
+        return Probe.placed(commit, title, verdict, s, decision, tries, decided_by)
 
-    def search(
-        self,
-        lo: int,
-        hi: int,
-        direction: int,
-        probes: list[Probe],
-        decisions: dict[int, Status],
-        skipped: set[int],
-    ) -> tuple[int, int]:
-        """Probe between lo and hi until no untried commit is left; the final pair."""
-        while (mid := next_probe(lo, hi, skipped | set(decisions))) is not None:
-            probe = self.place(self.line[mid], len(probes) + 1, direction)
-            probes.append(probe)
-            if probe.verdict == Status.FAILED:
-                skipped.add(mid)
+    def measure_again(
+        self, commit: str, count: int, tries: int, decision: Classification, unconfirmed: bool
+    ) -> None:
+        """One more run of a probe the samples do not place yet, with GOOD and BAD in the same
+        run (one window of load)."""
+        verdict = decision.verdict
+        if verdict == Status.PART_WAY:
+            # It differs from both ends: measure the ends again (the machine may
+            # have moved since they were measured), and the probe with them.
+            state = f"differs from both ends ({both_text(decision)})"
+            then, why = "measuring GOOD, the probe and BAD again", f"probe {count}, ends again"
+        else:
+            if unconfirmed:
+                state = f"{verdict} ({both_text(decision)}), not yet agreed by a second run"
             else:
-                decisions[mid] = probe.verdict
-            lo, hi = bounds(decisions, len(self.line) - 1)
-        return lo, hi
+                state = f"unclear ({both_text(decision)})"
+            then = "measuring it again, with GOOD and BAD in the same run"
+            why = f"probe {count}, re-measure {tries}"
+        self.say(f"[{count}] {commit[:8]}: {state}: {then}")
+        self.measure([self.good_hash, commit, self.bad_hash], why)
+
+    def search(self, search: Search, direction: int) -> Search:
+        """Probe inside the pair until no untried commit is left."""
+        while (index := search.next_index) is not None:
+            probe = self.place(self.line[index], len(search.probes) + 1, direction)
+            search = search.placed(index, probe)
+        return search
 
     def run(self) -> BisectResult:
         target = self.resolve()
@@ -525,123 +419,24 @@ class Bisector:
             + ("slower" if direction > 0 else "faster")
             + " like BAD"
         )
-        probes: list[Probe] = []
-        decisions: dict[int, Status] = {}
-        skipped: set[int] = set()
-        lo, hi = self.search(0, len(self.line) - 1, direction, probes, decisions, skipped)
-        return self.finish(lo, hi, direction, probes, decisions, skipped)
+        return self.finish(self.search(Search(self.line), direction), direction)
 
-    def recheck(
-        self,
-        lo: int,
-        hi: int,
-        direction: int,
-        probes: list[Probe],
-        decisions: dict[int, Status],
-        skipped: set[int],
-    ) -> tuple[int, int, StepTest]:
-        """While the final pair does not differ: re-check the decisions that led there,
-        nearest the pair first, each once (one more run, then placed on all its samples);
-        a decision that changes reopens the search. Returns the final pair and its step."""
-        effect = self.pair_step(lo, hi, direction)
-        done: set[int] = set()
-        while effect.outcome != Status.DIFFERENT and self.max_remeasure > 0:
-            todo = [i for i in recheck_order(list(decisions), lo, hi) if i not in done]
-            if not todo:
-                break
-            index = todo[0]
-            done.add(index)
-            commit = self.line[index]
-            self.say(
-                f"final pair {self.line[lo][:8]} -> {self.line[hi][:8]}: {step_text(effect)}; "
-                f"re-checking the decisions that led there, nearest first: {commit[:8]} "
-                f"(was {decisions[index]})"
-            )
-            self.remeasures += 1
-            self.measure([commit], f"re-check of {commit[:8]}")
-            decision = self.classify(commit, direction)
-            verdict = decision.verdict
-            if verdict in (Status.UNKNOWN, Status.PART_WAY):
-                verdict = decisions[index]  # no clearer than before: the decision stands
-            s = self.samples(commit)
-            self.say(
-                f"  {commit[:8]}: {human_value(stats.median(s), self.target.unit)} (n={len(s)}); "
-                f"{_both(decision)} -> {verdict}"
-            )
-            position = next(k for k, p in enumerate(probes) if p.commit == commit)
-            old = probes[position]
-            probes[position] = Probe(
-                commit,
-                old.subject,
-                verdict,
-                stats.median(s),
-                len(s),
-                decision.from_good,
-                decision.to_bad,
-                old.remeasures + 1,
-                old.decided_by if verdict == old.verdict else "re-check",
-            )
-            if verdict != decisions[index]:
-                decisions[index] = verdict
-                lo, hi = bounds(decisions, len(self.line) - 1)
-                lo, hi = self.search(lo, hi, direction, probes, decisions, skipped)
-            else:
-                lo, hi = bounds(decisions, len(self.line) - 1)
-            effect = self.pair_step(lo, hi, direction)
-        return lo, hi, effect
-
-    def pair_step(self, lo: int, hi: int, direction: int) -> StepTest:
-        """The final pair's step. Judged by processes, the pair is also measured once more
-        in one run (both commits in the same window of load, as confirm's A/B): it differs
-        only when all its samples say so and that run alone moves beyond the factor too."""
-        effect = self.step(self.line[lo], self.line[hi], direction)
-        if effect.outcome != Status.DIFFERENT or self.layout is None or self.max_remeasure == 0:
-            return effect
-        pair = [self.line[lo], self.line[hi]]
-        self.say(
-            f"final pair {pair[0][:8]} -> {pair[1][:8]}: {step_text(effect)}; measuring both "
-            "in one run to confirm"
-        )
-        self.remeasures += 1
-        self.measure(pair, "the final pair, in one run")
-        effect = self.step(pair[0], pair[1], direction)
-        size = self.layout.samples * self.layout.launches
-        alone = compare_step(
-            self.samples(pair[0])[-size:],
-            self.samples(pair[1])[-size:],
-            direction,
-            self.factor,
-            self.alpha,
-            self.processes(),
-        )
-        if effect.outcome == Status.DIFFERENT and alone.outcome == Status.SAME:
-            self.say(f"  in one run: {step_text(alone)}: the pair does not differ there")
-            return StepTest(Status.UNKNOWN, effect.ratio, effect.p_value)
-        return effect
-
-    def finish(
-        self,
-        lo: int,
-        hi: int,
-        direction: int,
-        probes: list[Probe],
-        decisions: dict[int, Status],
-        skipped: set[int],
-    ) -> BisectResult:
+    def finish(self, search: Search, direction: int) -> BisectResult:
         """The answer, if the final pair shows the step: a commit is named only when the last
         good and the first bad differ significantly (after re-checking the decisions that
         led there when they do not)."""
-        lo, hi, effect = self.recheck(lo, hi, direction, probes, decisions, skipped)
+        search, effect = recheck(self, search, direction)
+        lo, hi = search.pair
         before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
-        assert self.target is not None and self.series is not None
-        for note in dict.fromkeys(self.series.notes):
+        target, series = self.resolved
+        for note in dict.fromkeys(series.notes):
             self.say(f"note: {note}")
         return BisectResult(
-            benchmark=self.target.name,
-            case=self.target.case,
+            benchmark=target.name,
+            case=target.case,
             machine=self.machine,
-            env_name=self.series.env_name or "",
-            unit=self.target.unit,
+            env_name=series.env_name or "",
+            unit=target.unit,
             good=self.good_hash,
             bad=self.bad_hash,
             range_size=len(self.line) - 1,
@@ -654,38 +449,11 @@ class Bisector:
             p_value=effect.p_value,
             asv_runs=self.runs,
             remeasures=self.remeasures,
-            probes=tuple(probes),
-            skipped=tuple(self.line[i] for i in sorted(skipped) if lo < i < hi),
+            probes=search.probes,
+            skipped=search.skipped_inside,
             reproducible=effect.outcome == Status.DIFFERENT,
             final_step=effect,
         )
-
-
-def remeasure_project(project: AsvProject) -> AsvProject:
-    """The asv project bisect measures into: the same configuration, environments and
-    benchmarks, with a results dir of its own (`remeasure_results_dir`)."""
-    root = remeasure_results_dir(project.results_dir)
-    config = dict(project.raw)
-    config.update(
-        repo=project.repo,
-        results_dir=str(root / "results"),
-        html_dir=str(root / "html"),
-        env_dir=str(project.env_dir),
-        benchmark_dir=str(project.benchmark_dir),
-    )
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / "asv.conf.json"
-    text = json.dumps(config, indent=2) + "\n"
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
-    try:
-        return AsvProject.load(path)
-    except (AsvError, HistoryError) as error:
-        raise BisectError(f"bisect's results dir {root}: {error}") from None
-
-
-def _both(decision: Classification) -> str:
-    return f"GOOD->M {step_text(decision.from_good)}; M->BAD {step_text(decision.to_bad)}"
 
 
 def bisect(
@@ -702,4 +470,4 @@ def bisect(
     Each measurement is one `asv run` of exactly that benchmark (and case) at
     one commit, with samples recorded or appended (see `Bisector`).
     """
-    return Bisector(project, good, bad, benchmark, machine, case, **options).run()
+    return Bisector.open(project, good, bad, benchmark, machine, case, **options).run()

@@ -9,10 +9,10 @@ and checks after each `asv run` that the result files are that commit's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from fwdasv.asv.history import ResultFileError, result_header
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.result_files import ResultFileError, result_header
 from fwdasv.core.errors import UserError
 
 # asv environment types that install the project at every commit ("fwdasv": the
@@ -51,6 +51,20 @@ def check_environment(project: AsvProject, python: str | None = None) -> None:
             f"{project.config_path}: environment_type {env_type!r} is not one fwdasv knows "
             f"to install per commit ({', '.join(PER_COMMIT_ENVS)})"
         )
+
+
+def commit_refusal(project: AsvProject) -> Callable[[str], str | None] | None:
+    """vLLM over a compiled base: commit -> why the base cannot serve it (untestable, skipped
+    unmeasured), None when it can; None for any other project."""
+    from fwdasv.asv.vllm_base import BaseError, project_guard
+
+    try:
+        guard: Callable[[str], str | None] | None = project_guard(
+            project.config_path, project.raw.get("fwdasv"), project.repo
+        )
+    except BaseError as error:
+        raise BisectError(str(error)) from None
+    return guard
 
 
 def check_per_commit(commit_hash: str | None, env_name: str | None, commit: str) -> None:

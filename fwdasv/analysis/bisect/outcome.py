@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fwdasv.analysis.bisect.rules import StepTest
+from fwdasv.analysis.bisect.rules import Classification, StepTest
 from fwdasv.analysis.status import Status
+from fwdasv.core import stats
 from fwdasv.core.tables import human_value
 
 
@@ -23,6 +25,30 @@ class Probe:
     # samples / re-check (changed when the final pair was re-checked) / closer-median and
     # unconfirmed (its runs never agreed): uncertain / failed / untestable (skipped unmeasured)
     decided_by: str = "samples"
+
+    @classmethod
+    def placed(
+        cls,
+        commit: str,
+        subject: str | None,
+        verdict: Status,
+        samples: Sequence[float],
+        decision: Classification,
+        remeasures: int,
+        decided_by: str,
+    ) -> Probe:
+        """A probe the samples placed: their median and count, and both comparisons."""
+        return cls(
+            commit,
+            subject,
+            verdict,
+            stats.median(samples),
+            len(samples),
+            decision.from_good,
+            decision.to_bad,
+            remeasures,
+            decided_by,
+        )
 
 
 UNCERTAIN = ("closer-median", "unconfirmed")

@@ -1,6 +1,6 @@
 """The pure rules of bisect: one comparison, one probe's classification, the next probe.
 
-See `fwdasv.analysis.bisect` for the rule table these implement. Everything
+The rule table these implement: docs/verdicts.md ("bisect"). Everything
 here works on lists of samples and indices: no git, no asv, no files.
 """
 
@@ -177,6 +177,11 @@ def next_probe(lo: int, hi: int, skipped: frozenset[int] | set[int] = frozenset(
 def expected_probes(commits: int) -> int:
     """Probes a plain binary search needs over `commits` commits after GOOD (BAD included)."""
     return math.ceil(math.log2(commits)) if commits > 1 else 0
+
+
+def both_text(decision: Classification) -> str:
+    """A probe M's two comparisons, GOOD->M and M->BAD, in one line."""
+    return f"GOOD->M {step_text(decision.from_good)}; M->BAD {step_text(decision.to_bad)}"
 
 
 def step_text(test: StepTest) -> str:

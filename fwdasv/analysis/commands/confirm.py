@@ -1,0 +1,79 @@
+"""`fwdasv confirm`: every regression found re-measured, A and B interleaved on this machine
+(`fwdasv.analysis.reproduce`), then listed and gated as `fwdasv regressions` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fwdasv.analysis import confirm, findings
+from fwdasv.analysis.commands.common import (
+    analysis_command,
+    explain_option,
+    gate_findings,
+    progress,
+    show_bench_option,
+)
+from fwdasv.analysis.findings_format import FORMATS
+from fwdasv.asv.project import AsvProject
+from fwdasv.core.clitools import (
+    bench_option,
+    config_option,
+    format_option,
+    machine_option,
+    skip_unreadable_option,
+)
+
+
+@analysis_command("confirm")
+@config_option()
+@machine_option("Only this machine's findings [default: every machine with results].")
+@bench_option
+@format_option(FORMATS, "How the findings are listed after the re-measure.")
+@click.option(
+    "--max-processes",
+    type=click.IntRange(min=1),
+    default=confirm.MAX_PROCESSES,
+    show_default=True,
+    help="Bench processes per side at most (measured 3 at a time while undecided).",
+)
+@explain_option
+@show_bench_option
+@skip_unreadable_option
+def confirm_command(
+    config: Path,
+    machine: str | None,
+    bench: tuple[str, ...],
+    fmt: str,
+    max_processes: int,
+    explain: bool,
+    show_bench: bool,
+    skip_unreadable: bool,
+) -> None:
+    """Re-measure every regression found: A and B interleaved on this machine, then explain.
+
+    For each finding with status `regression` or `suspected`, the commit before its step (A)
+    and the one after (B) are installed in turn into asv's environment and
+    measured one bench process at a time, A B A B ..., at least 3 processes a
+    side (more while undecided). The verdict is on the process-level medians,
+    so the variance between processes counts: `confirmed` or `not-reproduced`,
+    appended to <results_dir>/fwdasv-verdicts.jsonl. A confirmed regression is
+    explained (a kernel or op diff of A and B). Exits 1 when a regression or a
+    confirmed one remains, 0 otherwise, 2 on bad input or an unreadable result
+    file (named on stderr; --skip-unreadable to pass anyway).
+    """
+
+    from fwdasv.analysis.reproduce import confirm_findings
+
+    project = AsvProject.load(config)
+    found = findings.find(project, machine=machine, bench=bench)
+    confirm_findings(
+        project,
+        found,
+        max_processes=max_processes,
+        run_explain=explain,
+        echo=progress,
+        bench_echo=progress if show_bench else None,
+    )
+    gate_findings(findings.scan(project, machine=machine, bench=bench), fmt, skip_unreadable)

@@ -1,0 +1,96 @@
+"""Comparisons (`fwdasv.analysis.compare.Comparison`) as text: table, JSON, Markdown.
+
+Rows are ordered by verdict (worse first, as `COMPARISON_STATUSES` lists them), then
+by benchmark and machine; `only_changed` hides unchanged, not-significant, unknown and
+telemetry rows. The JSON is strict (no NaN or infinity) and holds every count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from fwdasv.analysis.compare import DEFAULT_FACTOR, Comparison, counts
+from fwdasv.analysis.judgment import DEFAULT_ALPHA
+from fwdasv.analysis.status import COMPARISON_STATUSES, Status
+from fwdasv.core.tables import human_value, markdown_table, text_table
+
+FORMATS = ("table", "json", "markdown")
+
+HEADERS = ("verdict", "before", "after", "ratio", "p-value", "n", "benchmark", "machine", "note")
+
+
+def _row(c: Comparison) -> list[str]:
+    j = c.judgement
+    n = "/".join(str(len(m.samples)) if m else "-" for m in (c.before, c.after))
+    p = f"{j.p_value:.2g}" if j.p_value is not None else ("ci" if j.method == "ci-overlap" else "")
+    if j.method == "noise" and c.noise is not None:
+        p += f" (noise {c.noise.noise_pct:.2f}%)"
+    return [
+        j.verdict,
+        human_value(c.before.median if c.before else None, c.unit),
+        human_value(c.after.median if c.after else None, c.unit),
+        f"{j.ratio:.3f}" if j.ratio is not None else "",
+        p,
+        n,
+        c.name,
+        c.machine,
+        j.reason,
+    ]
+
+
+def _ordered(comparisons: Sequence[Comparison], only_changed: bool) -> list[Comparison]:
+    hidden = (Status.UNCHANGED, Status.NOT_SIGNIFICANT, Status.UNKNOWN, Status.TELEMETRY)
+    shown = [c for c in comparisons if not only_changed or c.verdict not in hidden]
+    return sorted(shown, key=lambda c: (COMPARISON_STATUSES.index(c.verdict), c.name, c.machine))
+
+
+def summary(comparisons: Sequence[Comparison]) -> str:
+    tally = counts(comparisons)
+    return ", ".join(f"{n} {verdict}" for verdict, n in tally.items() if n) or "nothing compared"
+
+
+def format_comparisons(
+    comparisons: Sequence[Comparison],
+    fmt: str,
+    *,
+    a: str = "A",
+    b: str = "B",
+    factor: float = DEFAULT_FACTOR,
+    alpha: float = DEFAULT_ALPHA,
+    only_changed: bool = False,
+) -> str:
+    shown = _ordered(comparisons, only_changed)
+    rule = f"factor {factor}, alpha {alpha}"
+    if fmt == "json":
+        return json.dumps(
+            {
+                "a": a,
+                "b": b,
+                "factor": factor,
+                "alpha": alpha,
+                "counts": counts(comparisons),
+                "comparisons": [c.to_json() for c in shown],
+            },
+            indent=2,
+            default=str,
+            allow_nan=False,
+        )
+    rows = [_row(c) for c in shown]
+    if fmt == "markdown":
+        title = f"### Benchmarks: `{a[:8]}` -> `{b[:8]}` ({summary(comparisons)})\n\n"
+        body = markdown_table(HEADERS, rows) if rows else "Nothing to show."
+        methods = sorted({c.judgement.method for c in shown} - {"none"})
+        how = (
+            "each series' run-to-run noise from its stored history"
+            if methods == ["noise"]
+            else "Mann-Whitney U on asv's stored samples"
+            if methods == ["mann-whitney"]
+            else ", ".join(methods) or "no test"
+        )
+        return title + body + f"\n\nJudged by {how}, {rule}.\n"
+    if fmt == "table":
+        head = f"{a[:8]} -> {b[:8]} ({rule})"
+        body = text_table(HEADERS, rows) if rows else "(nothing to show)"
+        return f"{head}\n{body}\n\n{summary(comparisons)}"
+    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
