@@ -1,4 +1,9 @@
-"""Shared pytest setup: GPU and vLLM markers skip cleanly where they cannot run."""
+"""Shared pytest setup: the markers (`measure` set here; GPU and vLLM tests skip cleanly where
+they cannot run), and the fixtures several folders use: environments for child processes,
+the fake GPUs' read-only NVML, asv's machine file and env, and the real asv histories
+(`demo_history`, `drawn_history` and its `stepped`, `step_free`, `drifted`, `results_tree`).
+Plain helpers live in helpers.py.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from asv_results import build_results_tree
+from fake_nvml import FakeNvml
+from helpers import STEP_INDEX, TESTBOX, TESTS, git, measuring_priority
 
 from fwdasv.demo.run import CASES as DEMO_CASES
-
-ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = ROOT / "tests" / "data"
 
 
 def _cuda_devices() -> int:
@@ -31,24 +36,40 @@ def _cuda_devices() -> int:
 # `measure`. scripts/test.sh runs them one at a time, with the rest beside them at the
 # lowest CPU priority: a timing taken while another test competes for the CPU is noise.
 MEASURING_FIXTURES = frozenset({"demo_history", "measuring"})
-# Modules that time in fixtures of their own (`measuring_priority`), or reach the demo
-# history through `request.getfixturevalue`.
+# Whole modules (paths under tests/): those that time in fixtures of their own
+# (`measuring_priority`) or reach the demo history through `request.getfixturevalue`, and
+# the rest of bisect's, explain's and the profiles' tests, marked with them.
 MEASURING_MODULES = frozenset(
     {
-        "test_bisect.py",
-        "test_reproduce.py",
-        "test_explain_cli.py",
-        "test_own_model.py",
-        "test_profile_explain.py",
-        "test_site_browser.py",
+        "analysis/bisect/test_bisect_series.py",
+        "analysis/bisect/test_driver.py",
+        "analysis/bisect/test_environment.py",
+        "analysis/bisect/test_outcome.py",
+        "analysis/bisect/test_rules.py",
+        "analysis/bisect/test_search.py",
+        "analysis/commands/test_explain_command.py",
+        "analysis/test_explain.py",
+        "analysis/test_kernel_diff.py",
+        "analysis/test_kernel_diff_format.py",
+        "analysis/test_reproduce.py",
+        "bench/test_explain_source.py",
+        "bench/test_measure_explain.py",
+        "core/test_kernels.py",
+        "e2e/test_demo_profiles.py",
+        "e2e/test_own_model.py",
+        "e2e/test_site_browser.py",
+        "engine/test_kernel_names.py",
+        "engine/test_profile.py",
+        "engine/test_profile_summary.py",
     }
 )
 
 
 def _measures(item: pytest.Item) -> bool:
-    return bool(MEASURING_FIXTURES & set(getattr(item, "fixturenames", ()))) or (
-        item.path.name in MEASURING_MODULES
-    )
+    if MEASURING_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    path = item.path
+    return path.is_relative_to(TESTS) and path.relative_to(TESTS).as_posix() in MEASURING_MODULES
 
 
 # First: `-m measure` / `-m "not measure"` select in the mark plugin's hook of this name.
@@ -83,41 +104,39 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return dict(os.environ)
 
 
-# asv's machine entry of the test box (the keys `asv machine --yes` writes).
-TESTBOX = {
-    "machine": "testbox",
-    "os": "Linux",
-    "arch": "x86_64",
-    "cpu": "test cpu",
-    "num_cpu": "2",
-    "ram": "24GB",
-}
+@pytest.fixture
+def env(clean_env: dict[str, str]) -> dict[str, str]:
+    """`clean_env` with one intra-op thread: tiny ops only contend on a small shared machine."""
+    return {**clean_env, "OMP_NUM_THREADS": "1"}
 
 
-def benchmark_suites(base: type, modules: Sequence[Any] | None = None) -> list[type]:
-    """The concrete suites of benchmarks/ (or `modules`) that subclass `base`: defined there,
-    or re-exported by its `__all__` (benchmarks/forward.py's vLLM suites, from
-    fwdasv.vllm_suites; asv names them by the module that imports them)."""
-    import inspect
+@pytest.fixture
+def offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip as on an air-gapped host: no index, no wheel directory, no configuration file."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
 
-    if modules is None:
-        import benchmarks.forward
-        import benchmarks.pipeline
 
-        modules = (benchmarks.forward, benchmarks.pipeline)
-    found = []
-    for module in modules:
-        for _, cls in inspect.getmembers(module, inspect.isclass):
-            if (
-                issubclass(cls, base)
-                and (
-                    cls.__module__ == module.__name__
-                    or cls.__name__ in getattr(module, "__all__", ())
-                )
-                and not inspect.isabstract(cls)
-            ):
-                found.append(cls)
-    return found
+@pytest.fixture
+def no_suite_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No FWDASV_ITERS, FWDASV_SAMPLES or FWDASV_MODEL_DIR: a suite runs as written."""
+    from fwdasv.asv import suite as asvsuite
+
+    for name in (asvsuite.ENV_ITERS, asvsuite.ENV_SAMPLES, asvsuite.ENV_MODEL_DIR):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def readonly_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNvml]:
+    """Two fake H200s behind NVML (fake_nvml.py) for code that only reads them (telemetry):
+    no error, every nvmlInit shut down, and no setter called."""
+    nvml = FakeNvml.h200(count=2).install(monkeypatch)
+    yield nvml
+    assert nvml.errors == []
+    assert nvml.initialised == 0, "an nvmlInit without its nvmlShutdown"
+    assert nvml.setter_calls == []
+    assert not [c for c in nvml.calls if c.startswith(("nvmlDeviceSet", "nvmlDeviceReset"))]
 
 
 @pytest.fixture(scope="session")
@@ -140,29 +159,6 @@ def asv_machine_home(tmp_path_factory: pytest.TempPathFactory):
 def shared_asv_env(tmp_path_factory: pytest.TempPathFactory, asv_machine_home: Path) -> Path:
     """One asv env directory for every asv test: the virtualenv is built once."""
     return tmp_path_factory.mktemp("asv-env")
-
-
-@contextlib.contextmanager
-def measuring_priority(niceness: int = -10) -> Iterator[None]:
-    """Run the timed asv work ahead of the box's other jobs, then restore the priority.
-
-    The CPU box is two vCPUs shared with other test runs: at equal priority a
-    one-thread forward is preempted for whole seconds and a commit's samples
-    can all come out several times slow. Children (asv, its benchmark
-    processes) inherit the niceness. It cannot help with what the VM's
-    neighbours do (whole processes 10-20% off, see `demo_history`). Without
-    the privilege to raise priority this does nothing; timings are noisier.
-    """
-    try:
-        before = os.getpriority(os.PRIO_PROCESS, 0)
-        os.setpriority(os.PRIO_PROCESS, 0, niceness)
-    except (OSError, AttributeError):
-        before = None
-    try:
-        yield
-    finally:
-        if before is not None:
-            os.setpriority(os.PRIO_PROCESS, 0, before)
 
 
 DEMO_MACHINE = "testbox"
@@ -214,6 +210,20 @@ class DemoHistory:
     def benchmark(self) -> str:
         return "forward.TinyLM.track_latency"
 
+    def new_project(self, directory: Path, results: bool = True):
+        """An asv project of its own in `directory` over the same repository, suite and
+        environments; the history's results copied into it unless `results` is False."""
+        import shutil
+
+        from fwdasv.asv.scaffold import write_torch_project
+
+        project = write_torch_project(
+            directory, self.repo, "tinylm", [self.suite_source], env_dir=self.env_dir
+        )
+        if results:
+            shutil.copytree(self.project.results_dir, project.results_dir)
+        return project
+
 
 def _flags_commit(project, commit: str) -> bool:
     """Whether fwdasv's findings (read from the results) hold a latency `regression` at
@@ -248,23 +258,17 @@ def demo_history(
     during the run (seen: prefill medians of one code level 79-100 ms). One
     bench process per commit (`launches=1`, as `fwdasv init` writes it).
     """
-    import subprocess
 
     from fwdasv.analysis.publish import publish
     from fwdasv.asv import project as asv_project
-    from fwdasv.asv.scaffold import SuiteSpec, init_project
+    from fwdasv.asv.scaffold import init_project
+    from fwdasv.asv.suitespec import SuiteSpec
     from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, build_project
 
     root = tmp_path_factory.mktemp("demo-history")
     repo = root / "tinylm"
     hashes = build_project(repo, commits=12)
-    subjects = subprocess.run(
-        ["git", "log", "--reverse", "--format=%s", "main"],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.splitlines()
+    subjects = git(repo, "log", "--reverse", "--format=%s", "main").splitlines()
     suite = SuiteSpec(
         "tinylm.bench:target",
         DEMO_CASES,
@@ -444,14 +448,8 @@ def drawn_history(
     (or fwdasv's publish) for a site.
     """
     import json
-    import subprocess
 
     from fwdasv.asv import project as asv_project
-
-    def git(cwd: Path, *args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=cwd, check=True, capture_output=True, text=True
-        ).stdout.strip()
 
     def build(
         name: str,
@@ -479,15 +477,9 @@ def drawn_history(
             (repo / "VERSION").write_text(f"{i}\n")
             subject = f"Change {i}: latency x{scale}"
             stamp = f"2026-01-01T00:{i:02d}:00+00:00"
-            env = {**os.environ, "GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
-            subprocess.run(["git", "add", "VERSION"], cwd=repo, check=True, env=env)
-            identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
-            subprocess.run(
-                ["git", *identity, "commit", "-q", "--no-gpg-sign", "-m", subject],
-                cwd=repo,
-                check=True,
-                env=env,
-            )
+            dated = {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+            git(repo, "add", "VERSION", env=dated)
+            git(repo, "commit", "-q", "--no-gpg-sign", "-m", subject, env=dated)
             hashes.append(git(repo, "rev-parse", "HEAD"))
             subjects.append(subject)
         asv_dir = root / "asv"
@@ -545,7 +537,6 @@ def drawn_history(
 # 12 commits, +2% from commit 6 on: 1% noise on each of 25 samples (a commit's median
 # varies by about 0.3%), the step about 7 times that. Drawn (a case), Plain (no
 # parameters) and an environment canary that does not move.
-STEP_INDEX = 6
 SCALES = (1.0,) * STEP_INDEX + (1.02,) * 6
 FLAT_CANARY = (1.0,) * len(SCALES)
 
@@ -566,29 +557,7 @@ def drifted(drawn_history):
     return drawn_history("drifted", SCALES, canary=SCALES)
 
 
-def copy_project(history, tmp_path: Path):
-    """The history's asv project (configuration, benchmarks, results) in a directory of its own."""
-    import shutil
-
-    from fwdasv.asv.project import AsvProject
-
-    root = Path(history.project.config_path).parent
-    shutil.copytree(root, tmp_path / "asv", ignore=shutil.ignore_patterns("html", ".fwdasv-*"))
-    return AsvProject.load(tmp_path / "asv" / "asv.conf.json")
-
-
-def invoke_cli(project, *args: str, command: str = "regressions"):
-    """`fwdasv COMMAND --config <project> ARGS` through click's runner."""
-    from click.testing import CliRunner
-
-    from fwdasv.cli import main
-
-    return CliRunner().invoke(main, [command, "--config", str(project.config_path), *args])
-
-
-def finding_of(project, benchmark: str):
-    """The one finding of `benchmark` in the project's stored results."""
-    from fwdasv.analysis import findings
-
-    (found,) = [f for f in findings.find(project) if f.key.benchmark == benchmark]
-    return found
+@pytest.fixture(scope="session")
+def results_tree(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """asv_results.py's results tree (3 commits, 2 machines, real asv), built once."""
+    return build_results_tree(tmp_path_factory.mktemp("asvtree"))

@@ -7,7 +7,8 @@ puts this object there instead: its attributes are real ctypes function pointers
 NVML's return codes. So everything above the C boundary runs for real: pynvml's
 wrappers, struct layouts and version fields, buffer sizes, the two-call process
 listing, the fall-back to FUNCTION_NOT_FOUND for a missing symbol and the mapping
-of return codes to NVMLError subclasses.
+of return codes to NVMLError subclasses. `loaded` sets a GPU busy; `needs_no_driver` skips
+where a real driver is installed.
 
 The numbers come from an H200 SXM with driver 580.159.04 (CUDA 13.0): 143771 MiB,
 SM clock max 1980 MHz, memory 3201 MHz, 700 W. Values marked "assumed" are
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pynvml
+import pytest
 
 MIB = 1024 * 1024
 H200_UUIDS = (
@@ -32,6 +34,28 @@ H200_UUIDS = (
     "GPU-9a8b7c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d",
 )
 SETTER_PREFIXES = ("nvmlDeviceSet", "nvmlDeviceReset")
+# Clock event reason bits (nvmlClocksEventReason*): power cap and software thermal slowdown.
+SW_POWER_CAP, SW_THERMAL = 0x4, 0x20
+
+
+def _driver_present() -> bool:
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
+
+
+# The no-driver tests use the real, absent, library of this machine.
+needs_no_driver = pytest.mark.skipif(_driver_present(), reason="this machine has an NVIDIA driver")
+
+
+def loaded(gpu: FakeGpu, clock_mhz: int, reasons: int, power_w: float = 700.0) -> None:
+    """`gpu` busy at `clock_mhz`, with clock event `reasons`, drawing `power_w`."""
+    gpu.sm_clock_mhz = clock_mhz
+    gpu.clock_event_reasons = reasons
+    gpu.power_usage_mw = int(power_w * 1000)
+    gpu.utilization_gpu = 100
 
 
 class _Return(Exception):

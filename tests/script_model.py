@@ -14,8 +14,9 @@ imports `model` from whichever commit is installed: what `fwdasv init
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+
+from helpers import git
 
 TARGET = "ngbench:target"
 SLOW_SUBJECT = "Apply the MLP stack four times per token"
@@ -77,19 +78,6 @@ def target(device="cpu", dtype="float32", seed=0):
 '''
 
 
-def _git(cwd: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
-
-
 def write_target(target_dir: str | os.PathLike[str]) -> Path:
     """`ngbench.py` in `target_dir` (made); returns the directory."""
     target_dir = Path(target_dir)
@@ -104,7 +92,7 @@ def build_repo(path: str | os.PathLike[str], commits: int = 7, slow_index: int =
         raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
     path = Path(path)
     path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
+    git(path, "init", "-q", "-b", "main")
     hashes = []
     for index in range(commits):
         body = SLOW_BODY if index >= slow_index else FAST_BODY
@@ -114,7 +102,7 @@ def build_repo(path: str | os.PathLike[str], commits: int = 7, slow_index: int =
         else:
             subject = "Initial model" if index == 0 else f"Describe the model, take {index}"
             (path / "README.md").write_text(f"# ngmodel\n\nA tiny MLP model (revision {index}).\n")
-        _git(path, "add", "-A")
-        _git(path, "commit", "-q", "-m", subject)
-        hashes.append(_git(path, "rev-parse", "HEAD"))
+        git(path, "add", "-A")
+        git(path, "commit", "-q", "-m", subject)
+        hashes.append(git(path, "rev-parse", "HEAD"))
     return hashes

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import PROGRAMS
 
 from fwdasv.core import results
 from fwdasv.launch import LaunchError, LaunchSpec, launch
 
-FAKE_BENCH = str(Path(__file__).parent / "scripts" / "fake_bench.py")
+FAKE_BENCH = str(PROGRAMS / "fake_bench.py")
 
 
 def fake(tmp_path: Path, mode: str, *extra: str, cases: str = "a,b", **spec) -> LaunchSpec:

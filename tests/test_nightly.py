@@ -1,8 +1,8 @@
 """fwdasv nightly: the steps in order over real asv, and the reset even when the run fails.
 
 The hardware is faked at the NVML boundary (tests/fake_nvml.py, as in
-test_hw.py) only where clocks are locked; asv, git and the engine are real.
-The gate on confirmed findings over a real confirmation is in test_reproduce.py.
+tests/hw/) only where clocks are locked; asv, git and the engine are real.
+The gate on confirmed findings over a real confirmation is in analysis/test_reproduce.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from fake_nvml import FakeNvml
 
 from fwdasv.analysis import findings
 from fwdasv.analysis.gate import FINDINGS
-from fwdasv.asv.scaffold import torch_suite_source, write_torch_project
+from fwdasv.asv.scaffold import write_torch_project
+from fwdasv.asv.suitespec import torch_suite_source
 from fwdasv.cli import main
 from fwdasv.demo.project import build_project
 from fwdasv.hw import statefile as hw_statefile
@@ -165,39 +166,6 @@ def test_each_step_prints_from_its_value() -> None:
         "[nightly] an existing environment installs nothing per commit: no confirmation",
         "[nightly] 5/6 confirm: skipped",
     ]
-
-
-def test_the_h200_edge_script_builds_a_history_whose_newest_commit_adds_the_kernel(
-    tmp_path: Path,
-) -> None:
-    """scripts/gpu/nightly_edge.py's CPU-runnable parts: the repository and the verdict."""
-    import importlib.util
-
-    path = Path(__file__).resolve().parent.parent / "scripts" / "gpu" / "nightly_edge.py"
-    spec = importlib.util.spec_from_file_location("nightly_edge", path)
-    edge = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(edge)
-    chain = edge._chain()
-    repo = tmp_path / "gpulm"
-    history = edge.build_history(chain, repo, "tiny", 2, 4)
-    newest = edge.land_slow_commit(chain, repo, "tiny", 2, 4)
-    log = chain.git(repo, "log", "--reverse", "--format=%H %s").splitlines()
-    assert [line.split()[0] for line in log] == [*history, newest]
-    assert log[-1].endswith(edge.SLOW_SUBJECT)
-    shown = chain.git(repo, "show", f"{newest}:gpulm/bench.py")
-    assert "ATTENTION_GAIN = True" in shown
-    assert "ATTENTION_GAIN = False" in chain.git(repo, "show", f"{history[-1]}:gpulm/bench.py")
-    found = [
-        {"after_commit": newest, "benchmark": "forward.Gpulm.track_latency", "status": "confirmed"},
-        {"after_commit": history[1], "benchmark": "forward.Gpulm.track_latency", "status": "x"},
-        {"after_commit": newest, "benchmark": "forward.Gpulm.track_spread_pct", "status": "x"},
-    ]
-    assert edge.at_newest(found, newest) == found[:1]
-    assert edge.verdict({"nightly_exit": 1, "after_night": found[:1]})
-    assert not edge.verdict({"nightly_exit": 0, "after_night": found[:1]})
-    assert not edge.verdict(
-        {"nightly_exit": 1, "after_night": [{**found[0], "status": "suspected"}]}
-    )
 
 
 def test_nightly_fails_when_a_stored_result_cannot_be_read(project) -> None:

@@ -11,8 +11,9 @@ timings of a 2-core shared box stay steady enough for asv's detector.
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+
+from helpers import git
 
 PACKAGE = "mymodel"
 TARGET = "mymodel.bench:target"
@@ -95,12 +96,6 @@ def target(device="cpu", dtype="float32", seed=0):
 '''
 
 
-def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
-
-
 def build_repo(
     path: str | os.PathLike[str], commits: int = 8, slow_index: int | None = 5
 ) -> list[str]:
@@ -108,7 +103,7 @@ def build_repo(
     no commit changes the forward (then any number of commits: notes in the README)."""
     path = Path(path)
     path.mkdir(parents=True)
-    _git(path, "init", "-q", "-b", "main")
+    git(path, "init", "-q", "-b", "main")
     subjects = [
         "Initial MLP model and its fwdasv target",
         "Add a README",
@@ -143,16 +138,8 @@ def build_repo(
             (path / name).parent.mkdir(parents=True, exist_ok=True)
             (path / name).write_text(text)
         stamp = f"2026-10-{index + 1:02d}T12:00:00+00:00"
-        env = {
-            **os.environ,
-            "GIT_AUTHOR_NAME": "dev",
-            "GIT_AUTHOR_EMAIL": "dev@example.com",
-            "GIT_COMMITTER_NAME": "dev",
-            "GIT_COMMITTER_EMAIL": "dev@example.com",
-            "GIT_AUTHOR_DATE": stamp,
-            "GIT_COMMITTER_DATE": stamp,
-        }
-        _git(path, "add", "-A", env=env)
-        _git(path, "commit", "-q", "--no-gpg-sign", "-m", subject, env=env)
-        hashes.append(_git(path, "rev-parse", "HEAD"))
+        env = {"GIT_AUTHOR_DATE": stamp, "GIT_COMMITTER_DATE": stamp}
+        git(path, "add", "-A", env=env)
+        git(path, "commit", "-q", "--no-gpg-sign", "-m", subject, env=env)
+        hashes.append(git(path, "rev-parse", "HEAD"))
     return hashes

@@ -1,0 +1,26 @@
+"""`fwdasv confirm`: a result file it cannot read fails it, even with nothing to re-measure
+(the re-measure itself: analysis/test_reproduce.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import STEP_INDEX, copy_project, invoke_cli, result_file, truncate_half
+
+
+@pytest.mark.slow
+def test_confirm_with_nothing_to_re_measure_still_fails_on_an_unreadable_result(
+    step_free, tmp_path: Path
+) -> None:
+    project = copy_project(step_free, tmp_path)
+    path = result_file(project, step_free.hashes[STEP_INDEX])
+    truncate_half(path)
+    result = invoke_cli(project, "--format", "json", command="confirm")
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.stderr
+    assert json.loads(result.stdout)["unreadable_count"] == 1
+    skipped = invoke_cli(project, "--skip-unreadable", command="confirm")
+    assert skipped.exit_code == 0, skipped.output

@@ -1,0 +1,121 @@
+"""`fwdasv.analysis.explain`: the diff of two kernels.json files (vLLM's own, from an H200),
+and what explain says when the step was not established.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from helpers import DATA
+from kernel_traces import REFERENCE_KERNELS, reference_summary_json, summary_of
+
+from fwdasv.analysis.explain import diff_files
+from fwdasv.analysis.gate import COMPARISON
+from fwdasv.analysis.kernel_diff import diff_summaries
+from fwdasv.analysis.kernel_diff_format import format_diff
+from fwdasv.core.kernels import load_summary
+
+
+def test_diff_of_vllm_files_puts_an_added_kernel_on_top(tmp_path):
+    data = reference_summary_json()
+    # vLLM's file loads as a GPU summary (no "device" key) and writes back unchanged.
+    reference = load_summary(REFERENCE_KERNELS)
+    assert not reference.is_cpu and reference.unit == "kernel"
+    assert reference.to_json() == data
+    bad = copy.deepcopy(data)
+    bad["kernels"].append(
+        {
+            "name": "fwdasv_test::extra_kernel",
+            "us": 42.0,
+            "pct": 2.6,
+            "calls": 28,
+            "example": "void fwdasv_test::extra_kernel<c10::BFloat16>(c10::BFloat16*, long)",
+        }
+    )
+    bad["kernels"][0]["us"] += 1.5  # a little noise elsewhere
+    (tmp_path / "bad.kernels.json").write_text(json.dumps(bad))
+    diff = diff_files(REFERENCE_KERNELS, tmp_path / "bad.kernels.json")
+    top = diff.kernels[0]
+    assert (top.name, top.status, top.delta_us) == ("fwdasv_test::extra_kernel", "new", 42.0)
+    assert (top.calls_before, top.calls_after) == (0, 28)
+    assert diff.total_delta_us == 43.5 and diff.unit == "kernel"
+    # The +1.5 us elsewhere is time only, unjudged with one profile a side.
+    assert top.share_pct == 100.0 and diff.noise_sum_us == 1.5
+    assert diff.explained_top5_pct == 100.0 and diff.top5[0] == top.name
+    assert COMPARISON.exit_status([diff.verdict]) == 1
+    reverse = diff_files(tmp_path / "bad.kernels.json", REFERENCE_KERNELS)
+    assert (
+        reverse.kernels[0].status == "vanished" and COMPARISON.exit_status([reverse.verdict]) == 0
+    )
+
+
+H200_EXPLAIN = DATA / "vllm-h200-explain"
+
+
+def test_real_vllm_change_on_an_h200_names_the_added_casts():
+    """vLLM 0.33 on an H200 (docs/measurements.md, section 9), Qwen3-0.6B at two commits of a
+    local vLLM repository, the second casting the attention output to float32 and back in
+    every layer (28): two elementwise kernels more per layer, profiled by vLLM's own bench."""
+    casts = ("at::native::unrolled_elementwise_kernel", "at::native::vectorized_elementwise_kernel")
+    prefill = diff_files(*(H200_EXPLAIN / f"prefill_2k.{s}.kernels.json" for s in ("good", "bad")))
+    assert tuple(row.name for row in prefill.kernels[:2]) == casts == prefill.top5[:2]
+    assert [(r.calls_before, r.calls_after) for r in prefill.kernels[:2]] == [(1, 29), (28, 56)]
+    assert prefill.explained_top5_pct >= 50 and COMPARISON.exit_status([prefill.verdict]) == 1
+
+    # At batch 1 the change also made a GEMM 74 us faster (latency +19.7 us, not +94): a
+    # change of time only, unjudged with one profile a side; the casts stand out.
+    decode = diff_files(
+        *(H200_EXPLAIN / f"decode_bs1_1k.{s}.kernels.json" for s in ("good", "bad"))
+    )
+    gemm = decode.kernels[2]
+    assert gemm.name.startswith("nvjet_") and gemm.delta_us < -70 and gemm.change == "unjudged"
+    assert decode.top5[:2] == casts and COMPARISON.exit_status([decode.verdict]) == 1
+    added = {row.name: row for row in decode.kernels}[casts[1]]
+    assert (added.status, added.calls_before, added.calls_after) == ("new", 0, 28)
+    table = format_diff(decode, "table", top=3)
+    assert table.splitlines()[1].startswith(f"slower (+94.09 us): {casts[0]} (calls, +65.81 us")
+    assert f"`{casts[1]}` (new, +28.28 us, 30%, 0->28 calls)" in format_diff(decode, "markdown")
+    # vLLM's files have no ops or sources: the diff says so.
+    assert any("vLLM's profile has kernels only" in note for note in decode.notes)
+
+
+# --- what explain says around the diff --------------------------------------------------
+
+
+def test_an_undecided_confirm_makes_explain_say_the_step_is_not_established(tmp_path):
+    from types import SimpleNamespace
+
+    from fwdasv.analysis.confirm import Confirmation
+    from fwdasv.analysis.explain import undecided_note
+    from fwdasv.analysis.kernel_diff import with_note
+    from fwdasv.analysis.status import Status
+    from fwdasv.analysis.verdict_file import (
+        VERDICTS_FILE,
+        ConfirmationRecord,
+        FindingIdent,
+        FindingVerdict,
+        append_verdict,
+    )
+
+    a, b = "a" * 40, "b" * 40
+    project = SimpleNamespace(results_dir=tmp_path)
+    assert undecided_note(project, "forward.TinyLM", "prefill_512", a, b) == ""  # no file
+
+    def record(status: Status, at: str) -> None:
+        figures = Confirmation(
+            status, 4.0, -17.0, 16.0, 0.5, 3.0, 3, 3, 8.0, 8.0, 1.0, "observed", 4.0, 5.0
+        )
+        ident = FindingIdent("box", None, "forward.TinyLM.track_latency", "prefill_512", b)
+        verdict = FindingVerdict(ident, at, a, (b,), status, ConfirmationRecord.of(figures, a, b))
+        append_verdict(tmp_path / VERDICTS_FILE, verdict)
+
+    record(Status.CONFIRMED, "2026-01-01T00:00:00+00:00")
+    assert undecided_note(project, "forward.TinyLM", "prefill_512", a, b) == ""
+    record(Status.UNDECIDED, "2026-01-02T00:00:00+00:00")
+    note = undecided_note(project, "forward.TinyLM", "prefill_512", a, b)
+    assert note.startswith("the step is not established: confirm left aaaaaaaa..bbbbbbbb undecided")
+    assert undecided_note(project, "forward.TinyLM", "decode", a, b) == ""  # another case
+    diff = with_note(diff_summaries(summary_of({"x": (1.0, 1)}), summary_of({"x": (1.0, 1)})), note)
+    assert f"note: {note}" in format_diff(diff).splitlines()[1]
+    assert json.loads(format_diff(diff, "json"))["notes"][0] == note

@@ -1,0 +1,42 @@
+"""bench/h200/make_vllm_history.py over a vLLM-0.33-shaped tree."""
+
+from __future__ import annotations
+
+from helpers import ROOT
+from vllm_shaped import git
+
+from fwdasv.asv import vllm_base
+
+
+def test_the_vllm_history_builder_makes_a_measurable_history_with_one_refused_commit(tmp_path):
+    """bench/h200/make_vllm_history.py over a vLLM-0.33-shaped tree: the slow Qwen3 change,
+    the csrc commit (refused) and its undo (measurable again)."""
+    base = tmp_path / "site"
+    models = base / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (base / "vllm" / "__init__.py").write_text("")
+    (base / "vllm" / "_version.py").write_text("__version__ = version = '0.33.0'\n")
+    (base / "vllm" / "envs.py").write_text("X = 1\n")
+    (base / "vllm" / "_C_stable_libtorch.abi3.so").write_text("compiled\n")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "make_vllm_history",
+        ROOT / "bench" / "h200" / "make_vllm_history.py",
+    )
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    (models / "qwen3.py").write_text(
+        "class Attn:\n    def forward(self, q, k, v):\n" + maker.SLOW_OLD
+    )
+    made = maker.build(base, tmp_path / "repo")
+    assert len(made) >= 12
+    repo = tmp_path / "repo"
+    opened = vllm_base.Base.open(base, tmp_path / "unpacked")
+    at = opened.commit_in(repo)
+    assert at == made[0][0]
+    refused = [s for c, s in made if vllm_base.compiled_change(repo, at, c)]
+    assert refused == [maker.CSRC_SUBJECT]
+    slow = next(c for c, s in made if s == maker.SLOW_SUBJECT)
+    assert "attn_output.float()" in git(repo, "show", f"{slow}:vllm/model_executor/models/qwen3.py")
+    assert not git(repo, "ls-files", "*.so")

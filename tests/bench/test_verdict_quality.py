@@ -1,0 +1,37 @@
+"""bench/verdicts/verdict_quality.py at small scale meets its targets."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+from helpers import ROOT
+
+
+def test_quality_script_meets_the_targets_at_small_scale() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "verdict_quality", ROOT / "bench" / "verdicts" / "verdict_quality.py"
+    )
+    assert spec and spec.loader
+    quality = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = quality  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(quality)
+        report = quality.evaluate(seed=3, histories=160, workers=1)
+    finally:
+        del sys.modules[spec.name]
+    rows = dict(report.rows())
+    found05, found1, found2, false_alarm, env = (r.value for r in rows["fwdasv detect"])
+    assert found1 >= 0.95 and found05 >= 0.65 and found2 >= 0.98, rows["fwdasv detect"]
+    assert false_alarm <= 0.01 and env <= 0.03, rows["fwdasv detect"]
+    confirmed = [r.value for r in rows["fwdasv detect + confirm"]]
+    assert confirmed[1] >= 0.9 and confirmed[3] == 0 and confirmed[4] == 0, confirmed
+    assert all(ok for _, ok in report.targets()), report.targets()
+    # The edges (issue 19), with room for 160 histories' sampling error.
+    edges = {name: [r.value for r in rates] for name, rates in report.edge_rows()}
+    assert edges["head1-2%"][0] >= 0.93 and edges["head1-2x"][0] == 1.0, edges
+    assert edges["head2-1%"][0] >= 0.88 and edges["head3-2%"][1] >= 0.93, edges
+    assert edges["start2-2%"][0] >= 0.9, edges
+    assert edges["none (false alarms)"][0] <= 0.06 and edges["none (false alarms)"][1] <= 0.015
+    none = report.of("none")
+    assert not any(o.alarm_any_confirmed for o in none)  # suspected ones re-measured too

@@ -1,0 +1,45 @@
+"""`fwdasv.core.files`: the one atomic writer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fwdasv.core.files import write_atomic
+
+
+def test_write_atomic_replaces_the_file_whole(tmp_path):
+    path = tmp_path / "out.json"
+    write_atomic(path, "old")
+    write_atomic(path, "new")
+    assert path.read_text() == "new"
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_write_atomic_interrupted_leaves_no_partial_file(tmp_path):
+    path = tmp_path / "out.json"
+    write_atomic(path, "previous complete file")
+    # Writing a non-str fails inside write_atomic after the temporary file
+    # exists: the failure stands in for a run killed half way through a write.
+    with pytest.raises(TypeError):
+        write_atomic(path, 12345)  # type: ignore[arg-type]
+    assert path.read_text() == "previous complete file"
+    assert os.listdir(tmp_path) == ["out.json"]
+    with pytest.raises(TypeError):
+        write_atomic(tmp_path / "fresh.json", object())  # type: ignore[arg-type]
+    assert os.listdir(tmp_path) == ["out.json"]
+
+
+def test_write_atomic_gives_the_file_the_usual_permissions(tmp_path: Path) -> None:
+    # mkstemp's 0600 would make results, machine files and published pages
+    # unreadable to anyone else (a web server serving the site, a CI user).
+    umask = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "page.html", "<html></html>\n")
+    finally:
+        os.umask(umask)
+    assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "page.html").read_text() == "<html></html>\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["page.html"]

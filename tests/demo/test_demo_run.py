@@ -1,0 +1,181 @@
+"""`fwdasv.demo.run`: what the demo says at the end, and what it measures on a re-run.
+
+The demo's measurement takes minutes (tests/conftest.py's `demo_history` runs
+it); these tests check its decisions on the values they read: whether the
+commit it names is the one it made slower, the exit status that follows, the
+re-run's step 3 line, the hash file a killed run leaves, the project it builds through
+`fwdasv init`, and the noise it reads from the stored history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fwdasv.analysis.series import load_series
+from fwdasv.asv.project import AsvProject, run_commits, sweep_hashfiles
+from fwdasv.demo import cli as demo_cli
+from fwdasv.demo.project import SLOW_COMMIT_SUBJECT
+from fwdasv.demo.run import DemoOutcome, _closing_lines, record_demo_machine, widen_line
+from fwdasv.hw.machine import MachineCollision, this_machine
+
+INJECTED = "a" * 40
+OTHER = "b" * 40
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> AsvProject:
+    config = {"version": 1, "project": "tinylm", "repo": "tinylm", "results_dir": "results"}
+    (tmp_path / "asv.conf.json").write_text(json.dumps(config))
+    return AsvProject.load(tmp_path / "asv.conf.json")
+
+
+def _outcome(tmp_path: Path, culprit: str | None, explained: bool = True) -> DemoOutcome:
+    return DemoOutcome(
+        tmp_path,
+        [OTHER, INJECTED],
+        [OTHER, INJECTED],
+        explained=object() if explained else None,  # type: ignore[arg-type]
+        injected=INJECTED,
+        culprit=culprit,
+    )
+
+
+def test_the_demo_says_it_found_its_injected_regression_only_when_it_named_it(
+    tmp_path: Path, project: AsvProject
+) -> None:
+    found = _outcome(tmp_path, INJECTED)
+    assert found.found_injected
+    (first, *_) = _closing_lines(found, project)
+    assert "named the injected regression" in first and INJECTED[:8] in first
+
+    for outcome, why in [
+        (_outcome(tmp_path, None, explained=False), "no latency regression stood out"),
+        (_outcome(tmp_path, OTHER), f"it named {OTHER[:8]} instead"),
+        (_outcome(tmp_path, None), "not pinned down to one commit"),
+    ]:
+        assert not outcome.found_injected
+        lines = _closing_lines(outcome, project)
+        assert "did NOT find its injected regression" in lines[0], lines
+        assert SLOW_COMMIT_SUBJECT in lines[0] and why in lines[0], lines
+        # What to do next, as commands.
+        assert lines[1].startswith("What to do:") and "--append-samples" in lines[1], lines
+        assert not any("The injected regression is" in line for line in lines)
+
+
+@pytest.mark.parametrize(("culprit", "status"), [(INJECTED, 0), (OTHER, 1), (None, 1)])
+def test_the_demo_exits_non_zero_when_it_did_not_name_its_regression(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, culprit: str | None, status: int
+) -> None:
+    # The measurement (minutes) is what is left out: the command decides on its outcome.
+    monkeypatch.setattr(demo_cli, "run_demo", lambda *a, **k: _outcome(tmp_path, culprit))
+    result = CliRunner().invoke(demo_cli.demo_command, ["--dir", str(tmp_path)])
+    assert result.exit_code == status, result.output
+
+
+def test_a_re_run_with_every_commit_stored_measures_none_and_says_so() -> None:
+    rest = ["1" * 40, "2" * 40, "3" * 40]
+    missing, line = widen_line("prefill_512", 4.2, 7, rest, {"11111111", "22222222", "33333333"})
+    assert missing == [] and "measuring" not in line and "are stored" in line, line
+    missing, line = widen_line("prefill_512", 4.2, 7, rest, {"11111111"})
+    assert missing == rest[1:]
+    assert "measuring the other 2 commits too (1 already stored)" in line, line
+    missing, line = widen_line("prefill_512", 4.2, 7, rest, set())
+    assert missing == rest and line.endswith("measuring the other 3 commits too"), line
+
+
+def test_a_hash_file_a_killed_run_left_is_removed_by_the_next_run(
+    tmp_path: Path, project: AsvProject
+) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid is free now: that run was killed before its cleanup
+    stale = tmp_path / f".fwdasv-commits-{gone.pid}.txt"
+    stale.write_text(INJECTED + "\n")
+    live = tmp_path / f".fwdasv-commits-{os.getppid()}.txt"  # a run still going
+    live.write_text(INJECTED + "\n")
+    mine = tmp_path / f".fwdasv-commits-{os.getpid()}.txt"
+    mine.write_text(INJECTED + "\n")
+    assert run_commits(project, [], "box") == 0
+    assert not stale.exists()
+    assert live.exists() and mine.exists()
+    assert sweep_hashfiles(tmp_path) == []
+
+
+def test_a_fresh_demo_takes_over_the_entry_another_environment_wrote(
+    project: AsvProject, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh clone's demo (torch 2.13.0+cpu) after another environment's demo had written
+    `fwdasv-demo` (torch 2.14.0) stopped at step 2 with the collision error. With no result
+    of its own under the name, it rewrites the entry; with stored results it still refuses."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    entry = this_machine("fwdasv-demo")
+    other = dict(entry, torch="0.0.0-another-environment")
+    machine_file = tmp_path / ".asv-machine.json"
+    machine_file.write_text(json.dumps({"fwdasv-demo": other, "version": 1}))
+    said: list[str] = []
+    written = record_demo_machine(project, "fwdasv-demo", said.append)
+    assert written["torch"] == entry["torch"]
+    stored = json.loads(machine_file.read_text())["fwdasv-demo"]
+    assert stored["torch"] == entry["torch"], stored
+    assert any("written for another environment" in line for line in said), said
+    # With a result stored under the name, from that other environment: refused, the
+    # entry left as it was.
+    machine_file.write_text(json.dumps({"fwdasv-demo": other, "version": 1}))
+    results = project.results_dir / "fwdasv-demo"
+    results.mkdir(parents=True)
+    (results / "machine.json").write_text("{}")  # asv's own file: no result yet
+    record_demo_machine(project, "fwdasv-demo", said.append)
+    machine_file.write_text(json.dumps({"fwdasv-demo": other, "version": 1}))
+    (results / f"{OTHER[:8]}-fwdasv-py3.11.json").write_text("{}")
+    with pytest.raises(MachineCollision, match="another environment"):
+        record_demo_machine(project, "fwdasv-demo", said.append)
+    assert json.loads(machine_file.read_text())["fwdasv-demo"] == other
+
+
+def test_the_demo_builds_its_project_through_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwdasv.demo import run as demo_run
+
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def recorded(*args, **kwargs):
+        calls.append((args, kwargs))
+        raise Stop
+
+    monkeypatch.setattr(demo_run, "init_project", recorded)
+    with pytest.raises(Stop):
+        demo_run.run_demo(tmp_path, echo=lambda _: None)
+    ((args, kwargs),) = calls
+    directory, repo, suite = args
+    assert (directory, repo) == (tmp_path.resolve(), tmp_path.resolve() / "tinylm")
+    assert suite.target == "tinylm.bench:target" and suite.cases == demo_run.CASES
+    assert kwargs["force"] is True  # the demo's own directory, re-run
+
+
+@pytest.mark.slow
+def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) -> None:
+    """What `fwdasv demo` weighs before measuring the commits in between: the noisiest of its
+    latency cases on this machine, from the stored results."""
+    from fwdasv.analysis.noise import estimate_noise
+    from fwdasv.demo.run import BENCHMARK, CASES, _noisiest_case
+
+    assert demo_history.benchmark == BENCHMARK
+    case, noise_pct = _noisiest_case(demo_history.project, demo_history.machine)
+    _, series = load_series(demo_history.project, demo_history.machine)
+    each = {
+        key.case: estimate_noise(s.history).noise_pct
+        for key, s in series.items()
+        if key.benchmark == BENCHMARK
+    }
+    assert set(each) == {c.partition("=")[0] for c in CASES}
+    assert (case, noise_pct) == max(each.items(), key=lambda item: item[1]) and noise_pct > 0

@@ -1,0 +1,81 @@
+"""scripts/ and bench/: what a user runs apart from the measurement harnesses.
+
+scripts/demo.sh and scripts/test.sh install for minutes (torch, vllm), so they are not
+run here; what is checked is what keeps the demo's series whole (the demo measures in an
+environment the test script's vllm extra, which moves torch, never touches), that every
+shell script parses, and that the H200 scripts share one staging helper.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import ROOT
+
+SCRIPTS = {name: ROOT / "scripts" / name for name in ("demo.sh", "test.sh")}
+USER_SCRIPTS = {"demo.sh", "test.sh", "nightly.py", "setup_hardware.py", "export_results.py"}
+H200 = ROOT / "bench" / "h200"
+SHELL_SCRIPTS = sorted(
+    str(path.relative_to(ROOT))
+    for path in [*ROOT.glob("scripts/*.sh"), *ROOT.glob("bench/**/*.sh")]
+)
+
+
+def _venv(script: Path) -> str:
+    text = script.read_text()
+    # The environment the script creates and installs into.
+    (created,) = set(re.findall(r'-m venv "?(\.venv[\w-]*|\$venv)"?', text))
+    if created == "$venv":
+        (created,) = re.findall(r"^venv=(\S+)$", text, re.M)
+    return created
+
+
+@pytest.mark.parametrize("name", SHELL_SCRIPTS)
+def test_each_script_is_valid_bash(name: str) -> None:
+    done = subprocess.run(["bash", "-n", str(ROOT / name)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_scripts_holds_what_a_user_runs_and_bench_the_harnesses() -> None:
+    present = {path.name for path in (ROOT / "scripts").iterdir()} - {"__pycache__"}
+    assert present == USER_SCRIPTS
+    harnesses = [path.relative_to(ROOT) for path in (ROOT / "bench").rglob("*") if path.is_file()]
+    named_after_an_occasion = [
+        str(path) for path in harnesses if re.search(r"lease|round\d|finish", path.name)
+    ]
+    assert not named_after_an_occasion
+
+
+def test_every_h200_script_stages_through_the_one_helper() -> None:
+    for script in sorted(H200.glob("*.sh")):
+        if script.name == "stage.sh":
+            continue
+        text = script.read_text()
+        assert '. "$(dirname "$0")/stage.sh"' in text, script.name
+        # The settings the helper exports are spelled there alone.
+        assert not re.search(r"^export .*(NCCL_NVLS_ENABLE|PIP_NO_INDEX)", text, re.M), script.name
+        assert "--target /tmp/site" not in text, script.name
+
+
+def test_the_demo_and_the_tests_never_share_an_environment() -> None:
+    demo, tests = _venv(SCRIPTS["demo.sh"]), _venv(SCRIPTS["test.sh"])
+    assert (demo, tests) == (".venv-demo", ".venv")
+    assert "vllm" not in SCRIPTS["demo.sh"].read_text().split("set -euo pipefail", 1)[1]
+    # Both ignored by git.
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert f"/{demo}/" in ignored and f"/{tests}/" in ignored
+
+
+def test_the_demo_takes_the_cpu_torch_wheel_without_a_gpu() -> None:
+    text = SCRIPTS["demo.sh"].read_text()
+    assert "nvidia-smi" in text and "https://download.pytorch.org/whl/cpu" in text
+    assert "FWDASV_TORCH_INDEX" in text
+
+
+def test_the_test_script_says_what_it_installs_and_asks_for_root_only_when_needed() -> None:
+    text = SCRIPTS["test.sh"].read_text()
+    assert "pip install -q" not in text  # not silent for minutes
+    assert "nothing to install (no root needed)" in text
