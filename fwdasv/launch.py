@@ -306,11 +306,14 @@ def run_process(
     spec: LaunchSpec,
     log_path: str | os.PathLike[str],
     echo: Callable[[str], None] | None = None,
+    *,
+    stop: threading.Event | None = None,
 ) -> Completed:
     """Start `spec`, stream its output to `log_path` and `echo`, wait for it.
 
-    Returns how it exited; raises LaunchError when it cannot start or runs past
-    `spec.timeout_s`, after killing every process it started.
+    Returns how it exited; raises LaunchError when it cannot start, runs past
+    `spec.timeout_s` or is told to `stop` (by another thread: several processes at once),
+    after killing every process it started.
     """
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -341,6 +344,8 @@ def run_process(
                 returncode = child.wait(timeout=min(1.0, max(deadline - time.monotonic(), 0)))
                 break
             except subprocess.TimeoutExpired:
+                if stop is not None and stop.is_set():
+                    raise LaunchError(f"stopped: {spec.describe()}", log_path=log_path) from None
                 if time.monotonic() >= deadline:
                     raise
                 tree.refresh()

@@ -262,15 +262,34 @@ def run_spec(
     2 means some benchmark failed (e.g. a refused case); the others' results
     are saved, so it is not an error here.
     """
+    args = run_args(
+        spec, machine, bench=bench, append_samples=append_samples, skip_existing=skip_existing
+    )
+    return run_asv(
+        project, "run", *args, *extra, python=python, echo=echo, env=env, check_codes=RUN_OK
+    )
+
+
+# `asv run`'s statuses that mean it ran: 2 is some benchmark failed, the rest saved.
+RUN_OK = (0, 2)
+
+
+def run_args(
+    spec: str,
+    machine: str,
+    *,
+    bench: Sequence[str] = (),
+    append_samples: bool = False,
+    skip_existing: bool = True,
+) -> list[str]:
+    """What follows `asv run` (see `run_spec`): the one place its arguments are put together."""
     args = [spec, "--machine", machine, "--show-stderr"]
     args.append("--append-samples" if append_samples else "--record-samples")
     if skip_existing and not append_samples:
         args.append("--skip-existing-successful")
     for pattern in bench:
         args += ["--bench", pattern]
-    return run_asv(
-        project, "run", *args, *extra, python=python, echo=echo, env=env, check_codes=(0, 2)
-    )
+    return args
 
 
 def publish_site(
