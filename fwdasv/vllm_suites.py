@@ -7,13 +7,15 @@ are exact at every commit (the vLLM backend pins `--kv-len-jitter 0` and
 `qwen3-0.6b/` and `llama-3.1-8b/` (config.json is enough: weights are dummy)
 and FWDASV_VLLM_ENTRY=module when the vLLM install lacks the CLI's server
 dependencies. A benchmark module imports the classes it runs; asv names them
-by that module (`forward.Qwen3_0_6B.track_latency`).
+by that module (`forward.Qwen3_0_6B.track_latency`, `pipeline.Qwen3_0_6B_PP2...`). The
+pipeline suites take 2 GPUs a process (skipped with fewer); `DecoderPP2`, fwdasv's
+decoder in 2 stages, runs everywhere (gloo on a CPU, NCCL on 2 GPUs) and holds no vLLM code.
 """
 
 from fwdasv import asvsuite
 from fwdasv.core.cases import SUITES
 
-__all__ = ["Llama31_8B", "Qwen3_0_6B", "Qwen3_0_6B_Verify"]
+__all__ = ["DecoderPP2", "Llama31_8B", "Qwen3_0_6B", "Qwen3_0_6B_PP2", "Qwen3_0_6B_Verify"]
 
 
 class Qwen3_0_6B(asvsuite.VllmSuite):
@@ -59,4 +61,25 @@ class Llama31_8B(asvsuite.VllmSuite):
         "prefill_2k=2048",
         "mix_2k_bs32=2048,32*1@4096",
     )
+    version = "1"
+
+
+class Qwen3_0_6B_PP2(asvsuite.PipelineSuite, asvsuite.VllmSuite):
+    """vLLM's pipeline bench (`--pipeline-parallel-size 2` under torchrun)."""
+
+    model = "Qwen/Qwen3-0.6B"
+    local_model = "qwen3-0.6b"
+    max_model_len = 8192
+    cases = ("decode_bs32_1k=32*1@1024", "prefill_512=512")
+    version = "1"
+
+
+class DecoderPP2(asvsuite.PipelineSuite, asvsuite.TorchSuite):
+    """fwdasv's tiny decoder in 2 stages (gloo on CPU, NCCL and CUDA graphs on 2 GPUs)."""
+
+    model = "fwdasv.targets.decoder:tiny"
+    iters = 10
+    samples = 10
+    warmup_s = 0.2
+    cases = ("decode_bs4=4*1@256", "prefill_64=64")
     version = "1"
