@@ -36,8 +36,10 @@ def main() -> None:
     if not rows:
         print(f"no commit measured on both {first} and {second}")
         raise SystemExit(1)
-    print(f"{'suite':<22} {'case':<18} {'commit':<8} {'GPU0 us':>10} {'GPU1 us':>10} "
-          f"{'GPU1/GPU0':>10} {'spread0':>8} {'spread1':>8}")
+    print(
+        f"{'suite':<22} {'case':<18} {'commit':<8} {'GPU0 us':>10} {'GPU1 us':>10} "
+        f"{'GPU1/GPU0':>10} {'spread0':>8} {'spread1':>8}"
+    )
     by_case: dict[tuple[str, str], list[float]] = defaultdict(list)
     for (suite, case, commit), sides in rows:
         (a, spread_a), (b, spread_b) = sides[first], sides[second]

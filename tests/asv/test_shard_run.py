@@ -207,3 +207,31 @@ class Probe:
             log.write(f"{tree} {os.environ.get('CUDA_VISIBLE_DEVICES')}\\n")
         return 1
 """
+
+
+def test_plan_only_records_the_split_and_other_gpus_are_one_error_line(tmp_path, monkeypatch):
+    from fake_nvml import FakeGpu
+
+    from fwdasv.core.errors import EXIT_HARDWARE
+
+    monkeypatch.setenv(STATE_FILE_ENV, str(tmp_path / "hw-state.json"))
+    history = vllm_shaped.build(tmp_path)
+    config = write_project(tmp_path, history)
+    span = f"{history.commits[0]}..{history.commits[4]}"
+    FakeNvml.h200(count=2).install(monkeypatch)
+    done = CliRunner().invoke(main, ["shard", "--config", str(config), "--plan-only", span])
+    assert done.exit_code == 0, done.output
+    assert "4 commit(s) over 2 GPU(s), interleaved:" in done.output
+    (record,) = (config.parent / ".fwdasv-shards").glob("*/plan.json")
+    plan = json.loads(record.read_text())
+    assert [s["commits"] for s in plan["shards"]] == [
+        list(history.commits[1:5:2]),
+        list(history.commits[2:5:2]),
+    ]
+    assert plan["runs"] == [] and not (config.parent / "results").exists(), "nothing measured"
+    other = FakeGpu(H200_UUIDS[1], name="NVIDIA H100 80GB HBM3")
+    FakeNvml([FakeGpu(H200_UUIDS[0]), other]).install(monkeypatch)
+    refused = CliRunner().invoke(main, ["shard", "--config", str(config), span])
+    assert refused.exit_code == EXIT_HARDWARE
+    (line,) = [line for line in refused.output.splitlines() if line.strip()]
+    assert line.startswith("Error: GPU 0 (NVIDIA H200") and "differ in model" in line
