@@ -16,6 +16,7 @@ the base's; `activate` puts a tree first on an environment's sys.path.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -366,6 +367,16 @@ def activate(site_packages: Path, tree: Path | None) -> Path:
     partial.write_text(line)
     partial.replace(pth)
     return pth
+
+
+def active_tree(site_packages: Path) -> Path | None:
+    """The tree `activate` put first on sys.path in the environment, or None."""
+    try:
+        text = (site_packages / PTH_NAME).read_text()
+    except OSError:
+        return None
+    found = re.search(r"sys\.path\.insert\(0, ('.*'|\".*\")\)", text)
+    return Path(ast.literal_eval(found.group(1))) if found else None
 
 
 @dataclass(frozen=True)

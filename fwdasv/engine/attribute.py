@@ -7,10 +7,10 @@ a range `fwdasv::src#<i>`. The chrome trace then ties everything to a call by ti
 its thread: an op event inside a `src#i` range belongs to call i (a composite op, which
 decomposes before the mode sees it, to the first call inside it); a GPU activity to its
 launch (by `correlation`), whose `src#i` gives the call and `External id` the launching
-aten op. The roots are the target's top-level package directory and
-`FWDASV_SOURCE_ROOTS` (os.pathsep-separated); frames outside them (torch, fwdasv, the
-standard library) never name a line. `attribute_events` is the pure part: trace events
-and calls in, `Attributed` out.
+aten op. The roots (`source_roots`) are the code under test as this commit installed it;
+frames outside them (torch, fwdasv, the target kept outside the repository, the standard
+library) never name a line. `attribute_events` is the pure part: trace events and calls
+in, `Attributed` out.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import importlib.util
 import linecache
 import os
 import sys
+import sysconfig
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from typing import Any
 from fwdasv.core.kernels import SourceFrame
 
 SOURCE_LABEL = "fwdasv::src#"
+FORWARD_LABEL = "fwdasv::forward"  # the attribution forward's range
 SOURCE_ROOTS_ENV = "FWDASV_SOURCE_ROOTS"
 MAX_SOURCES = 5  # per row
 MAX_SHAPES = 8  # distinct input-shape signatures kept per row
@@ -39,50 +41,70 @@ ANNOTATION = "user_annotation"
 
 @dataclass(frozen=True)
 class Root:
-    """A directory whose frames are the repository's; files are named relative to `base`."""
+    """A directory (or a module's file) whose frames are the code under test's; files are
+    named relative to `base`."""
 
     path: str
     base: str
 
+    def holds(self, real: str) -> bool:
+        return real == self.path or real.startswith(self.path + os.sep)
 
-def source_roots(target: str | None, env: Mapping[str, str] = os.environ) -> tuple[Root, ...]:
+
+def _target_roots(target: str | None) -> list[Root]:
     """The target's top-level package directory (named from its parent: `tinylm/model.py`),
-    then each directory of FWDASV_SOURCE_ROOTS (named from itself)."""
-    roots: list[Root] = []
+    or, for a module at a checkout's root, that checkout."""
     package = (target or "").partition(":")[0].split(".")[0]
-    if package:
-        try:
-            spec = importlib.util.find_spec(package)
-        except (ImportError, ValueError):
-            spec = None
-        locations = list(spec.submodule_search_locations or []) if spec is not None else []
-        if spec is not None and not locations and spec.origin:
-            # A module at the checkout's root (model.py): the checkout is the root.
-            locations = [str(Path(spec.origin).parent)]
-            roots += [Root(os.path.realpath(p), os.path.realpath(p)) for p in locations]
-        else:
-            roots += [
-                Root(os.path.realpath(p), os.path.dirname(os.path.realpath(p))) for p in locations
-            ]
-    for part in env.get(SOURCE_ROOTS_ENV, "").split(os.pathsep):
-        if part:
-            path = os.path.realpath(part)
-            roots.append(Root(path, path))
-    return tuple(roots)
+    if not package:
+        return []
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if spec is not None and not locations and spec.origin:
+        # A module at the checkout's root (model.py): the checkout is the root.
+        parent = os.path.realpath(Path(spec.origin).parent)
+        return [Root(parent, parent)]
+    return [Root(os.path.realpath(p), os.path.dirname(os.path.realpath(p))) for p in locations]
+
+
+def source_roots(
+    target: str | None,
+    env: Mapping[str, str] = os.environ,
+    site_packages: str | os.PathLike[str] | None = None,
+) -> tuple[Root, ...]:
+    """Where the code under test is, in this order: FWDASV_SOURCE_ROOTS when set (the
+    override: os.pathsep-separated directories, each naming its files from itself); else
+    what the commit's install put into this fwdasv environment (`fwdasv.asv.installed`: the
+    checkout on the import path, the vLLM tree, the package); else the target's package."""
+    override = [part for part in env.get(SOURCE_ROOTS_ENV, "").split(os.pathsep) if part]
+    if override:
+        return tuple(Root(os.path.realpath(p), os.path.realpath(p)) for p in override)
+    from fwdasv.asv.installed import installed_code
+
+    purelib = Path(site_packages or sysconfig.get_paths()["purelib"])
+    installed = installed_code(purelib)
+    if installed is not None:
+        base = os.path.realpath(installed.base)
+        return tuple(Root(os.path.realpath(p), base) for p in installed.paths)
+    return tuple(_target_roots(target))
 
 
 def first_frame(frame: Any, roots: Sequence[Root]) -> SourceFrame | None:
-    """The innermost frame (from `frame` outwards) whose file is under a root, or None."""
+    """The innermost frame (from `frame` outwards) whose file is under a root, or None; its
+    function by qualified name (`Qwen3Attention.forward`)."""
     while frame is not None:
-        filename = frame.f_code.co_filename
+        code = frame.f_code
+        filename = code.co_filename
         real = os.path.realpath(filename) if not filename.startswith("<") else ""
         for root in roots:
-            if real.startswith(root.path + os.sep):
+            if real and root.holds(real):
                 line = frame.f_lineno
                 return SourceFrame(
                     file=os.path.relpath(real, root.base),
                     line=line,
-                    function=frame.f_code.co_name,
+                    function=getattr(code, "co_qualname", code.co_name),
                     code=linecache.getline(filename, line).strip()[:160],
                 )
         frame = frame.f_back

@@ -41,7 +41,12 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_roots_are_the_targets_package_or_its_checkout_and_the_env(checkout, tmp_path):
+def test_roots_outside_a_fwdasv_environment_are_the_targets_package_or_the_override(
+    checkout, tmp_path
+):
+    """Where no commit was installed (this test's environment), the target's package or
+    checkout; FWDASV_SOURCE_ROOTS overrides. The per-commit environments' own roots:
+    tests/asv/test_installed.py."""
     (root,) = source_roots("mymodel.bench:target", env={})
     assert root.path == os.path.realpath(checkout / "mymodel")
     assert root.base == os.path.realpath(checkout)  # files named mymodel/...
@@ -50,9 +55,22 @@ def test_roots_are_the_targets_package_or_its_checkout_and_the_env(checkout, tmp
     extra = tmp_path / "elsewhere"
     extra.mkdir()
     roots = source_roots("mymodel.bench:target", env={"FWDASV_SOURCE_ROOTS": str(extra)})
-    assert [r.path for r in roots] == [root.path, os.path.realpath(extra)]
+    assert [(r.path, r.base) for r in roots] == [(os.path.realpath(extra),) * 2]
     assert source_roots("no_such_package_here:target", env={}) == ()
     assert source_roots(None, env={}) == ()
+
+
+def test_roots_in_a_fwdasv_environment_are_what_the_commit_installed(checkout, tmp_path):
+    from fwdasv.asv import envlink, vllm_base
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / envlink.PTH_NAME).write_text("")
+    tree = tmp_path / "trees" / "c0ffee"
+    (tree / "vllm").mkdir(parents=True)
+    vllm_base.activate(site, tree)
+    (root,) = source_roots("mymodel.bench:target", env={}, site_packages=site)
+    assert root.path == root.base == os.path.realpath(tree)
 
 
 def test_first_frame_is_the_innermost_under_a_root_with_its_code(checkout):
