@@ -4,8 +4,9 @@ vLLM's bench (`--profile-dir`) and fwdasv's engine write the same file, so one l
 and one diff (`fwdasv.analysis.explain`) serve both backends, and vLLM's own
 `python -m vllm.benchmarks.forward.profile A B` reads fwdasv's files. `KernelSummary`
 reads and writes a whole file (vLLM's keys, then fwdasv's optional ones: the device,
-the restore's rows, where each row was called); `KernelRow` is one kernel or op per
-forward, `SourceFrame` one call site. `profile_paths` names a case's files.
+the restore's rows, where each row was called and by which aten op, what the graph and the
+eager forward did not both launch); `KernelRow` is one kernel or op per forward,
+`SourceFrame` one call site. `profile_paths` names a case's files.
 
 Torch-free on purpose: the analysis side reads these files without the engine.
 """
@@ -37,6 +38,8 @@ _FWDASV_KEYS = (
     "rank",
     "ops",
     "attribution",
+    "attribution_s",
+    "unmatched",
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _MAX_STEM = 100
@@ -87,7 +90,9 @@ class KernelRow:
     """One kernel (GPU) or op (CPU) per forward: time, share of the total, launches.
 
     `sources` and `shapes` (fwdasv's, where attributed) say where it was called and
-    on what; `kernels`: an op row's kernels (GPU `ops`).
+    on what; `kernels`: an op row's kernels (GPU `ops`); `op`: a GPU kernel's launching
+    aten op (the one with most of its time); `unmatched`: its launches per forward that
+    the attribution's eager forward did not make (no op or line is guessed for them).
     """
 
     name: str
@@ -98,6 +103,8 @@ class KernelRow:
     sources: tuple[SourceFrame, ...] = field(default=(), compare=False)
     shapes: tuple[str, ...] = field(default=(), compare=False)
     kernels: tuple[KernelRow, ...] = field(default=(), compare=False)
+    op: str = field(default="", compare=False)
+    unmatched: int = field(default=0, compare=False)
 
     @property
     def source(self) -> SourceFrame | None:
@@ -117,6 +124,10 @@ class KernelRow:
             data["shapes"] = list(self.shapes)
         if self.kernels:
             data["kernels"] = [row.to_json() for row in self.kernels]
+        if self.op:
+            data["op"] = self.op
+        if self.unmatched:
+            data["unmatched"] = self.unmatched
         return data
 
     @classmethod
@@ -141,7 +152,47 @@ class KernelRow:
             ),
             shapes=tuple(shapes),
             kernels=_rows(kernels, where, "kernels"),
+            op=str(data.get("op", "") or ""),
+            unmatched=int(data.get("unmatched", 0) or 0),
         )
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """What the graph and the attribution's eager forward did not both launch, per forward:
+    (short name, launches) the graph made and the eager forward did not (`graph`), and the
+    reverse (`eager`). Reported as such: such a launch gets no op and no line."""
+
+    graph: tuple[tuple[str, int], ...] = ()
+    eager: tuple[tuple[str, int], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.graph or self.eager)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            side: [{"name": name, "calls": calls} for name, calls in rows]
+            for side, rows in (("graph", self.graph), ("eager", self.eager))
+        }
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> Unmatched:
+        data = _object(data, where, "an object")
+        sides = []
+        for side in ("graph", "eager"):
+            rows = data.get(side) or []
+            if not isinstance(rows, list):
+                raise ProfileError(f"{where}: {side!r} must be a list")
+            sides.append(
+                tuple(
+                    (
+                        _field(_object(row, where, "an object"), "name", str, where),
+                        _field(row, "calls", int, where),
+                    )
+                    for row in rows
+                )
+            )
+        return cls(sides[0], sides[1])
 
 
 @dataclass(frozen=True)
@@ -160,7 +211,10 @@ class KernelSummary:
     called it, the one with the most time first) and `shapes`; on a GPU, `ops` (the
     aten ops that launched the forward's kernels, each with its kernels under it) and
     `attribution` (how the graph's kernels were matched to the eager forward's:
-    `sequence`, or `partly by name` and how many in order; or why they were not).
+    `sequence`, or `partly by name` and how many in order; or why they were not), each
+    kernel row's launching `op`, what only one side launched (`unmatched`) and the
+    seconds the attribution took (`attribution_s`). vLLM's bench gets the same from
+    fwdasv's explain entry (`fwdasv.backends.vllm_explain`).
 
     fwdasv's keys are None (or empty) in vLLM's files; `extra` holds any key
     neither writes, as read.
@@ -182,6 +236,8 @@ class KernelSummary:
     rank: int | None = field(default=None, compare=False)
     ops: tuple[KernelRow, ...] | None = field(default=None, compare=False)
     attribution: str | None = field(default=None, compare=False)
+    attribution_s: float | None = field(default=None, compare=False)
+    unmatched: Unmatched | None = field(default=None, compare=False)
     extra: Mapping[str, object] = field(default_factory=dict, compare=False)
     source: str = field(default="", compare=False)
 
@@ -216,6 +272,8 @@ class KernelSummary:
             "rank": self.rank,
             "ops": None if self.ops is None else [row.to_json() for row in self.ops],
             "attribution": self.attribution,
+            "attribution_s": self.attribution_s,
+            "unmatched": None if self.unmatched is None else self.unmatched.to_json(),
         }
         data.update((key, value) for key, value in fwdasv.items() if value is not None)
         data.update(self.extra)
@@ -238,6 +296,8 @@ class KernelSummary:
         if ops is not None and not isinstance(ops, list):
             raise ProfileError(f"{where}: 'ops' must be a list")
         attribution = data.get("attribution")
+        seconds = data.get("attribution_s")
+        unmatched = data.get("unmatched")
         return cls(
             replays=_field(data, "replays", int, where),
             span_us=float(_field(data, "span_us", (int, float), where)),
@@ -258,6 +318,12 @@ class KernelSummary:
             rank=None if rank is None else _field(data, "rank", int, where),
             ops=None if ops is None else _rows(ops, where, "ops"),
             attribution=None if attribution is None else str(attribution),
+            attribution_s=None
+            if seconds is None
+            else float(_field(data, "attribution_s", (int, float), where)),
+            unmatched=None
+            if unmatched is None
+            else Unmatched.from_json(unmatched, f"{where}: unmatched"),
             extra={k: v for k, v in data.items() if k not in (*_VLLM_KEYS, *_FWDASV_KEYS)},
             source=where,
         )

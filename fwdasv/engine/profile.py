@@ -8,8 +8,9 @@ runs replay (restore, then forward, in one graph) is captured and `replays` repl
 traced; each replay's first activities, one copy per non-empty state view, are the
 restore. On CPU the forwards run eagerly inside labelled ranges. The rows are computed
 by `fwdasv.engine.profile_summary`. One more eager forward under a dispatch mode says
-where each row was called (`fwdasv.engine.attribute`); a failure there leaves the rows
-unattributed (`attribution` says why), never the profile failed.
+where each row was called (`attribution_forward`, also vLLM's in `backends.vllm_explain`;
+`fwdasv.engine.attribute`), its seconds kept as `attribution_s`; a failure there leaves
+the rows unattributed (`attribution` says why), never the profile failed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -45,7 +47,7 @@ from fwdasv.engine.profile_summary import (
 )
 from fwdasv.targets.base import PreparedForward
 
-FORWARD_LABEL = "fwdasv::forward"
+FORWARD_LABEL = attribute.FORWARD_LABEL
 RESTORE_LABEL = "fwdasv::restore"
 # Rows of the `profile` block in the rank dict (vLLM's `top_kernels`).
 TOP_KERNELS = 10
@@ -163,27 +165,35 @@ def _trace_eager_forwards(
     return prof
 
 
-def _attribution_forward(
-    prepared: PreparedForward, snapshot: StateSnapshot, device: torch.device, roots: Sequence[Root]
+def attribution_forward(
+    forward: Callable[[], object],
+    roots: Sequence[Root],
+    synchronize_gpu: Callable[[], None] | None = None,
+    restore: Callable[[], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Call]]:
-    """One eager forward under the profiler (shapes recorded) and the recording dispatch
-    mode: the chrome trace's events and the calls, for `attribute.attribute_events`."""
+    """One eager forward under the profiler (shapes recorded; GPU activities too when
+    `synchronize_gpu` is given) and the recording dispatch mode: the chrome trace's events
+    and the calls, for `attribute.attribute_events`. `restore`, when given, runs before it
+    (once outside the profile, once inside as `RESTORE_LABEL`, whose work is not the
+    forward's)."""
     calls: list[Call] = []
     activities = [ProfilerActivity.CPU]
-    if device.type == "cuda":
+    if synchronize_gpu is not None:
         activities.append(ProfilerActivity.CUDA)
     with torch.inference_mode():
-        snapshot.restore()
+        if restore is not None:
+            restore()
         with (
             quiet_kineto(),
             torch.profiler.profile(activities=activities, record_shapes=True) as prof,
         ):
-            with record_function(RESTORE_LABEL):
-                snapshot.restore()
+            if restore is not None:
+                with record_function(RESTORE_LABEL):
+                    restore()
             with record_function(FORWARD_LABEL), attribute.recording_mode(roots, calls):
-                prepared.forward()
-            if device.type == "cuda":
-                synchronize(device)
+                forward()
+            if synchronize_gpu is not None:
+                synchronize_gpu()
     return json.loads(chrome_trace(prof))["traceEvents"], calls
 
 
@@ -292,8 +302,12 @@ def profile_case(
             prof = _trace_eager_forwards(prepared, snapshot, options.replays)
             trace_json = chrome_trace(prof)
         summary = summarize_cpu(op_runs(prof, options.replays))
+    started = time.perf_counter()
     try:
-        eager_events, calls = _attribution_forward(prepared, snapshot, device, roots)
+        gpu_sync = (lambda: synchronize(device)) if device.type == "cuda" else None
+        eager_events, calls = attribution_forward(
+            prepared.forward, roots, gpu_sync, restore=snapshot.restore
+        )
         if device.type == "cuda":
             found = attribute.attribute_events(eager_events, FORWARD_LABEL, GPU_CATEGORIES)
             summary = with_gpu_ops(summary, events, skip, found, calls)
@@ -302,6 +316,7 @@ def profile_case(
             summary = with_cpu_sources(summary, found, calls)
     except Exception as error:  # attribution is extra: the timed profile stands without it
         summary = replace(summary, attribution=f"failed: {type(error).__name__}: {error}")
+    summary = replace(summary, attribution_s=round(time.perf_counter() - started, 3))
     written = write_case_profile(profile_dir, case_name, rank, summary, trace_json)
     kernels_path, _ = profile_paths(profile_dir, case_name, rank)
     return profile_block(written, kernels_path)

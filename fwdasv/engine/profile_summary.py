@@ -6,19 +6,20 @@ restore's copies, reported apart as `pre_forward_*`); `summarize_cpu` takes the 
 eager forwards (`OpRun`) and returns median rows, since one preemption on a shared host
 would move a mean by milliseconds. `with_cpu_sources` and `with_gpu_ops` add where each
 row was called, from the attribution forward (`fwdasv.engine.attribute`): a graph's
-kernels are matched to the eager forward's launches in order, the rest by kernel name.
+kernels are matched to the eager forward's launches in order, the rest by kernel name, and
+what only one side launched is reported unmatched (`match_launches`).
 """
 
 from __future__ import annotations
 
 import difflib
 import statistics
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fwdasv.core.errors import UserError
-from fwdasv.core.kernels import DEVICE_CPU, DEVICE_CUDA, KernelRow, KernelSummary
+from fwdasv.core.kernels import DEVICE_CPU, DEVICE_CUDA, KernelRow, KernelSummary, Unmatched
 from fwdasv.engine import attribute
 from fwdasv.engine.attribute import Attributed, Call
 from fwdasv.engine.kernel_names import short_name
@@ -26,6 +27,8 @@ from fwdasv.engine.kernel_names import short_name
 # What vLLM counts as a forward's GPU activity (kernels, copies, memsets).
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 NO_OP = "(no aten op)"
+# The op row of what the graph launched and the attribution's eager forward did not.
+UNMATCHED = "(unmatched: not in the eager forward)"
 # The longest full kernel name a row keeps as its `example`.
 _EXAMPLE_CHARS = 300
 
@@ -239,6 +242,87 @@ def with_cpu_sources(
 Launch = tuple[str, int | None]  # the aten op that launched an activity, and its call
 
 
+@dataclass(frozen=True)
+class Matching:
+    """Each of a replay's activities tied to an eager launch (None: the eager forward made
+    no such launch), how, and what only one side launched."""
+
+    launches: tuple[Launch | None, ...]
+    how: str
+    unmatched: Unmatched
+
+
+def match_launches(names: Sequence[str], eager: Sequence[tuple[str, str, int | None]]) -> Matching:
+    """Tie a replay's activities (`names`, in launch order) to the eager forward's launches
+    (name, op, call): in order first (one stream: the graph replays what the eager forward
+    launched), then, where the order differs, each left-over activity to the next left-over
+    eager launch of the same kernel name. An activity with no such launch, and an eager
+    launch left over, is unmatched: no op or line is guessed for it."""
+    graph_keys = [_memcpy_as_one(n) for n in names]
+    eager_keys = [_memcpy_as_one(e[0]) for e in eager]
+    matcher = difflib.SequenceMatcher(a=graph_keys, b=eager_keys, autojunk=False)
+    by_index: list[Launch | None] = [None] * len(names)
+    used = [False] * len(eager)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            _, op, call = eager[block.b + k]
+            by_index[block.a + k] = (op, call)
+            used[block.b + k] = True
+    in_order = sum(used)
+    left: dict[str, deque[int]] = {}
+    for j, key in enumerate(eager_keys):
+        if not used[j]:
+            left.setdefault(key, deque()).append(j)
+    for i, key in enumerate(graph_keys):
+        if by_index[i] is None and left.get(key):
+            j = left[key].popleft()
+            by_index[i] = (eager[j][1], eager[j][2])
+            used[j] = True
+    by_name = sum(used) - in_order
+    only_graph = Counter(names[i] for i, entry in enumerate(by_index) if entry is None)
+    only_eager = Counter(eager[j][0] for j in range(len(eager)) if not used[j])
+    unmatched = Unmatched(
+        tuple(sorted(only_graph.items(), key=lambda kv: (-kv[1], kv[0]))),
+        tuple(sorted(only_eager.items(), key=lambda kv: (-kv[1], kv[0]))),
+    )
+    if in_order == len(names) == len(eager):
+        how = "sequence"
+    else:
+        how = (
+            f"partly by name: {in_order} of the graph's {len(names)} activities a forward "
+            f"matched the eager forward's {len(eager)} in order, {by_name} by kernel name"
+        )
+        if unmatched:
+            how += (
+                f"; unmatched: {sum(only_graph.values())} the graph launched and the eager "
+                f"forward did not, {sum(only_eager.values())} the reverse"
+            )
+    return Matching(tuple(by_index), how, unmatched)
+
+
+def eager_launches(found: Attributed, calls: Sequence[Call]) -> list[tuple[str, str, int | None]]:
+    """The attribution forward's GPU activities in order: (row name, op, call). The op is the
+    one the code under test called (the dispatch mode's: `aten::_to_copy` for `.float()`),
+    else the op event that launched it (kineto's External id: the innermost, `aten::copy_`)."""
+    return [
+        (
+            activity_name(Activity(str(e["name"]), str(e["cat"]), 0.0, 0.0)),
+            calls[call].op if call is not None and 0 <= call < len(calls) else op,
+            call,
+        )
+        for e, op, call in found.gpu
+    ]
+
+
+def graph_replays(
+    events: Iterable[Mapping[str, object]], replays: int, skip: int
+) -> list[list[Activity]]:
+    """Each replay's forward activities (its first `skip`, the restore's, left out)."""
+    activities = gpu_activities(events)
+    per_replay = len(activities) // replays
+    return [activities[i * per_replay + skip : (i + 1) * per_replay] for i in range(replays)]
+
+
 def with_gpu_ops(
     summary: KernelSummary,
     events: Iterable[Mapping[str, object]],
@@ -246,92 +330,73 @@ def with_gpu_ops(
     found: Attributed,
     calls: Sequence[Call],
 ) -> KernelSummary:
-    """The kernel rows with their sources, and `ops`: each launching aten op with its
-    kernels under it, from the graph replays' times and the eager forward's launches."""
-    activities = gpu_activities(events)
-    replays = summary.replays
-    per_replay = len(activities) // replays
-    graph = [activities[i * per_replay + skip : (i + 1) * per_replay] for i in range(replays)]
-    eager = [
-        (
-            activity_name(Activity(str(e["name"]), str(e["cat"]), 0.0, 0.0)),
-            # No op event with the launch's External id: the op the dispatch mode saw.
-            op or (calls[call].op if call is not None and 0 <= call < len(calls) else ""),
-            call,
-        )
-        for e, op, call in found.gpu
-    ]
-    launches, how = _match_launches([activity_name(a) for a in graph[0]], eager)
-    ops, kernel_weights = _op_rows(graph, launches, replays, found, calls)
+    """The kernel rows with their launching op and sources, and `ops`: each launching aten
+    op with its kernels under it, from the graph replays' times and the eager forward's
+    launches (`match_launches`); what only one side launched in `unmatched`."""
+    graph = graph_replays(events, summary.replays, skip)
+    matching = match_launches([activity_name(a) for a in graph[0]], eager_launches(found, calls))
+    ops, kernel_weights, kernel_ops, unmatched_calls = _op_rows(
+        graph, matching.launches, summary.replays, found, calls
+    )
     rows = tuple(
-        replace(row, sources=attribute.frames_of(kernel_weights.get(row.name, {}), calls))
+        replace(
+            row,
+            sources=attribute.frames_of(kernel_weights.get(row.name, {}), calls),
+            op=_heaviest(kernel_ops.get(row.name)),
+            unmatched=unmatched_calls.get(row.name, 0),
+        )
         for row in summary.kernels
     )
-    return replace(summary, kernels=rows, ops=ops, attribution=how)
-
-
-def _match_launches(
-    names: Sequence[str], eager: Sequence[tuple[str, str, int | None]]
-) -> tuple[list[Launch], str]:
-    """The launch of each of a replay's activities (`names`), and how they were matched:
-    in order first (one stream: the graph replays what the eager forward launched), what
-    does not line up by kernel name."""
-    matcher = difflib.SequenceMatcher(
-        a=[_memcpy_as_one(n) for n in names],
-        b=[_memcpy_as_one(e[0]) for e in eager],
-        autojunk=False,
+    return replace(
+        summary, kernels=rows, ops=ops, attribution=matching.how, unmatched=matching.unmatched
     )
-    by_index: list[Launch | None] = [None] * len(names)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            _, op, call = eager[block.b + k]
-            by_index[block.a + k] = (op, call)
-    matched = sum(1 for entry in by_index if entry is not None)
-    if matched == len(names) == len(eager):
-        how = "sequence"
-    else:
-        how = (
-            f"partly by name: {matched} of the graph's {len(names)} activities a forward "
-            f"matched the eager forward's {len(eager)} in order, the rest by kernel name"
-        )
-    common: dict[str, Counter[Launch]] = {}
-    for name, op, call in eager:
-        common.setdefault(_memcpy_as_one(name), Counter())[(op, call)] += 1
-    launches: list[Launch] = []
-    for index, entry in enumerate(by_index):
-        if entry is None:
-            options = common.get(_memcpy_as_one(names[index]))
-            entry = options.most_common(1)[0][0] if options else (NO_OP, None)
-        launches.append(entry)
-    return launches, how
+
+
+def _heaviest(weights: Mapping[str, float] | None) -> str:
+    if not weights:
+        return ""
+    return min(weights, key=lambda op: (-weights[op], op))
 
 
 def _op_rows(
     graph: Sequence[Sequence[Activity]],
-    launches: Sequence[Launch],
+    launches: Sequence[Launch | None],
     replays: int,
     found: Attributed,
     calls: Sequence[Call],
-) -> tuple[tuple[KernelRow, ...], dict[str, dict[int, float]]]:
-    """Each launching op's row (its kernels under it, per forward), and each kernel's time
-    per call site (for the kernel rows' sources)."""
+) -> tuple[
+    tuple[KernelRow, ...], dict[str, dict[int, float]], dict[str, dict[str, float]], Counter[str]
+]:
+    """Each launching op's row (its kernels under it, per forward; `UNMATCHED` holds what the
+    eager forward did not launch), each kernel's time per call site (for the kernel rows'
+    sources) and per op, and each kernel's unmatched launches per forward."""
     op_us: dict[str, float] = {}
     op_calls: Counter[str] = Counter()
     op_weights: dict[str, dict[int, float]] = {}
     kernel_weights: dict[str, dict[int, float]] = {}
+    kernel_ops: dict[str, dict[str, float]] = {}
     sub: dict[tuple[str, str], _Total] = {}
     for chunk in graph:
-        for activity, (op, call) in zip(chunk, launches, strict=True):
+        for activity, launch in zip(chunk, launches, strict=True):
+            op, call = launch if launch is not None else (UNMATCHED, None)
             op = op or NO_OP
             name = activity_name(activity)
             op_us[op] = op_us.get(op, 0.0) + activity.dur
             op_calls[op] += 1
+            if launch is not None:
+                per_op = kernel_ops.setdefault(name, {})
+                per_op[op] = per_op.get(op, 0.0) + activity.dur
             total = sub.setdefault((op, name), _Total(example=activity.name[:_EXAMPLE_CHARS]))
             total.us += activity.dur
             total.calls += 1
             if call is not None:
                 for weights in (op_weights.setdefault(op, {}), kernel_weights.setdefault(name, {})):
                     weights[call] = weights.get(call, 0.0) + activity.dur
+    unmatched_calls: Counter[str] = Counter()
+    if graph:
+        for activity, launch in zip(graph[0], launches, strict=True):
+            if launch is None:
+                unmatched_calls[activity_name(activity)] += 1
     grand = sum(op_us.values())
 
     def pct(us: float) -> float:
@@ -360,4 +425,4 @@ def _op_rows(
             )
         )
     ops.sort(key=lambda row: (-row.us, row.name))
-    return tuple(ops), kernel_weights
+    return tuple(ops), kernel_weights, kernel_ops, unmatched_calls

@@ -49,3 +49,35 @@ def test_loader_names_the_file_when_it_is_missing_or_malformed(tmp_path, text, m
         load_summary(path)
     assert isinstance(caught.value, UserError)
     assert str(caught.value).startswith(str(path)) and message in str(caught.value)
+
+
+def test_the_attribution_keys_round_trip_and_vllms_keys_come_first():
+    import json
+
+    from fwdasv.core.kernels import KernelRow, KernelSummary, SourceFrame, Unmatched
+
+    frame = SourceFrame("vllm/model_executor/models/qwen3.py", 123, "Qwen3Attention.forward")
+    summary = KernelSummary(
+        replays=3,
+        span_us=10.0,
+        busy_us=9.0,
+        pre_forward_us=1.0,
+        activities=3,
+        kernels=(
+            KernelRow("cast", 5.0, 55.6, 2, "void cast<int>(int)", (frame,), op="aten::_to_copy"),
+            KernelRow("memcpy32_post", 4.0, 44.4, 1, unmatched=1),
+        ),
+        attribution="partly by name: ...",
+        attribution_s=1.25,
+        unmatched=Unmatched(graph=(("memcpy32_post", 1),), eager=(("Memset (Device)", 2),)),
+    )
+    data = summary.to_json()
+    assert list(data)[:7] == [
+        "trace", "replays", "span_us", "busy_us", "pre_forward_us", "activities", "kernels",
+    ]  # fmt: skip
+    again = KernelSummary.from_json(json.loads(json.dumps(data)), "x")
+    assert again.unmatched == summary.unmatched and again.attribution_s == 1.25
+    assert [(r.op, r.unmatched) for r in again.kernels] == [("aten::_to_copy", 0), ("", 1)]
+    assert "op" not in data["kernels"][1] and "unmatched" not in data["kernels"][0]
+    with pytest.raises(ProfileError, match="'graph' must be a list"):
+        KernelSummary.from_json({**data, "unmatched": {"graph": 3}}, "x")

@@ -20,7 +20,8 @@ from kernel_traces import (
     reference_summary_json,
 )
 
-from fwdasv.core.kernels import KernelSummary
+from fwdasv.core.kernels import KernelSummary, Unmatched
+from fwdasv.engine.profile_summary import UNMATCHED
 
 FLASH_SHORT = "cutlass::device_kernel<flash::enable_sm90_or_later>"
 
@@ -86,15 +87,19 @@ def test_gpu_kernels_sit_under_the_aten_op_that_launched_them():
     again = KernelSummary.from_json(json.loads(json.dumps(done.to_json())), "x")
     assert again.ops == done.ops and again.ops[0].kernels == done.ops[0].kernels
     # An eager forward that launched other kernels than the graph: what lines up in order,
-    # the rest by name (the memset, which the eager forward never ran: no op).
+    # and the memset, which the eager forward never ran: unmatched, no op or line guessed.
     fewer, calls = eager_trace_events(FORWARD_OPS[:4])
     partly = with_gpu_ops(
         summary, graph, 2, attribute_events(fewer, FORWARD_LABEL, GPU_CATEGORIES), calls
     )
     assert partly.attribution.startswith("partly by name: 4 of the graph's 5 activities")
+    assert "unmatched: 1 the graph launched and the eager forward did not" in partly.attribution
     ops = {row.name: row for row in partly.ops}
-    assert set(ops) == {*(op for op, *_ in FORWARD_OPS[:3]), "(no aten op)"}
+    assert set(ops) == {*(op for op, *_ in FORWARD_OPS[:3]), UNMATCHED}
     assert [(f.line) for f in ops["aten::mm"].sources] == [13, 11]
+    memset = {row.name: row for row in partly.kernels}["Memset (Device)"]
+    assert (memset.op, memset.sources, memset.unmatched) == ("", (), 1)
+    assert partly.unmatched == Unmatched(graph=(("Memset (Device)", 1),))
 
 
 def test_gpu_summary_errors_say_what_was_recorded():
