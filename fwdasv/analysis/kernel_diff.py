@@ -6,8 +6,9 @@ process a side (several: `explain_commits` interleaves them; one: two files). Ou
 from a process is 0 us and 0 calls there), with the medians per forward, the noise band
 (the larger side's spread) and what changed; one total that adds up (slower + faster +
 within the noise); and a verdict, worse / improved / unchanged, that follows only the
-rows that stand out. Pure: no files, no processes. How each row and the verdict are
-decided: docs/verdicts.md ("explain").
+rows that stand out. `mark_changed` marks the rows whose source line is in a file the
+commit changed. Pure: no files, no processes. How each row and the verdict are decided:
+docs/verdicts.md ("explain").
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ DEFAULT_ROUNDS = 3  # profiled processes a side
 @dataclass(frozen=True)
 class KernelDelta:
     """One kernel (op) at GOOD and at BAD: medians over the processes, the noise band, what
-    changed; `kernels`: an op's kernels (GPU), matched under it."""
+    changed; `kernels`: an op's kernels (GPU), matched under it; `op`: a kernel's launching
+    aten op; `unmatched`: its launches a forward that the eager pass did not make (no op or
+    line for them); `changed_here`: its source line is in a file the commit changed."""
 
     name: str
     before_us: float
@@ -51,6 +54,9 @@ class KernelDelta:
     shapes_before: tuple[str, ...] = ()
     shapes_after: tuple[str, ...] = ()
     kernels: tuple[KernelDelta, ...] = ()
+    op: str = ""
+    unmatched: int = 0
+    changed_here: bool = False
 
     @property
     def delta_us(self) -> float:
@@ -89,6 +95,9 @@ class KernelDelta:
             "shapes_before": list(self.shapes_before),
             "shapes_after": list(self.shapes_after),
             "example": self.example,
+            "op": self.op,
+            "unmatched": self.unmatched,
+            "changed_here": self.changed_here,
             "kernels": [row.to_json() for row in self.kernels],
         }
 
@@ -119,6 +128,7 @@ class KernelDiff:
     rounds_after: int = 1
     verdict: Status = Status.UNCHANGED
     notes: tuple[str, ...] = ()
+    change_link: str | None = None  # the commit's diff, where the project has a commit URL
 
     @property
     def slower(self) -> bool:
@@ -133,6 +143,12 @@ class KernelDiff:
     @property
     def stands_out(self) -> tuple[KernelDelta, ...]:
         return tuple(row for row in self.kernels if row.stands_out)
+
+    @property
+    def largest_structural(self) -> KernelDelta | None:
+        """The row whose structure changed (new, vanished, calls, shapes) by most time."""
+        rows = [row for row in self.kernels if row.structural]
+        return min(rows, key=lambda r: (-abs(r.delta_us), r.name)) if rows else None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -159,6 +175,7 @@ class KernelDiff:
             "activities_before": self.activities_before,
             "activities_after": self.activities_after,
             "notes": list(self.notes),
+            "change_link": self.change_link,
             "before": self.before_source,
             "after": self.after_source,
         }
@@ -258,6 +275,8 @@ def _delta_row(name: str, good: _Side, bad: _Side, floor: float) -> KernelDelta:
         source_after=source_after,
         shapes_before=shapes_before,
         shapes_after=shapes_after,
+        op=either.op if either else "",
+        unmatched=max((row.unmatched for row in (*good.rows, *bad.rows) if row), default=0),
     )
 
 
@@ -289,18 +308,41 @@ def _notes(goods: Sequence[KernelSummary], bads: Sequence[KernelSummary], by_op:
             f"{DEFAULT_ROUNDS} times, interleaved"
         )
     first = bads[0]
+    attributed = any(row.sources or row.op for s in (*goods, *bads) for row in s.kernels)
     if first.is_cpu:
-        if not any(row.sources for s in (*goods, *bads) for row in s.kernels):
+        if not attributed:
             notes.append(_no_source(first))
-    elif not by_op:
-        if all(s.device is None for s in (*goods, *bads)):
+    elif not by_op and not attributed:
+        if all(s.device is None and s.attribution is None for s in (*goods, *bads)):
             notes.append(
                 "vLLM's profile has kernels only: it traces CUDA graph replays, which launch no "
                 "aten op, and records no Python stack, so no kernel can be put under its op or "
-                "named by its source line here"
+                "named by its source line here (fwdasv explain runs vLLM's bench with an eager "
+                "pass that does)"
             )
         else:
             notes.append(_no_source(first) + "; kernels are not under their ops")
+    notes += _unmatched_notes(goods, bads)
+    return notes
+
+
+def _unmatched_notes(goods: Sequence[KernelSummary], bads: Sequence[KernelSummary]) -> list[str]:
+    """What the graph and the eager pass did not both launch, per side (its first profile)."""
+    notes = []
+    for label, side in (("GOOD", goods), ("BAD", bads)):
+        unmatched = next((s.unmatched for s in side if s.unmatched), None)
+        if not unmatched:
+            continue
+        parts = []
+        for rows, what in (
+            (unmatched.graph, "the graph launched and the eager pass did not"),
+            (unmatched.eager, "the eager pass launched and the graph did not"),
+        ):
+            if rows:
+                listed = ", ".join(f"{name} x{calls}" for name, calls in rows[:4])
+                more = f", {len(rows) - 4} more" if len(rows) > 4 else ""
+                parts.append(f"{what}: {listed}{more}")
+        notes.append(f"{label} unmatched ({'; '.join(parts)}): shown with no op or line")
     return notes
 
 
@@ -447,3 +489,27 @@ def diff_summaries(good: KernelSummary, bad: KernelSummary) -> KernelDiff:
 def with_note(diff: KernelDiff, note: str) -> KernelDiff:
     """The diff with one more note (first), e.g. that confirm left the step undecided."""
     return replace(diff, notes=(note, *diff.notes))
+
+
+def in_changed_file(file: str, changed: Sequence[str]) -> bool:
+    """Whether a source file (named as installed: `vllm/...`, `model.py`, `tinylm/x.py`) is
+    one of the repository's `changed` paths, or the tail of one (`src/tinylm/x.py`)."""
+    return any(path == file or path.endswith("/" + file) for path in changed)
+
+
+def mark_changed(diff: KernelDiff, changed: Sequence[str], link: str | None = None) -> KernelDiff:
+    """The diff with each row that stands out (and kernel under it) whose source line is in a
+    file the commit changed (`changed`: `git diff --name-only GOOD BAD`) marked
+    `changed_here`; `link`: the commit's diff, where the project has a commit URL."""
+
+    def marked(row: KernelDelta) -> KernelDelta:
+        source = row.source
+        return replace(
+            row,
+            changed_here=row.stands_out
+            and source is not None
+            and in_changed_file(source.file, changed),
+            kernels=tuple(marked(kernel) for kernel in row.kernels),
+        )
+
+    return replace(diff, kernels=tuple(marked(row) for row in diff.kernels), change_link=link)

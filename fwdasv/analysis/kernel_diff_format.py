@@ -1,10 +1,12 @@
 """A kernel diff (`fwdasv.analysis.kernel_diff.KernelDiff`) as text: table, JSON, Markdown.
 
-`headline` is one line (what stands out, then the one total and its split),
-`contributors` the rows that stand out with their shares and call sites, and
-`format_diff` the whole: `table` for a terminal, `json` the stable contract
-(`KernelDiff.to_json` with GOOD's and BAD's labels), `markdown` for a pull-request
-comment (names in code spans: kernel names hold `<...>`).
+`headline` is one line (what stands out, the largest structural change with its op and
+line, then the one total and its split), `contributors` the rows that stand out with their
+shares and call sites, and `format_diff` the whole: `table` for a terminal, `json` the
+stable contract (`KernelDiff.to_json` with GOOD's and BAD's labels), `markdown` for a
+pull-request comment (names in code spans: kernel names hold `<...>`). A kernel shows its
+launching op (`kernel <- aten::op`); a source line in a file the commit changed is marked
+`changed here` (a link to the commit's diff in Markdown, where there is one).
 """
 
 from __future__ import annotations
@@ -29,11 +31,33 @@ FORMATS = ("table", "json", "markdown")
 HEADERS = ("delta us", "noise ±", "share", "GOOD us", "BAD us", "calls", "change", "name", "source")
 
 
+CHANGED_HERE = "changed here"
+
+
 def _source_cell(row: KernelDelta) -> str:
     source = row.source
     if source is None:
         return ""
-    return source.label
+    return source.label + (f" [{CHANGED_HERE}]" if row.changed_here else "")
+
+
+def name_label(row: KernelDelta) -> str:
+    """A row's name, a kernel with its launching op: `kernel <- aten::_to_copy`; a kernel the
+    eager pass did not launch says so."""
+    if row.op:
+        return f"{row.name} <- {row.op}"
+    if row.unmatched:
+        return f"{row.name} <- (unmatched)"
+    return row.name
+
+
+def where(row: KernelDelta) -> str:
+    """`kernel <- op <- file:line function`, and `, changed here`: what the row is and where
+    the code under test calls it."""
+    label = name_label(row)
+    if row.source is not None:
+        label += f" <- {row.source.label}"
+    return label + (f", {CHANGED_HERE}" if row.changed_here else "")
 
 
 def _change_cell(row: KernelDelta) -> str:
@@ -53,7 +77,7 @@ def _row_cells(row: KernelDelta, indent: str = "") -> list[str]:
         f"{row.after_us:.2f}",
         f"{row.calls_before}->{row.calls_after}",
         _change_cell(row),
-        indent + row.name,
+        indent + name_label(row),
         "" if indent else _source_cell(row),
     ]
 
@@ -82,6 +106,13 @@ def headline(diff: KernelDiff, good: str = "GOOD", bad: str = "BAD") -> str:
         )
     else:
         what = "no change stands out of the noise"
+    largest = diff.largest_structural
+    if largest is not None:
+        calls = f"{largest.calls_before}->{largest.calls_after} calls"
+        what += (
+            f"; largest structural change: {where(largest)} ({largest.change}, {calls}, "
+            f"{largest.delta_us:+.2f} us)"
+        )
     return (
         f"{good} -> {bad} ({_rounds(diff)}): {what}; {diff.unit} time per forward "
         f"{diff.busy_before_us:.1f} -> {diff.busy_after_us:.1f} us "
@@ -94,10 +125,12 @@ def headline(diff: KernelDiff, good: str = "GOOD", bad: str = "BAD") -> str:
 
 def _part(row: KernelDelta, code: Callable[[str], str]) -> str:
     change = f"{row.change}, " if row.change not in (SLOWER, FASTER) else ""
-    where = f", {row.source.label}" if row.source is not None else ""
+    at = f", {row.source.label}" if row.source is not None else ""
+    at += f", {CHANGED_HERE}" if row.changed_here else ""
+    op = f" <- {code(row.op)}" if row.op else ""
     calls = f"{row.calls_before}->{row.calls_after} calls"
     return (
-        f"{code(row.name)} ({change}{row.delta_us:+.2f} us, {row.share_pct:.0f}%, {calls}{where})"
+        f"{code(row.name)}{op} ({change}{row.delta_us:+.2f} us, {row.share_pct:.0f}%, {calls}{at})"
     )
 
 
@@ -124,13 +157,24 @@ def _code(name: str) -> str:
     return f"{fence}{pad}{name}{pad}{fence}"
 
 
-def _table_rows(shown: Sequence[KernelDelta], markdown: bool) -> list[list[str]]:
+def _markdown_source(row: KernelDelta, link: str | None) -> str:
+    if row.source is None:
+        return ""
+    if not row.changed_here:
+        return _code(row.source.label)
+    marker = f"[{CHANGED_HERE}]({link})" if link else CHANGED_HERE
+    return f"{_code(row.source.label)} {marker}"
+
+
+def _table_rows(
+    shown: Sequence[KernelDelta], markdown: bool, link: str | None = None
+) -> list[list[str]]:
     rows = []
     for row in shown:
         cells = _row_cells(row)
         if markdown:
-            cells[7] = _code(row.name)
-            cells[8] = _code(cells[8]) if cells[8] else ""
+            cells[7] = _code(row.name) + (f" <- {_code(row.op)}" if row.op else "")
+            cells[8] = _markdown_source(row, link)
         rows.append(cells)
         for kernel in row.kernels[:3] if row.stands_out else ():
             sub = _row_cells(kernel, indent="  └ ")
@@ -157,7 +201,7 @@ def format_diff(
     headers: tuple[str, ...] = columns[:width]
     lead = contributors(diff, _code if fmt == "markdown" else str)
     if fmt == "markdown":
-        rows = [r[:width] for r in _table_rows(shown, markdown=True)]
+        rows = [r[:width] for r in _table_rows(shown, markdown=True, link=diff.change_link)]
         lines = [
             f"### Where the time went: {markdown_cell(good)} -> {markdown_cell(bad)}",
             "",
@@ -175,6 +219,8 @@ def format_diff(
     lines = [headline(diff, good, bad)]
     if lead:
         lines += lead.splitlines()
+    if diff.change_link and any(row.changed_here for row in diff.kernels):
+        lines.append(f"{CHANGED_HERE}: {diff.change_link}")
     lines += [f"note: {note}" for note in diff.notes]
     lines.append(text_table(headers, [r[:width] for r in _table_rows(shown, markdown=False)]))
     if more:

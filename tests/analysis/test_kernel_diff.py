@@ -149,3 +149,50 @@ def test_one_profile_a_side_judges_structure_only():
 def test_diff_refuses_a_cpu_profile_against_a_gpu_one():
     with pytest.raises(ProfileError, match=r"a CPU op profile.*a GPU kernel profile"):
         diff_summaries(summary_of({"a": (1.0, 1)}, "cpu"), summary_of({"a": (1.0, 1)}))
+
+
+def test_rows_that_stand_out_in_a_file_the_commit_changed_are_marked_changed_here():
+    from dataclasses import replace
+
+    from fwdasv.analysis.kernel_diff import in_changed_file, mark_changed
+    from fwdasv.core.kernels import SourceFrame
+
+    lines = {"aten::mm": 10, "aten::add": 11, "aten::tanh": 12}
+
+    def at(rows):
+        return replace(
+            rows,
+            kernels=tuple(
+                replace(row, sources=(SourceFrame("model.py", lines[row.name], "Model.forward"),))
+                for row in rows.kernels
+            ),
+        )
+
+    good = at(summary_of({"aten::mm": (100.0, 4), "aten::add": (5.0, 2)}))
+    bad = at(summary_of({"aten::mm": (100.5, 4), "aten::add": (5.0, 2), "aten::tanh": (9.0, 1)}))
+    diff = mark_changed(diff_summaries(good, bad), ["README.md", "model.py"], "https://x/c/b")
+    marked = {row.name: row.changed_here for row in diff.kernels}
+    # Only the row that stands out (new); the rest, in the same file, within noise: unmarked.
+    assert marked == {"aten::tanh": True, "aten::mm": False, "aten::add": False}
+    assert diff.change_link == "https://x/c/b" and diff.to_json()["change_link"] == diff.change_link
+    assert json_row(diff, "aten::tanh")["changed_here"] is True
+    table = format_diff(diff, "table")
+    assert "model.py:12 Model.forward [changed here]" in table
+    assert "changed here: https://x/c/b" in table.splitlines()
+    assert "largest structural change: aten::tanh <- model.py:12 Model.forward, changed here" in (
+        headline(diff)
+    )
+    assert "[changed here](https://x/c/b)" in format_diff(diff, "markdown")
+    # Named as installed (package: `tinylm/x.py`), the repository's path may be longer.
+    assert in_changed_file("tinylm/model.py", ["src/tinylm/model.py"])
+    assert in_changed_file("model.py", ["model.py"])
+    assert not in_changed_file("model.py", ["othermodel.py", "docs/model.py.md"])
+    unmarked = mark_changed(diff_summaries(good, bad), ["README.md"])
+    assert not any(row.changed_here for row in unmarked.kernels)
+    assert "changed here" not in format_diff(unmarked, "table")
+
+
+def json_row(diff, name):
+    import json
+
+    return next(r for r in json.loads(format_diff(diff, "json"))["kernels"] if r["name"] == name)
