@@ -62,7 +62,8 @@ class RunConfig:
     reference: bool = False
     # vllm only: "cli" (python -m vllm.entrypoints.cli.main bench forward),
     # "module" (fwdasv's in-process shim, for installs without vLLM's server deps) or
-    # "phases" (the shim with startup phase timers in the log: fwdasv.backends.vllm_phases).
+    # "phases" (the shim with startup phase timers in the log: fwdasv.backends.vllm_phases)
+    # or "explain" (the shim naming each profiled kernel's op and line: vllm_explain).
     entry: str = "cli"
 
     def __post_init__(self) -> None:

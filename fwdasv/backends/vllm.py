@@ -19,7 +19,14 @@ CLI_ENTRY = ["-m", "vllm.entrypoints.cli.main", "bench", "forward"]
 MODULE_ENTRY = ["-m", "fwdasv.backends.vllm_forward"]
 # The same, with startup phase timers on stderr (fwdasv.backends.vllm_phases).
 PHASES_ENTRY = ["-m", "fwdasv.backends.vllm_phases"]
-ENTRIES = {"cli": CLI_ENTRY, "module": MODULE_ENTRY, "phases": PHASES_ENTRY}
+# The same, each profiled kernel named by its op and line (fwdasv.backends.vllm_explain).
+EXPLAIN_ENTRY = ["-m", "fwdasv.backends.vllm_explain"]
+ENTRIES = {
+    "cli": CLI_ENTRY,
+    "module": MODULE_ENTRY,
+    "phases": PHASES_ENTRY,
+    "explain": EXPLAIN_ENTRY,
+}
 
 
 def argv(config: RunConfig, output_json: Path) -> list[str]:
