@@ -131,9 +131,21 @@ def install(bench_class: Any = None, eager: EagerPass = eager_pass) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """vLLM's bench (`vllm_forward.main`), the hook installed when the first case runs: after
+    the bench's own environment setup and engine start, as vllm_phases hooks `run_case`
+    (importing vLLM's capture module earlier would import vLLM before the bench sets it up)."""
+    from vllm.benchmarks.forward import main as bench
+
     from fwdasv.backends import vllm_forward
 
-    install()
+    original = bench.run_case
+
+    @functools.wraps(original)
+    def run_case(runner: Any, case: Any, args: Any) -> Any:
+        install()
+        return original(runner, case, args)
+
+    bench.run_case = run_case
     vllm_forward.main(argv)
 
 

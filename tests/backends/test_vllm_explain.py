@@ -204,3 +204,19 @@ def test_explain_runs_vllm_suites_through_the_explain_entry():
         backend="vllm", model="m", cases=(parse_case("decode=1*1@64"),), entry="explain"
     )
     assert argv(config, Path("out.json"))[:2] == ["-m", "fwdasv.backends.vllm_explain"]
+
+
+@pytest.mark.vllm
+def test_the_entry_installs_the_hook_when_the_first_case_runs(monkeypatch):
+    from vllm.benchmarks.forward import main as bench
+    from vllm.benchmarks.forward.capture import ForwardBench
+
+    from fwdasv.backends import vllm_forward
+
+    ran = []
+    monkeypatch.setattr(bench, "run_case", lambda runner, case, args: ran.append(case) or {})
+    monkeypatch.setattr(vllm_forward, "main", lambda argv: bench.run_case(None, "c", None))
+    monkeypatch.setattr(ForwardBench, "_capture_and_time", ForwardBench._capture_and_time)
+    assert not getattr(ForwardBench._capture_and_time, "fwdasv_explain", False)
+    vllm_explain.main(["--case", "c=1"])
+    assert ran == ["c"] and ForwardBench._capture_and_time.fwdasv_explain
