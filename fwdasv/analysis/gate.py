@@ -1,9 +1,10 @@
 """What fails CI, in one place: which statuses fail a check, and the exit status that says so.
 
 A `Gate` is one small frozen value, as pytest-benchmark's `PercentageRegressionCheck`
-is: the statuses that fail, and how verdicts become an exit status (1 when any fails;
-else 2 when result files could not be read, as a step there is invisible, unless the
-command skips them; else 0). Every command that gates reads one of these:
+is: the statuses that fail, and how verdicts become an exit status (2 when result files
+could not be read, whatever else was found, as a step there is invisible, unless the
+command skips them; else 1 when any fails; else 0). Every command that gates reads one
+of these:
 
     FINDINGS         regressions, confirm, publish's count, nightly --no-confirm, the
                      demo: a regression or a confirmed one fails
@@ -43,11 +44,14 @@ class Gate:
         return sum(1 for status in statuses if self.fails(status))
 
     def exit_status(self, statuses: Iterable[str], unreadable: int = 0) -> int:
-        """EXIT_FINDING (1) when any verdict fails the check, else EXIT_UNREADABLE (2) when
-        `unreadable` result files could not be read, else EXIT_OK (0)."""
+        """EXIT_UNREADABLE (2) when `unreadable` result files could not be read, whatever the
+        verdicts (a step at their commits is invisible, and one beside them can be misread);
+        else EXIT_FINDING (1) when any verdict fails the check; else EXIT_OK (0)."""
+        if unreadable:
+            return EXIT_UNREADABLE
         if any(self.fails(status) for status in statuses):
             return EXIT_FINDING
-        return EXIT_UNREADABLE if unreadable else EXIT_OK
+        return EXIT_OK
 
     def describe(self) -> str:
         """The failing statuses, in `Status` order: `regression or confirmed`."""
@@ -57,6 +61,28 @@ class Gate:
 FINDINGS = Gate("findings", frozenset({Status.REGRESSION, Status.CONFIRMED}))
 CONFIRMED_ONLY = Gate("confirmed-only", frozenset({Status.CONFIRMED}))
 COMPARISON = Gate("comparison", frozenset({Status.WORSE, Status.FAILED}))
+
+
+def inside_steps(
+    unreadable_paths: Iterable[str], steps: Iterable[tuple[str, str, Iterable[str]]]
+) -> list[tuple[str, str]]:
+    """The unreadable result files whose commit lies inside a step's range, each with the
+    step's label. `steps` holds (label, machine, the range's commit hashes after its old
+    level); `unreadable_paths` are asv's `results/<machine>/<sha8>-<env>.json`. A step
+    around such a file can be misread (its range spans the missing commit, a confirmation
+    recorded for it no longer matches), so `--skip-unreadable` cannot pass these."""
+    ranges = [(label, machine, {h[:8] for h in hashes}) for label, machine, hashes in steps]
+    out: list[tuple[str, str]] = []
+    for path in unreadable_paths:
+        parts = path.replace("\\", "/").split("/")
+        machine = parts[-2] if len(parts) > 1 else ""
+        prefix = parts[-1].split("-", 1)[0]
+        out.extend(
+            (path, label)
+            for label, where, commits in ranges
+            if where == machine and prefix in commits
+        )
+    return out
 
 
 def strict(gate: Gate, fail_on_suspected: bool = True) -> Gate:

@@ -3,9 +3,10 @@
 Every fwdasv command reports a mistake the user can fix (a bad option value, a
 missing file, no GPU) as a single `Error: ...` line naming the input and the
 fix, with a non-zero exit status; errors that mean fwdasv is wrong still raise.
-The status of a `UserError` is read here and nowhere else: the error's own
-`exit_code` when it has one, else the command's `user_error_status` (1, or 2
-for the analysis commands whose 1 means "found a regression").
+The status of an error is read here and nowhere else, by the one rule of
+`fwdasv.core.errors.EXIT_RULE`: a `UserError`'s own `exit_code` when it has one,
+else 2, as click's own usage errors; so "found a regression" (1) and "could
+not run" (2) never look alike to CI.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 class CliError(UserError):
     """A one-line error with a chosen exit status, raised by command code only."""
 
-    def __init__(self, message: str, exit_code: int = 1):
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE):
         super().__init__(message)
         self.exit_code = exit_code
 
@@ -59,14 +60,15 @@ def _one_line_main(
         sys.exit(error.exit_code)
     except click.ClickException as error:
         click.echo(f"Error: {error.format_message()}", err=True)
-        sys.exit(error.exit_code)
+        # click's own ClickException and FileError carry 1, a finding's status here.
+        sys.exit(EXIT_USAGE)
     except (click.Abort, KeyboardInterrupt):
         click.echo("Aborted.", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except UserError as error:
-        # Raised outside any command's invoke (the group's own options): status 1.
+        # Raised outside any command's invoke (the group's own options).
         click.echo(f"Error: {error}", err=True)
-        sys.exit(error.exit_code if error.exit_code is not None else 1)
+        sys.exit(error.exit_code if error.exit_code is not None else EXIT_USAGE)
     # Without standalone mode click returns ctx.exit(n)'s status instead of
     # exiting; fwdasv's commands themselves return nothing.
     if isinstance(status, int) and status:
@@ -90,10 +92,10 @@ class _OneLineMain(click.Command):
 
 
 class Command(_OneLineMain):
-    """A command whose user errors are one line; status `user_error_status` unless the error
-    carries its own."""
+    """A command whose user errors are one line; status `user_error_status` (2) unless the
+    error carries its own."""
 
-    user_error_status = 1
+    user_error_status = EXIT_USAGE
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -104,10 +106,8 @@ class Command(_OneLineMain):
 
 
 class AnalysisCommand(Command):
-    """Commands whose status 1 is a finding (a regression): a user error is 2, so CI tells
-    "the check found something" from "the check could not run"."""
-
-    user_error_status = EXIT_USAGE
+    """The analysis commands' class (their status 1 is a finding); the same rule as every
+    command's."""
 
 
 class Group(_OneLineMain, click.Group):
@@ -125,6 +125,13 @@ class Group(_OneLineMain, click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The epilog as written (a table: click would rewrap it into one paragraph)."""
+        if self.epilog:
+            formatter.write_paragraph()
+            for line in self.epilog.splitlines():
+                formatter.write(f"{line}\n")
 
 
 def summary(text: str) -> str:

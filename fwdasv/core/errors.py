@@ -1,34 +1,43 @@
-"""The errors a user can cause and fix, and the exit statuses they map to.
+"""The errors a user can cause and fix, and the one exit-status rule of every command.
 
-A mistake in the input (a malformed case, a missing file, no GPU, a timeout) raises a
-`UserError`; the command line prints it as one line and exits with its `exit_code`, or
-with the command's own user-error status when it has none (`fwdasv.core.clitools`
-reads it, in one place). Anything else escaping is a fwdasv bug and stays loud.
-Exit statuses are part of the interface (CI gates on them):
-
-    0  done, nothing found
-    1  a finding (a regression, a slower commit) or, for measuring commands, bad input
-    2  bad usage; any user error of the analysis commands (their 1 is a finding), and a
-       gate that could not read every result file (`--skip-unreadable` passes anyway)
-    3  some cases failed (`fwdasv forward`), a required pre-flight check failed (`fwdasv hw`)
-    4  no NVIDIA driver or GPU;  5  root needed (or NVML refused a change)
+A mistake in the input (a malformed case, a missing file, a path that cannot be
+written) raises a `UserError`; the command line prints it as one `Error:` line and
+exits with its `exit_code`, or EXIT_USAGE (`fwdasv.core.clitools` reads it, in one
+place). Anything else escaping is a fwdasv bug and stays loud. The statuses are part
+of the interface (CI gates on them); EXIT_RULE is the table the README and
+`fwdasv --help` show, and each command's help says what its 1 means.
 """
 
-EXIT_OK = 0
-EXIT_FINDING = 1
-EXIT_USAGE = 2
-EXIT_UNREADABLE = 2  # a gate's results could not all be read (`fwdasv.analysis.gate`)
-EXIT_CASES_FAILED = 3
-EXIT_CHECKS_FAILED = 3
-EXIT_NO_DRIVER = 4
-EXIT_NOT_PERMITTED = 5
-EXIT_INTERRUPTED = 130
+EXIT_OK = 0  # nothing to report
+EXIT_FINDING = 1  # a finding the command gates on (a regression, a slower commit)
+EXIT_USAGE = 2  # bad input: a wrong option, a missing or unwritable path
+EXIT_UNREADABLE = 2  # input that cannot be read (a result file), whatever else was found
+EXIT_REFUSED = 3  # a measurement refused (non-finite, differs from eager) or failed
+EXIT_CASES_FAILED = EXIT_REFUSED
+EXIT_HARDWARE = 4  # hardware not ready: no driver or GPU, a pre-flight check, root needed
+EXIT_NO_DRIVER = EXIT_HARDWARE
+EXIT_CHECKS_FAILED = EXIT_HARDWARE
+EXIT_NOT_PERMITTED = EXIT_HARDWARE
+EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
+
+EXIT_RULE = """\
+Exit status, every command:
+  0  nothing to report
+  1  a finding the command gates on: a regression (regressions, confirm, nightly), a
+     slower commit (compare, explain), a step's first commit not named for sure
+     (bisect), the injected commit not named (demo)
+  2  bad input, or input that cannot be read: a wrong option or path, a result file
+     that cannot be read (whatever else was found; --skip-unreadable passes), a range
+     bisect cannot search
+  3  a measurement refused: a case non-finite, differing from eager, or failed (forward)
+  4  hardware not ready: no NVIDIA driver or GPU, a pre-flight check failed, root needed
+130  interrupted (Ctrl-C)"""
 
 
 class UserError(Exception):
     """A mistake in the input or the machine's state, with the fix in the message.
 
-    `exit_code` None: the command's own status for a user error.
+    `exit_code` None: EXIT_USAGE (2), the status of every user error.
     """
 
     exit_code: int | None = None

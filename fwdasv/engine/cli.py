@@ -148,7 +148,7 @@ def forward(**flags: Any) -> None:
     A case whose output is non-finite, differs from eager or replays
     non-deterministically is refused (no latency recorded, the reason in the
     JSON); a sample spread above 0.5% is marked `unstable` with a warning.
-    Exits 3 when some cases failed or were refused, 1 on bad input, 2 on bad usage.
+    Exits 3 when some cases failed or were refused, 2 on bad input.
     """
     run_forward(ForwardRun.from_options(**flags), echo=click.echo, warn=_warn)
 

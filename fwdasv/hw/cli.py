@@ -1,9 +1,10 @@
 """`fwdasv hw`: GPU pre-flight checks, clock lock/unlock and asv's machine file.
 
 The commands only parse options and print; fwdasv.hw.nvml does the work. Exit
-statuses: 0 ok, 1 a user error, 2 bad usage, 3 a required pre-flight check
-failed, 4 no NVIDIA driver or GPU (except `machine`, which then writes a CPU
-entry unless --gpus names GPUs), 5 root needed (or NVML refused the change).
+statuses (`fwdasv.core.errors.EXIT_RULE`): 0 ok, 2 bad input, 4 hardware not ready:
+a required pre-flight check failed, no NVIDIA driver or GPU (except `machine`, which
+then writes a CPU entry unless --gpus names GPUs), root needed (or NVML refused the
+change).
 """
 
 from __future__ import annotations
@@ -59,9 +60,9 @@ def _clock_policy_option(choices: tuple[str, ...], default: str, help: str) -> A
 def hw() -> None:
     """GPU hygiene: pre-flight checks, clock lock/unlock, asv's machine file.
 
-    Exit statuses: 0 ok, 1 error, 2 usage, 3 a required check failed,
-    4 no NVIDIA driver/GPU (machine: a CPU entry instead, unless --gpus names GPUs),
-    5 root needed.
+    Exit statuses: 0 ok, 2 bad input, 4 hardware not ready: a required check
+    failed, no NVIDIA driver/GPU (machine: a CPU entry instead, unless --gpus names
+    GPUs), root needed.
     """
 
 
@@ -88,7 +89,7 @@ def hw() -> None:
 def check(
     gpus: str, clock_policy: str, fmt: str, allow_pid: tuple[int, ...], state_file: Path | None
 ) -> None:
-    """Read-only pre-flight checks; exit 3 when a required one fails."""
+    """Read-only pre-flight checks; exit 4 when a required one fails."""
     report = checks.preflight_snapshot(
         parse_gpu_selection(gpus), clock_policy, allow_pid, state_file
     )

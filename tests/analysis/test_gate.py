@@ -12,10 +12,11 @@ from fwdasv.analysis.gate import (
     FINDINGS,
     Gate,
     findings_gate,
+    inside_steps,
     nightly_gate,
 )
 from fwdasv.analysis.status import Status
-from fwdasv.core.errors import EXIT_FINDING, EXIT_OK
+from fwdasv.core.errors import EXIT_FINDING, EXIT_OK, EXIT_UNREADABLE
 
 
 def test_findings_fail_on_a_regression_or_a_confirmed_one() -> None:
@@ -69,3 +70,29 @@ def test_an_improvement_never_fails_a_gate() -> None:
     gates = (FINDINGS, CONFIRMED_ONLY, findings_gate(True), nightly_gate(False, True))
     for gate in gates:
         assert gate.exit_status([Status.IMPROVEMENT]) == EXIT_OK, gate.name
+
+
+def test_unreadable_results_exit_2_whatever_else_is_found() -> None:
+    # A step at an unreadable file's commit is invisible, and one beside it can be misread:
+    # "could not read" wins over "found a regression" (the README's exit-status rule).
+    assert FINDINGS.exit_status([Status.REGRESSION], unreadable=1) == EXIT_UNREADABLE == 2
+    assert FINDINGS.exit_status([Status.CONFIRMED, Status.DRIFT], unreadable=3) == 2
+    assert FINDINGS.exit_status([], unreadable=1) == 2
+    assert FINDINGS.exit_status([Status.REGRESSION], unreadable=0) == 1
+
+
+def test_an_unreadable_file_inside_a_steps_range_is_named_with_the_step() -> None:
+    step = (
+        "bench.A.track_latency(x) 1111aaaa..3333cccc (drift)",
+        "box",
+        ["2222" * 10, "3333" * 10],
+    )
+    other = ("bench.B.track_latency(y) 5555eeee..6666ffff (regression)", "box", ["6666" * 10])
+    elsewhere = ("bench.A.track_latency(x) on gpu", "gpu", ["2222" * 10])
+    paths = [
+        "/r/results/box/22222222-fwdasv-py3.11.json",  # inside the first step, on its machine
+        "/r/results/box/44444444-fwdasv-py3.11.json",  # in no step's range
+        "/r/results/gpu/66666666-fwdasv-py3.11.json",  # the second step's commit, other machine
+    ]
+    assert inside_steps(paths, [step, other, elsewhere]) == [(paths[0], step[0])]
+    assert inside_steps([], [step]) == [] and inside_steps(paths, []) == []

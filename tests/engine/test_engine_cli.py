@@ -85,7 +85,7 @@ def test_fwdasv_forward_via_cli_runner(tmp_path, monkeypatch):
     args = ["forward", "--device", "cpu", "--case", "decode=2*1@16", "--shapes", str(shapes)]
     args += ["--iters", "2", "--samples", "3", "--warmup-s", "0.01", "--output-json", str(out)]
     result = CliRunner().invoke(fwdasv_main, args)
-    assert result.exit_code == 1 and "nested does not exist" in result.output
+    assert result.exit_code == 2 and "nested does not exist" in result.output
     result = CliRunner().invoke(fwdasv_main, [*args, "--create-dirs"])
     assert result.exit_code == 0, result.output
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
@@ -169,7 +169,7 @@ def test_bad_input_via_cli_runner(tmp_path, monkeypatch, args, names):
     monkeypatch.chdir(tmp_path)
     write_inputs(tmp_path)
     result = CliRunner().invoke(fwdasv_main, ["forward", *FAST, *args])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.stdout == ""
     check_one_line(result.output, names)
     check_no_outputs(tmp_path)
@@ -198,7 +198,7 @@ def test_bad_input_via_the_module_subprocess(tmp_path, env):
                 proc.kill()
                 proc.communicate()
     for name, (stdout, stderr) in outputs.items():
-        assert procs[name].returncode == 1, (name, stderr)
+        assert procs[name].returncode == 2, (name, stderr)
         assert stdout == "", name
         check_one_line(stderr, BAD_INPUTS[name][1])
     check_no_outputs(tmp_path)
@@ -210,7 +210,7 @@ def test_unwritable_output_json_is_one_line(tmp_path, monkeypatch):
     result = CliRunner().invoke(
         fwdasv_main, ["forward", *FAST, "--case", "p=4", "--output-json", "file/out.json"]
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     # Checked before the case runs: nothing is measured for a result that cannot be kept.
     check_one_line(result.output, "--output-json file/out.json: a parent of it is a file")
 
@@ -265,7 +265,7 @@ def test_checks_that_need_no_torch_refuse_before_torch_is_imported(tmp_path, env
     imported, status, *output = done.stdout.splitlines()
     # Nothing was measured: the target (and torch with it) was never imported.
     assert imported == "torch not imported", done.stdout + done.stderr
-    assert status == "1", done.stdout
+    assert status == "2", done.stdout  # bad input
     check_one_line("\n".join(output), names)
     check_no_outputs(tmp_path)
 

@@ -28,11 +28,11 @@ def test_cli_check_json_and_exit_status(fake: FakeNvml):
     assert report["ok"] is True and len(report["inventory"]["gpus"]) == 2
 
     fake.gpus[1].processes = [(4_000_000, 10 * MIB)]
-    assert invoke("check", "--format", "json").exit_code == 3
+    assert invoke("check", "--format", "json").exit_code == 4  # hardware not ready
     assert invoke("check", "--gpus", "0").exit_code == 0
     assert invoke("check", "--gpus", "1", "--allow-pid", "4000000").exit_code == 0
     table = invoke("check", "--gpus", "1")
-    assert table.exit_code == 3
+    assert table.exit_code == 4
     assert "no-other-processes    1  FAIL" in table.stdout
     assert "pre-flight FAILED: 1 required check(s) failed" in table.stdout
     assert one_error_line(table.stderr, ignoring=()) == (
@@ -42,7 +42,7 @@ def test_cli_check_json_and_exit_status(fake: FakeNvml):
 
 def test_cli_bad_gpu_is_one_line(fake: FakeNvml):
     result = invoke("check", "--gpus", "7")
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "GPU index 7 does not exist" in one_error_line(result.stderr, ignoring=())
 
 
@@ -62,7 +62,7 @@ def test_cli_setup_dry_run_then_setup_and_reset(fake: FakeNvml, as_root, state_f
     assert undone.exit_code == 0, undone.output
     assert fake.settings() == before and not state_file.exists()
     again = invoke("reset")
-    assert again.exit_code == 1 and "nothing to reset" in one_error_line(again.stderr, ignoring=())
+    assert again.exit_code == 2 and "nothing to reset" in one_error_line(again.stderr, ignoring=())
 
 
 def test_cli_machine_prints_the_entry(fake: FakeNvml, tmp_path: Path):

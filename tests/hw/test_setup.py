@@ -281,7 +281,7 @@ def test_changes_without_root_are_refused_before_any_call(
         hw_setup.setup(lock_clocks="base", echo=quiet)
     assert fake.calls == [] and not state_file.exists()
     result = invoke("setup", "--lock-clocks", "base")
-    assert result.exit_code == 5
+    assert result.exit_code == 4  # hardware not ready: root needed
     assert "needs root" in one_error_line(result.stderr, ignoring=())
 
 
@@ -291,7 +291,7 @@ def test_nvml_refusing_a_setter_says_so_and_leaves_nothing(
     fake.root = False  # e.g. root in a container without the capability
     before = fake.settings()
     result = invoke("setup", "--lock-clocks", "base")
-    assert result.exit_code == 5
+    assert result.exit_code == 4  # hardware not ready: root needed
     assert "Insufficient Permissions" in one_error_line(result.stderr, ignoring=())
     assert fake.settings() == before and not state_file.exists()
 
