@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import itertools
 import json
 import operator
 import os
@@ -27,6 +28,7 @@ from typing import IO
 import click
 
 from fwdasv.asv.history import MACHINE_KEYS, SAMPLES_FIELD, History, Record, Report
+from fwdasv.core.errors import UserError
 from fwdasv.core.files import atomic_output
 from fwdasv.core.tables import markdown_cell
 
@@ -171,16 +173,30 @@ WRITERS: dict[str, Callable[[Iterable[Record], IO[str], Sequence[str]], int]] = 
 }
 
 
+class EmptySelection(UserError):
+    """The results and filters select no record: nothing would be exported."""
+
+
+def _nothing_selected(history: History, selection: str) -> str:
+    where = history.results_dir
+    if selection:
+        return f"no record in {where} matches {selection}; nothing was written"
+    return f"no record in {where} (nothing measured yet?); nothing was written"
+
+
 def export(
     history: History,
     fmt: str,
     output: str | os.PathLike[str] | None = None,
     progress: bool | None = None,
+    selection: str = "",
 ) -> Report:
     """Write every record of `history` as `fmt` to `output` (None or "-": stdout).
 
     progress None: a bar on stderr when writing a file, stderr is a terminal
-    and the history has at least PROGRESS_MIN_FILES result files.
+    and the history has at least PROGRESS_MIN_FILES result files. A selection of no
+    record is an error (`EmptySelection`, naming `selection`: the filters as given),
+    before anything is written.
     """
     writer = WRITERS[fmt]
     files = history.files()
@@ -198,6 +214,10 @@ def export(
             records = history.records(bar)
         else:
             records = history.records(files)
+        first = next(iter(records), None)
+        if first is None:
+            raise EmptySelection(_nothing_selected(history, selection))
+        records = itertools.chain([first], records)
         if path is None:
             writer(records, sys.stdout, history.fields)
         else:

@@ -214,6 +214,11 @@ class History:
         samples: bool = False,
     ):
         self.results_dir = Path(results_dir)
+        if self.results_dir.exists() and not self.results_dir.is_dir():
+            raise HistoryError(
+                f"{self.results_dir} is a file, not a results directory (give asv's "
+                "results_dir, where `asv run` writes <machine>/machine.json and benchmarks.json)"
+            )
         if not self.results_dir.is_dir():
             raise HistoryError(
                 f"{self.results_dir}: no such results directory (give asv's results_dir, "

@@ -57,6 +57,16 @@ def _parent_ready(path: Path, make_parents: bool, what: str) -> None:
             ) from None
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputPathError(f"{what} {path}: the directory {parent} is not writable")
+    # os.access answers yes to root wherever the mode bits allow: /proc, a read-only mount
+    # or a full disk refuse a new file only when one is made.
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".fwdasv-probe-", dir=parent)
+    except OSError as error:
+        raise OutputPathError(
+            f"{what} {path}: no file can be created in {parent} ({error.strerror})"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def check_output_dir(

@@ -203,7 +203,7 @@ def test_corrupt_result_file_is_reported_and_the_rest_exported(
 
     strict_out = tmp_path / "strict.csv"
     result = runner.invoke(main, ["export", str(results), "-o", str(strict_out), "--strict"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "Error: 1 result file could not be read (--strict)" in result.stderr
     assert len(strict_out.read_text().splitlines()) == 1 + len(records)
 

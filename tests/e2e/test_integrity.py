@@ -129,7 +129,7 @@ WORDS = {
 }
 
 
-def check_refused(result, option: str, path: Path, kind: str, status: int = 1) -> None:
+def check_refused(result, option: str, path: Path, kind: str, status: int = 2) -> None:
     """One line naming the option and the path; a directory is click's own usage error."""
     line = one_error_line(result.output)
     if kind == "directory":
@@ -165,7 +165,7 @@ def test_export_refuses_a_special_output(tmp_path, monkeypatch, kind):
     check_untouched(tmp_path, paths)
 
 
-def test_export_refuses_a_missing_parent_and_writes_a_regular_file(tmp_path):
+def test_export_refuses_a_missing_parent_and_an_empty_history(tmp_path):
     results_dir = tmp_path / "results"
     results_dir.mkdir()
     (results_dir / "benchmarks.json").write_text('{"version": 2}')
@@ -175,8 +175,9 @@ def test_export_refuses_a_missing_parent_and_writes_a_regular_file(tmp_path):
     assert not missing.parent.exists()
     out = tmp_path / "out.csv"
     result = CliRunner().invoke(fwdasv_main, ["export", str(results_dir), "-o", str(out)])
-    assert result.exit_code == 0, result.output
-    assert out.read_text().startswith("commit_hash,")
+    # Nothing measured: no record to export is an error, and nothing is written.
+    assert result.exit_code == 2 and "nothing measured yet?" in result.output
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -218,7 +219,7 @@ def test_dump_output_must_be_a_directory(tmp_path, monkeypatch, kind):
     paths["symlink"].symlink_to(tmp_path / "real-dir")
     args = ["forward", *FAST, "--case", "p=4", "--pipeline-stages", "2"]
     result = CliRunner().invoke(fwdasv_main, [*args, "--dump-output", str(paths[kind])])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"--dump-output {paths[kind]} is {WORDS[kind]}" in one_error_line(result.output)
     assert paths["symlink"].is_symlink() and list((tmp_path / "real-dir").iterdir()) == []
     assert stat.S_ISFIFO(paths["FIFO"].lstat().st_mode)
@@ -228,12 +229,12 @@ def test_dump_output_refuses_a_missing_parent_and_the_single_stage_engine(tmp_pa
     monkeypatch.chdir(tmp_path)
     args = ["forward", *FAST, "--case", "p=4", "--pipeline-stages", "2"]
     result = CliRunner().invoke(fwdasv_main, [*args, "--dump-output", "a/b"])
-    assert result.exit_code == 1 and "a/b: the directory a does not exist" in result.output
+    assert result.exit_code == 2 and "a/b: the directory a does not exist" in result.output
     assert not (tmp_path / "a").exists()
     result = CliRunner().invoke(
         fwdasv_main, ["forward", *FAST, "--case", "p=4", "--dump-output", "d"]
     )
-    assert result.exit_code == 1 and "--dump-output is for pipeline runs" in result.output
+    assert result.exit_code == 2 and "--dump-output is for pipeline runs" in result.output
 
 
 def test_a_dumped_tensor_file_is_never_written_through_a_symlink(tmp_path):
@@ -259,7 +260,7 @@ def test_a_dumped_tensor_file_is_never_written_through_a_symlink(tmp_path):
 
 def test_more_stages_than_layers_is_refused_before_any_process_starts(tmp_path, env):
     done = engine(["--case", "p=4", "--pipeline-stages", "64", *FAST], env, tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert one_error_line(done.stderr) == (
         "Error: --pipeline-stages 64: target 'fwdasv.targets.decoder:tiny' splits into at most "
         "4 stage(s) (one per layer); use at most 4"
@@ -271,7 +272,7 @@ def test_more_stages_than_the_cpus_hold_is_refused_before_any_process_starts(tmp
     stages = MAX_RANKS_PER_CPU * usable_cpus() + 1
     args = ["--target", "integrity_targets:no_stage_limit", "--case", "p=4"]
     done = engine([*args, "--pipeline-stages", str(stages), *FAST], env, tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     line = one_error_line(done.stderr)
     assert f"--pipeline-stages {stages}: on CPU (gloo) each stage is a process" in line
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("fwdasv-pipeline-")]
@@ -332,7 +333,7 @@ def test_a_pipeline_refuses_the_single_stage_protocols(tmp_path, monkeypatch):
         "duty-cycled",
     ]
     result = CliRunner().invoke(fwdasv_main, args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "--protocol duty-cycled is for single-stage runs" in one_error_line(result.output)
 
 
@@ -361,7 +362,7 @@ def test_each_protocol_runs_on_cpu_and_is_recorded(tmp_path, monkeypatch, protoc
 
 def test_a_target_factory_that_raises_is_one_line_naming_where(tmp_path, env):
     done = engine(["--target", "integrity_targets:raises", "--case", "p=4", *FAST], env, tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     line = one_error_line(done.stderr)
     assert line.startswith(
         "Error: Target 'integrity_targets:raises' failed to build: KeyError: 'no such weights'"
@@ -371,7 +372,7 @@ def test_a_target_factory_that_raises_is_one_line_naming_where(tmp_path, env):
 
 def test_a_huge_request_count_is_one_line_not_a_memory_error(tmp_path, env):
     done = engine(["--case", "big=99999999999*1@64", *FAST], env, tmp_path)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert one_error_line(done.stderr) == (
         "Error: Case 'big=99999999999*1@64' has 99999999999 requests; at most 65536 per case"
     )
@@ -402,7 +403,7 @@ def test_a_rank_that_dies_is_one_line_with_its_rank_status_and_log(tmp_path, env
     done = engine(
         [*args, "--pipeline-stages", "2", *FAST, "--output-json", str(out)], env, tmp_path, 300
     )
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     line = one_error_line(done.stderr)
     assert line.startswith("Error: 2-stage pipeline: rank 1 exited with status 7; full log: ")
     log = Path(line.rsplit("full log: ", 1)[1])

@@ -13,7 +13,7 @@ from fwdasv.asv.commit_filter import parse_commit_filter
 from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.clitools import CliError, bench_option, config_option, format_option
-from fwdasv.core.errors import EXIT_FINDING
+from fwdasv.core.errors import EXIT_UNREADABLE
 from fwdasv.core.files import check_output_path
 
 
@@ -67,7 +67,7 @@ from fwdasv.core.files import check_output_path
 @click.option(
     "--strict",
     is_flag=True,
-    help="Exit 1 when a result file could not be read (the others are still written).",
+    help="Exit 2 when a result file could not be read (the others are still written).",
 )
 def export_command(
     results_dir: Path | None,
@@ -88,9 +88,10 @@ def export_command(
     99% CI, quartiles, sample count, the suite's spread and graph-vs-eager
     check, timing metadata. Results whose benchmark version differs from
     benchmarks.json are dropped, as `asv publish` drops them. An unreadable
-    result file is reported on stderr and skipped (exit 1 with --strict).
+    result file is reported on stderr and skipped (exit 2 with --strict).
     --format markdown lists the rows in the history's order (commit date).
-    Exits 0 when written, 2 on bad input.
+    Exits 0 when written, 2 on bad input (a selection of no record included:
+    nothing is written then).
     """
     if results_dir is None:
         try:
@@ -106,7 +107,9 @@ def export_command(
     history = History(
         results_dir, machines=machines, bench=bench, commits=commit_filter, samples=samples
     )
-    report = export(history, fmt, output, progress)
+    asked = [*(f"--machine {m}" for m in machines), *(f"--bench {b}" for b in bench)]
+    asked += [f"--commits {c}" for c in commits]
+    report = export(history, fmt, output, progress, selection=" ".join(asked))
     for line in report.lines():
         click.echo(line, err=True)
     if strict and report.problems:
@@ -114,5 +117,5 @@ def export_command(
         raise CliError(
             f"{count} result file{'s' if count != 1 else ''} could not be read (--strict); "
             "the others were exported",
-            EXIT_FINDING,
+            EXIT_UNREADABLE,
         )

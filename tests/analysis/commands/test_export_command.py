@@ -102,3 +102,35 @@ def test_cli_defaults_to_the_results_dir_of_the_configuration(
         f"Error: asv configuration {tmp_path / 'asv.conf.json'} does not exist; pass --config "
         "PATH, or give the results directory (RESULTS_DIR)"
     ]
+
+
+def test_cli_refuses_an_output_it_cannot_create_and_a_selection_of_nothing(
+    results_tree: dict[str, Any], tmp_path: Path
+) -> None:
+    runner = CliRunner()
+    results = str(results_tree["results"])
+    # /proc takes no new file, even from root (os.access says yes): one line, status 2.
+    proc = runner.invoke(main, ["export", results, "-o", "/proc/fwdasv-export.csv"])
+    assert proc.exit_code == 2, proc.output
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(
+        "Error: --output /proc/fwdasv-export.csv: no file can be created in /proc ("
+    ), line
+    # A selection of no record is an error, and nothing is written over the last export.
+    out = tmp_path / "latency.csv"
+    out.write_text("the last export\n")
+    for option, value in (("--bench", "NoSuchBench"), ("--commits", "0123abcd")):
+        empty = runner.invoke(main, ["export", results, "-o", str(out), option, value])
+        assert empty.exit_code == 2, empty.output
+        assert empty.stderr.splitlines() == [
+            f"Error: no record in {results} matches {option} {value}; nothing was written"
+        ]
+        assert out.read_text() == "the last export\n"
+    # The configuration's results_dir a file: named as one.
+    afile = tmp_path / "results"
+    afile.write_text("not a directory")
+    config = tmp_path / "asv.conf.json"
+    config.write_text(json.dumps({"version": 1, "repo": ".", "results_dir": "results"}))
+    named = runner.invoke(main, ["export", "--config", str(config)])
+    assert named.exit_code == 2, named.output
+    assert named.stderr.startswith(f"Error: {afile} is a file, not a results directory")
