@@ -2,7 +2,9 @@
 
 Rows are ordered by verdict (worse first, as `COMPARISON_STATUSES` lists them), then
 by benchmark and machine; `only_changed` hides unchanged, not-significant, unknown and
-telemetry rows. The JSON is strict (no NaN or infinity) and holds every count.
+telemetry rows. Telemetry with a value at neither commit (a GPU's clocks and power on a
+CPU box) is left out of the table and Markdown, counted in one line. The JSON is strict
+(no NaN or infinity) and holds every row and count.
 """
 
 from __future__ import annotations
@@ -45,6 +47,23 @@ def _ordered(comparisons: Sequence[Comparison], only_changed: bool) -> list[Comp
     return sorted(shown, key=lambda c: (COMPARISON_STATUSES.index(c.verdict), c.name, c.machine))
 
 
+def unmeasured(c: Comparison) -> bool:
+    """A telemetry series with no value at either commit (nothing this machine measures)."""
+    return c.verdict == Status.TELEMETRY and all(
+        m is None or m.median is None for m in (c.before, c.after)
+    )
+
+
+def _unmeasured_line(comparisons: Sequence[Comparison]) -> str:
+    count = sum(1 for c in comparisons if unmeasured(c))
+    if not count:
+        return ""
+    return (
+        f"{count} telemetry series with no value at either commit (not measured on this "
+        "machine, e.g. GPU clocks on a CPU) not shown; --format json lists them"
+    )
+
+
 def summary(comparisons: Sequence[Comparison]) -> str:
     tally = counts(comparisons)
     return ", ".join(f"{n} {verdict}" for verdict, n in tally.items() if n) or "nothing compared"
@@ -76,7 +95,8 @@ def format_comparisons(
             default=str,
             allow_nan=False,
         )
-    rows = [_row(c) for c in shown]
+    rows = [_row(c) for c in shown if not unmeasured(c)]
+    left_out = _unmeasured_line(shown)
     if fmt == "markdown":
         title = f"### Benchmarks: `{a[:8]}` -> `{b[:8]}` ({summary(comparisons)})\n\n"
         body = markdown_table(HEADERS, rows) if rows else "Nothing to show."
@@ -88,9 +108,11 @@ def format_comparisons(
             if methods == ["mann-whitney"]
             else ", ".join(methods) or "no test"
         )
-        return title + body + f"\n\nJudged by {how}, {rule}.\n"
+        note = f"\n\n{left_out}." if left_out else ""
+        return title + body + note + f"\n\nJudged by {how}, {rule}.\n"
     if fmt == "table":
         head = f"{a[:8]} -> {b[:8]} ({rule})"
         body = text_table(HEADERS, rows) if rows else "(nothing to show)"
-        return f"{head}\n{body}\n\n{summary(comparisons)}"
+        note = f"\n{left_out}" if left_out else ""
+        return f"{head}\n{body}\n\n{summary(comparisons)}{note}"
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
