@@ -5,8 +5,8 @@
 # `fwdasv demo` (e.g. scripts/demo.sh --dir /tmp/demo).
 #
 # The demo has an environment of its own: scripts/test.sh's .venv gets the vllm
-# extra, which moves torch (2.14.1 -> 2.14.0), and a torch that changes under the
-# demo's results starts new series. On a machine without an NVIDIA GPU the CPU
+# extra, which pins its own (CUDA) torch, and a torch that changes under the demo's
+# results starts new series. On a machine without an NVIDIA GPU the CPU
 # torch wheel is installed first (about 200 MB instead of about 3 GB of CUDA
 # wheels): from FWDASV_TORCH_INDEX (default https://download.pytorch.org/whl/cpu),
 # or, when that index cannot be reached, pip's own configuration.

@@ -1,11 +1,13 @@
 """The repository `fwdasv init` measures: a local git clone at its HEAD, its target checked there.
 
 `Repository.open` refuses what asv cannot measure (no directory, no git, no
-commit yet). `check_target` imports the target from a copy of HEAD's tree, builds
-it and prepares every case, in a child (`python -m fwdasv.targets.check`: torch
-and the model stay out of this process), on the import path asv's environment
-gives a commit: the suite's target_path, then the tree (`import_root`: the tree
-or its src/), or the tree install's import paths (`fwdasv.asv.treeinstall`).
+commit yet); `commit_url` is where a browser shows one of its commits, from its
+remote (`web_commit_url`: GitHub, GitLab, Bitbucket, over https or ssh).
+`check_target` imports the target from a copy of HEAD's tree, builds it and
+prepares every case, in a child (`python -m fwdasv.targets.check`: torch and the
+model stay out of this process), on the import path asv's environment gives a
+commit: the suite's target_path, then the tree (`import_root`: the tree or its
+src/), or the tree install's import paths (`fwdasv.asv.treeinstall`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,28 @@ from fwdasv.asv.suitespec import InitError, SuiteSpec
 from fwdasv.git import GitError, extract, git, git_run
 
 CHECK_TIMEOUT_S = 900.0
+# A remote as git spells it: scheme://[user@]host[:port]/path or scp-like user@host:path.
+_URL_REMOTE = re.compile(
+    r"^(?:https?|ssh|git)://(?:[^@/]+@)?(?P<host>[^/:]+)(?::\d+)?/(?P<path>.+)$"
+)
+_SCP_REMOTE = re.compile(r"^(?:[^@/]+@)?(?P<host>[^/:]+):(?P<path>[^/].*)$")
+# Where each forge shows one commit: the web URL of the repository, then this, then the hash.
+COMMIT_PATHS = {"github.com": "/commit/", "gitlab.com": "/-/commit/", "bitbucket.org": "/commits/"}
+
+
+def web_commit_url(remote: str) -> str | None:
+    """The URL a commit's hash is appended to for the page that shows it, from a git remote
+    (git@github.com:o/r.git, https://github.com/o/r(.git), ssh://git@github.com/o/r);
+    None for a host whose pages fwdasv does not know, or a local path."""
+    remote = remote.strip()
+    match = _URL_REMOTE.match(remote) or (None if "://" in remote else _SCP_REMOTE.match(remote))
+    if match is None:
+        return None
+    host = match.group("host").lower()
+    path = match.group("path").strip("/").removesuffix(".git")
+    if host not in COMMIT_PATHS or path.count("/") < 1:
+        return None
+    return f"https://{host}/{path}{COMMIT_PATHS[host]}"
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -60,6 +84,23 @@ class Repository:
         except GitError:
             branch = ""  # detached or unreadable: the caller asks for --branch
         return cls(root, head, branch or None)
+
+    def commit_url(self) -> str | None:
+        """Its commits' web URL prefix (`web_commit_url`) from the remote `origin`, else the
+        first remote with one; None when it has no such remote."""
+        try:
+            names = git_run(self.root, "remote").stdout.split()
+        except GitError:
+            return None
+        for name in sorted(names, key=lambda n: n != "origin"):
+            try:
+                remote = git_run(self.root, "remote", "get-url", name).stdout
+            except GitError:
+                continue
+            url = web_commit_url(remote)
+            if url is not None:
+                return url
+        return None
 
     def branches(self) -> list[str]:
         """Its local branches."""
