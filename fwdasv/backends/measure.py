@@ -54,6 +54,9 @@ class CaseSummary:
     # Per sample, the forward's time over fwdasv's fixed workload timed beside it (the
     # engine's --reference); empty when a launch ran without it.
     relative: tuple[float, ...] = ()
+    # The modules of the code under test the launches imported (fwdasv.engine.imports),
+    # over every launch; None when a launch did not record them.
+    imported: tuple[str, ...] | None = None
 
     @classmethod
     def empty(cls, case: str) -> CaseSummary:
@@ -95,6 +98,11 @@ class CaseSummary:
         relative: tuple[float, ...] = ()
         if pace is not None and (self.relative or not self.samples_s):
             relative = (*self.relative, *pace.relative(got.ranks[0].latency, samples))
+        engine = got.ranks[0].engine
+        recorded = engine.imported if engine is not None else None
+        imported = None
+        if recorded is not None and (self.imported is not None or not self.samples_s):
+            imported = tuple(sorted({*(self.imported or ()), *recorded}))
         medians_us = [s * 1e6 for s in samples_s]
         median_us = median(medians_us)
         spread = spread_pct(medians_us, median_us)
@@ -110,6 +118,7 @@ class CaseSummary:
             spread_pct=spread,
             unstable=spread > UNSTABLE_SPREAD_PCT,
             relative=relative,
+            imported=imported,
         )
 
 

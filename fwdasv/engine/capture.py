@@ -9,7 +9,9 @@ deterministic), then warmed up and timed as the protocol lays the replays out
 (`fwdasv.engine.protocol`), with the GPU's telemetry read at block boundaries. Without a
 GPU the same steps run eagerly around a host timer; `timer` says so and the graph-only
 fields are null. With `reference`, the host timer also times a fixed workload right
-after each timed replay (`fwdasv.engine.yardstick`), kept in the rank's `reference` block.
+after each timed replay (`fwdasv.engine.yardstick`), kept in the rank's `reference` block
+with each pair's ratio of this thread's CPU time (a neighbour that takes the CPU away
+lengthens a long forward's wall time, not the short workload's: CPU time sees neither).
 """
 
 from __future__ import annotations
@@ -191,22 +193,29 @@ def _bench_host(
         output = first_tensor(forward())
         reference = output.clone()
         yardstick = Yardstick() if options.reference else None
-        # (forward, workload) µs of every timed() call, in order: the protocol's timed
-        # replays are its last ones (its sizing probes come first).
-        paired: list[tuple[float, float]] = []
+        # (forward, workload) µs of every timed() call, and their thread CPU times' ratio, in
+        # order: the protocol's timed replays are its last ones (its sizing probes first).
+        paired: list[tuple[float, float, float]] = []
+        cpu_ns = [0]
 
         def run_once() -> float:
             snapshot.restore()
             synchronize(device)
-            begin = time.perf_counter()
+            begin, cpu = time.perf_counter(), time.thread_time_ns()
             forward()
             synchronize(device)
+            cpu_ns[0] = time.thread_time_ns() - cpu
             return (time.perf_counter() - begin) * 1e6
 
         def run_paired() -> float:
             took = run_once()
+            forward_cpu = cpu_ns[0]
             assert yardstick is not None
-            paired.append((took, yardstick.timed()))
+            cpu = time.thread_time_ns()
+            workload = yardstick.timed()
+            workload_cpu = time.thread_time_ns() - cpu
+            ratio = forward_cpu / workload_cpu if workload_cpu > 0 and forward_cpu > 0 else 0.0
+            paired.append((took, workload, ratio))
             return took
 
         timed = run_once if yardstick is None else run_paired
@@ -214,10 +223,12 @@ def _bench_host(
     pace = None
     if yardstick is not None:
         mine = paired[len(paired) - len(run.times_us) :]
-        assert [f for f, _ in mine] == run.times_us, "the workload's times lost their replays"
+        assert [f for f, _, _ in mine] == run.times_us, "the workload's times lost their replays"
+        # A clock that did not tick for a pair (0): the wall times' ratio there.
         pace = ReferenceRun(
             yardstick.name,
-            Latency.from_replays([w for _, w in mine], options.samples, TIMER_HOST).rounded(),
+            Latency.from_replays([w for _, w, _ in mine], options.samples, TIMER_HOST).rounded(),
+            cpu_ratios=tuple(round(r if r > 0 else f / w, 5) for f, w, r in mine),
         )
     return (
         _Checks(

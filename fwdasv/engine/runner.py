@@ -25,6 +25,7 @@ from fwdasv.core.errors import describe_error
 from fwdasv.core.results import CaseResult, ProfileBlock
 from fwdasv.engine.capture import StateSnapshot, bench_forward
 from fwdasv.engine.config import EngineConfig
+from fwdasv.engine.imports import project_modules
 from fwdasv.engine.report import announce, host_context, profile_line
 from fwdasv.targets.base import PreparedForward, TargetSpec
 from fwdasv.targets.device import free_device_memory
@@ -122,7 +123,11 @@ def run_cases(
                     rank = dataclasses.replace(
                         bench_forward(prepared, config.options, device, telemetry),
                         telemetry_unavailable=no_telemetry,
-                        engine=engine_info,
+                        # What a commit must change to reach this forward (lazily imported
+                        # modules included: read after the case ran).
+                        engine=dataclasses.replace(
+                            engine_info, imported=project_modules(config.target)
+                        ),
                     )
                     if snapshot is not None and profile_dir is not None:
                         profile = _profile(

@@ -10,7 +10,8 @@ GEMMs with ReLU and a residual (TOKENS x WIDTH activations, WIDTH x WIDTH weight
 the project: a step in the relative time is the forward's, unless torch's BLAS changed
 between the commits. `--reference` on the host timer (`fwdasv.engine.capture`) times it
 after every timed replay into the rank's `reference` block; the suites' `track_relative`
-is the block medians of the forward's time over the workload's.
+is the block medians of the forward's time over the workload's (thread CPU time: a
+neighbour's share of the CPU lengthens neither; docs/timing.md).
 """
 
 from __future__ import annotations

@@ -85,3 +85,25 @@ def test_telemetry_series_combine_the_launches(tmp_path):
     bare = SuiteCache(tuple(pool(config, [RunOutcome(config, parsed, Path())], 1e-3).values()))
     assert math.isnan(suite.track_sm_clock_mhz(bare, "decode"))
     assert math.isnan(suite.track_power_capped_pct(bare, "decode"))
+
+
+def test_the_imports_of_every_launch_are_pooled_and_none_when_one_did_not_say() -> None:
+    """What the suite records beside the results (fwdasv.asv.ranenv): the union over the
+    launches, or None when a launch (vLLM's bench, an older engine) named none."""
+    decode = results.by_case(results.load(SINGLE))["decode"]
+    engine = results.EngineInfo(
+        "mymodel.bench:target", {}, "cpu", "float32", 3, 2, 0, 0.0, "host", "steady", "2", "3"
+    )
+
+    def launched(imported: tuple[str, ...] | None) -> results.CaseResult:
+        rank = dataclasses.replace(
+            decode.ranks[0], engine=dataclasses.replace(engine, imported=imported)
+        )
+        return dataclasses.replace(decode, ranks=(rank, *decode.ranks[1:]))
+
+    tolerance = results.DEFAULT_RELATIVE_RMS_TOLERANCE
+    first = CaseSummary.empty("decode").pooled(launched(("a", "a.b")), [], VLLM_SAMPLES, tolerance)
+    both = first.pooled(launched(("a", "a.c")), [], VLLM_SAMPLES, tolerance)
+    assert (first.imported, both.imported) == (("a", "a.b"), ("a", "a.b", "a.c"))
+    assert both.pooled(launched(None), [], VLLM_SAMPLES, tolerance).imported is None
+    assert CaseSummary.empty("decode").pooled(decode, [], VLLM_SAMPLES, tolerance).imported is None

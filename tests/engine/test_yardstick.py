@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from helpers import FAST, engine
 
 from fwdasv.core import results
@@ -22,10 +24,18 @@ def test_the_reference_workload_is_timed_beside_every_timed_replay(tmp_path, env
     assert rank.reference is not None and rank.reference.workload == WORKLOAD
     assert rank.reference.latency.count == rank.latency.count == 6  # 2 samples of 3
     assert all(t > 0 for t in rank.reference.latency.samples_us)
+    # Each block's median of the pairs' ratios of this thread's CPU time: a neighbour that
+    # takes the CPU away from a long forward (not from the short workload) moves neither.
     relative = rank.reference.relative(rank.latency, 2)
-    forward, workload = rank.latency.samples_us, rank.reference.latency.samples_us
-    ratios = [a / b for a, b in zip(forward, workload, strict=True)]
+    ratios = rank.reference.cpu_ratios
+    assert ratios is not None and len(ratios) == 6 and all(r > 0 for r in ratios)
     assert relative == [sorted(ratios[:3])[1], sorted(ratios[3:])[1]]
+    # A file without them (written before): the wall times' ratios.
+    wall = dataclasses.replace(rank.reference, cpu_ratios=None)
+    forward, workload = rank.latency.samples_us, rank.reference.latency.samples_us
+    walls = [a / b for a, b in zip(forward, workload, strict=True)]
+    assert wall.relative(rank.latency, 2) == [sorted(walls[:3])[1], sorted(walls[3:])[1]]
+    assert results.ReferenceRun.from_json(wall.to_json(), "reference") == wall
     # Without the flag, no block: the file is as before.
     plain = engine(
         [*FAST, "--timer", "host", "--case", "p=16", "--output-json", str(tmp_path / "p.json")],

@@ -318,31 +318,41 @@ class ReferenceRun:
     """A fixed workload timed right after each of the forward's timed replays, in the same
     process (`fwdasv.engine.yardstick`, the engine's `--reference`): replay i of `latency`
     ran right after the forward's replay i. The forward's time over it cancels the host's
-    own changes of speed, which move both alike."""
+    own changes of speed, which move both alike. `cpu_ratios` (written since the engine
+    reads the thread's CPU time too) are the same pairs' ratios of CPU time, which a
+    neighbour taking the CPU away does not lengthen; None in older files."""
 
     workload: str
     latency: Latency
+    cpu_ratios: tuple[float, ...] | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {"workload": self.workload, "latency_us": self.latency.to_json()}
+        data: dict[str, object] = {"workload": self.workload, "latency_us": self.latency.to_json()}
+        if self.cpu_ratios is not None:
+            data["cpu_ratios"] = list(self.cpu_ratios)
+        return data
 
     @classmethod
     def from_json(cls, data: object, where: str) -> ReferenceRun:
         data = json_object(data, where)
+        ratios = numbers(data, "cpu_ratios", where) if "cpu_ratios" in data else None
         return cls(
             workload=string(data, "workload", where),
             latency=parse_latency(require(data, "latency_us", where), f"{where}.latency_us"),
+            cpu_ratios=ratios,
         )
 
     def relative(self, forward: Latency, samples: int) -> list[float]:
         """Per block of replays (the forward's `samples` blocks): the median of the forward's
-        replay time over the workload's, replay by replay."""
+        replay time over the workload's, replay by replay (CPU time where recorded)."""
         ours, theirs = forward.samples_us, self.latency.samples_us
         if len(ours) != len(theirs) or not ours or len(ours) % samples:
             raise ResultsError(
                 f"reference: {len(theirs)} workload times beside {len(ours)} replays "
                 f"in {samples} samples: they must pair up, replay by replay"
             )
+        if self.cpu_ratios is not None and len(self.cpu_ratios) == len(ours):
+            return block_medians(list(self.cpu_ratios), samples)
         ratios = [a / b if b > 0 else math.inf for a, b in zip(ours, theirs, strict=True)]
         return block_medians(ratios, samples)
 
@@ -353,7 +363,9 @@ class EngineInfo:
 
     `target_options` are the target factory's keyword options, JSON values as
     given on the command line; `gpu` is the CUDA device's name; the pipeline
-    fields are set on a pipeline's ranks.
+    fields are set on a pipeline's ranks. `imported` names the modules of the code under
+    test the process had imported when the case was timed (`fwdasv.engine.imports`:
+    what a commit must change to reach this forward); None: not recorded.
     """
 
     target: str
@@ -372,13 +384,16 @@ class EngineInfo:
     pipeline_stages: int | None = None
     world_size: int | None = None
     threads: int | None = None  # torch's intra-op threads while timing
+    imported: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, object]:
         data = dataclasses.asdict(self)
         data["target_options"] = dict(self.target_options)
-        for key in ("gpu", "pipeline_stages", "world_size", "threads"):
+        for key in ("gpu", "pipeline_stages", "world_size", "threads", "imported"):
             if data[key] is None:
                 del data[key]
+        if self.imported is not None:
+            data["imported"] = list(self.imported)
         return data
 
     @classmethod
@@ -398,8 +413,18 @@ class EngineInfo:
             pipeline_stages=optional_int(data, "pipeline_stages", where),
             world_size=optional_int(data, "world_size", where),
             threads=optional_int(data, "threads", where),
+            imported=_names(data.get("imported"), f"{where}: 'imported'"),
             **texts,
         )
+
+
+def _names(value: object, where: str) -> tuple[str, ...] | None:
+    """A list of strings (module names), or None when absent."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ResultsError(f"{where} must be a list of strings, got {value!r}")
+    return tuple(value)
 
 
 @dataclass(frozen=True)
