@@ -5,8 +5,9 @@ Starts `--neighbours` processes (default 3) that stream memory in random bursts 
 0.5-5 s of copying a 64 MiB array back and forth, then a pause of 0.5-5 s), runs `--demos`
 demos at once (default 2, each `python -m fwdasv demo` in its own fresh directory), stops
 the neighbours, and checks each demo: a finding at the injected commit ("Support attention
-logit soft-capping") with status `confirmed` in `fwdasv regressions --format json`, and
-`fwdasv regressions` exiting 1.
+logit soft-capping") with status `confirmed` in `fwdasv regressions --format json`,
+`fwdasv regressions` exiting 1, and no finding (of any status) whose commits leave the
+model's forward code (tinylm/model.py, tinylm/config.py) as it was.
 
 Prints each demo's wall time, the load average seen while they ran (sampled every 5 s: min /
 median / max) and one PASS/FAIL line per demo; exits 0 only when every demo passed. Each
@@ -32,6 +33,7 @@ import time
 from pathlib import Path
 
 SLOW_SUBJECT = "Support attention logit soft-capping"  # fwdasv.demo.project.SLOW_COMMIT_SUBJECT
+FORWARD_FILES = ("tinylm/model.py", "tinylm/config.py")  # what a commit changes to reach it
 BURST_S = (0.5, 5.0)
 STREAM_MB = 64
 
@@ -69,6 +71,7 @@ def check(directory: Path) -> tuple[bool, str]:
             str(config),
             "--format",
             "json",
+            "--improvements",  # a speed-up listed at a commit that leaves the forward is astray too
         ],
         capture_output=True,
         text=True,
@@ -80,14 +83,32 @@ def check(directory: Path) -> tuple[bool, str]:
         return False, f"regressions exited {done.returncode}: {done.stderr.strip()[-300:]}"
     at_commit = [f for f in found if any(c["subject"] == SLOW_SUBJECT for c in f["commits"])]
     statuses = sorted({f["status"] for f in at_commit})
-    ok = "confirmed" in statuses and done.returncode == 1
+    astray = [f for f in found if not touches_forward(directory / "tinylm", f)]
+    ok = "confirmed" in statuses and done.returncode == 1 and not astray
     shown = ", ".join(
         "{} {} {:+.0f}%".format(f["case"], f["status"], f["percent"]) for f in at_commit
     )
+    others = "; ".join(
+        "{} {} {:+.0f}% at {}".format(
+            f["case"], f["status"], f["percent"], ", ".join(c["subject"] for c in f["commits"])
+        )
+        for f in astray
+    )
     return ok, (
         f"regressions exit {done.returncode}; findings at the injected commit: "
-        f"{shown or 'none'}; all findings: {len(found)}"
+        f"{shown or 'none'}; all findings: {len(found)}; at commits that leave the forward "
+        f"as it was: {others or 'none'}"
     )
+
+
+def touches_forward(repo: Path, finding: dict) -> bool:
+    """Whether the finding's commits change the model's forward code."""
+    changed = subprocess.run(
+        ["git", "-C", str(repo), "diff", "--name-only", finding["before_commit"],
+         finding["after_commit"]],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.split()  # fmt: skip
+    return any(path in FORWARD_FILES for path in changed)
 
 
 def main() -> int:

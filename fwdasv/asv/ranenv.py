@@ -1,16 +1,17 @@
 """What a benchmark process actually ran with, recorded beside asv's results, and checked.
 
-asv copies the machine entry (~/.asv-machine.json, per user) into every
-result's params; another job on the same box can rewrite that entry, and then
-results say torch 2.14.1 while every bench ran 2.13.0+cpu. So each suite's
-`setup_cache` (in the commit's environment) appends what it runs with (a
-`RanRecord`) to `<results_dir>/.fwdasv-ran/<host>.jsonl`: one file per host, so
-results repositories that several machines push to do not conflict; a
-dot-directory, which asv and fwdasv's history skip. `disagreements` reads it
-back against the result files: a result whose machine entry names another torch
-(or vLLM) than the one recorded for its commit and environment is reported, with
-the fix. Versions come from package metadata (no torch import: asv imports
-suites at discovery).
+asv copies the machine entry (~/.asv-machine.json, per user) into every result's params;
+another job on the same box can rewrite that entry, and then results say torch 2.14.1
+while every bench ran 2.13.0+cpu. So each suite's `setup_cache` (in the commit's
+environment) appends what it ran with (a `RanRecord`: the software, the bench's timer and
+the modules of the code under test it imported, `fwdasv.engine.imports`) to
+`<results_dir>/.fwdasv-ran/<host>.jsonl`: one file per host, so results repositories that
+several machines push to do not conflict; a dot-directory, which asv and fwdasv's history
+skip. `disagreements` reads it back against the result files: a result whose machine entry
+names another torch (or vLLM) than the one recorded for its commit and environment is
+reported, with the fix; `fwdasv.analysis.untouched` reads a commit's diff against the
+imports. Versions come from package metadata (no torch import: asv imports suites at
+discovery).
 """
 
 from __future__ import annotations
@@ -106,25 +107,40 @@ class RanRecord:
     suite: str
     at: float
     environment: RanEnvironment
+    # What the suite's bench did (None: not recorded, or the bench did not say): its timer
+    # ("host" on a CPU), and the modules of the code under test it imported.
+    timer: str | None = None
+    imported: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, object]:
+        ran: dict[str, object] = {"timer": self.timer} if self.timer is not None else {}
+        if self.imported is not None:
+            ran["imported"] = list(self.imported)
         return {
             "commit": self.commit,
             "env_name": self.env_name,
             "suite": self.suite,
             "at": self.at,
             **asdict(self.environment),
+            **ran,
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, object]) -> RanRecord:
         fields = {name: raw.get(name) for name in RanEnvironment.__dataclass_fields__}
+        timer, imported = raw.get("timer"), raw.get("imported")
+        if imported is not None and not (
+            isinstance(imported, list) and all(isinstance(n, str) for n in imported)
+        ):
+            raise ValueError(f"'imported' must be a list of module names, got {imported!r}")
         return cls(
             commit=str(raw["commit"]),
             env_name=str(raw["env_name"]),
             suite=str(raw.get("suite", "")),
             at=float(raw["at"]),  # type: ignore[arg-type]
             environment=RanEnvironment(**fields),  # type: ignore[arg-type]
+            timer=timer if isinstance(timer, str) else None,
+            imported=None if imported is None else tuple(imported),
         )
 
 
@@ -147,9 +163,16 @@ def results_dir_of(conf_dir: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def record(suite: str, environ: Mapping[str, str] | None = None) -> RanRecord | None:
-    """Append this process's environment for asv's current commit; None outside `asv run`
-    (no ASV_COMMIT, ASV_ENV_NAME or configuration to find the results in)."""
+def record(
+    suite: str,
+    environ: Mapping[str, str] | None = None,
+    *,
+    timer: str | None = None,
+    imported: Sequence[str] | None = None,
+) -> RanRecord | None:
+    """Append this process's environment for asv's current commit (and what its bench timed
+    with and imported); None outside `asv run` (no ASV_COMMIT, ASV_ENV_NAME or
+    configuration to find the results in)."""
     environ = os.environ if environ is None else environ
     commit, env_name = environ.get("ASV_COMMIT"), environ.get("ASV_ENV_NAME")
     conf_dir = environ.get("ASV_CONF_DIR")
@@ -158,7 +181,15 @@ def record(suite: str, environ: Mapping[str, str] | None = None) -> RanRecord | 
     results_dir = results_dir_of(conf_dir)
     if results_dir is None:
         return None
-    ran = RanRecord(commit, env_name, suite, time.time(), RanEnvironment.current())
+    ran = RanRecord(
+        commit,
+        env_name,
+        suite,
+        time.time(),
+        RanEnvironment.current(),
+        timer=timer,
+        imported=None if imported is None else tuple(imported),
+    )
     folder = results_dir / RAN_DIR
     folder.mkdir(parents=True, exist_ok=True)
     # One short line, appended (O_APPEND): concurrent processes never interleave it.

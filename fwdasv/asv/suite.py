@@ -240,14 +240,15 @@ class ForwardSuite(abc.ABC):
 
         # As asv names it: the module under benchmark_dir (asv imports it as a package).
         module = type(self).__module__.split(".", 1)[-1]
-        _record_environment(f"{module}.{name}", say)
         try:
             cases = measure(
                 config, directory, launches=self.launches, tolerance=self.tolerance, echo=say
             )
         except BackendUnavailable as error:
+            _record_environment(f"{module}.{name}", say)
             say(f"[fwdasv] {name}: skipped: {error}")
             return SuiteCache(skip=str(error))
+        _record_environment(f"{module}.{name}", say, cases.values())
         return SuiteCache(tuple(cases.values()), config, str(directory))
 
     def run_config(self) -> RunConfig:
@@ -373,13 +374,24 @@ _track_relative.__name__ = "track_relative"
 _track_relative.__qualname__ = "ForwardSuite.track_relative"
 
 
-def _record_environment(suite: str, say: Callable[[str], None]) -> None:
-    """What this benchmark process runs with, beside asv's results (fwdasv.asv.ranenv);
-    a record that cannot be written costs a line, never the measurement."""
+def _record_environment(
+    suite: str, say: Callable[[str], None], cases: Iterable[CaseSummary] = ()
+) -> None:
+    """What this benchmark process ran with, beside asv's results (fwdasv.asv.ranenv): the
+    software, and from the cases' summaries the bench's timer and the modules of the code
+    under test it imported (every case's, or none); a record that cannot be written costs a
+    line, never the measurement."""
     from fwdasv.asv import ranenv
 
+    summaries = [c for c in cases if c.error is None]
+    timers = {c.timer for c in summaries if c.timer is not None}
+    imported = None
+    if summaries and all(c.imported is not None for c in summaries):
+        imported = sorted({name for c in summaries for name in c.imported or ()})
     try:
-        ran = ranenv.record(suite)
+        ran = ranenv.record(
+            suite, timer=min(timers) if len(timers) == 1 else None, imported=imported
+        )
     except (OSError, ValueError) as error:
         say(f"[fwdasv] {suite}: the environment was not recorded: {error}")
         return

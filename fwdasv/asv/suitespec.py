@@ -4,8 +4,11 @@
 and renders the class asv imports (`source`). `canary_suite` is the environment
 canary every project gets: fwdasv's own tiny decoder, no code of the project, so
 a step in it is the machine (load, a driver, torch), not a commit; `fwdasv
-regressions` labels a finding that steps with it `drift`. InitError is what
-`fwdasv init` refuses, with the fix in its message.
+regressions` labels a finding that steps with it `drift`. `paced_by_default`: a
+suite that will time on the CPU (no NVIDIA GPU here) is paced (`reference`), since a
+shared CPU box's speed moves 10-30% between processes and the paced ratio 2-3%
+(docs/timing.md, "The host's pace"). InitError is what `fwdasv init` refuses, with
+the fix in its message.
 """
 
 from __future__ import annotations
@@ -26,6 +29,14 @@ DEFAULT_CASES = ("decode_bs1_1k=1*1@1024", "decode_bs16_4k=16*1@4096", "prefill_
 CANARY_CLASS = "CanaryDecoder"  # a `Canary*` suite: fwdasv.analysis.series.CANARY_PREFIX
 CANARY_TARGET = "fwdasv.targets.decoder:tiny"
 CANARY_CASES = ("decode_bs4=4*1@256", "prefill_64=64")
+
+
+def paced_by_default() -> bool:
+    """Whether a suite written here is paced unless told otherwise: no NVIDIA GPU is visible
+    (NVML and CUDA_VISIBLE_DEVICES, no CUDA initialised), so its forward times on the CPU."""
+    from fwdasv.backends import visible_gpus
+
+    return visible_gpus() == 0
 
 
 class InitError(UserError):

@@ -50,6 +50,20 @@ def test_the_record_is_this_interpreters_software(tmp_path: Path) -> None:
     assert (loaded.commit, loaded.env_name, loaded.suite) == (COMMIT, ENV_NAME, "forward.Mymodel")
 
 
+def test_the_record_says_what_the_bench_timed_with_and_imported(tmp_path: Path) -> None:
+    """What `fwdasv.analysis.untouched` reads a commit's diff against; a record without
+    them (an older line, the vLLM bench) reads back as None."""
+    imported = ("mymodel", "mymodel.bench")
+    ran = ranenv.record(
+        "forward.Mymodel", asv_environ(tmp_path), timer="host_perf_counter", imported=imported
+    )
+    bare = ranenv.record("forward.Other", asv_environ(tmp_path))
+    assert ranenv.load_records(tmp_path / "res") == [ran, bare]
+    assert ran is not None and (ran.timer, ran.imported) == ("host_perf_counter", imported)
+    assert bare is not None and (bare.timer, bare.imported) == (None, None)
+    assert "imported" not in bare.to_json()
+
+
 def test_outside_asv_nothing_is_recorded(tmp_path: Path) -> None:
     assert ranenv.record("forward.Mymodel", {}) is None
     assert (
