@@ -212,14 +212,13 @@ def test_mann_whitney_gives_asvs_verdicts(jittered) -> None:
 
 @pytest.mark.slow
 def test_compare_across_the_demo_slow_commit(demo_history) -> None:
-    """Real engine timings across the injected commit.
+    """Real engine timings across the injected commit, by the paced series (the forward
+    over the fixed workload, CPU times: what a neighbour's load does not move).
 
-    asv's rule (Mann-Whitney on the samples) calls it worse: decode takes
-    several times longer in every process after it. The default judges each
-    series by its 12-commit history, whose run-to-run noise on this shared VM
-    can be 10-20% (whole processes slowed by a neighbour), and says worse only
-    when the change stands out of that noise: the verdict must agree with the
-    noise the series' history shows.
+    asv's rule (Mann-Whitney on the samples) calls it worse: decode takes about twice
+    as long in every process after it. The default judges each series by its
+    12-commit history and says worse only when the change stands out of that noise:
+    the verdict must agree with the noise the series' history shows.
     """
     from fwdasv.analysis.compare_stored import series_noise
 
@@ -235,7 +234,10 @@ def test_compare_across_the_demo_slow_commit(demo_history) -> None:
                 "--config",
                 str(demo_history.project.config_path),
                 "--bench",
-                "track_latency",
+                # The paced series: its processes agree beside a neighbour's load, where
+                # the latency's can read 20-68% apart (a loaded process before the commit
+                # once read prefill -17% across it).
+                "track_relative",
                 "--format",
                 "json",
                 *args,
@@ -245,8 +247,8 @@ def test_compare_across_the_demo_slow_commit(demo_history) -> None:
     result = run("--method", "mann-whitney")
     assert result.exit_code == 1, result.output
     verdicts = {c["case"]: c for c in json.loads(result.stdout)["comparisons"]}
-    # Decode: the GQA path before is steady (about 4.4 ms here, run after run); the
-    # soft-capped one after is slower in every process (5-20 ms on this shared VM).
+    # Decode: the soft-capped attention after it is about twice the GQA path's time over
+    # the fixed workload, in every process.
     decode = verdicts["decode_bs8_2k"]
     assert decode["verdict"] == "worse", decode
     assert decode["ratio"] > 1.15 and decode["p_value"] < 0.002

@@ -97,6 +97,10 @@ def demo_profiles(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             ]
             if min(ratios) >= 1.2:
                 break
+            print(
+                f"profiles {attempt + 1}: BAD's busy time over GOOD's {ratios} (a neighbour "
+                "slowed a process): both commits profiled again"
+            )
     return out
 
 
