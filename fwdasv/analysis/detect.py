@@ -1,7 +1,8 @@
 """Steps in one series, each judged by that series' own noise: levels, edges, undecided steps.
 
 `detect` composes the rules: the steps between two levels that hold (`levels`), the
-large settled steps the noise estimate is too uncertain to decide (`suspected`), and
+large settled steps the noise estimate is too uncertain to decide (`suspected`), the
+steps beside levels of 2-3 commits (`short`: a short history, a short level), and
 the steps at the history's head and start that no level holds yet (`edges`), an edge
 near a fitted step counted once. Input: a series' medians in commit order (None or
 NaN for a failed commit) and its `Noise` (`fwdasv.analysis.noise`); output: `Step`s,
@@ -21,6 +22,7 @@ import numpy as np
 from fwdasv.analysis.edges import edge_threshold, edges
 from fwdasv.analysis.levels import EDGE_MAX, Z_THRESHOLD, level_steps, undecided_steps
 from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.short import short_history_steps, short_level_steps
 from fwdasv.analysis.status import Status
 from fwdasv.analysis.step import HEAD, Step
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
@@ -58,10 +60,27 @@ def detect(
     )
     # The large settled steps the noise estimate cannot decide, before the edges: an edge
     # near one is its new level seen again, as near a fitted step.
-    settled = undecided_steps(medians, noise, out, min_effect_pct) if undecided else []
+    settled = (
+        undecided_steps(medians, noise, out, min_effect_pct, improvements=improvements)
+        if undecided
+        else []
+    )
     out = sorted([*out, *settled], key=_order)
+    # Levels of 2-3 commits, which the fit cannot hold: a short history, or a short level
+    # between two others. An edge then ends its reference level at them.
+    short = [
+        *short_history_steps(
+            medians, noise, min_effect_pct=min_effect_pct, improvements=improvements
+        ),
+        *short_level_steps(
+            medians, noise, out, min_effect_pct=min_effect_pct, improvements=improvements
+        ),
+    ]
+    short = [s for s in short if edge or s.edge is None]  # at an edge: only with `edge`
+    out = sorted([*out, *short], key=_order)
     if edge:
-        out = _with_edges(out, medians, noise, min_effect_pct, undecided)
+        cuts = [s.after_index for s in short]
+        out = _with_edges(out, medians, noise, min_effect_pct, undecided, improvements, cuts)
     return out
 
 
@@ -71,16 +90,33 @@ def _with_edges(
     noise: Noise,
     min_effect_pct: float,
     undecided: bool,
+    improvements: bool = False,
+    cuts: Sequence[int] = (),
 ) -> list[Step]:
     """`out` (the fitted steps) with the edges that are not a fitted step seen again."""
-    # An edge within EDGE_MAX commits of a step the fit reports is that step's own
-    # new level seen again (its first commits sit in the edge's reference level).
-    fitted = [s for s in out if s.status != Status.IMPROVEMENT]
+    # An edge within EDGE_MAX commits of a step the fit reports in its direction is that
+    # step's own new level seen again (its first commits sit in the edge's reference
+    # level); one of a short history's steps, or beside a short level, is that step.
     kept = []
-    for found in edges(medians, noise, min_effect_pct=min_effect_pct, undecided=undecided):
+    found_edges = edges(
+        medians,
+        noise,
+        min_effect_pct=min_effect_pct,
+        undecided=undecided,
+        improvements=improvements,
+        cuts=cuts,
+    )
+    for found in found_edges:
+        faster = found.status == Status.IMPROVEMENT
+        near = [s for s in out if abs(found.after_index - s.after_index) <= EDGE_MAX]
+        if any(s.after_index in cuts for s in near):
+            continue
+        fitted = [s for s in out if (s.status == Status.IMPROVEMENT) == faster]
         close = [f for f in fitted if abs(found.after_index - f.after_index) <= EDGE_MAX]
         if not close:
             kept.append(found)
+        elif faster:
+            continue  # a faster head beside a fitted improvement is its new level
         elif (
             found.edge == HEAD
             and found.percent > EDGE_SPIKE_RATIO * max(f.percent for f in close)

@@ -8,13 +8,15 @@ reported when each of its commits stands EDGE_EACH_Z sigma beyond that level, th
 are one level, their mean has z >= EDGE_Z[k] (Studentized) and the effect is at
 least `min_effect_pct`. Its status: one commit is `suspected`; k >= 2 are a
 `regression` when k outliers in a row are less likely than EDGE_OUTLIER_P by the
-history's own outlier rate, else `suspected`. Inputs: medians in commit order (None
-for a failed commit) and the series' `Noise`; output: `Step`s with `edge` set.
-The method and its figures: docs/verdicts.md, "Edges".
+history's own outlier rate, else `suspected`; a faster edge is an `improvement`.
+Inputs: medians in commit order (None for a failed commit), the series' `Noise`, and
+the steps already found (`cuts`: a reference level ends at them); output: `Step`s
+with `edge` set. The method and its figures: docs/verdicts.md, "Edges".
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -42,6 +44,12 @@ EDGE_MIN_REFERENCE = 2  # commits at the reference level an edge is judged again
 # The mean's normal quantile, by commits at the edge: a shorter edge needs more, as the
 # scan's Z_THRESHOLD (3.6) does for three commits.
 EDGE_Z = {1: 4.5, 2: 4.0, 3: 3.6}
+# One commit at the head is always `suspected` (confirm decides it): Studentized, its
+# quantile is this one, which finds 98% of +2% newest commits on 30 commits at 0.2% noise
+# (4.5: 76%) and leaves step-free 30- and 60-commit histories with a finding in 3.6%
+# (their slow outlier commits at the head). Taken as known (a busy box's undecided
+# edge), EDGE_Z[1] stands: there 10% of commits are slow outliers.
+EDGE_HEAD1_Z = 3.3
 EDGE_EACH_Z = 1.5  # sigma each edge commit must stand beyond the reference
 EDGE_LEVEL_Z = 3.0  # the edge's commits are one level: their gaps within this many sd apart,
 EDGE_LEVEL_FRACTION = 1 / 3  # or each at least this fraction of the largest
@@ -49,13 +57,16 @@ EDGE_OUTLIER_P = 0.005  # chance of k outliers in a row below which a level excl
 
 
 def edge_threshold(commits: int, dof: float) -> float:
-    """The z an edge of `commits` commits must reach: EDGE_Z's quantile, Studentized."""
-    return t_isf(NormalDist().cdf(-EDGE_Z[min(commits, EDGE_MAX)]), dof)
+    """The z an edge of `commits` commits must reach: EDGE_Z's quantile (EDGE_HEAD1_Z for
+    one commit with the noise estimated), Studentized by `dof`."""
+    z = EDGE_HEAD1_Z if commits == 1 and math.isfinite(dof) else EDGE_Z[min(commits, EDGE_MAX)]
+    return t_isf(NormalDist().cdf(-z), dof)
 
 
-def _outlier_rate(values: np.ndarray, bounds: list[int], excursion: float, sign: float) -> float:
-    """How often a commit before the edge stands `excursion` (ln) beyond its own level,
-    on the side `sign` (+1 slower): (m + 1/2) / (n + 1)."""
+def outlier_rate(values: np.ndarray, bounds: list[int], excursion: float, sign: float) -> float:
+    """How often a commit of `values` (ln, in levels starting at `bounds`) stands
+    `excursion` beyond its own level's median, on the side `sign` (+1 slower):
+    (m + 1/2) / (n + 1)."""
     m = 0
     for a, b in itertools.pairwise(bounds):
         level = float(np.median(values[a:b]))
@@ -69,31 +80,59 @@ def edges(
     *,
     min_effect_pct: float = MIN_EFFECT_PCT,
     undecided: bool = True,
+    improvements: bool = False,
+    cuts: Sequence[int] = (),
 ) -> list[Step]:
     """Upward steps no level holds yet: at the head (the newest 1-3 commits) or after
     only 2-3 commits at the start; at most one of each, oldest first (see the module).
-    With `undecided`, also the large ones the noise estimate alone cannot decide."""
+    With `undecided`, also the large ones the noise estimate alone cannot decide; with
+    `improvements`, a faster head or start too where no slower one is (status
+    `improvement`). `cuts`: first commits (history indices) of steps found otherwise
+    (a short level's): the reference level an edge is judged against ends there."""
+    out = _edges(medians, noise, min_effect_pct, undecided, 1.0, cuts)
+    if improvements:
+        faster = _edges(medians, noise, min_effect_pct, undecided, -1.0, cuts)
+        taken = {s.edge for s in out}
+        out = sorted(
+            [*out, *(s for s in faster if s.edge not in taken)], key=lambda s: s.after_index
+        )
+    return out
+
+
+def _edges(
+    medians: Sequence[float | None],
+    noise: Noise,
+    min_effect_pct: float,
+    undecided: bool,
+    sign: float,
+    cuts: Sequence[int],
+) -> list[Step]:
+    """`edges` in one direction: `sign` +1 slower, -1 faster."""
     index, logs = valid_logs(medians)
     sigma = noise.sigma
     limit = undecided_floor(noise, min_effect_pct) if undecided else math.inf
+    # Positions (among the commits with data) where a level found otherwise starts.
+    cut_at = sorted({int(np.searchsorted(index, c)) for c in cuts})
+    edge = functools.partial(
+        _edge, sigma=sigma, noise=noise, min_effect_pct=min_effect_pct, undecided_pct=limit,
+        sign=sign, cuts=cut_at,
+    )  # fmt: skip
     out = []
     stop = logs.size  # the start's edge is judged on the commits before the head's
     for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
-        step = _edge(index, logs, logs.size - k, k, sigma, noise, min_effect_pct, limit, HEAD)
+        step = edge(index, logs, logs.size - k, k, where=HEAD)
         if step is not None and k == EDGE_MAX:
             # The commit before the edge at the edge's level too: the new level has one
             # commit more than an edge, which the fit did not hold (a short, noisy
             # history). The step is at that commit (an 8-commit history's 5th commit
             # doubled the forward; the edge of its newest 3 named the 6th).
-            longer = _edge(
-                index, logs, logs.size - k - 1, k + 1, sigma, noise, min_effect_pct, limit, HEAD
-            )
+            longer = edge(index, logs, logs.size - k - 1, k + 1, where=HEAD)
             # Only when that commit sits nearer the edge's level than the old one: a
             # commit measured slow before a 3-commit level (1.4 1.5 1.5 2.0 2.1 | 3.6 3.4
             # 3.1 ms on a busy box) stands beyond the old level, and is not the step.
             extra = logs[logs.size - k - 1]
-            if longer is not None and abs(extra - math.log(step.after)) < abs(
-                extra - math.log(longer.before)
+            if longer is not None and abs(extra - _new_level(step)) < abs(
+                extra - _old_level(longer)
             ):
                 step, k = longer, k + 1
         if step is not None:
@@ -105,11 +144,20 @@ def edges(
     # with one slow commit among them set aside.
     tries = [(k, drop) for drop in (False, True) for k in EDGE_START]
     for k, drop in tries:
-        step = _edge(index, logs, k, k, sigma, noise, min_effect_pct, limit, START, drop_slow=drop)
+        step = edge(index, logs, k, k, where=START, drop_slow=drop)
         if step is not None:
             out.insert(0, step)
             break
     return out
+
+
+def _new_level(step: Step) -> float:
+    """ln of the level the edge's own commits are at (the head's new one, the start's old)."""
+    return math.log(step.after if step.edge == HEAD else step.before)
+
+
+def _old_level(step: Step) -> float:
+    return math.log(step.before if step.edge == HEAD else step.after)
 
 
 def _edge(
@@ -117,16 +165,20 @@ def _edge(
     logs: np.ndarray,
     split: int,
     k: int,
+    *,
     sigma: float,
     noise: Noise,
     min_effect_pct: float,
     undecided_pct: float,
     where: str,
+    sign: float = 1.0,
+    cuts: Sequence[int] = (),
     drop_slow: bool = False,
 ) -> Step | None:
     """The step at `split` (first commit with data at the new level, a position among
     the commits with data), the k commits of the short side tested against the
-    nearest level of the other side's fit; None when it does not stand out."""
+    nearest level of the other side's fit (ended at `cuts`, positions among the commits
+    with data); None when it does not stand out in the direction `sign` (+1 slower)."""
     head = where == HEAD
     short = logs[split:] if head else logs[:split]
     rest = logs[:split] if head else logs[split:]
@@ -134,14 +186,17 @@ def _edge(
         return None
     clean = despike(rest, sigma)
     threshold = z_threshold(int(rest.size), noise.dof)
-    bounds = [*partition(clean / sigma, threshold * threshold), int(rest.size)]
+    # The levels of the other side: the fit's, ended where a level found otherwise starts.
+    offset = 0 if head else split
+    inside = [c - offset for c in cuts if 0 < c - offset < rest.size]
+    bounds = sorted({*partition(clean / sigma, threshold * threshold), *inside, int(rest.size)})
     a, b = (bounds[-2], bounds[-1]) if head else (bounds[0], bounds[1])
     reference = float(np.mean(clean[a:b]))
     n_ref = b - a
     if n_ref < EDGE_MIN_REFERENCE:
         return None
     # ln(new level) - ln(old level): the head is the new level, the start the old one.
-    gaps = short - reference if head else reference - short
+    gaps = sign * (short - reference if head else reference - short)
     if not drop_slow:
         judged = _judge_gaps(gaps, n_ref, sigma, noise, min_effect_pct, undecided_pct)
     else:
@@ -149,8 +204,9 @@ def _edge(
         # old level: the rest of them, without it, can still show the step; suspected,
         # since fewer commits show it than the edge has. Of three, the one next to the
         # step is not set aside (it may be the new level's first: then two is the edge).
+        # A faster start keeps all its commits: setting one aside would pick the slow ones.
         slow = int(np.argmin(gaps))
-        if head or k < 2 or (k > 2 and slow == k - 1):
+        if head or sign < 0 or k < 2 or (k > 2 and slow == k - 1):
             return None
         judged = _judge_gaps(
             np.delete(gaps, slow), n_ref, sigma, noise, min_effect_pct, undecided_pct
@@ -164,16 +220,18 @@ def _edge(
     if status == Status.REGRESSION:
         # How often this history shows a commit that far out on the edge's side (slower
         # at the head, faster at the start): k of them in a row are outliers, not a level.
-        rate = _outlier_rate(rest, bounds, low, 1.0 if head else -1.0)
+        rate = outlier_rate(rest, bounds, low, sign if head else -sign)
         if rate**k > EDGE_OUTLIER_P:
             status = Status.SUSPECTED
+    if sign < 0:
+        status = Status.IMPROVEMENT
     old, new = (reference, float(np.mean(short))) if head else (float(np.mean(short)), reference)
     return Step(
         before_index=int(index[split - 1]),
         after_index=int(index[split]),
         before=math.exp(old),
         after=math.exp(new),
-        percent=percent,
+        percent=percent if sign > 0 else 100 * math.expm1(new - old),
         z=z,
         z_threshold=needed,
         noise_pct=noise.noise_pct,

@@ -243,10 +243,12 @@ def undecided_steps(
     noise: Noise,
     found: Sequence[Step],
     min_effect_pct: float,
+    *,
+    improvements: bool = False,
 ) -> list[Step]:
     """The upward changes of the fit with the noise taken as known that `found` (the
     Studentized fit's findings) lacks within EDGE_MAX commits: large (`undecided_floor`),
-    settled, `suspected`."""
+    settled, `suspected`; with `improvements` the downward ones too, `improvement`."""
     if not math.isfinite(noise.dof):
         return []  # the noise is known: the Studentized fit was this one
     fit = _fit(medians, replace(noise, dof=math.inf), Z_THRESHOLD)
@@ -257,7 +259,11 @@ def undecided_steps(
         log_step = after - before
         percent = 100 * math.expm1(log_step)
         after_index = int(fit.index[b])
-        if log_step <= 0 or percent < floor or not _settled(fit.clean[a:c]):
+        down = log_step < 0
+        effect = 100 * math.expm1(abs(log_step))
+        if (down and not improvements) or log_step == 0:
+            continue
+        if effect < floor or not _settled(fit.clean[a:c]):
             continue
         if any(abs(after_index - s.after_index) <= EDGE_MAX for s in found):
             continue
@@ -268,12 +274,12 @@ def undecided_steps(
                 before=math.exp(before),
                 after=math.exp(after),
                 percent=percent,
-                z=log_step / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b))),
+                z=abs(log_step) / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b))),
                 z_threshold=fit.threshold,
                 noise_pct=noise.noise_pct,
                 commits_before=b - a,
                 commits_after=c - b,
-                status=Status.SUSPECTED,
+                status=Status.IMPROVEMENT if down else Status.SUSPECTED,
             )
         )
     return out

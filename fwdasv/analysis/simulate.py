@@ -46,6 +46,13 @@ WITHIN_PCT = (0.1, 0.3)  # uniform
 OUTLIER_RATE = 0.03  # commits in a slow clock state or beside a noisy neighbour
 OUTLIER_PCT = (1.0, 3.0)  # how much slower such a commit is
 ENV_SHIFT_PCT = 1.5  # a machine's shift: the offset measured between two H200 hosts
+# A busy 2-core CPU box (bench/verdicts/busy_verdicts.py): a commit's process offset
+# log-uniform 3-12%, in-run spread 2-6%, 20 samples, 10% of commits +10-40% slow.
+BUSY_BETWEEN_PCT = (3.0, 12.0)
+BUSY_WITHIN_PCT = (2.0, 6.0)
+BUSY_SAMPLES = 20
+BUSY_OUTLIER_RATE = 0.10
+BUSY_OUTLIER_PCT = (10.0, 40.0)
 
 CODE, ENV = "code", "env"
 
@@ -150,6 +157,18 @@ def random_spec(rng: np.random.Generator, **overrides: Unpack[SpecFields]) -> Se
         within_pct=float(rng.uniform(*WITHIN_PCT)),
     )
     return replace(drawn, **overrides)
+
+
+def busy_spec(rng: np.random.Generator) -> SeriesSpec:
+    """A series of a busy 2-core CPU box (the BUSY_* ranges), 2 ms."""
+    return SeriesSpec(
+        base_s=2e-3,
+        between_pct=_log_uniform(rng, *BUSY_BETWEEN_PCT),
+        within_pct=float(rng.uniform(*BUSY_WITHIN_PCT)),
+        samples=BUSY_SAMPLES,
+        outlier_rate=BUSY_OUTLIER_RATE,
+        outlier_pct=BUSY_OUTLIER_PCT,
+    )
 
 
 def _log_uniform(rng: np.random.Generator, low: float, high: float) -> float:
