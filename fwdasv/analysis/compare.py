@@ -5,9 +5,10 @@
 (`fwdasv.analysis.noise`), else asv's rule (Mann-Whitney on the stored samples, else
 99% CIs that do not overlap); a change counts only beyond `factor`. `pair` matches two
 commits' history records by series and judges each; only latency (`counted`) can be
-worse or improved, the rest is telemetry. Verdicts: `fwdasv.analysis.status`; what
-fails CI: `fwdasv.analysis.gate.COMPARISON`; how it decides: docs/verdicts.md
-("compare"). DEFAULT_FACTOR: the configuration's default min_effect_pct (0.3%) as a
+worse or improved, the rest is telemetry. A `PairFinding` is the stored history's
+finding between the two commits (`compare_stored.attach_findings`): one verdict per
+pair. Verdicts: `fwdasv.analysis.status`; what fails CI: `gate.COMPARISON`, and
+`gate.FINDINGS` on the attached finding; how it decides: docs/verdicts.md ("compare"). DEFAULT_FACTOR: the configuration's default min_effect_pct (0.3%) as a
 ratio, the smallest change the findings report too. Pure: the I/O edge is
 `fwdasv.analysis.compare_stored`, the formatting `fwdasv.analysis.compare_format`.
 """
@@ -136,14 +137,21 @@ def judge(
         if different:
             by_process = _process_level(before, after, process_size, noise)
             if by_process is not None and not by_process.different(alpha):
+                # Too few processes to reach alpha by their own spread is no evidence
+                # that nothing changed: a 4x change is never `unchanged` for it.
+                counts = f"{by_process.processes[0]}+{by_process.processes[1]}"
+                reason = (
+                    f"not significant by processes: {counts} process medians do not reach "
+                    f"alpha {alpha:g} at their spread (p={by_process.p_value:.2g}), though "
+                    f"the series' noise calls it different (p={p_value:.2g})"
+                )
+                if max(ratio, 1 / ratio) > factor:
+                    reason += (
+                        f"; a {ratio:.3g}x change: measure both commits again "
+                        "(`asv run --append-samples`) to decide"
+                    )
                 return Judgement(
-                    Status.UNCHANGED,
-                    ratio,
-                    by_process.p_value,
-                    "noise+processes",
-                    f"processes disagree: {by_process.processes[0]}+"
-                    f"{by_process.processes[1]} process medians do not differ "
-                    f"(p={by_process.p_value:.2g})",
+                    Status.NOT_SIGNIFICANT, ratio, by_process.p_value, "noise+processes", reason
                 )
     elif before.samples and after.samples:
         tested = sample_test(before.samples, after.samples, alpha)
@@ -214,6 +222,33 @@ def _process_level(
 
 
 @dataclass(frozen=True)
+class PairFinding:
+    """A finding of the stored history whose pair lies between A and B, same series: the
+    verdict `fwdasv regressions` gives that step, which compare reports beside its own."""
+
+    status: Status
+    percent: float
+    before_commit: str
+    after_commit: str
+    gating: bool  # it fails the findings' check (`gate.FINDINGS`)
+    confirmation: str | None = None  # the stored re-measure's one-line summary
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "percent": self.percent,
+            "before_commit": self.before_commit,
+            "after_commit": self.after_commit,
+            "gating": self.gating,
+            "confirmation": self.confirmation,
+        }
+
+    def label(self) -> str:
+        """`regression +24.1% at 97dabcef` (with the confirmation's status where stored)."""
+        return f"{self.status} {self.percent:+.1f}% at {self.after_commit[:8]}"
+
+
+@dataclass(frozen=True)
 class Comparison:
     """One benchmark case at A and at B, and the judgement."""
 
@@ -227,10 +262,18 @@ class Comparison:
     after: Measurement | None
     judgement: Judgement = field(default_factory=lambda: Judgement(Status.UNKNOWN))
     noise: Noise | None = None  # the series' noise, when judged by it
+    # The history's findings between A and B in this series (`PairFinding`).
+    findings: tuple[PairFinding, ...] = ()
 
     @property
     def verdict(self) -> Status:
         return self.judgement.verdict
+
+    @property
+    def decided_by(self) -> str:
+        """Which rule decides the pair's exit status: `finding` when the history holds a
+        gating finding between A and B (one verdict per pair), else `pair`."""
+        return "finding" if any(f.gating for f in self.findings) else "pair"
 
     @property
     def name(self) -> str:
@@ -265,6 +308,8 @@ class Comparison:
             "counted": counted(self.unit),
             "before": side(self.before),
             "after": side(self.after),
+            "findings": [f.to_json() for f in self.findings],
+            "decided_by": self.decided_by,
         }
 
 

@@ -3,8 +3,11 @@
 Rows are ordered by verdict (worse first, as `COMPARISON_STATUSES` lists them), then
 by benchmark and machine; `only_changed` hides unchanged, not-significant, unknown and
 telemetry rows. Telemetry with a value at neither commit (a GPU's clocks and power on a
-CPU box) is left out of the table and Markdown, counted in one line. The JSON is strict
-(no NaN or infinity) and holds every row and count.
+CPU box) is left out of the table and Markdown, counted in one line. Where the history
+holds findings between the two commits, two columns say which rule decided each row
+(`pair`, or `finding`: a gating finding of the history, as `regressions` gates it) and
+what the history found. The JSON is strict (no NaN or infinity) and holds every row and
+count.
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ from fwdasv.core.tables import human_value, markdown_table, text_table
 FORMATS = ("table", "json", "markdown")
 
 HEADERS = ("verdict", "before", "after", "ratio", "p-value", "n", "benchmark", "machine", "note")
+FINDING_HEADERS = ("decided by", "history's finding")
+
+
+def _finding_cells(c: Comparison) -> list[str]:
+    return [c.decided_by, "; ".join(f.label() for f in c.findings)]
 
 
 def _row(c: Comparison) -> list[str]:
@@ -66,7 +74,14 @@ def _unmeasured_line(comparisons: Sequence[Comparison]) -> str:
 
 def summary(comparisons: Sequence[Comparison]) -> str:
     tally = counts(comparisons)
-    return ", ".join(f"{n} {verdict}" for verdict, n in tally.items() if n) or "nothing compared"
+    line = ", ".join(f"{n} {verdict}" for verdict, n in tally.items() if n) or "nothing compared"
+    decided = sum(c.decided_by == "finding" for c in comparisons)
+    if decided:
+        line += (
+            f"; {decided} decided by the history's finding between the two commits (as "
+            "`fwdasv regressions` gates it)"
+        )
+    return line
 
 
 def format_comparisons(
@@ -95,11 +110,16 @@ def format_comparisons(
             default=str,
             allow_nan=False,
         )
-    rows = [_row(c) for c in shown if not unmeasured(c)]
+    listed = [c for c in shown if not unmeasured(c)]
+    rows = [_row(c) for c in listed]
+    headers: tuple[str, ...] = HEADERS
+    if any(c.findings for c in listed):
+        headers = (*HEADERS, *FINDING_HEADERS)
+        rows = [[*row, *_finding_cells(c)] for row, c in zip(rows, listed, strict=True)]
     left_out = _unmeasured_line(shown)
     if fmt == "markdown":
         title = f"### Benchmarks: `{a[:8]}` -> `{b[:8]}` ({summary(comparisons)})\n\n"
-        body = markdown_table(HEADERS, rows) if rows else "Nothing to show."
+        body = markdown_table(headers, rows) if rows else "Nothing to show."
         methods = sorted({c.judgement.method for c in shown} - {"none"})
         how = (
             "each series' run-to-run noise from its stored history"
@@ -112,7 +132,7 @@ def format_comparisons(
         return title + body + note + f"\n\nJudged by {how}, {rule}.\n"
     if fmt == "table":
         head = f"{a[:8]} -> {b[:8]} ({rule})"
-        body = text_table(HEADERS, rows) if rows else "(nothing to show)"
+        body = text_table(headers, rows) if rows else "(nothing to show)"
         note = f"\n{left_out}" if left_out else ""
         return f"{head}\n{body}\n\n{summary(comparisons)}{note}"
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")

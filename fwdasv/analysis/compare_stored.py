@@ -5,16 +5,18 @@ when git cannot), reads their records with samples from the results directory (o
 machine; an unreadable result file that may hold them is an error, never "no
 results"), estimates each series' noise from its whole history (`series_noise`) and
 the samples per bench process of each fwdasv suite (`process_sizes`), and returns
-`fwdasv.analysis.compare.pair`'s comparisons. A `CompareError` names what the user
-can fix.
+`fwdasv.analysis.compare.pair`'s comparisons, each with the stored history's findings
+between A and B in its series (`attach_findings`: one verdict per pair, as
+`fwdasv regressions` gives it). A `CompareError` names what the user can fix.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
-from fwdasv.analysis.compare import METHODS, NOISE, Comparison, SeriesId, pair
+from fwdasv.analysis.compare import METHODS, NOISE, Comparison, PairFinding, SeriesId, pair
 from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule
 from fwdasv.analysis.noise import Noise
 from fwdasv.asv.commit_filter import CommitFilter
@@ -140,7 +142,54 @@ def compare_commits(
             )
     noises = series_noise(project, machine) if method == NOISE else None
     sizes = process_sizes(project, {r.benchmark for rs in records.values() for r in rs})
-    return pair(records[hash_a], records[hash_b], factor, alpha, noises, sizes)
+    compared = pair(records[hash_a], records[hash_b], factor, alpha, noises, sizes)
+    a_full = next(iter({r.commit_hash for r in records[hash_a]}))
+    b_full = next(iter({r.commit_hash for r in records[hash_b]}))
+    return attach_findings(project, compared, a_full, b_full, machine)
+
+
+def attach_findings(
+    project: AsvProject,
+    comparisons: Sequence[Comparison],
+    a: str,
+    b: str,
+    machine: str | None = None,
+) -> list[Comparison]:
+    """`comparisons` of A -> B (full hashes), each with the findings `fwdasv regressions`
+    gives (stored verdicts applied, improvements too) in its series whose pair lies
+    between A and B in the history's commit order: the last old commit at or after A,
+    the first new one at or before B."""
+    from fwdasv.analysis.findings import scan
+    from fwdasv.analysis.series import load_series
+
+    order, _ = load_series(project, machine)
+    where = {commit: i for i, commit in enumerate(order)}
+    if a not in where or b not in where or where[a] >= where[b]:
+        return list(comparisons)
+    low, high = where[a], where[b]
+    found = scan(project, machine=machine, improvements=True, subjects=False).findings
+    by_series: dict[SeriesId, list[PairFinding]] = {}
+    for f in found:
+        before, after = where.get(f.before_commit), where.get(f.after_commit)
+        if before is None or after is None or not (low <= before and after <= high):
+            continue
+        stored = f.verdict.confirmation if f.verdict is not None else None
+        k = f.key
+        by_series.setdefault((k.machine, k.env_name, k.benchmark, k.case), []).append(
+            PairFinding(
+                status=f.status,
+                percent=f.percent,
+                before_commit=f.before_commit,
+                after_commit=f.after_commit,
+                gating=f.gating,
+                confirmation=None if stored is None else stored.summary,
+            )
+        )
+    out = []
+    for c in comparisons:
+        mine = by_series.get((c.machine, c.env_name, c.benchmark, c.case), [])
+        out.append(replace(c, findings=tuple(mine)) if mine else c)
+    return out
 
 
 def process_sizes(project: AsvProject, benchmarks: Iterable[str]) -> dict[str, int]:

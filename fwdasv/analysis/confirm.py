@@ -3,11 +3,12 @@
 A step found in the history is re-measured before anyone is alarmed (as Chromium's
 Pinpoint does): A and B (`ab_indices`: one commit outside the finding's pair, inside
 its levels) are benchmarked interleaved, A B A B ..., in one run on one machine, and
-judged on ln(process median) by a t rule whose variance is this run's or, when
-larger, the series' noise from its history (`judge_ab`). Each side is winsorized at
-its median +- CLIP_SD sd first. `confirmed`: the lower bound above 0 and the estimate
-at least half of `min_effect_pct`; `not-reproduced`: the upper bound below the
-tested slowdown, max(min_effect_pct, claimed / 2); else `undecided`, and
+judged on ln(process median) by a t rule whose variance is this run's own, pooled with
+the series' noise from its history as a prior worth PRIOR_DOF degrees of freedom
+(`judge_ab`: the run's processes overrule the history). Each side is winsorized at its
+median +- CLIP_SD sd (the prior's, or the run's robust spread when larger) first. `confirmed`: the lower bound above 0 and the estimate at
+least half of `min_effect_pct`; `not-reproduced`: the upper bound below the reported
+step, or below the tested slowdown max(min_effect_pct, claimed / 2); else `undecided`, and
 `run_confirmation` adds STEP_PROCESSES a side up to MAX_PROCESSES. Pure: the caller
 measures (`run_confirmation` takes a callback). The rule and its figures:
 docs/verdicts.md, "Confirm".
@@ -37,6 +38,11 @@ MARGIN = 1  # commits the re-measured pair reaches past a finding's, each side
 MIN_PROCESSES = 3  # per side, the first look
 STEP_PROCESSES = 3  # added per side while undecided
 MAX_PROCESSES = 12  # per side, the last look
+# The history's noise as a prior on the processes' variance, worth this many degrees of
+# freedom (those of one look's 3 + 3 processes): 12 + 12 processes (22) overrule it. A
+# busy box's history (13.5-18% noise) beside a run whose processes showed 6-9.5% left a
+# floor of the history's noise and a reported +74% step "undecided".
+PRIOR_DOF = 4.0
 
 
 @dataclass(frozen=True)
@@ -51,10 +57,11 @@ class Confirmation:
     t_threshold: float  # q
     processes_a: int
     processes_b: int
-    sd_pct: float  # per-process sd used: max(observed, floor)
+    sd_pct: float  # per-process sd used: this run's pooled with the history's prior
     observed_sd_pct: float | None  # this run's pooled between-process sd
-    floor_pct: float  # the history's noise
-    variance: str  # "observed" or "floor": which one set sd_pct
+    floor_pct: float  # the history's noise: the prior (a floor in lines written before it)
+    variance: str  # "pooled" (the run's with the prior), "prior" (no run dof); older lines:
+    # "observed" or "floor"
     dof: float
     tested_pct: float  # the slowdown `not-reproduced` rules out
     more_processes: int = 0  # per side, suggested when undecided
@@ -185,6 +192,14 @@ def _clip(logs: np.ndarray, sd: float) -> np.ndarray:
     return np.clip(logs, centre - CLIP_SD * sd, centre + CLIP_SD * sd)
 
 
+def _robust_spread(*sides: np.ndarray) -> float:
+    """1.4826 x the median absolute deviation of each side's values from its median, pooled
+    (a side's median itself, a zero, left out); 0 without two values on a side."""
+    deviations = [abs(v - float(np.median(side))) for side in sides if side.size >= 2 for v in side]
+    kept = [d for d in deviations if d > 0]
+    return 1.4826 * float(np.median(kept)) if kept else 0.0
+
+
 def ab_indices(
     step: Step, medians: Sequence[float | None] | None = None, margin: int = MARGIN
 ) -> tuple[int, int]:
@@ -239,9 +254,11 @@ def judge_ab(
 ) -> Confirmation:
     """Judge per-process medians of A (last good) and B (first bad), measured interleaved.
 
-    `noise` is the series' `Noise` (or its noise_pct, taken as exactly known):
-    the floor of the per-process variance. Needs at least one finite value a
-    side; the run's own variance counts from three values in all.
+    `noise` is the series' `Noise` (or its noise_pct): the prior of the per-process
+    variance, pooled with this run's own (n_A + n_B - 2 degrees of freedom) as
+    PRIOR_DOF degrees of freedom (fewer when the noise has fewer). Needs at least one
+    finite value a side; the run's own variance counts from three values in all. A
+    run whose upper bound lies below `claimed_pct` (the reported step) rules it out.
     """
     la, lb = _logs(a), _logs(b)
     if la.size == 0 or lb.size == 0:
@@ -249,22 +266,26 @@ def judge_ab(
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha} must be in (0, 0.5)")
     if isinstance(noise, Noise):
-        floor, floor_dof = noise.sigma, noise.dof
+        floor, prior_dof = noise.sigma, min(PRIOR_DOF, noise.dof)
     else:
-        floor, floor_dof = float(noise) / 100, math.inf
+        floor, prior_dof = float(noise) / 100, PRIOR_DOF
     if not floor > 0:
         raise ValueError(f"noise {noise} must be positive")
-    la, lb = _clip(la, floor), _clip(lb, floor)
+    # Winsorized at the prior's sd, or the run's own robust spread where larger: a run
+    # noisier than its history keeps its spread (the processes overrule the prior).
+    scale = max(floor, _robust_spread(la, lb))
+    la, lb = _clip(la, scale), _clip(lb, scale)
     na, nb = int(la.size), int(lb.size)
     run_dof = na + nb - 2
     observed = None
+    ss = 0.0
     if run_dof > 0:
         ss = float(np.sum((la - la.mean()) ** 2) + np.sum((lb - lb.mean()) ** 2))
         observed = math.sqrt(ss / run_dof)
-    if observed is not None and observed > floor:
-        sd, dof, variance = observed, float(run_dof), "observed"
-    else:
-        sd, dof, variance = floor, floor_dof, "floor"
+    # The history's noise is a prior the run's own processes overrule as they add up.
+    dof = run_dof + prior_dof
+    sd = math.sqrt((ss + prior_dof * floor * floor) / dof)
+    variance = "pooled" if run_dof > 0 else "prior"
     se = sd * math.sqrt(1 / na + 1 / nb)
     d = float(lb.mean() - la.mean())
     q = t_isf(alpha, dof)
@@ -278,8 +299,12 @@ def judge_ab(
     if lower > 0 and d >= math.log1p(min_effect_pct / 200):
         status = Status.CONFIRMED
         noise_limited = False
-    elif upper < tested_log and not noise_limited:
+    elif (upper < tested_log and not noise_limited) or (
+        claimed_pct is not None and claimed_pct > 0 and upper < math.log1p(claimed_pct / 100)
+    ):
+        # The reported step itself lies above the interval: ruled out, however wide.
         status = Status.NOT_REPRODUCED
+        noise_limited = False
     else:
         noise_limited = noise_limited and upper < tested_log
         status = Status.UNDECIDED

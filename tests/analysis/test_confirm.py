@@ -9,6 +9,7 @@ from helpers import simulated_history
 from fwdasv.analysis import simulate as sim
 from fwdasv.analysis.confirm import (
     MAX_PROCESSES,
+    PRIOR_DOF,
     Confirmation,
     ab_indices,
     judge_ab,
@@ -69,17 +70,44 @@ def test_confirm_does_not_confirm_a_no_op() -> None:
     assert sequential.count(NOT_REPRODUCED) >= 45, sequential
 
 
-def test_three_agreeing_processes_do_not_beat_the_history_floor() -> None:
-    # 0.15% apart with 0.01% spread: significant on its own, not against 0.2% noise.
+def test_three_agreeing_processes_do_not_beat_the_history_prior() -> None:
+    # 0.15% apart with 0.01% spread: significant on its own, not with the history's 0.2%
+    # noise pooled in as a prior of PRIOR_DOF degrees of freedom.
     verdict = judge_ab([1.0, 1.0001, 0.9999], [1.0015, 1.0016, 1.0014], 0.2)
-    assert verdict.variance == "floor" and verdict.sd_pct == pytest.approx(0.2)
+    assert verdict.variance == "pooled" and verdict.dof == 4 + PRIOR_DOF
+    assert 0.1 < verdict.sd_pct < 0.2, verdict.summary()
     assert verdict.status != CONFIRMED, verdict.summary()
 
 
-def test_a_noisier_run_uses_its_own_variance() -> None:
+def test_a_noisier_run_widens_its_own_interval() -> None:
     verdict = judge_ab([1.0, 1.02, 0.98], [1.01, 1.03, 0.99], 0.1)
-    assert verdict.variance == "observed" and verdict.dof == 4
+    assert verdict.variance == "pooled" and verdict.dof == 4 + PRIOR_DOF
+    assert verdict.sd_pct > 1.0  # the run's 2% spread, barely moved by the 0.1% prior
     assert verdict.status == UNDECIDED and verdict.more_processes > 0
+
+
+def test_a_quiet_run_overrules_a_busy_historys_noise_and_rules_the_step_out() -> None:
+    """issue 32: a busy box's history (16% noise) reported +74%; 12 + 12 interleaved
+    processes show 6-9% and no step. With the history's noise as a floor the interval
+    stayed too wide to decide; as a prior the run's own spread decides: not-reproduced."""
+    rng = np.random.default_rng(32)
+    a = _processes(rng, 1.0, 7.5, 12)
+    b = _processes(rng, 0.98, 7.5, 12)
+    noise = Noise(16.0, 16.0, 1.0, 29, "blend", 8.0)
+    verdict = judge_ab(a, b, noise, claimed_pct=74.0, min_effect_pct=5.0)
+    assert verdict.status == NOT_REPRODUCED, verdict.summary()
+    assert verdict.upper_pct < 37 and verdict.sd_pct < 10, verdict.summary()
+
+
+def test_an_interval_that_excludes_the_reported_step_is_not_reproduced() -> None:
+    # issue 32: intervals like [-21%, +22%] against a reported +74%, however wide.
+    a = [1.0, 1.25, 0.8]
+    b = [1.0, 0.78, 1.27]
+    verdict = judge_ab(a, b, 1.0, claimed_pct=74.0, min_effect_pct=5.0)
+    assert verdict.upper_pct < 74 and verdict.status == NOT_REPRODUCED, verdict.summary()
+    # The same run against a claim inside its interval: undecided at this noise.
+    inside = judge_ab(a, b, 1.0, claimed_pct=10.0, min_effect_pct=5.0)
+    assert inside.status == UNDECIDED, inside.summary()
 
 
 def test_undecided_measures_more_processes_up_to_the_maximum() -> None:
@@ -106,16 +134,18 @@ def test_the_re_measured_pair_reaches_one_commit_past_the_finding() -> None:
 
 
 def test_a_run_too_noisy_to_see_a_min_effect_step_is_undecided_at_this_noise() -> None:
-    # issue 20: an interval of about [-17%, +16%] is below a claimed +40% step's half,
-    # but a real +10% step would have come out the same: it rules nothing out.
-    a = [1.0, 1.18, 0.85]
-    b = [1.0, 0.84, 1.17]
-    verdict = judge_ab(a, b, 1.0, claimed_pct=50.0, min_effect_pct=5.0)
-    assert verdict.upper_pct < verdict.tested_pct  # the old rule said not-reproduced
+    # issue 20: an interval of about [-24%, -5%] with no step reported: its half-width
+    # (10%) is twice the +5% min effect, which could have come out the same.
+    a = [1.0, 1.06, 0.95]
+    b = [0.85, 0.80, 0.90]
+    verdict = judge_ab(a, b, 1.0, min_effect_pct=5.0)
+    assert verdict.upper_pct < 0
     assert verdict.status == Status.UNDECIDED and verdict.noise_limited
     assert verdict.label == "undecided at this noise"
     assert "could not have excluded a +5% (min-effect) step" in verdict.summary()
     assert verdict.more_processes > 0
+    # issue 32: against a reported step the interval excludes, not-reproduced.
+    assert judge_ab(a, b, 1.0, claimed_pct=20.0, min_effect_pct=5.0).status == NOT_REPRODUCED
     # The same spread with a min effect it can resolve rules the claimed step out.
     quiet = judge_ab([1.0, 1.0005, 0.9995], [1.0, 0.9995, 1.0005], 0.1, claimed_pct=2.0)
     assert quiet.status == Status.NOT_REPRODUCED and not quiet.noise_limited
