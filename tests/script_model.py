@@ -14,6 +14,7 @@ imports `model` from whichever commit is installed: what `fwdasv init
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from helpers import git
@@ -46,7 +47,14 @@ class Model:
         {body}
 '''
 FAST_BODY = "return self.mlp(x)"
+TWICE_BODY = "return self.mlp(self.mlp(x))"
 SLOW_BODY = "return self.mlp(self.mlp(self.mlp(self.mlp(x))))"
+# The subject of a commit that changes the forward to that body (`build_repo(bodies=...)`).
+BODY_SUBJECTS = {
+    FAST_BODY: "Apply the MLP stack once per token",
+    TWICE_BODY: "Apply the MLP stack twice per token",
+    SLOW_BODY: SLOW_SUBJECT,
+}
 
 _TARGET = '''"""fwdasv target for the script-style repository: `ngbench:target` (outside it)."""
 
@@ -86,19 +94,27 @@ def write_target(target_dir: str | os.PathLike[str]) -> Path:
     return target_dir
 
 
-def build_repo(path: str | os.PathLike[str], commits: int = 7, slow_index: int = 3) -> list[str]:
-    """The repository at `path` (made); returns its hashes, oldest first."""
-    if not 0 < slow_index < commits:
-        raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
+def build_repo(
+    path: str | os.PathLike[str],
+    commits: int = 7,
+    slow_index: int = 3,
+    bodies: Sequence[str] | None = None,
+) -> list[str]:
+    """The repository at `path` (made); returns its hashes, oldest first. `bodies` (one
+    forward body a commit, e.g. FAST_BODY, TWICE_BODY) replaces `commits` and
+    `slow_index`: a commit that changes the body says so (BODY_SUBJECTS)."""
+    if bodies is None:
+        if not 0 < slow_index < commits:
+            raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
+        bodies = [SLOW_BODY if index >= slow_index else FAST_BODY for index in range(commits)]
     path = Path(path)
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
     hashes = []
-    for index in range(commits):
-        body = SLOW_BODY if index >= slow_index else FAST_BODY
+    for index, body in enumerate(bodies):
         (path / "model.py").write_text(_MODEL.format(body=body))
-        if index == slow_index:
-            subject = SLOW_SUBJECT
+        if index > 0 and body != bodies[index - 1]:
+            subject = BODY_SUBJECTS[body]
         else:
             subject = "Initial model" if index == 0 else f"Describe the model, take {index}"
             (path / "README.md").write_text(f"# ngmodel\n\nA tiny MLP model (revision {index}).\n")

@@ -7,7 +7,7 @@ same simulated histories.
 A new user's first history is short and, on a shared 2-core VM, noisy (the doubled MLP's
 8-commit history in tests/analysis/commands/test_regressions_command.py: 8.9% estimated noise). Each history is
 `fwdasv.analysis.simulate`'s noise model at a busy box's ranges: a commit's process offset
-log-uniform 3-12% (BETWEEN_PCT), the in-run spread of its block medians 2-6% (WITHIN_PCT),
+log-uniform 3-12% (`simulate.busy_spec`), the in-run spread of its block medians 2-6%,
 20 samples a commit, slow whole-commit outliers (+10-40%) in 10% of commits. Scenarios:
 `none` (any `regression` is a false alarm), `head3+60%`, `head2+60%`, `head1+60%` (the
 newest commits +60%: the doubled MLP's size), `head3+25%`, `mid+60%`. "Found": a finding at
@@ -37,11 +37,6 @@ from fwdasv.analysis.detect import detect
 from fwdasv.analysis.noise import estimate_noise
 from fwdasv.analysis.status import TO_CONFIRM, Status
 
-BETWEEN_PCT = (3.0, 12.0)  # log-uniform
-WITHIN_PCT = (2.0, 6.0)  # uniform
-SAMPLES = 20
-OUTLIER_RATE = 0.10
-OUTLIER_PCT = (10.0, 40.0)
 ASV_THRESHOLD = 0.05
 TOLERANCE = 1
 
@@ -70,14 +65,7 @@ class Outcome:
 
 
 def spec(rng: np.random.Generator) -> sim.SeriesSpec:
-    return sim.SeriesSpec(
-        base_s=2e-3,
-        between_pct=float(np.exp(rng.uniform(*np.log(BETWEEN_PCT)))),
-        within_pct=float(rng.uniform(*WITHIN_PCT)),
-        samples=SAMPLES,
-        outlier_rate=OUTLIER_RATE,
-        outlier_pct=OUTLIER_PCT,
-    )
+    return sim.busy_spec(rng)
 
 
 def step_index(scenario: str, commits: int) -> int | None:

@@ -13,7 +13,9 @@ finding of any status is at the step's commit, +-1). "+ confirm" counts only fin
 simulated A/B re-measure confirmed (`fwdasv.analysis.confirm`, 3 processes a side, up to
 12). asv's detector runs as `asv publish` runs it (`step_detect`). Every history has its
 own seed (seed, scenario, index): the figures do not depend on `--workers`. The TARGET_*
-constants are the rates the verdicts must meet.
+constants are the rates the verdicts must meet. SHORT: histories of their own length (a
+short history's first nights, a head on 30 commits, step-free 4-12 commits, a busy box's
+4), judged with improvements listed; `--short-only` runs just those.
 """
 
 from __future__ import annotations
@@ -83,6 +85,39 @@ TARGET_EDGE_ALARM = 0.01  # no step: with a regression or a confirmed finding
 
 
 @dataclass(frozen=True)
+class ShortScenario:
+    """A history of `commits` commits with a step at `at` (None: none) of `pct`."""
+
+    commits: int
+    at: int | None
+    pct: float = 0.0
+    between_pct: float | None = None  # None: drawn from the simulator's range
+    busy: bool = False  # a busy CPU box's noise (`simulate.busy_spec`)
+    target: float | None = None  # the share a step must be found in
+
+
+# A short history's first nights (issue 32), beside step-free histories of the same lengths.
+SHORT = {
+    "2+2 +1.5%": ShortScenario(4, 2, 1.5, 0.05, target=0.90),
+    "3+1 +1.5%": ShortScenario(4, 3, 1.5, 0.05, target=0.90),
+    "3+2 +1.5%": ShortScenario(5, 3, 1.5, 0.05),
+    "2+3 +1.5%": ShortScenario(5, 2, 1.5, 0.05),
+    "3+3 +1.5%": ShortScenario(6, 3, 1.5, 0.05),
+    "30: newest +2%": ShortScenario(30, 29, 2.0, 0.2, target=0.95),
+    "none, 4": ShortScenario(4, None),
+    "none, 4 (0.05%)": ShortScenario(4, None, between_pct=0.05),
+    "none, 5": ShortScenario(5, None),
+    "none, 6": ShortScenario(6, None),
+    "none, 8": ShortScenario(8, None),
+    "none, 12": ShortScenario(12, None),
+    "none, 4 busy": ShortScenario(4, None, busy=True),
+    "none, 6 busy": ShortScenario(6, None, busy=True),
+}
+TARGET_SHORT_ANY = 0.05  # no step: histories with a slower finding (suspected included)
+TARGET_SHORT_ALARM = 0.01  # no step: with a regression
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What each detector said about one series."""
 
@@ -100,6 +135,7 @@ class Outcome:
     any_finding: bool = False  # fwdasv: a finding of any status (suspected included)
     found_regression: bool = False  # a finding at the right commit with status regression
     alarm_any_confirmed: bool = False  # a regression or suspected one the re-measure confirmed
+    noop: str | None = None  # no step: the re-measure of its middle pair, claimed +1%
 
 
 def _near(index: int, target: int | None) -> bool:
@@ -128,6 +164,13 @@ def judge_series(
         undecided += verdict.status == Status.UNDECIDED
         if verdict.status == Status.CONFIRMED:
             confirmed.append(finding)
+    noop = None
+    if scenario == "none":
+        # A confirmation of a pair with no step between (claimed +1%): how often confirm
+        # confirms a no-op, on fresh draws after the history's.
+        middle = history.commits // 2
+        fake = Step(middle - 1, middle, 1.0, 1.01, 1.0, 0.0, 0.0, noise.noise_pct, 4, 4)
+        noop = str(sim.confirm_step(history, fake, noise, rng).status)
     # The middle-of-history figures count the confirmation of regressions, as before.
     confirmed_regressions = [f for f in confirmed if f.status == Status.REGRESSION]
     jumps = sim.asv_regressions(history, ASV_THRESHOLDS)
@@ -147,6 +190,7 @@ def judge_series(
             _near(f.after_index, step_index) and f.status == Status.REGRESSION for f in findings
         ),
         alarm_any_confirmed=bool(confirmed),
+        noop=noop,
     )
 
 
@@ -187,6 +231,145 @@ def run_task(task: Task) -> list[Outcome]:
         shifts = (sim.Shift(step_index, STEPS[scenario]),)
     history = sim.simulate(sim.random_spec(rng, **fixed), rng, commits, shifts)
     return [judge_series(history, step_index, confirm_rng, scenario=scenario)]
+
+
+@dataclass(frozen=True)
+class ShortOutcome:
+    """What each detector said about one short scenario's history."""
+
+    scenario: str
+    found: bool  # a slower finding (any status) at the step's commit, +-1
+    found_regression: bool
+    found_confirmed: bool  # ... and the simulated re-measure confirmed it
+    any_finding: bool  # a slower finding anywhere
+    alarm: bool  # a regression anywhere
+    improvement: bool  # an improvement listed anywhere (step-free: a false one)
+    asv_found: tuple[bool, ...]
+    asv_alarm: tuple[bool, ...]
+
+
+def run_short(task: tuple[str, int, int]) -> ShortOutcome:
+    """One short scenario's history, seeded by (seed, 1000 + scenario, index)."""
+    name, seed, index = task
+    shape = SHORT[name]
+    key = 1000 + list(SHORT).index(name)
+    rng = np.random.default_rng([seed, key, index])
+    confirm_rng = np.random.default_rng([seed, key, index, 1])
+    if shape.busy:
+        spec = sim.busy_spec(rng)
+    else:
+        fixed: sim.SpecFields = (
+            {} if shape.between_pct is None else {"between_pct": shape.between_pct}
+        )
+        spec = sim.random_spec(rng, **fixed)
+    shifts = () if shape.at is None else (sim.Shift(shape.at, shape.pct),)
+    history = sim.simulate(spec, rng, shape.commits, shifts)
+    noise = estimate_noise(history.samples)
+    findings = detect(history.medians(), noise, improvements=True)
+    slower = [f for f in findings if f.status != Status.IMPROVEMENT]
+    at = [f for f in slower if _near(f.after_index, shape.at)]
+    confirmed = [
+        f
+        for f in at
+        if f.status in TO_CONFIRM
+        and sim.confirm_step(history, f, noise, confirm_rng).status == Status.CONFIRMED
+    ]
+    jumps = sim.asv_regressions(history, ASV_THRESHOLDS)
+    return ShortOutcome(
+        scenario=name,
+        found=bool(at),
+        found_regression=any(f.status == Status.REGRESSION for f in at),
+        found_confirmed=bool(confirmed),
+        any_finding=bool(slower),
+        alarm=any(f.status == Status.REGRESSION for f in slower),
+        improvement=any(f.status == Status.IMPROVEMENT for f in findings),
+        asv_found=tuple(any(_near(j[1], shape.at) for j in jumps[t]) for t in ASV_THRESHOLDS),
+        asv_alarm=tuple(bool(jumps[t]) for t in ASV_THRESHOLDS),
+    )
+
+
+def evaluate_short(seed: int, histories: int, workers: int = 1) -> list[ShortOutcome]:
+    todo = [(name, seed, i) for name in SHORT for i in range(histories)]
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(run_short, todo, chunksize=64)
+    return [run_short(t) for t in todo]
+
+
+SHORT_HEADERS = (
+    "short history",
+    "fwdasv: found / any finding (slower)",
+    "as regression",
+    "+ confirm",
+    "improvement listed",
+    *(f"asv publish {100 * t:g}%" for t in ASV_THRESHOLDS),
+)
+
+
+def short_rows(outcomes: list[ShortOutcome]) -> list[list[str]]:
+    rows = []
+    for name, shape in SHORT.items():
+        mine = [o for o in outcomes if o.scenario == name]
+        if not mine:
+            continue
+        step = shape.at is not None
+        rows.append(
+            [
+                f"{name} ({shape.commits} commits{', busy' if shape.busy else ''})",
+                _rate(o.found if step else o.any_finding for o in mine).label(),
+                _rate(o.found_regression if step else o.alarm for o in mine).label(),
+                _rate(o.found_confirmed for o in mine).label() if step else "",
+                _rate(o.improvement for o in mine).label(),
+                *(
+                    _rate(o.asv_found[k] if step else o.asv_alarm[k] for o in mine).label()
+                    for k in range(len(ASV_THRESHOLDS))
+                ),
+            ]
+        )
+    return rows
+
+
+def short_targets(outcomes: list[ShortOutcome]) -> list[tuple[str, bool]]:
+    out = []
+    for name, shape in SHORT.items():
+        mine = [o for o in outcomes if o.scenario == name]
+        if not mine:
+            continue
+        if shape.target is not None:
+            rate = _rate(o.found for o in mine)
+            out.append((f">= {shape.target:.0%} of {name} found", rate.value >= shape.target))
+        elif shape.at is None:
+            any_rate, alarm = _rate(o.any_finding for o in mine), _rate(o.alarm for o in mine)
+            out.append(
+                (
+                    f"<= {TARGET_SHORT_ANY:.0%} of {name} with a finding",
+                    any_rate.value <= TARGET_SHORT_ANY,
+                )
+            )
+            out.append(
+                (
+                    f"<= {TARGET_SHORT_ALARM:.0%} of {name} with a regression",
+                    alarm.value <= TARGET_SHORT_ALARM,
+                )
+            )
+    return out
+
+
+def format_short(outcomes: list[ShortOutcome], markdown: bool) -> str:
+    rows = short_rows(outcomes)
+    targets = short_targets(outcomes)
+    if markdown:
+        table = ["| " + " | ".join(SHORT_HEADERS) + " |", "|" + "---|" * len(SHORT_HEADERS)]
+        table += ["| " + " | ".join(row) + " |" for row in rows]
+        marks = [f"- {'met' if ok else '**missed**'}: {name}" for name, ok in targets]
+        return "\n".join(["Short histories (issue 32):", "", *table, "", *marks, ""])
+    widths = [max(len(str(x)) for x in col) for col in zip(SHORT_HEADERS, *rows, strict=True)]
+    lines = [
+        "  ".join(str(x).ljust(w) for x, w in zip(row, widths, strict=True))
+        for row in [list(SHORT_HEADERS), *rows]
+    ]
+    lines += ["", *(f"{'met ' if ok else 'MISS'} {name}" for name, ok in targets)]
+    return "\n".join(lines)
 
 
 def tasks(
@@ -372,7 +555,14 @@ class Report:
             return ["no confirmation runs"]
         counts = {n: processes.count(n) for n in sorted(set(processes))}
         spread = ", ".join(f"{n}: {c}" for n, c in counts.items())
+        noops = [o.noop for o in self.of("none") if o.noop is not None]
+        noop_line = (
+            f"a no-op pair re-measured (each step-free history's middle pair, claimed +1%): "
+            f"{_rate(n == Status.CONFIRMED for n in noops).label()} confirmed, "
+            f"{_rate(n == Status.NOT_REPRODUCED for n in noops).label()} not-reproduced"
+        )
         return [
+            noop_line,
             f"confirmation runs: {len(processes)}, processes a side: mean "
             f"{np.mean(processes):.1f} ({spread}); undecided at the last look: {undecided}",
             f"canary found the +1.5% environment shift at its commit (+-1) on "
@@ -520,6 +710,14 @@ def format_markdown(report: Report, command: str) -> str:
     help="Run only this scenario (repeatable; seeds are the same as in a full run) [default: all].",
 )
 @click.option("--markdown", is_flag=True, help="Emit a Markdown table for docs/measurements.md.")
+@click.option(
+    "--short/--no-short",
+    "short",
+    default=True,
+    show_default=True,
+    help="The short histories' table (SHORT) after the others.",
+)
+@click.option("--short-only", is_flag=True, help="Only the short histories' table.")
 def main(
     seed: int,
     histories: int,
@@ -528,8 +726,13 @@ def main(
     between_pct: float | None,
     only: tuple[str, ...],
     markdown: bool,
+    short: bool,
+    short_only: bool,
 ) -> None:
     """Detection and false-alarm rates of fwdasv's verdicts beside asv's."""
+    if short_only:
+        click.echo(format_short(evaluate_short(seed, histories, workers), markdown))
+        return
     report = evaluate(seed, histories, commits, workers, between_pct, only)
     if markdown:
         fixed = "" if between_pct is None else f" --between-pct {between_pct:g}"
@@ -541,6 +744,8 @@ def main(
         click.echo(format_markdown(report, command))
     else:
         click.echo(format_text(report))
+    if short and not only:
+        click.echo("\n" + format_short(evaluate_short(seed, histories, workers), markdown))
 
 
 if __name__ == "__main__":
