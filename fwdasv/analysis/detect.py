@@ -67,19 +67,17 @@ def detect(
     )
     out = sorted([*out, *settled], key=_order)
     # Levels of 2-3 commits, which the fit cannot hold: a short history, or a short level
-    # between two others. An edge then ends its reference level at them.
+    # between two others. An edge then ends its reference level at them, a faster one too
+    # (listed only with `improvements`).
     short = [
-        *short_history_steps(
-            medians, noise, min_effect_pct=min_effect_pct, improvements=improvements
-        ),
-        *short_level_steps(
-            medians, noise, out, min_effect_pct=min_effect_pct, improvements=improvements
-        ),
+        *short_history_steps(medians, noise, min_effect_pct=min_effect_pct, improvements=True),
+        *short_level_steps(medians, noise, out, min_effect_pct=min_effect_pct, improvements=True),
     ]
     short = [s for s in short if edge or s.edge is None]  # at an edge: only with `edge`
+    cuts = [s.after_index for s in short]
+    short = [s for s in short if improvements or s.status != Status.IMPROVEMENT]
     out = sorted([*out, *short], key=_order)
     if edge:
-        cuts = [s.after_index for s in short]
         out = _with_edges(out, medians, noise, min_effect_pct, undecided, improvements, cuts)
     return out
 

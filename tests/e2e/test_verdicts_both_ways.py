@@ -112,6 +112,7 @@ def test_a_script_repository_lists_its_speed_up_and_gates_its_slowdown(
         env={"OMP_NUM_THREADS": "1"},
         launches=1,
         target_path=(str(target_dir),),
+        device="cpu",
         reference=paced_by_default(),
     )
     project = init_project(
