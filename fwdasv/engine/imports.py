@@ -18,6 +18,9 @@ import sys
 import sysconfig
 from collections.abc import Iterable
 
+# What virtualenv seeds into every environment beside the project: never the project's.
+SEEDED = frozenset({"_distutils_hack", "_virtualenv", "pip", "pkg_resources", "setuptools"})
+
 
 def _real(path: str) -> str:
     return os.path.realpath(path)
@@ -28,7 +31,11 @@ def _excluded_roots() -> tuple[str, ...]:
     import fwdasv
 
     paths = sysconfig.get_paths()
-    roots = {paths["stdlib"], paths["platstdlib"], os.path.dirname(fwdasv.__file__)}
+    # The standard library of the base interpreter: in a virtualenv `platstdlib` names the
+    # environment's own lib/pythonX.Y, which holds its site-packages (the project).
+    base = {"platbase": sys.base_exec_prefix, "base": sys.base_prefix}
+    stdlib = sysconfig.get_paths(vars=base)
+    roots = {stdlib["stdlib"], stdlib["platstdlib"], os.path.dirname(fwdasv.__file__)}
     own = {_real(paths["purelib"]), _real(paths["platlib"])}
     torch_file = getattr(sys.modules.get("torch"), "__file__", None)
     if isinstance(torch_file, str):
@@ -54,6 +61,8 @@ def project_modules(
         filename = getattr(module, "__file__", None)
         # torch.ops and torch.classes carry made-up names, not paths.
         if not isinstance(filename, str) or not os.path.isabs(filename) or name == "__main__":
+            continue
+        if name.partition(".")[0] in SEEDED:
             continue
         if not (_real(filename) + os.sep).startswith(excluded):
             found.add(name)

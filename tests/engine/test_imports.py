@@ -36,6 +36,8 @@ def test_only_modules_outside_python_torch_and_fwdasv_are_the_projects(tmp_path:
         _module("fwdasv.engine", os.path.join(os.path.dirname(fwdasv.__file__), "engine.py")),
         _module("torch.ops", "torch.ops"),  # a made-up name, not a path
         _module("sys", None),  # built in: no file
+        # virtualenv's seed beside the project in asv's environment: not the project's.
+        _module("_distutils_hack", str(tmp_path / "env" / "_distutils_hack" / "__init__.py")),
     ]
     assert project_modules(TARGET, modules) == ("mymodel.bench", "mymodel.layers")
     # The target's own module missing: the project cannot be told from the rest.
