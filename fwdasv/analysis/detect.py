@@ -22,7 +22,7 @@ import numpy as np
 from fwdasv.analysis.edges import edge_threshold, edges
 from fwdasv.analysis.levels import EDGE_MAX, Z_THRESHOLD, level_steps, undecided_steps
 from fwdasv.analysis.noise import Noise
-from fwdasv.analysis.short import short_history_steps, short_level_steps
+from fwdasv.analysis.short import excursions, short_history_steps, short_level_steps
 from fwdasv.analysis.status import Status
 from fwdasv.analysis.step import HEAD, Step
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
@@ -74,7 +74,8 @@ def detect(
         *short_level_steps(medians, noise, out, min_effect_pct=min_effect_pct, improvements=True),
     ]
     short = [s for s in short if edge or s.edge is None]  # at an edge: only with `edge`
-    cuts = [s.after_index for s in short]
+    # ... and where a run of 2-3 outlier commits inside the history begins and ends.
+    cuts = [s.after_index for s in short] + excursions(medians, noise)
     short = [s for s in short if improvements or s.status != Status.IMPROVEMENT]
     out = sorted([*out, *short], key=_order)
     if edge:

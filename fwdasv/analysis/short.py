@@ -229,11 +229,7 @@ def short_level_steps(
     where the one before it was (`judge_local` of those two: else a run of outliers),
     and the newest level against a short one (against one that holds: `edges`)."""
     index, logs = valid_logs(medians)
-    n = int(logs.size)
-    if n < 2 * MIN_SEGMENT:
-        return []
-    bounds = [*partition(logs / noise.sigma, Z_THRESHOLD**2, min_segment=2), n]
-    levels = [slice(a, b) for a, b in itertools.pairwise(bounds)]
+    levels = _short_fit(logs, noise)
     sizes = [lv.stop - lv.start for lv in levels]
     within = _within(noise)
     accepted: list[bool] = []
@@ -266,6 +262,37 @@ def short_level_steps(
         head = i + 1 == len(levels) - 1 and sizes[i + 1] < MIN_SEGMENT
         edge = HEAD if head else START if start else None
         out.append(_step(index, logs, new.start, ref, new, judged, status, noise, edge))
+    return out
+
+
+def _short_fit(logs: np.ndarray, noise: Noise) -> list[slice]:
+    """The levels (positions among the commits with data) of the fit with levels of 2
+    commits, in a history of 2 MIN_SEGMENT commits or more; [] in a shorter one."""
+    n = int(logs.size)
+    if n < 2 * MIN_SEGMENT:
+        return []
+    bounds = [*partition(logs / noise.sigma, Z_THRESHOLD**2, min_segment=2), n]
+    return [slice(a, b) for a, b in itertools.pairwise(bounds)]
+
+
+def excursions(medians: Sequence[float | None], noise: Noise) -> list[int]:
+    """The first commit (history index) of each run of 2-3 commits inside the history
+    that the fit with levels of 2 commits sets apart, that stands out of the level
+    before it (`judge_local`) and that the next level is back from (a run of outliers),
+    and the first commit after it: where a level an edge is judged against must end,
+    so the run does not move it."""
+    index, logs = valid_logs(medians)
+    levels = _short_fit(logs, noise)
+    within = _within(noise)
+    out = []
+    for i in range(1, len(levels) - 1):
+        before, run, after = levels[i - 1], levels[i], levels[i + 1]
+        if run.stop - run.start >= MIN_SEGMENT:
+            continue
+        sign = 1.0 if logs[run].mean() > logs[before].mean() else -1.0
+        stands = judge_local(logs[before], logs[run], within, sign) is not None
+        if stands and judge_local(logs[before], logs[after], within, sign) is None:
+            out += [int(index[run.start]), int(index[after.start])]
     return out
 
 

@@ -1,0 +1,80 @@
+"""fwdasv.analysis.short: steps beside levels of 2-3 commits, judged by their own spread."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fwdasv.analysis.detect import detect
+from fwdasv.analysis.levels import level_steps
+from fwdasv.analysis.noise import estimate_noise
+from fwdasv.analysis.short import judge_local, short_history_steps
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.step import HEAD
+
+# issue 32: a package repository's prefill_512 medians over c1..c10 (ms).
+PACKAGE_MS = (43, 32, 24, 100, 91, 103, 65, 54, 57, 67)
+
+
+def _history(levels: list[float], spread: float = 0.002, seed: int = 0) -> list[list[float]]:
+    """Per commit, 10 samples about its level (1 ms x level) with `spread` in-run."""
+    rng = np.random.default_rng(seed)
+    return [list(1e-3 * level * np.exp(rng.normal(0, spread, 10))) for level in levels]
+
+
+def _medians(history: list[list[float]]) -> list[float | None]:
+    return [float(np.median(h)) for h in history]
+
+
+def test_a_short_level_between_two_others_makes_both_its_steps() -> None:
+    """No partition of 10 commits into levels of 4 has three: the fit finds nothing in
+    the middle. The 3-commit level's two changes are steps: the 2x at c4 a regression,
+    the -37% at c7 an improvement."""
+    history = _history([ms / 43 for ms in PACKAGE_MS], spread=0.02)
+    noise = estimate_noise(history)
+    medians = _medians(history)
+    assert level_steps(medians, noise, improvements=True) == []
+    steps = detect(medians, noise, improvements=True)
+    assert [(s.after_index, s.status) for s in steps] == [
+        (3, Status.REGRESSION),
+        (6, Status.IMPROVEMENT),
+    ], steps
+    assert steps[0].percent > 100 and -45 < steps[1].percent < -30
+    # Without --improvements the slowdown alone.
+    assert [s.after_index for s in detect(medians, noise)] == [3]
+
+
+def test_a_run_of_slow_commits_that_returns_is_outliers_not_a_level() -> None:
+    history = _history([1.0] * 5 + [1.3] * 3 + [1.0] * 5, spread=0.01)
+    assert detect(_medians(history), estimate_noise(history), improvements=True) == []
+
+
+def test_a_short_historys_first_nights() -> None:
+    """2 commits before and 2 after a +1.5% step at a quiet series' noise: the fit and
+    the edges need more commits; the short rule reports it, `suspected` (confirm
+    decides). The newest commit alone: suspected, at the head. 3 + 3: a regression."""
+    for levels, after, shows in (
+        ([1.0, 1.0, 1.015, 1.015], 2, 2),
+        ([1.0, 1.0, 1.0, 1.015], 3, 1),
+    ):
+        history = _history(levels, spread=0.001)
+        (step,) = detect(_medians(history), estimate_noise(history))
+        assert (step.after_index, step.status, step.edge) == (after, Status.SUSPECTED, HEAD)
+        assert step.commits_after == shows and 1.2 < step.percent < 1.8, step
+    history = _history([1.0] * 3 + [1.015] * 3, spread=0.001)
+    (step,) = detect(_medians(history), estimate_noise(history))
+    assert (step.after_index, step.status) == (3, Status.REGRESSION), step
+    # A step-free short history: nothing.
+    flat = _history([1.0] * 4, spread=0.001, seed=3)
+    assert short_history_steps(_medians(flat), estimate_noise(flat)) == []
+
+
+def test_the_local_rule_needs_each_commit_beyond_and_takes_a_slow_one_on_top() -> None:
+    ref = np.log([1.0, 1.001, 0.999])
+    # Two new commits, one far slower than the other: a slow commit on top of a step.
+    on_top = judge_local(ref, np.log([1.02, 1.05]), 0.001, 1.0)
+    assert on_top is not None and on_top.low > 0.015
+    # One commit up and one not: not a level.
+    assert judge_local(ref, np.log([1.02, 1.0005]), 0.001, 1.0) is None
+    # A faster level: found in the direction asked, not the other.
+    assert judge_local(ref, np.log([0.97, 0.971]), 0.001, -1.0) is not None
+    assert judge_local(ref, np.log([0.97, 0.971]), 0.001, 1.0) is None
