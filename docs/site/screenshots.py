@@ -7,7 +7,8 @@ after `scripts/demo.sh` (or `fwdasv publish`). It serves the project's html/ on
 selenium (the test extra; scripts/test.sh installs them), follows the links a reader
 follows, and saves one PNG per page: findings.png (fwdasv's findings page),
 regressions.png (asv's Regressions page), benchmark-list.png (asv's Benchmark list),
-commit.png (a commit link of the Regressions page, landing on fwdasv's commits page),
+commit.png (a commit link of the Regressions page, or of the Benchmark list's "Changed
+at" for a step over several commits, landing on fwdasv's commits page),
 graph.png (a Regressions row's link: the series' graph at the step's commits) and
 kernel-diff.png (the first finding's kernel diff, when one was explained). Each page
 must finish loading with no error in the browser's console, or the script says which
@@ -130,6 +131,7 @@ class Shots:
 FIRST_COMMIT_JS = (
     "return $('#regressions-body tbody td:nth-child(3) a').first().prop('href') || null;"
 )
+CHANGED_AT_JS = "return $('td.change-date a').first().prop('href') || null;"
 FIRST_GRAPH_JS = "return $('#regressions-body tbody tr:first td:eq(0) a').prop('href') || null;"
 REGRESSIONS_JS = "return $('#regressions-body tbody tr').length > 0 && $.active === 0;"
 
@@ -145,10 +147,13 @@ def take(html_dir: Path, out: Path) -> dict[str, list[str]]:
                           "return a ? a.href : null;")  # fmt: skip
         shots.open(site + "index.html#summarylist")
         shots.save("benchmark-list.png")
+        changed_at = shots.href(CHANGED_AT_JS)
         shots.open(site + "index.html#regressions")
         shots.wait(REGRESSIONS_JS)
         shots.save("regressions.png")
-        commit, graph = shots.href(FIRST_COMMIT_JS), shots.href(FIRST_GRAPH_JS)
+        # A step of one commit links it on this page; a range only on the Benchmark list.
+        commit = shots.href(FIRST_COMMIT_JS) or changed_at
+        graph = shots.href(FIRST_GRAPH_JS)
         if commit:
             shots.open(commit)
             shots.save("commit.png")
