@@ -3,8 +3,8 @@
 `html/fwdasv/findings.html` lists every finding (status, series linked to its asv
 graph at the step's commits, commits, change, noise, confirmation, culprit, a link to
 its kernel diff), each row an anchor (`#finding-<id>`); under it, every published
-commit, newest first, each an anchor named as asv shows the hash (`#<hash_length
-characters>`: where the project names no commit URL, asv's commit links land here,
+commit and every one in a finding's range, newest first, each an anchor named as asv
+shows the hash (`#<hash_length characters>`: with no commit URL, asv's links land here,
 `fwdasv.asv.site_patches`) with its date, subject and the findings whose range holds it.
 Where git cannot give the subjects (the repository moved away) the page says so.
 `html/fwdasv/explain/<id>.html` is a kernel diff: the headline, the rows that stand
@@ -46,9 +46,10 @@ class SiteFinding:
 
 @dataclass(frozen=True)
 class SiteCommit:
-    """A published commit: asv's revision, full hash, date (ms since the epoch), subject."""
+    """A commit on the page: asv's revision (None: in a finding's range, not measured),
+    full hash, date (ms since the epoch), subject."""
 
-    revision: int
+    revision: int | None
     hash: str
     date_ms: int | None
     subject: str | None
@@ -96,7 +97,8 @@ commit), not the code; <b>improvement</b>: faster (never fails a check).</p>
 {body}
 </table>
 <h2 id="commits">Commits</h2>
-<p>Every published commit, newest first; a commit link of the asv pages lands on its row.</p>
+<p>Every published commit and every commit in a finding's range, newest first; a commit link
+of the asv pages lands on its row.</p>
 <table><tr><th>commit</th><th>date</th><th>subject</th><th>findings in its range</th></tr>
 {_commit_rows(commits, shown, hash_length)}
 </table>""",
@@ -143,7 +145,7 @@ def _commit_rows(commits: Sequence[SiteCommit], shown: Sequence[SiteFinding], le
         for in_range in item.finding.commits:
             at.setdefault(in_range.hash, []).append(item)
     rows = []
-    for commit in sorted(commits, key=lambda c: -c.revision):
+    for commit in sorted(commits, key=lambda c: (-(c.date_ms or 0), -(c.revision or 0))):
         date = ""
         if commit.date_ms is not None:
             when = datetime.fromtimestamp(commit.date_ms / 1000, tz=timezone.utc)
@@ -154,9 +156,11 @@ def _commit_rows(commits: Sequence[SiteCommit], shown: Sequence[SiteFinding], le
             f"({item.finding.status})</a>"
             for item in at.get(commit.hash, [])
         )
+        measured = "" if commit.revision is not None else " <i>(not measured)</i>"
         rows.append(
-            f"<tr id='{html.escape(commit.hash[:length])}'><td><code>{commit.hash}</code></td>"
-            f"<td>{date}</td><td>{html.escape(commit.subject or '')}</td><td>{links}</td></tr>"
+            f"<tr id='{html.escape(commit.hash[:length])}'><td><code>{commit.hash}</code>"
+            f"{measured}</td><td>{date}</td><td>{html.escape(commit.subject or '')}</td>"
+            f"<td>{links}</td></tr>"
         )
     return "\n".join(rows)
 
