@@ -46,6 +46,11 @@ class Finding:
     verdict: FindingVerdict | None = None  # the stored confirmation (and explain) of this finding
     min_effect_pct: float = MIN_EFFECT_PCT
     graph_params: dict[str, object] = field(default_factory=dict)  # see `graph_params`
+    # Why the status is lower than the history's rules gave, when a later rule lowered it
+    # (`fwdasv.analysis.untouched.NOTE`).
+    note: str | None = None
+    # Commits judged by their quietest processes (`fwdasv.analysis.commit_processes`).
+    processes: str | None = None
 
     @property
     def percent(self) -> float:
@@ -110,8 +115,25 @@ class Finding:
             "showing_commits": self.showing_commits,
             "threshold_pct": self.min_effect_pct,
             "above_threshold": self.gating,
+            "note": self.note,
+            "processes": self.processes,
             "verdict": None if self.verdict is None else self.verdict.to_json(),
             "re_measured": self.re_measured(),
+            "culprit": self.culprit(),
+        }
+
+    def culprit(self) -> dict[str, str | None] | None:
+        """What bisect said of the range: the first bad commit (full hash; None when it named
+        none, `answer` says why), its subject and the evidence; None before a bisect."""
+        record = self.verdict.culprit if self.verdict is not None else None
+        if record is None:
+            return None
+        return {
+            "commit": record.commit,
+            "subject": record.subject,
+            "evidence": record.evidence,
+            "answer": record.answer,
+            "range": f"{record.good[:8]}..{record.bad[:8]}",
         }
 
     def re_measured(self) -> dict[str, str] | None:

@@ -3,15 +3,16 @@
 One JSON object per line (keys sorted), appended and never rewritten, so a results
 repository shared by several machines merges it line by line:
 
-    {"before_commit": A, "confirmation": {...}, "explain": {...},
+    {"before_commit": A, "confirmation": {...}, "culprit": {...}, "explain": {...},
      "finding": {"machine", "env_name", "benchmark", "case", "after_commit"},
      "range_commits": [...], "recorded_at": ISO time, "status": "confirmed"}
 
 `finding` identifies the finding (`FindingIdent`); `before_commit` and `range_commits`
 name the range the line is about, so it also holds for a narrower range of the same
 series found later (a bisect measured inside it). `confirmation` is the A/B re-measure
-(`ConfirmationRecord`), `explain` the kernel diff (`ExplainRecord`). Lines about one
-finding merge in file order, a later line's keys over an earlier one's (`FindingVerdict`).
+(`ConfirmationRecord`), `culprit` what bisect said of the range (`CulpritRecord`), `explain`
+the kernel diff (`ExplainRecord`). Lines about one finding merge in file order, a later
+line's keys over an earlier one's (`FindingVerdict`); a line may carry no status.
 """
 
 from __future__ import annotations
@@ -114,9 +115,54 @@ class ConfirmationRecord:
 
 
 @dataclass(frozen=True)
+class CulpritRecord:
+    """What bisect said of a finding's range GOOD..BAD: the first bad commit (None when it
+    named none: `answer` is then "not reproducible" or "undecided"), its subject, and one
+    line of evidence (the ends' re-measure, the final pair, the cost)."""
+
+    commit: str | None
+    subject: str | None
+    evidence: str
+    answer: str
+    good: str
+    bad: str
+
+    def to_json(self) -> dict[str, object]:
+        document: dict[str, object] = {
+            "commit": self.commit,
+            "subject": self.subject,
+            "evidence": self.evidence,
+            "answer": self.answer,
+            "good": self.good,
+            "bad": self.bad,
+        }
+        return dict(sorted(document.items()))
+
+    @classmethod
+    def from_json(cls, raw: object) -> CulpritRecord:
+        if not isinstance(raw, dict):
+            raise ValueError("'culprit' is not an object")
+        commit, subject = raw.get("commit"), raw.get("subject")
+        for key, value in (("commit", commit), ("subject", subject)):
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"culprit: {key!r} is {value!r}")
+        return cls(
+            commit,
+            subject,
+            _text(raw, "evidence"),
+            _text(raw, "answer"),
+            _text(raw, "good"),
+            _text(raw, "bad"),
+        )
+
+
+@dataclass(frozen=True)
 class ExplainRecord:
     """A kernel (op) diff as stored: its headline and table, the top contributors, where the
-    profiles are; `commits` (GOOD, BAD) when the diff is of other commits than A and B."""
+    profiles are; `commits` (GOOD, BAD) when the diff is of other commits than A and B;
+    `rows`: the rows that stand out as a page shows them (`fwdasv.analysis.explain.
+    record_rows`: label, op, source, file, line, changed_here, ...); `change_link`: the
+    commit's diff, where the project has a commit URL."""
 
     headline: str
     table: str
@@ -125,6 +171,8 @@ class ExplainRecord:
     total_delta_us: float
     profile_dir: str
     commits: tuple[str, str] | None = None
+    rows: tuple[Mapping[str, object], ...] = ()
+    change_link: str | None = None
 
     def to_json(self) -> dict[str, object]:
         document: dict[str, object] = {
@@ -137,6 +185,10 @@ class ExplainRecord:
         }
         if self.commits is not None:
             document["commits"] = list(self.commits)
+        if self.rows:
+            document["rows"] = [dict(row) for row in self.rows]
+        if self.change_link is not None:
+            document["change_link"] = self.change_link
         return dict(sorted(document.items()))
 
     @classmethod
@@ -161,6 +213,8 @@ class ExplainRecord:
             total_delta_us=_number(raw, "total_delta_us"),
             profile_dir=_text(raw, "profile_dir"),
             commits=None if commits is None else (commits[0], commits[1]),
+            rows=tuple(row for row in raw.get("rows") or () if isinstance(row, dict)),
+            change_link=link if isinstance(link := raw.get("change_link"), str) else None,
         )
 
 
@@ -179,6 +233,7 @@ class FindingVerdict:
     status: str | None = None
     confirmation: ConfirmationRecord | None = None
     explain: ExplainRecord | None = None
+    culprit: CulpritRecord | None = None
 
     def to_json(self) -> dict[str, object]:
         """The verdict as `fwdasv regressions --format json` shows it (the line without
@@ -194,6 +249,8 @@ class FindingVerdict:
             document["confirmation"] = self.confirmation.to_json()
         if self.explain is not None:
             document["explain"] = self.explain.to_json()
+        if self.culprit is not None:
+            document["culprit"] = self.culprit.to_json()
         return dict(sorted(document.items()))
 
     def to_line(self) -> str:
@@ -219,6 +276,7 @@ class FindingVerdict:
         if status is not None and not isinstance(status, str):
             raise ValueError(f"'status' is {status!r}")
         confirmation, explain = raw.get("confirmation"), raw.get("explain")
+        culprit = raw.get("culprit")
         return cls(
             ident=FindingIdent.from_json(raw.get("finding")),
             recorded_at=recorded_at,
@@ -229,6 +287,7 @@ class FindingVerdict:
             if confirmation is None
             else ConfirmationRecord.from_json(confirmation),
             explain=None if explain is None else ExplainRecord.from_json(explain),
+            culprit=None if culprit is None else CulpritRecord.from_json(culprit),
         )
 
     def then(self, later: FindingVerdict) -> FindingVerdict:
@@ -238,6 +297,7 @@ class FindingVerdict:
             status=later.status if later.status is not None else self.status,
             confirmation=later.confirmation or self.confirmation,
             explain=later.explain or self.explain,
+            culprit=later.culprit or self.culprit,
         )
 
 
