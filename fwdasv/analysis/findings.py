@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypedDict
 
+from fwdasv.analysis.commit_processes import quiet_history
 from fwdasv.analysis.detect import detect
 from fwdasv.analysis.drift import mark_drift, mark_environment_drift
 from fwdasv.analysis.finding import (
@@ -52,6 +53,7 @@ from fwdasv.analysis.series import (
     SeriesKey,
     read_series,
 )
+from fwdasv.analysis.untouched import hold_back_untouched
 from fwdasv.analysis.verdict_file import (
     VERDICTS_FILE as VERDICTS_FILE,
 )
@@ -134,6 +136,7 @@ def judge_series(
     min_effect_pct: float = MIN_EFFECT_PCT,
     include: Callable[[SeriesKey], bool] | None = None,
     improvements: bool = False,
+    process_sizes: Mapping[str, int] | None = None,
 ) -> list[Finding]:
     """The findings of a set of series, before any stored verdict: pure, no files, no git.
 
@@ -151,6 +154,9 @@ def judge_series(
         Which latency series to judge (all when None).
     improvements
         Whether downward steps are findings too (status `improvement`).
+    process_sizes
+        Samples per bench process, by benchmark: a commit with several processes is
+        judged by its quietest (`fwdasv.analysis.commit_processes`).
 
     Returns
     -------
@@ -167,8 +173,9 @@ def judge_series(
         series = all_series[key]
         if include is not None and not include(key):
             continue
-        noise = estimate_noise(series.history)
-        medians = series.medians()
+        quiet = quiet_history(series.history, (process_sizes or {}).get(key.benchmark), order)
+        noise = estimate_noise(quiet.history)
+        medians = commit_medians(quiet.history)
         steps = detect(medians, noise, min_effect_pct=min_effect_pct, improvements=improvements)
         for canary_medians, canary_noise in _drift_series(key, all_series):
             steps = mark_drift(steps, canary_medians, canary_noise)
@@ -186,6 +193,7 @@ def judge_series(
                 latest=latest,
                 status=step.status,
                 min_effect_pct=min_effect_pct,
+                processes=quiet.summary(),
             )
             for step in steps
         )
@@ -204,6 +212,21 @@ class Found:
 
     findings: tuple[Finding, ...]
     unreadable: tuple[Problem, ...] = ()
+    # What the read could not do, for the commands to show (the repository gone: the
+    # commits' subjects unknown).
+    warnings: tuple[str, ...] = ()
+
+    def steps(self) -> list[tuple[str, str, list[str]]]:
+        """Each finding as `fwdasv.analysis.gate.inside_steps` reads it: a label, its
+        machine and its range's commits."""
+        return [
+            (
+                f"{f.key.name} {f.range_label} ({f.status})",
+                f.key.machine,
+                [c.hash for c in f.commits],
+            )
+            for f in self.findings
+        ]
 
 
 class ScanOptions(TypedDict, total=False):
@@ -258,7 +281,11 @@ def scan(
         min_effect_pct=min_effect_pct,
         include=selected,
         improvements=improvements,
+        process_sizes=_process_sizes(project, all_series),
     )
+    # A host-timed regression whose commits change nothing its bench imported waits for
+    # confirm (`suspected`), before a stored verdict applies.
+    judged = hold_back_untouched(project, judged)
     graphs: dict[tuple[str, str | None], dict[str, object]] = {}
     out = []
     for finding in judged:
@@ -266,16 +293,40 @@ def scan(
         if where not in graphs:
             graphs[where] = graph_params(project, *where)
         out.append(apply_verdict(replace(finding, graph_params=graphs[where]), verdicts))
+    warnings: list[str] = []
     if subjects:
-        out = attach_commits(out, project)
-    return Found(tuple(out), unreadable)
+        out = attach_commits(out, project, warnings.append)
+    return Found(tuple(out), unreadable, tuple(warnings))
 
 
-def attach_commits(findings: Sequence[Finding], project: AsvProject) -> list[Finding]:
-    """Each range's commits (first-parent, after the old level's commit) with their subjects."""
-    if project.local_repo is None:
-        return list(findings)
+def _process_sizes(project: AsvProject, all_series: Mapping[SeriesKey, Series]) -> dict[str, int]:
+    """Samples per bench process of the fwdasv suites whose series hold a commit of
+    several processes (`asv run --append-samples`, or re-measures kept beside)."""
+    from fwdasv.analysis.compare_stored import process_sizes
+
+    sizes = process_sizes(project, {k.benchmark for k in all_series})
+    return {
+        name: size
+        for name, size in sizes.items()
+        if any(
+            len(commit) >= 2 * size
+            for k, series in all_series.items()
+            if k.benchmark == name
+            for commit in series.history
+        )
+    }
+
+
+def attach_commits(
+    findings: Sequence[Finding],
+    project: AsvProject,
+    warn: Callable[[str], None] = lambda line: None,
+) -> list[Finding]:
+    """Each range's commits (first-parent, after the old level's commit) with their subjects;
+    where git cannot list them (the repository moved away), the first commit at the new
+    level without a subject, and one line to `warn`."""
     cache: dict[tuple[str, str], tuple[Commit, ...]] = {}
+    failed: list[str] = []
     out = []
     for finding in findings:
         span = (finding.before_commit, finding.after_commit)
@@ -289,8 +340,14 @@ def attach_commits(findings: Sequence[Finding], project: AsvProject) -> list[Fin
                     f"{span[0]}..{span[1]}",
                 )
                 commits = [Commit(*line.split("\x00", 1)) for line in listed.splitlines()]
-            except AsvError:
+            except AsvError as error:
+                failed.append(str(error))
                 commits = [Commit(span[1])]
             cache[span] = tuple(commits) or (Commit(span[1]),)
         out.append(replace(finding, commits=cache[span]))
+    if failed:
+        warn(
+            f"commit subjects not shown: {failed[0]} (the repository in {project.config_path}'s "
+            '"repo"; move it back or edit "repo")'
+        )
     return out

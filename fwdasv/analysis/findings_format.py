@@ -40,6 +40,8 @@ def status_label(finding: Finding) -> str:
     """The status as tables show it: with how many commits show an edge's step, or why a
     settled step is only suspected."""
     status = str(finding.status)
+    if finding.note is not None and finding.status == Status.SUSPECTED:
+        return f"{status} ({finding.note})"
     if finding.step.edge is not None and finding.status in (Status.SUSPECTED, Status.REGRESSION):
         shown = finding.showing_commits
         return f"{status} ({shown} commit{'s' if shown > 1 else ''})"
@@ -73,6 +75,7 @@ def _row(finding: Finding) -> list[str]:
 
 
 RE_MEASURED_HEADER = "re-measured"
+CULPRIT_HEADER = "culprit"
 
 
 def _re_measured_cell(finding: Finding) -> str:
@@ -82,6 +85,16 @@ def _re_measured_cell(finding: Finding) -> str:
         return ""
     same = shown["pair"] == shown["finding_pair"]
     return f"{shown['pair']}{'' if same else ' (widened)'}: {shown['outcome']}"
+
+
+def _culprit_cell(finding: Finding) -> str:
+    """Bisect's first bad commit (`abcd1234 subject`), why it named none, or ""."""
+    shown = finding.culprit()
+    if shown is None:
+        return ""
+    if shown["commit"] is None:
+        return str(shown["answer"])
+    return shown["commit"][:8] + (f" {shown['subject']}" if shown["subject"] else "")
 
 
 def unreadable_line(unreadable: Sequence[Problem]) -> str:
@@ -119,6 +132,10 @@ def format_findings(
         # Which pair the confirmation measured: A and B reach a commit past the finding's.
         headers = (*HEADERS, RE_MEASURED_HEADER)
         rows = [[*row, _re_measured_cell(f)] for row, f in zip(rows, findings, strict=True)]
+    if any(f.culprit() for f in findings):
+        # The commit bisect named inside a range of several commits.
+        headers = (*headers, CULPRIT_HEADER)
+        rows = [[*row, _culprit_cell(f)] for row, f in zip(rows, findings, strict=True)]
     counts: defaultdict[Status, int] = defaultdict(int)
     for f in findings:
         counts[f.status] += 1
@@ -142,12 +159,16 @@ def format_findings(
             where = "readable" if note else "stored"
             return f"No regressions in the {where} results." + tail
         out = text_table(headers, rows)
-        if headers != HEADERS:
+        if RE_MEASURED_HEADER in headers:
             out += (
                 "\n\nre-measured: the pair the A/B confirmation measured; '(widened)': a "
                 "commit past the finding's own pair each side, as its place is uncertain "
                 "by about a commit"
             )
+        # Where a commit's loaded processes were outvoted by its quiet ones, and why.
+        quiet = sorted({f"{f.key.name}: {f.processes}" for f in findings if f.processes})
+        if quiet:
+            out += "\n\n" + "\n".join(quiet)
         return out + f"\n\n{len(findings)} finding(s): {tally}" + tail
     raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
 
