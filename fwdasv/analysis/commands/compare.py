@@ -1,5 +1,6 @@
 """`fwdasv compare A B`: two commits' stored results compared, each series by its own noise
-(`fwdasv.analysis.compare_stored`); exits 1 when a latency got worse."""
+(`fwdasv.analysis.compare_stored`), beside the history's findings between them; exits 1
+when a latency got worse or the history holds a gating finding between A and B."""
 
 from __future__ import annotations
 
@@ -74,8 +75,11 @@ def compare_command(
     measured at one commit only. Only latency (unit seconds, and a paced suite's
     track_relative, unit ratio) counts: telemetry
     (clocks, power, spread, graph-vs-eager, clock uncertainty) is shown as
-    `telemetry`, never worse or better. Exits 1 when a latency got worse (asv
-    compare always exits 0, asv#884).
+    `telemetry`, never worse or better. Where the stored history holds a finding
+    between A and B (its pair inside A..B, same series), it is shown beside the pair's
+    verdict, and a regression or confirmed one fails as `fwdasv regressions` fails on
+    it ("decided by: finding"). Exits 1 when a latency got worse (asv compare always
+    exits 0, asv#884).
     """
     project = AsvProject.load(config)
     warn_environments(project, machine)
@@ -96,4 +100,6 @@ def compare_command(
             only_changed=only_changed,
         )
     )
-    finding(COMPARISON.exit_status(c.verdict for c in found) != 0)
+    # One verdict per pair: a gating finding of the history between A and B fails too.
+    failed = COMPARISON.exit_status(c.verdict for c in found) != 0
+    finding(failed or any(c.decided_by == "finding" for c in found))
