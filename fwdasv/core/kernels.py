@@ -28,6 +28,8 @@ KERNELS_SUFFIX = ".kernels.json"
 TRACE_SUFFIX = ".trace.json.gz"
 DEVICE_CUDA = "cuda"
 DEVICE_CPU = "cpu"
+# A row's keys written always, in this order (the others only where set).
+_ROW_KEYS = ("name", "us", "pct", "calls", "example")
 _VLLM_KEYS = ("trace", "replays", "span_us", "busy_us", "pre_forward_us", "activities", "kernels")
 _FWDASV_KEYS = (
     "device",
@@ -111,13 +113,7 @@ class KernelRow:
         return self.sources[0] if self.sources else None
 
     def to_json(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "name": self.name,
-            "us": self.us,
-            "pct": self.pct,
-            "calls": self.calls,
-            "example": self.example,
-        }
+        data: dict[str, object] = {key: getattr(self, key) for key in _ROW_KEYS}
         if self.sources:
             data["sources"] = [frame.to_json() for frame in self.sources]
         if self.shapes:
@@ -252,15 +248,8 @@ class KernelSummary:
 
     def to_json(self) -> dict[str, object]:
         """vLLM's keys in vLLM's order, then fwdasv's and any others."""
-        data: dict[str, object] = {
-            "trace": self.trace,
-            "replays": self.replays,
-            "span_us": self.span_us,
-            "busy_us": self.busy_us,
-            "pre_forward_us": self.pre_forward_us,
-            "activities": self.activities,
-            "kernels": [row.to_json() for row in self.kernels],
-        }
+        data: dict[str, object] = {key: getattr(self, key) for key in _VLLM_KEYS}
+        data["kernels"] = [row.to_json() for row in self.kernels]
         fwdasv: dict[str, object] = {
             "device": self.device,
             "measure": self.measure,

@@ -22,6 +22,8 @@ from fwdasv.core.numbers import numbers
 
 # vLLM logs "unstable timing" above this sample spread; fwdasv marks the point.
 UNSTABLE_SPREAD_PCT = 0.5
+# A `latency_us` block's statistics (floats), in vLLM's single-GPU order.
+STATISTICS = ("median", "sample_spread_pct", "mean", "std", "min", "p90")
 
 
 @dataclass(frozen=True)
@@ -90,17 +92,9 @@ class Latency:
 
     def to_json(self) -> dict[str, object]:
         """vLLM's `latency_us` block, in the order it was read (`layout`) or vLLM's single-GPU one."""
-        data: dict[str, object] = {
-            "timer": self.timer,
-            "median": self.median,
-            "sample_spread_pct": self.sample_spread_pct,
-            "mean": self.mean,
-            "std": self.std,
-            "min": self.min,
-            "p90": self.p90,
-            "count": self.count,
-            "samples_us": list(self.samples_us),
-        }
+        data: dict[str, object] = {"timer": self.timer}
+        data.update((key, getattr(self, key)) for key in STATISTICS)
+        data.update(count=self.count, samples_us=list(self.samples_us))
         if not self.layout:
             return data
         return {key: data[key] for key in (*self.layout, *data) if key in data}
@@ -111,12 +105,7 @@ class Latency:
         samples = data.get("samples_us", ())
         return cls(
             timer=str(data["timer"]),
-            median=_float(data["median"]),
-            sample_spread_pct=_float(data["sample_spread_pct"]),
-            mean=_float(data["mean"]),
-            std=_float(data["std"]),
-            min=_float(data["min"]),
-            p90=_float(data["p90"]),
+            **{key: _float(data[key]) for key in STATISTICS},
             count=int(_float(data["count"])),
             samples_us=tuple(_float(t) for t in samples) if isinstance(samples, Sequence) else (),
             layout=tuple(data),

@@ -125,10 +125,7 @@ class HwState:
     def to_json(self) -> dict[str, object]:
         return {
             "version": self.version,
-            "created_at": self.created_at,
-            "host": self.host,
-            "pid": self.pid,
-            "boot_id": self.boot_id,
+            **{key: getattr(self, key) for key in _SESSION},
             "gpus": [gpu.to_json() for gpu in self.gpus],
         }
 
@@ -140,10 +137,8 @@ class HwState:
         if not isinstance(gpus, list) or not all(isinstance(g, dict) and "uuid" in g for g in gpus):
             raise _not_a_state_file(where)
         return cls(
-            created_at=data.get("created_at"),
-            host=data.get("host"),
-            pid=data.get("pid"),
-            boot_id=data.get("boot_id"),
+            **{key: data.get(key) for key in _SESSION},
+            version=data["version"],
             gpus=tuple(
                 SavedGpu(
                     index=g.get("index"),
@@ -155,6 +150,10 @@ class HwState:
                 for g in gpus
             ),
         )
+
+
+# When, where and by which process the file was written (a reboot clears the locks).
+_SESSION = ("created_at", "host", "pid", "boot_id")
 
 
 def _not_a_state_file(path: object) -> HardwareError:

@@ -10,6 +10,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from fwdasv.core.kernels import KernelRow, ProfileError
 from fwdasv.core.results.reading import (
@@ -27,7 +28,31 @@ from fwdasv.core.results.reading import (
     require,
     string,
 )
-from fwdasv.core.stats import Latency, block_medians
+from fwdasv.core.stats import STATISTICS, Latency, block_medians
+
+T = TypeVar("T")
+
+
+def _read(
+    read: Callable[[Mapping[str, object], str, str], T],
+    data: Mapping[str, object],
+    where: str,
+    *keys: str,
+) -> dict[str, T]:
+    """Several keys of one kind, each by the same reader: `cls(**_read(...))` keeps mypy's
+    check of each field's type, as long as one call passes one such group."""
+    return {key: read(data, key, where) for key in keys}
+
+
+def _fields_json(block: Any, drop_none: tuple[str, ...] = ()) -> dict[str, object]:
+    """A block's fields under their own names, tuples as JSON lists; the fields named in
+    `drop_none` are left out where None."""
+    data = dataclasses.asdict(block)
+    return {
+        key: list(value) if isinstance(value, tuple) else value
+        for key, value in data.items()
+        if value is not None or key not in drop_none
+    }
 
 
 @dataclass(frozen=True)
@@ -62,16 +87,12 @@ def diffs_json(values: Mapping[str, TensorDiff] | None) -> dict[str, object] | N
 
 def parse_latency(data: object, where: str) -> Latency:
     data = json_object(data, where)
-    values = {
-        key: number(data, key, where)
-        for key in ("median", "sample_spread_pct", "mean", "std", "min", "p90")
-    }
     return Latency(
+        **_read(number, data, where, *STATISTICS),
         timer=string(data, "timer", where),
         count=integer(data, "count", where),
         samples_us=numbers(data, "samples_us", where),
         layout=tuple(data),
-        **values,
     )
 
 
@@ -109,10 +130,7 @@ class TelemetryReading:
     clock_event_reasons: tuple[str, ...] | None  # the reasons' names, decoded
 
     def to_json(self) -> dict[str, object]:
-        data = dataclasses.asdict(self)
-        if self.clock_event_reasons is not None:
-            data["clock_event_reasons"] = list(self.clock_event_reasons)
-        return data
+        return _fields_json(self)
 
     @classmethod
     def from_json(cls, data: object, where: str) -> TelemetryReading:
@@ -122,14 +140,12 @@ class TelemetryReading:
             not isinstance(reasons, list) or not all(isinstance(r, str) for r in reasons)
         ):
             raise ResultsError(f"{where}: 'clock_event_reasons' must be a list of names or null")
+        clocks = ("sm_clock_mhz", "memory_clock_mhz", "temperature_c", "utilization_pct")
         return cls(
             t_s=number(data, "t_s", where),
-            sm_clock_mhz=optional_int(data, "sm_clock_mhz", where),
-            memory_clock_mhz=optional_int(data, "memory_clock_mhz", where),
             power_w=optional_number(data, "power_w", where),
-            temperature_c=optional_int(data, "temperature_c", where),
-            utilization_pct=optional_int(data, "utilization_pct", where),
             clock_event_reasons=None if reasons is None else tuple(reasons),
+            **_read(optional_int, data, where, *clocks),
         )
 
 
@@ -242,9 +258,7 @@ class Telemetry:
     def from_json(cls, data: Mapping[str, object], where: str) -> Telemetry:
         """A `telemetry` block with a summary (see `_telemetry` for one without)."""
         summary = json_object(data["summary"], f"{where}.summary")
-        numbers = {
-            key: optional_number(summary, key, f"{where}.summary") for key in TELEMETRY_NUMBERS
-        }
+        numbers = _read(optional_number, summary, f"{where}.summary", *TELEMETRY_NUMBERS)
         readings = numbers.pop("readings")
         if readings is None:
             raise ResultsError(f"{where}.summary: missing key 'readings'")
@@ -303,13 +317,10 @@ class ProtocolRun:
         data = json_object(data, where)
         return cls(
             name=string(data, "name", where),
-            gap_ratio=number(data, "gap_ratio", where),
             burst_s=optional_number(data, "burst_s", where),
-            block_s=number(data, "block_s", where),
             iters_per_block=integer(data, "iters_per_block", where),
             warmup_replays=integer(data, "warmup_replays", where),
-            timed_busy_s=number(data, "timed_busy_s", where),
-            timed_idle_s=number(data, "timed_idle_s", where),
+            **_read(number, data, where, "gap_ratio", "block_s", "timed_busy_s", "timed_idle_s"),
         )
 
 
@@ -387,23 +398,18 @@ class EngineInfo:
     imported: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, object]:
-        data = dataclasses.asdict(self)
+        data = _fields_json(
+            self, drop_none=("gpu", "pipeline_stages", "world_size", "threads", "imported")
+        )
         data["target_options"] = dict(self.target_options)
-        for key in ("gpu", "pipeline_stages", "world_size", "threads", "imported"):
-            if data[key] is None:
-                del data[key]
-        if self.imported is not None:
-            data["imported"] = list(self.imported)
         return data
 
     @classmethod
     def from_json(cls, data: object, where: str) -> EngineInfo:
         data = json_object(data, where)
-        texts = {
-            key: string(data, key, where)
-            for key in ("target", "device", "dtype", "timer", "protocol", "torch", "python")
-        }
+        texts = ("target", "device", "dtype", "timer", "protocol", "torch", "python")
         return cls(
+            **_read(string, data, where, *texts),
             target_options=json_object(require(data, "target_options", where), where),
             iters=integer(data, "iters", where),
             samples=integer(data, "samples", where),
@@ -414,7 +420,6 @@ class EngineInfo:
             world_size=optional_int(data, "world_size", where),
             threads=optional_int(data, "threads", where),
             imported=_names(data.get("imported"), f"{where}: 'imported'"),
-            **texts,
         )
 
 
@@ -505,23 +510,13 @@ class PipelineTimeline:
     clock_method: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "stage": self.stage,
-            "dp_rank": self.dp_rank,
-            "starts_us": list(self.starts_us),
-            "ends_us": list(self.ends_us),
-            "clock_uncertainty_us": self.clock_uncertainty_us,
-        }
-        if self.clock_method is not None:
-            data["clock_method"] = self.clock_method
-        return data
+        return _fields_json(self, drop_none=("clock_method",))
 
     @classmethod
     def from_json(cls, data: object, where: str) -> PipelineTimeline:
         data = json_object(data, where)
         return cls(
-            stage=integer(data, "stage", where),
-            dp_rank=integer(data, "dp_rank", where),
+            **_read(integer, data, where, "stage", "dp_rank"),
             starts_us=numbers(data, "starts_us", where),
             ends_us=numbers(data, "ends_us", where),
             clock_uncertainty_us=number(data, "clock_uncertainty_us", where),
