@@ -280,7 +280,8 @@ def excursions(medians: Sequence[float | None], noise: Noise) -> list[int]:
     that the fit with levels of 2 commits sets apart, that stands out of the level
     before it (`judge_local`) and that the next level is back from (a run of outliers),
     and the first commit after it: where a level an edge is judged against must end,
-    so the run does not move it."""
+    so the run does not move it. A next level that only spreads (the run's level, then a
+    doubled newest commit) is not back."""
     index, logs = valid_logs(medians)
     levels = _short_fit(logs, noise)
     within = _within(noise)
@@ -291,7 +292,8 @@ def excursions(medians: Sequence[float | None], noise: Noise) -> list[int]:
             continue
         sign = 1.0 if logs[run].mean() > logs[before].mean() else -1.0
         stands = judge_local(logs[before], logs[run], within, sign) is not None
-        if stands and judge_local(logs[before], logs[after], within, sign) is None:
+        back = judge_local(logs[run], logs[after], within, -sign) is not None
+        if stands and back and judge_local(logs[before], logs[after], within, sign) is None:
             out += [int(index[run.start]), int(index[after.start])]
     return out
 

@@ -48,6 +48,16 @@ def test_a_run_of_slow_commits_that_returns_is_outliers_not_a_level() -> None:
     assert detect(_medians(history), estimate_noise(history), improvements=True) == []
 
 
+def test_a_doubled_head_after_a_run_of_slow_commits_is_found() -> None:
+    """A run of 3 commits 2.5% slow, then the newest commit doubled (the simulator's
+    60-commit history that missed its 2x head): the level after the run is not back,
+    it only spreads, so the run does not end the head's reference level."""
+    levels = [1.0] * 56 + [1.025] * 3 + [2.0]
+    history = _history(levels, spread=0.002, seed=3)
+    steps = detect(_medians(history), estimate_noise(history), improvements=True)
+    assert any(s.after_index == 59 and s.percent > 80 for s in steps), steps
+
+
 def test_a_short_historys_first_nights() -> None:
     """2 commits before and 2 after a +1.5% step at a quiet series' noise: the fit and
     the edges need more commits; the short rule reports it, `suspected` (confirm
