@@ -138,7 +138,7 @@ class HwState:
             raise _not_a_state_file(where)
         return cls(
             **{key: data.get(key) for key in _SESSION},
-            version=data["version"],
+            version=STATE_VERSION,  # as checked above
             gpus=tuple(
                 SavedGpu(
                     index=g.get("index"),
