@@ -12,6 +12,7 @@ from fwdasv import __version__
 from fwdasv.analysis.commands import COMMANDS as ANALYSIS_COMMANDS
 from fwdasv.analysis.commands.common import explain_option
 from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
+from fwdasv.asv.shard_cli import shard_command
 from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
@@ -20,12 +21,13 @@ from fwdasv.core.clitools import (
     skip_unreadable_option,
     warn_unreadable,
 )
+from fwdasv.core.errors import EXIT_RULE
 from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.hw.cli import hw
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_RULE)
 @click.version_option(__version__, prog_name="fwdasv")
 def main() -> None:
     """Track model forward latency across commits with asv (airspeed velocity)."""
@@ -77,6 +79,13 @@ def main() -> None:
     "[default: only a confirmed regression, or any regression with --no-confirm].",
 )
 @explain_option
+@click.option(
+    "--bisect/--no-bisect",
+    default=True,
+    show_default=True,
+    help="After confirm, bisect every regression or confirmed finding whose range holds "
+    "commits asv left unmeasured (`asv run --steps`), the culprit recorded with it.",
+)
 @skip_unreadable_option
 def nightly_command(
     config: str,
@@ -91,15 +100,16 @@ def nightly_command(
     confirm: bool | None,
     fail_on_suspected: bool,
     explain: bool,
+    bisect: bool,
     skip_unreadable: bool,
 ) -> None:
-    """Setup, machine file, asv run, findings, confirm, publish, gate, reset (even on failure).
+    """Setup, machine file, asv run, findings, confirm, bisect, publish, gate, reset (always).
 
     Exit status: 0 no confirmed regression, 1 a confirmed regression (with
     --no-confirm: any regression; a suspected one, a step among the newest 1-3
-    commits, is re-measured the same night), 2 the run could not be made (asv failed, a
-    pre-flight check failed) or a result file could not be read (named in the
-    listing; --skip-unreadable to pass anyway).
+    commits, is re-measured the same night), 2 the run could not be made (asv failed)
+    or a result file could not be read, whatever else was found (named in the
+    listing; --skip-unreadable to pass anyway), 4 a pre-flight check failed.
     """
     from fwdasv.hw.nvml import parse_gpu_selection
     from fwdasv.nightly import run_nightly
@@ -117,6 +127,7 @@ def nightly_command(
         confirm=confirm,
         fail_on_suspected=fail_on_suspected,
         explain=explain,
+        bisect=bisect,
         skip_unreadable=skip_unreadable,
         echo=click.echo,
     )
@@ -124,5 +135,13 @@ def nightly_command(
     raise SystemExit(outcome.status)
 
 
-for command in (forward, hw, *ASV_COMMANDS, *ANALYSIS_COMMANDS, demo_command, nightly_command):
+for command in (
+    forward,
+    hw,
+    *ASV_COMMANDS,
+    shard_command,
+    *ANALYSIS_COMMANDS,
+    demo_command,
+    nightly_command,
+):
     main.add_command(command)

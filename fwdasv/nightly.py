@@ -5,13 +5,16 @@ asv machine entry, the pre-flight checks, `asv run` (the new commits, or one pre
 build on an existing environment with `--set-commit-hash`), the findings, their
 confirmation by an interleaved A/B re-measure (suspected ones too: a step on the
 newest commits is decided the night it lands) and the kernel diff of a confirmed one,
-`asv publish` with the findings, the gate (`fwdasv.analysis.gate.nightly_gate`), and
+bisect of every finding whose range holds commits `asv run` left unmeasured (the culprit
+recorded with the finding), `asv publish` with the findings, the gate
+(`fwdasv.analysis.gate.nightly_gate`), and
 the hardware reset, which runs whatever happened before it (a failure, Ctrl-C): the
 box is never left with locked clocks. Each step returns a value (`MachineStep`,
 `PreflightStep`, `ConfirmStep`, the `NightlyOutcome` of `run_nightly`); what it prints
-is read from that value. Exit status: 0 no confirmed regression, 1 a confirmed one
+is read from that value (`BisectStep` too). Exit status: 0 no confirmed regression, 1 a confirmed one
 (without confirmation: any; with `fail_on_suspected`, a suspected one too), 2 the run
-could not be made or a result file could not be read (unless `skip_unreadable`).
+could not be made or a result file could not be read (unless `skip_unreadable`), 4 a
+pre-flight check failed (`fwdasv.core.errors.EXIT_RULE`).
 """
 
 from __future__ import annotations
@@ -21,15 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fwdasv.analysis import findings
+from fwdasv.analysis.bisect.from_findings import bisect_findings, range_groups
 from fwdasv.analysis.finding import Finding
 from fwdasv.analysis.findings_format import format_findings
-from fwdasv.analysis.gate import nightly_gate
+from fwdasv.analysis.gate import inside_steps, nightly_gate
 from fwdasv.analysis.publish import publish
 from fwdasv.analysis.reproduce import confirm_findings
 from fwdasv.analysis.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.history import Problem
-from fwdasv.core.errors import UserError
+from fwdasv.core.errors import EXIT_HARDWARE, UserError
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks as hw_checks
 from fwdasv.hw import machine as hw_machine
@@ -69,7 +73,7 @@ class MachineStep:
     gpu_count: str
 
     def lines(self) -> list[str]:
-        return [f"[nightly] 2/6 machine {self.name}: gpu {self.gpu} x{self.gpu_count}"]
+        return [f"[nightly] 2/7 machine {self.name}: gpu {self.gpu} x{self.gpu_count}"]
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,9 @@ class PreflightStep:
         if self.failed:
             return [
                 *out,
-                f"[nightly] 3/6 pre-flight failed ({len(self.failed)} check(s)); not measuring",
+                f"[nightly] 3/7 pre-flight failed ({len(self.failed)} check(s)); not measuring",
             ]
-        return [*out, "[nightly] 3/6 pre-flight ok"]
+        return [*out, "[nightly] 3/7 pre-flight ok"]
 
 
 @dataclass(frozen=True)
@@ -113,14 +117,36 @@ class ConfirmStep:
                 "[nightly] an existing environment installs nothing per commit: no confirmation"
             )
         if self.runs:
-            out.append("[nightly] 5/6 confirm the new regressions (A/B re-measure, then explain)")
+            out.append("[nightly] 5/7 confirm the new regressions (A/B re-measure, then explain)")
         else:
             out.append(
-                "[nightly] 5/6 nothing to confirm"
+                "[nightly] 5/7 nothing to confirm"
                 if self.confirm
-                else "[nightly] 5/6 confirm: skipped"
+                else "[nightly] 5/7 confirm: skipped"
             )
         return out
+
+
+@dataclass(frozen=True)
+class BisectStep:
+    """Step 6's decision: whether to bisect, and why not."""
+
+    bisect: bool  # asked (--bisect) on an environment that installs each commit
+    pending: int  # ranges of several commits without a culprit
+    existing: bool  # asked, but an existing environment installs nothing per commit
+
+    @property
+    def runs(self) -> bool:
+        return self.bisect and self.pending > 0
+
+    def lines(self) -> list[str]:
+        if self.existing:
+            return ["[nightly] 6/7 bisect: an existing environment installs nothing per commit"]
+        if self.runs:
+            return [f"[nightly] 6/7 bisect {self.pending} range(s) of several commits"]
+        return [
+            "[nightly] 6/7 nothing to bisect" if self.bisect else "[nightly] 6/7 bisect: skipped"
+        ]
 
 
 @dataclass(frozen=True)
@@ -132,6 +158,7 @@ class NightlyOutcome:
     preflight: PreflightStep | None = None
     asv_status: int | None = None
     confirmation: ConfirmStep | None = None
+    bisection: BisectStep | None = None
     findings: tuple[Finding, ...] = ()
     unreadable: tuple[Problem, ...] = ()  # result files the findings could not read
 
@@ -154,10 +181,11 @@ def run_nightly(
     confirm: bool | None = None,
     fail_on_suspected: bool = False,
     explain: bool = True,
+    bisect: bool = True,
     skip_unreadable: bool = False,
     echo: Callable[[str], None] = print,
 ) -> NightlyOutcome:
-    """The six steps, each returning what it found; the `[nightly]` lines are printed from
+    """The seven steps, each returning what it found; the `[nightly]` lines are printed from
     those values (a step's first line before its work, whose own output is indented).
     The outcome's `status` is the exit status (see the module)."""
     project = asv_project.AsvProject.load(config)
@@ -175,17 +203,17 @@ def run_nightly(
     locked = False
     try:
         if lock_clocks:
-            echo(f"[nightly] 1/6 hardware setup: lock clocks at {lock_clocks}")
+            echo(f"[nightly] 1/7 hardware setup: lock clocks at {lock_clocks}")
             hw_setup.setup(gpus, lock_clocks, persistence=True, state_file=state_file, echo=echo)
             locked = True
         else:
-            echo("[nightly] 1/6 hardware setup: none asked (clocks as they are)")
+            echo("[nightly] 1/7 hardware setup: none asked (clocks as they are)")
         this = _machine_step(machine, gpus, locked, machine_file)
         say(this.lines())
         preflight = _preflight(this, gpus, state_file, locked)
         say(preflight.lines())
         if preflight.failed:
-            return NightlyOutcome(STATUS_FAILED, this, preflight)
+            return NightlyOutcome(EXIT_HARDWARE, this, preflight)
         asv_status = _measure(project, this.name, spec, existing_python, commit, echo)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
@@ -200,14 +228,30 @@ def run_nightly(
             confirm_findings(
                 project, found, run_explain=explain, echo=lambda line: echo(f"  {line}")
             )
-        echo("[nightly] 6/6 asv publish with the findings")
+        ranges = range_groups(findings.find(project, machine=this.name))
+        bisection = BisectStep(
+            bisect and not existing_python, len(ranges), bool(bisect and existing_python)
+        )
+        say(bisection.lines())
+        if bisection.runs:
+            bisect_findings(
+                project,
+                findings.find(project, machine=this.name),
+                echo=lambda line: echo(f"  {line}"),
+            )
+        echo("[nightly] 7/7 asv publish with the findings")
         site = publish(project, echo=None)
         published = tuple(f for f in site.findings if f.key.machine == this.name)
+        # Skipped, an unreadable file still counts inside a finding's range (misread there).
+        unreadable = [p.path for p in site.unreadable]
+        counted = (
+            len(inside_steps(unreadable, site.steps())) if skip_unreadable else len(unreadable)
+        )
         gate = nightly_gate(step.confirm, fail_on_suspected).exit_status(
-            (f.status for f in published), 0 if skip_unreadable else len(site.unreadable)
+            (f.status for f in published), counted
         )
         outcome = NightlyOutcome(
-            gate, this, preflight, asv_status, step, published, site.unreadable
+            gate, this, preflight, asv_status, step, bisection, published, site.unreadable
         )
         say(outcome.lines())
         return outcome
@@ -244,9 +288,9 @@ def _measure(
 ) -> int:
     """Step 4: `asv run` of the new commits, or of the existing environment's one build."""
     if not existing_python:
-        echo(f"[nightly] 4/6 asv run {spec}")
+        echo(f"[nightly] 4/7 asv run {spec}")
         return _run_new(project, spec, name, echo)
-    echo(f"[nightly] 4/6 asv run on the existing environment {existing_python}, commit {commit}")
+    echo(f"[nightly] 4/7 asv run on the existing environment {existing_python}, commit {commit}")
     return asv_project.run_asv(
         project,
         "run",

@@ -74,10 +74,11 @@ def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) ->
     assert findings.find(project) == []
     assert first.exit_code == 0, first.output
     steps = [line for line in first.output.splitlines() if line.startswith("[nightly] ")]
-    assert [s.split()[1] for s in steps] == ["1/6", "2/6", "3/6", "4/6", "5/6", "6/6"], steps
+    assert [s.split()[1] for s in steps] == [f"{n}/7" for n in range(1, 8)], steps
     assert "asv run NEW" in steps[3]
-    assert steps[4] == "[nightly] 5/6 nothing to confirm", steps
-    assert steps[5] == "[nightly] 6/6 asv publish with the findings", steps
+    assert steps[4] == "[nightly] 5/7 nothing to confirm", steps
+    assert steps[5] == "[nightly] 6/7 nothing to bisect", steps
+    assert steps[6] == "[nightly] 7/7 asv publish with the findings", steps
     repo = Path(project.repo)  # a local path: write_torch_project resolves it
     hashes = subprocess.run(
         ["git", "rev-list", "main"], cwd=repo, check=True, capture_output=True, text=True
@@ -97,7 +98,7 @@ def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) ->
     )
     gate = FINDINGS.exit_status(f.status for f in findings.find(project))
     assert second.exit_code == gate == 0, second.output
-    assert "[nightly] 5/6 confirm: skipped" in second.output
+    assert "[nightly] 5/7 confirm: skipped" in second.output
     assert _stored(project) == {h[:8] for h in [*hashes, new]}
     assert "No regressions in the stored results." in second.output
 
@@ -137,18 +138,18 @@ def test_nightly_resets_locked_clocks_even_when_the_run_fails(
     assert fake_gpus.settings() == before
     assert not (tmp_path / "hw-state.json").exists()
     lines = result.output.splitlines()
-    assert any("1/6 hardware setup: lock clocks at base" in line for line in lines)
+    assert any("1/7 hardware setup: lock clocks at base" in line for line in lines)
     assert any("reset: restoring the saved GPU state" in line for line in lines)
 
 
 def test_each_step_prints_from_its_value() -> None:
     from fwdasv.hw.checks import Check
-    from fwdasv.nightly import ConfirmStep, MachineStep, PreflightStep
+    from fwdasv.nightly import BisectStep, ConfirmStep, MachineStep, PreflightStep
 
     assert MachineStep("box", "NVIDIA H200", "2").lines() == [
-        "[nightly] 2/6 machine box: gpu NVIDIA H200 x2"
+        "[nightly] 2/7 machine box: gpu NVIDIA H200 x2"
     ]
-    assert PreflightStep().lines() == ["[nightly] 3/6 pre-flight ok"]
+    assert PreflightStep().lines() == ["[nightly] 3/7 pre-flight ok"]
     warm = Check("temperature", 0, ok=False, required=False, detail="71 C")
     busy = Check("processes", 1, ok=False, required=True, detail="pid 42")
     failed = PreflightStep((warm, busy))
@@ -156,16 +157,22 @@ def test_each_step_prints_from_its_value() -> None:
     assert failed.lines() == [
         "  temperature gpu 0: FAILED 71 C",
         "  processes gpu 1: FAILED pid 42",
-        "[nightly] 3/6 pre-flight failed (1 check(s)); not measuring",
+        "[nightly] 3/7 pre-flight failed (1 check(s)); not measuring",
     ]
-    assert PreflightStep((warm,)).lines()[-1] == "[nightly] 3/6 pre-flight ok"
+    assert PreflightStep((warm,)).lines()[-1] == "[nightly] 3/7 pre-flight ok"
     assert ConfirmStep(confirm=True, pending=2, existing=False).runs
-    assert ConfirmStep(True, 0, False).lines() == ["[nightly] 5/6 nothing to confirm"]
-    assert ConfirmStep(False, 3, False).lines() == ["[nightly] 5/6 confirm: skipped"]
+    assert ConfirmStep(True, 0, False).lines() == ["[nightly] 5/7 nothing to confirm"]
+    assert ConfirmStep(False, 3, False).lines() == ["[nightly] 5/7 confirm: skipped"]
     assert ConfirmStep(False, 3, True).lines() == [
         "[nightly] an existing environment installs nothing per commit: no confirmation",
-        "[nightly] 5/6 confirm: skipped",
+        "[nightly] 5/7 confirm: skipped",
     ]
+    assert BisectStep(bisect=True, pending=1, existing=False).lines() == [
+        "[nightly] 6/7 bisect 1 range(s) of several commits"
+    ]
+    assert not BisectStep(True, 0, False).runs
+    assert BisectStep(False, 2, False).lines() == ["[nightly] 6/7 bisect: skipped"]
+    assert "existing environment" in BisectStep(False, 2, True).lines()[0]
 
 
 def test_nightly_fails_when_a_stored_result_cannot_be_read(project) -> None:

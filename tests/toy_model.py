@@ -62,6 +62,12 @@ class MyModel:
 _ONE_PASS = "return self.block(x)"
 SLOW_PASS = "return self.block(self.block(x))"
 
+
+def _passes(count: int) -> str:
+    """The forward's last line running the layer stack `count` times (2: SLOW_PASS)."""
+    return "return " + "self.block(" * count + "x" + ")" * count
+
+
 _BENCH = '''"""fwdasv target: `mymodel.bench:target`."""
 
 import torch
@@ -97,10 +103,14 @@ def target(device="cpu", dtype="float32", seed=0):
 
 
 def build_repo(
-    path: str | os.PathLike[str], commits: int = 8, slow_index: int | None = 5
+    path: str | os.PathLike[str],
+    commits: int = 8,
+    slow_index: int | None = 5,
+    slow_passes: int = 2,
 ) -> list[str]:
     """Create the repository at `path`; returns its hashes, oldest first. `slow_index` None:
-    no commit changes the forward (then any number of commits: notes in the README)."""
+    no commit changes the forward. Past 8 commits the others are notes in the README.
+    `slow_passes`: how many times the slow commit runs the layer stack (2: twice as slow)."""
     path = Path(path)
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
@@ -114,10 +124,10 @@ def build_repo(
         "Note the hidden size in the README",
         "Bump version to 0.2.0",
     ]
+    subjects += [f"README: note {n}" for n in range(len(subjects), commits)]
     if slow_index is None:
-        subjects += [f"README: note {n}" for n in range(len(subjects), commits)]
         slow_index = commits
-    elif not 0 < slow_index < commits <= len(subjects):
+    elif not 0 < slow_index < commits:
         raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
     else:
         subjects[slow_index] = SLOW_SUBJECT
@@ -129,7 +139,7 @@ def build_repo(
             "pyproject.toml": _PYPROJECT.format(version=version),
             "mymodel/__init__.py": f'"""mymodel {index}."""\n',
             "mymodel/model.py": _MODEL.format(
-                passes=SLOW_PASS if index >= slow_index else _ONE_PASS
+                passes=_passes(slow_passes) if index >= slow_index else _ONE_PASS
             ),
             "mymodel/bench.py": _BENCH,
             "README.md": f"# mymodel\n\nRevision {index}.\n",

@@ -9,7 +9,7 @@
 #
 # Under $OUT: bisect_trials.log (everything: the process-level variation at the range's
 # ends, a line per trial as it ends, the tally), bisect-trials.json (each finished trial's
-# bisect JSON, rewritten as each ends), trial-logs/ (each trial's asv runs and medians).
+# bisect JSON, rewritten as each ends), trial-logs/ (each trial's ends, probes and processes).
 # Many trials at once on the CPU disturb one another beyond the step (docs/measurements.md
 # section 11): PARALLEL=1..3 for fewer. TRIALS_TIMEOUT_S (default 500) stops it inside one
 # device call, keeping what ended.

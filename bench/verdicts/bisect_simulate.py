@@ -1,129 +1,191 @@
 #!/usr/bin/env python
-"""Bisect's rules on simulated runs: how often they name the right commit when runs read fast.
+"""Bisect's decisions on simulated bench processes: right, wrong, undecided, and what they cost.
 
-The same 16-commit repository as bisect_trials.py (real git, the real `Bisector`), with only
-the measurement replaced at its boundary. Each asv run of a commit yields 2 processes of 10
-samples (1 thread, 2 launches x 10 samples): the commit's level (the culprit and after
-+14.6%) times a run factor (1 +- 2%; with probability `--fast` the whole run reads 13% fast,
-FAST_FACTOR, as one real bad commit read 21.0 where bad commits read about 24) times a
-process factor (1 +- 2%) times a sample jitter (0.3%). With `--odd P` a process is odd with
-probability P: 15-25% fast or 20-60% slow (half each), as single processes read on a 2-core
-VM (docs/measurements.md section 11).
+The real `Bisector` (its ends, probes, looks and answers), with only the bench process
+replaced at its boundary (`ProcessPool._launch`): a process of commit i reads
+`level_i * exp(N(0, sd))`, level_i the base times (1 + step) from the culprit on, times
+an odd factor with probability `odd` (slow 20-60% or fast 15-25%, half each: single
+processes on the 2-core VM beside a neighbour, docs/measurements.md section 11) or a
+GPU's slow clock state (+1..3%, with probability `outlier`). Scenarios:
 
-    python bench/verdicts/bisect_simulate.py --trials 40 --fast 0.05 --odd 0.15
+    gpu-1pct     a 1% step, process sd 0.05-0.2% (log-uniform; H200 decodes), 3% outliers
+    gpu-1pct-noisy  the same at sd 0.2-0.5% (H200 prefills)
+    gpu-2pct     a 2% step at sd 0.05-0.5%
+    gpu-1pct-cold  the 1% step at sd 0.05-0.2%, no stored history, by hand (the run's own
+                 spread decides, the step's size from the ends)
+    busy-15pct   a 15% step, sd 2-5%, 15% odd processes (a paced series on a busy box)
+    busy-2x      a doubled forward, sd 5-12%, 15% odd processes (latency on a busy box)
+    cpu-5x       a 5x step (an -80% speed-up seen from its end), sd 1-3%, 26 commits
+    gpu-suite    11 cases of one suite stepping at one commit, 0.8-3.2% each, sd 0.03-0.5%:
+                 one search for all (a case that cannot place a probe takes the others')
+    gpu-no-step  a finding of +1% that was a false alarm (no step): any commit named is wrong
+    busy-no-step the same at a busy box's noise (+15% claimed)
 
-prints the tally: right (certain / uncertain), wrong (certain / uncertain), none (ends did
-not differ / final pair did not), and the mean asv runs.
+With a history, the prior is the true sd with 30 degrees of freedom (a 50-commit history).
+
+    python bench/verdicts/bisect_simulate.py --trials 200 [--scenario NAME ...] [--seed 1]
+
+prints per scenario: right, wrong, undecided, not reproducible (% of searches; a search of
+several series counts as its worst), and the mean and max bench processes and bench runs
+(looks). Exit 1 when any bisect named a wrong commit.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import math
 import random
 import sys
-import tempfile
-from collections import Counter, defaultdict
-from pathlib import Path
+from dataclasses import dataclass
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fwdasv.analysis.bisect.driver import Bisector, Track
+from fwdasv.analysis.bisect.outcome import Answer
+from fwdasv.analysis.bisect.search import Search
+from fwdasv.analysis.bisect.series import Followed
+from fwdasv.analysis.confirm import MAX_PROCESSES
+from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.processes import ProcessPool, SeriesRef
 
-from bisect_trials import PACKAGE, SLOW_INDEX, build_repo
-
-from fwdasv.analysis.bisect import driver
-from fwdasv.analysis.remeasure import ProcessLayout
-from fwdasv.asv.scaffold import write_torch_project
-
-LEVEL_MS, STEP = 20.8, 0.146
-FAST_FACTOR = 0.87
+REF = SeriesRef("sim.Sim", "c0")
+FALSE_ALARM_PCT = {"gpu-no-step": 1.0, "busy-no-step": 15.0}  # what the finding claimed
 
 
-class SimulatedBisector(driver.Bisector):
-    """`Bisector` whose asv runs are drawn, not measured (everything else is the real one)."""
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    step_pct: float
+    sd_pct: tuple[float, float]  # per-process sd range (log-uniform)
+    commits: int = 16
+    odd: float = 0.0  # chance a process reads 20-60% slow or 15-25% fast
+    outlier: float = 0.0  # chance of a slow clock state, +1..3%
+    history: bool = True
+    claimed: bool = True  # bisected from a finding (its change known) or by hand
+    series: int = 1  # cases of one suite stepping at the same commit, each its own sd
+    step_spread: float = 0.0  # each case's step drawn in step_pct * (1 +- step_spread)
+
+
+SCENARIOS = {
+    s.name: s
+    for s in (
+        Scenario("gpu-1pct", 1.0, (0.05, 0.2), outlier=0.03),
+        Scenario("gpu-1pct-noisy", 1.0, (0.2, 0.5), outlier=0.03),
+        Scenario("gpu-2pct", 2.0, (0.05, 0.5), outlier=0.03),
+        Scenario("gpu-1pct-cold", 1.0, (0.05, 0.2), outlier=0.03, history=False, claimed=False),
+        Scenario("busy-15pct", 15.0, (2.0, 5.0), odd=0.15),
+        Scenario("busy-2x", 100.0, (5.0, 12.0), odd=0.15),
+        Scenario("cpu-5x", -80.0, (1.0, 3.0), commits=26),
+        Scenario("gpu-suite", 2.0, (0.03, 0.5), outlier=0.03, series=11, step_spread=0.6),
+        Scenario("gpu-no-step", 0.0, (0.05, 0.5), outlier=0.03),
+        Scenario("busy-no-step", 0.0, (2.0, 5.0), odd=0.15),
+    )
+}
+
+
+class SimulatedPool(ProcessPool):
+    """A process pool whose bench processes are drawn, not launched."""
 
     rng: random.Random
-    drawn: dict
-    fast: float = 0.0
-    odd: float = 0.0
+    culprit: int
+    line: tuple[str, ...]
+    scenario: Scenario
+    sds: dict[SeriesRef, float]
+    steps: dict[SeriesRef, float]
 
-    def resolve(self) -> driver.BenchmarkCase:
-        self.target = driver.BenchmarkCase("forward.Sim.track_latency", "c", "seconds", "x")
-        self.series = driver.StoredSamples(self.project, "sim", self.target)
-        self.series.samples = lambda commit: list(self.drawn[commit])  # type: ignore[method-assign]
-        self.layout = ProcessLayout(samples=10, launches=2)
-        return self.target
+    def _set_up(self) -> None:
+        pass  # no suites to resolve
 
-    def measure(self, commits, why) -> None:
-        self.runs += 1
-        for commit in commits:
-            level = LEVEL_MS * (1 + STEP if self.line.index(commit) >= SLOW_INDEX else 1)
-            run = (FAST_FACTOR if self.rng.random() < self.fast else 1.0) * (
-                1 + 0.02 * self.rng.gauss(0, 1)
-            )
-            for _ in range(self.layout.launches):
-                process = level * run * (1 + 0.02 * self.rng.gauss(0, 1))
-                if self.rng.random() < self.odd:
-                    odd = self.rng.choice([(0.75, 0.85), (1.2, 1.6)])
-                    process *= self.rng.uniform(*odd)
-                self.drawn[commit].extend(
-                    process * (1 + 0.003 * self.rng.gauss(0, 1)) for _ in range(self.layout.samples)
-                )
+    def _launch(self, commit: str) -> dict[SeriesRef, float]:
+        self.bench_processes += 1
+        index = self.line.index(commit)
+        # One process measures every case: an odd process (a neighbour) slows them all.
+        odd = 1.0
+        if self.rng.random() < self.scenario.odd:
+            slow = self.rng.random() < 0.5
+            odd = self.rng.uniform(1.2, 1.6) if slow else self.rng.uniform(0.75, 0.85)
+        elif self.rng.random() < self.scenario.outlier:
+            odd = self.rng.uniform(1.01, 1.03)
+        out = {}
+        for ref in self.series:
+            level = 1.0 + (self.steps[ref] / 100 if index >= self.culprit else 0.0)
+            out[ref] = level * odd * math.exp(self.rng.gauss(0, self.sds[ref]))
+        return out
 
 
-def trial(
-    project, hashes: list[str], seed: int, fast: float, max_remeasure: int, odd: float = 0.0
-) -> tuple:
-    SimulatedBisector.rng = random.Random(seed)
-    SimulatedBisector.drawn = defaultdict(list)
-    SimulatedBisector.fast = fast
-    SimulatedBisector.odd = odd
-    bisector = SimulatedBisector.open(
-        project, hashes[0], hashes[-1], "x", "sim", echo=None, max_remeasure=max_remeasure
+def trial(scenario: Scenario, seed: int, max_processes: int) -> tuple[str, int, int]:
+    rng = random.Random(seed)
+    low, high = scenario.sd_pct
+    refs = tuple(SeriesRef("sim.Sim", f"c{i}") for i in range(scenario.series))
+    sds = {r: math.exp(rng.uniform(math.log(low), math.log(high))) / 100 for r in refs}
+    spread = scenario.step_spread
+    steps = {r: scenario.step_pct * rng.uniform(1 - spread, 1 + spread) for r in refs}
+    line = tuple(f"{i:040x}" for i in range(scenario.commits))
+    culprit = rng.randint(1, scenario.commits - 1)
+    pool = SimulatedPool(None, refs, None)  # type: ignore[arg-type]
+    pool.rng, pool.culprit, pool.line, pool.scenario = rng, culprit, line, scenario
+    pool.sds, pool.steps = sds, steps
+    tracks = []
+    for ref in refs:
+        sd = 100 * sds[ref]
+        prior = Noise(sd, sd, None, 50, "history", 30.0) if scenario.history else None
+        claimed = (steps[ref] or FALSE_ALARM_PCT[scenario.name]) if scenario.claimed else None
+        tracks.append(Track(Followed(ref, "seconds", prior, claimed), Search(line)))
+    bisector = Bisector(
+        None,  # type: ignore[arg-type]
+        "sim",
+        line,
+        tracks,
+        pool,
+        None,
+        max_processes=max_processes,
+        echo=None,
+        subjects=dict.fromkeys(line),
     )
-    try:
-        result = bisector.run()
-    except driver.BisectError:
-        return "none (ends)", bisector.runs
-    if not result.reproducible:
-        return "none (final pair)", result.asv_runs
-    named = "right" if result.first_bad == hashes[SLOW_INDEX] else "wrong"
-    return f"{named} ({'certain' if result.certain else 'uncertain'})", result.asv_runs
+    results = bisector.run()
+    outcomes = []
+    for result in results:
+        if result.answer == Answer.FOUND:
+            right = scenario.step_pct != 0 and result.first_bad == line[culprit]
+            outcomes.append("right" if right else "wrong")
+        else:
+            outcomes.append(str(result.answer))
+    # A search is as good as its worst series: wrong over undecided over right.
+    order = ["wrong", "not reproducible", "undecided", "right"]
+    worst = min(outcomes, key=order.index)
+    return worst, results[0].bench_processes, results[0].bench_runs
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=40, help="simulated bisects")
-    parser.add_argument(
-        "--fast", type=float, default=0.15, help="chance that a run reads 13%% fast"
-    )
-    parser.add_argument(
-        "--odd",
-        type=float,
-        default=0.0,
-        help="chance that one process reads 15-25%% fast or 20-60%% slow",
-    )
-    parser.add_argument("--max-remeasure", type=int, default=driver.DEFAULT_MAX_REMEASURE)
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-processes", type=int, default=MAX_PROCESSES)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        hashes = build_repo(root / PACKAGE)
-        project = write_torch_project(root / "asv", root / PACKAGE, PACKAGE, [])
-        os.environ.setdefault("HOME", tmp)
-        outcomes = [
-            trial(project, hashes, seed, args.fast, args.max_remeasure, args.odd)
-            for seed in range(args.trials)
-        ]
-    tally = Counter(o for o, _ in outcomes)
-    runs = sum(r for _, r in outcomes) / len(outcomes)
+    names = args.scenario or list(SCENARIOS)
     print(
-        f"{args.trials} simulated bisects, {100 * args.fast:.0f}% of runs 13% fast, "
-        f"{100 * args.odd:.0f}% of processes odd, "
-        f"max_remeasure {args.max_remeasure}: "
-        + ", ".join(f"{n} {k}" for k, n in sorted(tally.items()))
-        + f"; {runs:.1f} asv runs on average"
+        f"{'scenario':14s} {'commits':>7s} {'right':>6s} {'wrong':>6s} {'undec.':>6s} "
+        f"{'not rep.':>8s} {'processes':>13s} {'runs':>11s}"
     )
-    wrong = sum(n for k, n in tally.items() if k.startswith("wrong"))
-    return 1 if wrong else 0
+    wrong_any = 0
+    for name in names:
+        scenario = SCENARIOS[name]
+        outcomes = [
+            trial(scenario, args.seed * 100_000 + i, args.max_processes) for i in range(args.trials)
+        ]
+
+        def pct(word: str, outcomes: list[tuple[str, int, int]] = outcomes) -> str:
+            return f"{100 * sum(o == word for o, _, _ in outcomes) / len(outcomes):5.1f}%"
+
+        processes = [p for _, p, _ in outcomes]
+        runs = [r for _, _, r in outcomes]
+        wrong_any += sum(o == "wrong" for o, _, _ in outcomes)
+        print(
+            f"{name:14s} {scenario.commits:7d} {pct('right'):>6s} {pct('wrong'):>6s} "
+            f"{pct('undecided'):>6s} {pct('not reproducible'):>8s} "
+            f"{sum(processes) / len(processes):6.1f} (<={max(processes):3d}) "
+            f"{sum(runs) / len(runs):4.1f} (<={max(runs):2d})"
+        )
+    return 1 if wrong_any else 0
 
 
 if __name__ == "__main__":

@@ -5,10 +5,12 @@ The repository (`mlpstack`, built here): 16 commits, the 10th slower by about 14
 outputs bit-identical to its parent's (two layers compute their down projection twice and
 keep the elementwise minimum of the two equal results), every other commit changing no
 forward code. The suite times it with one thread, 2 launches x 10 samples a commit. Each
-trial is a fresh asv project (fresh results, one shared asv environment directory, so
-installs are cheap) and one `fwdasv bisect` over the whole range (GOOD the first commit, BAD
-the last, nothing stored). The tally: trials that named the right commit, a wrong one, or
-none ("not reproducible"), and how many were uncertain; exit 0 at >= 90% right, none wrong.
+trial is a fresh asv project (nothing stored, each commit bisect measures installed into an
+environment of its own) and one `fwdasv bisect` over the whole range (GOOD the first
+commit, BAD the last; by hand: the step's size from the ends' re-measure). The tally:
+trials that named the right commit, a wrong one, or none ("not reproducible" or
+"undecided"), with the bench runs and processes each took; exit 0 at >= 90% right, none
+wrong.
 
     python bench/verdicts/bisect_trials.py --trials 10 --dir /tmp/bisect-trials [--json FILE]
 
@@ -193,7 +195,7 @@ def trial(
 ) -> dict:
     """One bisect in a fresh project; `slot`: pinned to that CPU, with an asv environment
     directory and a HOME of its own (trials run side by side, one core each); `log_dir`:
-    bisect's progress lines (each asv run and its medians) in trialNN.log there."""
+    bisect's progress lines (the ends, each probe and its processes) in trialNN.log there."""
     from fwdasv.analysis.bisect.environment import BisectError
 
     if slot is not None:
@@ -226,10 +228,10 @@ def trial(
             echo=say if log_path else None,
         )
     except BisectError as error:  # e.g. GOOD and BAD did not differ: no commit named
-        out = {"first_bad": None, "certain": False, "percent": float("nan"), "asv_runs": -1}
+        out = {"first_bad": None, "certain": False, "percent": float("nan"), "bench_runs": -1}
         out["error"] = str(error)
     else:
-        out = result.to_json()
+        out = {**result.to_json(), "certain": result.found}
     out["wall_s"] = time.monotonic() - started
     out["load"] = os.getloadavg()[0]
     out["cpu"] = sorted(os.sched_getaffinity(0)) if slot is not None else None
@@ -395,11 +397,13 @@ def main() -> int:
         trials.append(got)
         named = got["first_bad"]
         verdict = "none" if named is None else ("right" if named == culprit else "wrong")
+        # "none": not reproducible or undecided (with its reason in the JSON)
         tally[verdict] += 1
         tally["uncertain"] += 0 if got["certain"] else 1
         print(
             f"trial {index + 1}: {verdict} ({(named or '-')[:8]}, {got['percent']:+.1f}%, "
-            f"certain {got['certain']}), {got['asv_runs']} asv runs, {got['wall_s']:.0f} s, "
+            f"{got.get('answer', 'error')}), {got['bench_runs']} bench runs, "
+            f"{got.get('bench_processes', -1)} processes, {got['wall_s']:.0f} s, "
             f"load {got['load']:.1f}" + (f"; {got['error']}" if "error" in got else ""),
             flush=True,
         )
@@ -434,7 +438,7 @@ def main() -> int:
                         got = future.result()
                     except Exception as error:  # a trial that crashed: said, not hidden
                         got = {"first_bad": None, "certain": False, "percent": float("nan")}
-                        got.update(asv_runs=-1, wall_s=float("nan"), load=float("nan"))
+                        got.update(bench_runs=-1, wall_s=float("nan"), load=float("nan"))
                         got["error"] = f"{type(error).__name__}: {error}"
                     report(futures[future], got)
     else:

@@ -4,7 +4,8 @@ The verdicts file (`fwdasv.analysis.verdict_file`: its line and its rules) lives
 the results directory (`verdicts_path`). `apply_verdict` attaches a finding's newest
 stored verdict (about it, or about a wider range of its series that holds it) and
 takes its status where the verdict re-measured it (confirmed, not-reproduced); drift
-and improvements keep theirs. `record_verdict` appends one line about a finding.
+and improvements keep theirs. `record_verdict` appends one line about a finding: a
+re-measure, a kernel diff, or bisect's culprit (a line without a status of its own).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from fwdasv.analysis.status import Status
 from fwdasv.analysis.verdict_file import (
     VERDICTS_FILE,
     ConfirmationRecord,
+    CulpritRecord,
     ExplainRecord,
     FindingVerdict,
     StoredVerdicts,
@@ -51,11 +53,13 @@ def record_verdict(
     project: AsvProject,
     finding: Finding,
     *,
-    status: Status,
+    status: Status | None,
     confirmation: ConfirmationRecord | None = None,
     explain: ExplainRecord | None = None,
+    culprit: CulpritRecord | None = None,
 ) -> None:
-    """Append one verdict line about `finding`: its status, and its re-measure or diff."""
+    """Append one verdict line about `finding`: its status (None: the line says none, as
+    bisect's), and its re-measure, diff or culprit."""
     append_verdict(
         verdicts_path(project),
         FindingVerdict(
@@ -67,5 +71,6 @@ def record_verdict(
             status=status,
             confirmation=confirmation,
             explain=explain,
+            culprit=culprit,
         ),
     )

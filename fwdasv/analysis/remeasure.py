@@ -1,15 +1,16 @@
-"""Measure one suite case at chosen commits, outside `asv run`: for confirm and explain.
+"""Measure suite cases at chosen commits, outside `asv run`: for confirm, bisect and explain.
 
 Each commit is installed by asv into an environment of its own
-(`fwdasv.asv.install.env_dir_for`: A and B of an interleaved re-measure are
-installed once each, and what confirm installed, explain finds installed), then
-one bench process of exactly the suite's configuration and one case runs, started
-the way the suite starts it (`fwdasv.backends`), with that environment's
-interpreter. `per_commit_envs=False` uses the configuration's one environment,
-reinstalling at every switch of commit. What comes back is that process's result:
-its per-sample medians (confirm judges process medians) or, with a profile
-directory, its kernel summary (explain diffs them). `process_layout` says how a
-suite's asv run stores a case's samples (processes of `samples` each).
+(`fwdasv.asv.install.env_dir_for`: the commits of an interleaved re-measure are
+installed once each, and what confirm installed, bisect and explain find installed),
+then one bench process of exactly the suite's configuration runs, narrowed to the
+cases asked for (`resolve_cases`: every case of a suite that stepped, in one
+process, as a vLLM bench process measures its whole suite anyway; `resolve`: one),
+started the way the suite starts it (`fwdasv.backends`), with that environment's
+interpreter. What comes back is that process's result: each case's median of its
+per-sample medians and, for a paced suite, of its forward-over-workload ratios
+(`process_values`), or, with a profile directory, kernel summaries (explain).
+`process_layout` says how a suite's asv run stores a case's samples.
 """
 
 from __future__ import annotations
@@ -36,16 +37,27 @@ class RemeasureError(UserError):
 
 @dataclass(frozen=True)
 class SuiteCase:
-    """One case of one suite of the project's benchmark_dir, and its bench configuration."""
+    """Cases of one suite of the project's benchmark_dir, and its bench configuration
+    narrowed to them (one bench process measures them all)."""
 
     suite: str  # "forward.TinyLM"
-    case: str
+    cases: tuple[str, ...]
     suite_class: type[ForwardSuite]
-    config: RunConfig  # the suite's configuration, this case only
+    config: RunConfig  # the suite's configuration, these cases only
+
+    @property
+    def case(self) -> str:
+        """The first case (the one case of a `resolve`d target)."""
+        return self.cases[0]
 
     @property
     def tolerance(self) -> float:
         return float(getattr(self.suite_class, "tolerance", results.DEFAULT_RELATIVE_RMS_TOLERANCE))
+
+    @property
+    def paced(self) -> bool:
+        """Whether each process also times fwdasv's workload (a `track_relative` series)."""
+        return bool(getattr(self.suite_class, "reference", False))
 
 
 def load_suite_class(project: AsvProject, name: str) -> tuple[str, type[ForwardSuite]]:
@@ -75,18 +87,31 @@ def load_suite_class(project: AsvProject, name: str) -> tuple[str, type[ForwardS
 
 
 def resolve(project: AsvProject, bench: str, case: str | None) -> SuiteCase:
+    """One case of `bench`'s suite (`case` None: its only case)."""
     suite, suite_class = load_suite_class(project, bench)
-    cases = {c.name: c for c in suite_class._parsed_cases}
+    names = [c.name for c in suite_class._parsed_cases]
     if case is None:
-        if len(cases) != 1:
+        if len(names) != 1:
             raise RemeasureError(
-                f"{suite} has {len(cases)} cases ({', '.join(cases)}): pick one with --case"
+                f"{suite} has {len(names)} cases ({', '.join(names)}): pick one with --case"
             )
-        case = next(iter(cases))
-    if case not in cases:
-        raise RemeasureError(f"{suite} has no case {case!r} (cases: {', '.join(cases)})")
-    config = dataclasses.replace(suite_class().run_config(), cases=(cases[case],))
-    return SuiteCase(suite, case, suite_class, config)
+        case = names[0]
+    return resolve_cases(project, bench, [case])
+
+
+def resolve_cases(project: AsvProject, bench: str, cases: Sequence[str]) -> SuiteCase:
+    """`cases` of `bench`'s suite, all measured by each bench process (in the suite's order)."""
+    suite, suite_class = load_suite_class(project, bench)
+    known = {c.name: c for c in suite_class._parsed_cases}
+    missing = [c for c in cases if c not in known]
+    if missing or not cases:
+        raise RemeasureError(
+            f"{suite} has no case {', '.join(map(repr, missing)) or '(none asked)'} "
+            f"(cases: {', '.join(known)})"
+        )
+    wanted = tuple(c for c in known.values() if c.name in set(cases))
+    config = dataclasses.replace(suite_class().run_config(), cases=wanted)
+    return SuiteCase(suite, tuple(c.name for c in wanted), suite_class, config)
 
 
 @dataclass
@@ -140,7 +165,7 @@ class Remeasurer:
         )
 
     def run(self, commit: str, tag: str, extra: Sequence[str] = ()) -> RunOutcome:
-        """One bench process of the case at `commit`; a failed or refused case is an error."""
+        """One bench process of the cases at `commit`; a failed or refused case is an error."""
         config = self.config_for(commit, extra)
         require_available(config)
         self.runs += 1
@@ -150,35 +175,49 @@ class Remeasurer:
             outcome = launch_bench(config, self.workdir, echo=self.bench_echo, tag=tag)
         except LaunchError as error:
             raise RemeasureError(f"{commit[:8]}: the bench failed: {error.summary}") from None
-        got = results.by_case(outcome.results).get(self.target.case)
-        problems = outcome.problems.get(self.target.case, [])
-        if got is None or not got.ok or problems:
-            why = got.error if got is not None and got.error else "; ".join(problems)
-            raise RemeasureError(f"{commit[:8]} {self.target.case}: the case failed: {why}")
-        refused = results.refusals(got, self.target.tolerance)
-        if refused:
-            detail = "; ".join(f"{v.check}: {v.detail}" for v in refused)
-            raise RemeasureError(f"{commit[:8]} {self.target.case}: no latency recorded: {detail}")
+        for case in self.target.cases:
+            got = results.by_case(outcome.results).get(case)
+            problems = outcome.problems.get(case, [])
+            if got is None or not got.ok or problems:
+                why = got.error if got is not None and got.error else "; ".join(problems)
+                raise RemeasureError(f"{commit[:8]} {case}: the case failed: {why}")
+            refused = results.refusals(got, self.target.tolerance)
+            if refused:
+                detail = "; ".join(f"{v.check}: {v.detail}" for v in refused)
+                raise RemeasureError(f"{commit[:8]} {case}: no latency recorded: {detail}")
         return outcome
 
-    def process_median(self, commit: str, tag: str) -> float:
-        """One bench process's median, as asv's samples: of its per-sample medians (seconds),
-        or, `relative`, of its per-sample forward-over-workload ratios (`track_relative`)."""
+    def process_values(self, commit: str, tag: str) -> dict[tuple[str, bool], float]:
+        """One bench process at `commit`: per (case, relative) its median, as asv's samples:
+        of the per-sample medians in seconds (relative False) and, for a paced suite, of
+        the per-sample forward-over-workload ratios (relative True, `track_relative`)."""
         outcome = self.run(commit, tag)
-        got = results.by_case(outcome.results)[self.target.case]
+        by_case = results.by_case(outcome.results)
         samples = self.target.config.samples
-        if not self.relative:
-            return median(got.latency.block_medians(samples)) * 1e-6
-        pace = got.ranks[0].reference if got.ranks else None
-        if pace is None:
+        out: dict[tuple[str, bool], float] = {}
+        for case in self.target.cases:
+            got = by_case[case]
+            out[case, False] = median(got.latency.block_medians(samples)) * 1e-6
+            pace = got.ranks[0].reference if got.ranks else None
+            if pace is None:
+                continue
+            try:
+                out[case, True] = median(pace.relative(got.ranks[0].latency, samples))
+            except results.ResultsError as error:
+                raise RemeasureError(f"{commit[:8]} {case}: {error}") from None
+        return out
+
+    def process_median(self, commit: str, tag: str) -> float:
+        """One bench process's median of the (first) case: `process_values`' latency or,
+        `relative`, its forward-over-workload ratio (`track_relative`)."""
+        values = self.process_values(commit, tag)
+        key = (self.target.case, self.relative)
+        if key not in values:
             raise RemeasureError(
                 f"{commit[:8]} {self.target.case}: the bench wrote no reference workload times "
                 "(a track_relative finding needs the suite's `reference = True`)"
             )
-        try:
-            return median(pace.relative(got.ranks[0].latency, samples))
-        except results.ResultsError as error:
-            raise RemeasureError(f"{commit[:8]} {self.target.case}: {error}") from None
+        return values[key]
 
 
 def resolve_commits(project: AsvProject, *revs: str) -> list[str]:
@@ -209,3 +248,16 @@ def process_layout(project: AsvProject, benchmark: str) -> ProcessLayout | None:
     if not isinstance(launches, int) or launches < 1 or config.samples < 1:
         return None
     return ProcessLayout(int(config.samples), launches)
+
+
+def processes_per_commit(
+    history: Sequence[Sequence[float]], samples_per_process: int, launches: int
+) -> int:
+    """How many bench processes each history commit pooled: its stored samples over the
+    samples one process gives (the median commit), so commits that asv's
+    `--append-samples` measured again count all their processes; `launches` (the
+    suite's) when nothing is stored."""
+    counts = sorted(len(samples) for samples in history if samples)
+    if not counts or samples_per_process < 1:
+        return launches
+    return max(1, round(counts[len(counts) // 2] / samples_per_process))

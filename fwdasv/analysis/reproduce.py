@@ -1,70 +1,65 @@
-"""`fwdasv confirm`: each finding re-measured as an interleaved A/B on this machine, then explained.
+"""`fwdasv confirm`: the findings re-measured as interleaved A/Bs on this machine, one per pair.
 
 For a finding (`fwdasv.analysis.findings`), the commits just outside its step
-(`fwdasv.analysis.confirm.ab_indices`: A at the old level, B at the new) are
-installed once each, into an environment of its own (`fwdasv.asv.install`),
-and measured one bench process at a time, A B A B ..., so both see the same
-machine in the same minutes. The verdict is on the process-level medians
-(`fwdasv.analysis.confirm`), with more processes while undecided (up to
-`max_processes` a side), and is appended to the verdicts file. A confirmed finding
-is then explained: the case profiled at A and at B, and the kernel (or op) diff
-stored with the verdict.
+(`fwdasv.analysis.confirm.ab_indices`: A at the old level, B at the new) are to be
+measured. Findings that re-measure the same pair (same machine, same A and B, same
+suite) share their bench processes (`pair_groups`): A and B are installed once each,
+into environments of their own, and measured A B A B ... (`fwdasv.analysis.processes`),
+each process measuring every case of the group, so a night with one regression across
+a suite's 11 cases costs about one finding's re-measure, not 11. Each finding is
+judged on its own case's process medians (`confirm.run_confirmation`); processes are
+added while any finding of the pair is undecided (up to `max_processes` a side), and
+each finding's verdict, with the processes it used, is appended to the verdicts file;
+the processes are kept (CONFIRM_DIR), for a bisect of the pair to start its ends from.
+A confirmed finding is then explained: the case profiled at A and at B, the kernel
+(or op) diff stored with the verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fwdasv.analysis import confirm, explain, findings
 from fwdasv.analysis.finding import Finding
 from fwdasv.analysis.finding_verdicts import record_verdict
-from fwdasv.analysis.remeasure import Remeasurer, resolve
-from fwdasv.analysis.series import RELATIVE_METRIC, load_series
+from fwdasv.analysis.processes import CONFIRM_DIR, Cursor, ProcessPool, SeriesRef, kept_dir
+from fwdasv.analysis.remeasure import load_suite_class, processes_per_commit
+from fwdasv.analysis.series import Series, SeriesKey, load_series
 from fwdasv.analysis.status import TO_CONFIRM, Status
 from fwdasv.analysis.verdict_file import ConfirmationRecord
 from fwdasv.asv.project import AsvProject
 
+__all__ = ["PairGroup", "confirm_findings", "pair_groups", "processes_per_commit"]
 
-@dataclass
-class Interleaved:
-    """A and B measured alternately, one bench process each, A first."""
 
-    measurer: Remeasurer
+@dataclass(frozen=True)
+class PairGroup:
+    """The findings that re-measure one pair: same machine, suite, A and B."""
+
+    machine: str
+    suite: str
     a: str
     b: str
-    say: Callable[[str], None]
-    processes: int = 0
-
-    def measure(self, k: int) -> tuple[list[float], list[float]]:
-        more_a, more_b = [], []
-        for _ in range(k):
-            self.processes += 1
-            more_a.append(self.measurer.process_median(self.a, f"a{self.processes}"))
-            more_b.append(self.measurer.process_median(self.b, f"b{self.processes}"))
-            self.say(
-                f"  process {self.processes}: A {self._shown(more_a[-1])}, "
-                f"B {self._shown(more_b[-1])}"
-            )
-        return more_a, more_b
-
-    def _shown(self, value: float) -> str:
-        if self.measurer.relative:
-            return f"{value:.4f} (forward / workload)"
-        return f"{value * 1e6:.2f} us"
+    findings: tuple[Finding, ...]
+    reasons: tuple[str, ...]  # per finding: why A and B (`confirm.pair_reason`)
 
 
-def processes_per_commit(
-    history: Sequence[Sequence[float]], samples_per_process: int, launches: int
-) -> int:
-    """How many bench processes each history commit pooled: its stored samples over the
-    samples one process gives (the median commit), so commits that asv's
-    `--append-samples` measured again (bisect, a second round) count all their
-    processes; `launches` (the suite's) when nothing is stored."""
-    counts = sorted(len(samples) for samples in history if samples)
-    if not counts or samples_per_process < 1:
-        return launches
-    return max(1, round(counts[len(counts) // 2] / samples_per_process))
+def pair_groups(
+    pending: Sequence[Finding], order: Sequence[str], all_series: Mapping[SeriesKey, Series]
+) -> list[PairGroup]:
+    """`pending` grouped by the pair each re-measures, in the order the first of each appears."""
+    grouped: dict[tuple[str, str, str, str], list[tuple[Finding, str]]] = {}
+    for finding in pending:
+        medians = all_series[finding.key].medians()
+        a_index, b_index = confirm.ab_indices(finding.step, medians)
+        reason = confirm.pair_reason(finding.step, a_index, b_index)
+        where = (finding.key.machine, finding.key.suite, order[a_index], order[b_index])
+        grouped.setdefault(where, []).append((finding, reason))
+    return [
+        PairGroup(*where, tuple(f for f, _ in members), tuple(r for _, r in members))
+        for where, members in grouped.items()
+    ]
 
 
 def confirm_findings(
@@ -77,8 +72,8 @@ def confirm_findings(
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
 ) -> list[Finding]:
-    """Re-measure every `regression` and `suspected` among `found`; returns the findings as
-    now judged."""
+    """Re-measure every `regression` and `suspected` among `found`, one interleaved A/B per
+    pair; returns the findings as now judged."""
 
     def say(line: str) -> None:
         if echo is not None:
@@ -89,67 +84,93 @@ def confirm_findings(
         say("nothing to confirm: no finding has status 'regression' or 'suspected'")
         return list(found)
     order, all_series = load_series(project)
-    for number, finding in enumerate(pending, 1):
-        medians = all_series[finding.key].medians()
-        a_index, b_index = confirm.ab_indices(finding.step, medians)
-        a, b = order[a_index], order[b_index]
-        target = resolve(project, finding.key.benchmark, finding.key.case)
-        workdir = project.results_dir.parent / ".fwdasv-confirm" / f"{a[:8]}-{b[:8]}"
-        measurer = Remeasurer(
+    groups = pair_groups(pending, order, all_series)
+    number = 0
+    for group in groups:
+        say(
+            f"pair {group.a[:8]}..{group.b[:8]} ({group.suite} on {group.machine}): "
+            f"{len(group.findings)} finding(s), one interleaved A/B, every case in each process"
+        )
+        pool = ProcessPool(
             project,
-            target,
-            workdir,
+            tuple(SeriesRef.of(f.key) for f in group.findings),
+            kept_dir(project, CONFIRM_DIR, group.a, group.b),
             echo=echo,
             bench_echo=bench_echo,
-            relative=finding.key.metric == RELATIVE_METRIC,
+            machine=group.machine,
+            keep=True,  # a later bisect of A..B starts its ends from them
         )
-        reason = confirm.pair_reason(finding.step, a_index, b_index)
+        _, suite_class = load_suite_class(project, group.suite)
+        samples = pool.measurers[group.suite].target.config.samples
+        launches = int(getattr(suite_class, "launches", 1)) or 1
+        confirmed: list[tuple[Finding, str]] = []
+        for finding, reason in zip(group.findings, group.reasons, strict=True):
+            number += 1
+            say(
+                f"[{number}/{len(pending)}] {finding.key.name} on {finding.key.machine}: "
+                f"{finding.status} {finding.percent:+.2f}% at {finding.range_label}; re-measuring "
+                f"A {group.a[:8]} and B {group.b[:8]}, interleaved ({reason})"
+            )
+            ref = SeriesRef.of(finding.key)
+            before = pool.bench_processes
+
+            def shown(n: int, a: float, b: float, ref: SeriesRef = ref) -> None:
+                say(f"  process {n}: A {ref.shown(a)}, B {ref.shown(b)}")
+
+            processes = processes_per_commit(all_series[finding.key].history, samples, launches)
+            verdict = confirm.run_confirmation(
+                Cursor(pool, group.a, group.b, ref, on_round=shown).measure,
+                finding.noise.per_process(processes),
+                claimed_pct=finding.percent,
+                min_effect_pct=finding.min_effect_pct,
+                start=min(start, max_processes),
+                max_processes=max_processes,
+            )
+            say(f"  {verdict.summary()}")
+            ran = pool.bench_processes - before
+            say(
+                f"  cost: {ran} new bench process(es) for this finding "
+                f"({pool.bench_processes} for the pair so far, {pool.installs} install(s) "
+                f"in {pool.install_s:.1f} s)"
+            )
+            record_verdict(
+                project,
+                finding,
+                status=verdict.status,
+                confirmation=ConfirmationRecord.of(verdict, group.a, group.b, reason),
+            )
+            if verdict.status == Status.CONFIRMED:
+                confirmed.append((finding, group.a))
         say(
-            f"[{number}/{len(pending)}] {finding.key.name} on {finding.key.machine}: "
-            f"{finding.status} {finding.percent:+.2f}% at {finding.range_label}; re-measuring "
-            f"A {a[:8]} and B {b[:8]}, interleaved ({reason})"
+            f"pair {group.a[:8]}..{group.b[:8]}: {len(group.findings)} finding(s) judged from "
+            f"{pool.bench_processes} bench processes ({pool.installs} install(s) in "
+            f"{pool.install_s:.1f} s)"
         )
-        interleaved = Interleaved(measurer, a, b, say)
-        processes = processes_per_commit(
-            all_series[finding.key].history,
-            target.config.samples,
-            int(getattr(target.suite_class, "launches", 1)) or 1,
-        )
-        verdict = confirm.run_confirmation(
-            interleaved.measure,
-            finding.noise.per_process(processes),
-            claimed_pct=finding.percent,
-            min_effect_pct=finding.min_effect_pct,
-            start=min(start, max_processes),
-            max_processes=max_processes,
-        )
-        say(f"  {verdict.summary()}")
-        say(
-            f"  cost: {measurer.installs} install(s) in {measurer.install_s:.1f} s, "
-            f"{interleaved.processes * 2} bench processes"
-        )
-        status = verdict.status
-        record_verdict(
-            project,
-            finding,
-            status=status,
-            confirmation=ConfirmationRecord.of(verdict, a, b, reason),
-        )
-        if status == Status.CONFIRMED and run_explain:
-            try:
-                explained = explain.explain_commits(
-                    project,
-                    a,
-                    b,
-                    finding.key.benchmark,
-                    finding.key.case,
-                    echo=echo,
-                    bench_echo=bench_echo,
-                )
-            except Exception as error:  # explaining must not lose the confirmation
-                say(f"  explain failed: {type(error).__name__}: {error}")
-            else:
-                record = explain.explain_record(explained.diff, a, b, explained.profile_dir)
-                record_verdict(project, finding, status=status, explain=record)
-                say(f"  {record.headline}")
+        if run_explain:
+            for finding, _ in confirmed:
+                _explain(project, finding, group.a, group.b, echo, bench_echo)
     return findings.find(project)
+
+
+def _explain(
+    project: AsvProject,
+    finding: Finding,
+    a: str,
+    b: str,
+    echo: Callable[[str], None] | None,
+    bench_echo: Callable[[str], None] | None,
+) -> None:
+    """The kernel (op) diff of a confirmed finding, stored with its verdict; a failure is said
+    and loses nothing recorded."""
+    try:
+        explained = explain.explain_commits(
+            project, a, b, finding.key.benchmark, finding.key.case, echo=echo, bench_echo=bench_echo
+        )
+    except Exception as error:  # explaining must not lose the confirmation
+        if echo is not None:
+            echo(f"  explain failed: {type(error).__name__}: {error}")
+        return
+    record = explain.explain_record(explained.diff, a, b, explained.profile_dir)
+    record_verdict(project, finding, status=Status.CONFIRMED, explain=record)
+    if echo is not None:
+        echo(f"  {record.headline}")

@@ -8,9 +8,8 @@ writes it) and the analysis (which reads it) need it.
 
 `min_effect_pct` is the smallest change worth reporting, wherever a change is judged:
 the default of `--min-effect` (percent) in the findings, and of `--factor` (a ratio of
-medians, `factor_of(pct)` = 1 + pct / 100: 0.3% is 1.003) in compare. Bisect's
-`--factor` is a detection floor for one probe, not a reporting threshold: it follows
-`min_effect_pct` only above PROBE_FLOOR_PCT (`VerdictSettings.probe_factor`).
+medians, `factor_of(pct)` = 1 + pct / 100: 0.3% is 1.003) in compare, and the floor
+below which bisect's probe floor (half the step being bisected) never goes.
 """
 
 from __future__ import annotations
@@ -30,14 +29,6 @@ INSTALL_KEYS = ("vllm_base", "vllm_base_commit")
 # error (fwdasv.analysis.detect); below it a step is real but too small to chase on
 # GPUs whose machine-to-machine offsets are 1.5%.
 MIN_EFFECT_PCT = 0.3
-# Bisect judges a probe by Mann-Whitney on the samples of its asv runs, which never see
-# the run-to-run offset of a new process, capture or clock state (up to 2-5% on a
-# power-capped GPU prefill, DESIGN.md; more on a busy CPU box). With a floor below that
-# offset a probe at the old level reads as "different" from GOOD: it is measured again
-# and again and may still land on the wrong side. So a probe's floor is this much at
-# least (bisect's factor 1.05 since it was written), and min_effect_pct only raises it:
-# a step too small to report is not bisected either.
-PROBE_FLOOR_PCT = 5.0
 
 
 def factor_of(pct: float) -> float:
@@ -63,11 +54,6 @@ class VerdictSettings:
     def min_effect_factor(self) -> float:
         """`min_effect_pct` as a ratio of medians: compare's default `--factor`."""
         return factor_of(self.min_effect_pct)
-
-    @property
-    def probe_factor(self) -> float:
-        """Bisect's default `--factor`: PROBE_FLOOR_PCT, or `min_effect_pct` when larger."""
-        return factor_of(max(self.min_effect_pct, PROBE_FLOOR_PCT))
 
     @classmethod
     def from_config(cls, raw: Mapping[str, Any], where: str = "asv.conf.json") -> VerdictSettings:

@@ -168,8 +168,8 @@ def test_nightly_gates_on_confirmed_findings(demo_history, tmp_path: Path) -> No
     as `fwdasv confirm` records one, so this stands apart from the confirm test."""
     project = demo_history.new_project(tmp_path / "asv")
     found = findings.find(project)
-    latency = [f for f in found if f.key.benchmark.endswith("track_latency")]
-    assert latency, f"no latency finding in the demo history: {[f.key.name for f in found]}"
+    latency = [f for f in found if f.key.benchmark == demo_history.benchmark]
+    assert latency, f"no paced finding in the demo history: {[f.key.name for f in found]}"
     ours = next((f for f in latency if f.after_commit == demo_history.slow_commit), latency[0])
     record_verdict(project, ours, status=Status.CONFIRMED)
     # Other findings of the demo's noisy history (if any) are taken as ruled out, so
@@ -195,7 +195,7 @@ def test_nightly_gates_on_confirmed_findings(demo_history, tmp_path: Path) -> No
     first = nightly()
     # Every commit already has results: asv has nothing to run, which is no failure.
     assert "no new commit to measure" in first.output, first.output
-    assert "[nightly] 5/6 nothing to confirm" in first.output, first.output
+    assert "[nightly] 5/7 nothing to confirm" in first.output, first.output
     assert first.exit_code == 1, first.output
     assert "confirmed" in first.output
     record_verdict(project, ours, status=Status.NOT_REPRODUCED)

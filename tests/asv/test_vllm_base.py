@@ -211,43 +211,98 @@ def test_asv_run_measures_python_commits_over_the_base_and_refuses_the_csrc_one(
     assert max(entry["install_s"] for entry in installs) < 10
 
 
+# A fwdasv suite over the vLLM-shaped package (bisect follows a fwdasv suite's series): each
+# forward is one `vllm.speed.step()`, the commit's own Python over the base's compiled files.
+FORWARD_TARGET = """from fwdasv.targets.base import PreparedForward
+import torch
+import vllm.speed
+
+
+class Target:
+    name = "vllm-shaped"
+
+    def prepare(self, case, seed):
+        def forward():
+            vllm.speed.step()
+            return {"hidden_states": torch.zeros(1)}
+
+        return PreparedForward(forward=forward, state=[], num_tokens=1)
+
+
+def target(**options):
+    return Target()
+"""
+
+
+def _forward_suite(config: Path, tmp_path: Path) -> str:
+    """A fwdasv suite (benchmarks/forward.py) timing one step of the commit's vllm; its name."""
+    from fwdasv.asv.suitespec import SuiteSpec
+
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    (targets / "vllm_shaped_target.py").write_text(FORWARD_TARGET)
+    spec = SuiteSpec(
+        "vllm_shaped_target:target",
+        ("prefill_8=8",),
+        class_name="VllmShaped",
+        iters=3,
+        samples=3,
+        warmup_s=0.01,
+        device="cpu",
+        target_path=(str(targets),),
+    )
+    source = "from fwdasv import asvsuite\n\n\n" + spec.source()
+    (config.parent / "benchmarks" / "forward.py").write_text(source)
+    return "forward.VllmShaped.track_latency"
+
+
 @pytest.mark.slow
 def test_bisect_skips_the_untestable_csrc_commit_and_names_the_slow_one(
-    history, tmp_path, offline, asv_machine_home
+    history, tmp_path, offline, asv_machine_home, no_suite_overrides
 ):
     from fwdasv.analysis.bisect.driver import bisect
+    from fwdasv.analysis.processes import BISECT_DIR
 
-    project = AsvProject.load(write_project(tmp_path, history))
+    config = write_project(tmp_path, history)
+    bench = _forward_suite(config, tmp_path)
+    project = AsvProject.load(config)
     csrc = history.commits[history.index(CSRC)]
     slow = history.commits[history.index(SLOW)]
     lines: list[str] = []
+    # From no stored samples: GOOD and BAD re-measured interleaved first, then the probes.
     result = bisect(
         project,
         history.commits[0],
         history.commits[-1],
-        "vllm_bench.Vllm.time_step",
+        bench,
         "testbox",
+        case="prefill_8",
         echo=lines.append,
-        asv_echo=None,
     )
-    assert result.first_bad == slow, "\n".join(lines)
-    (probe,) = [p for p in result.probes if p.commit == csrc]
-    assert probe.decided_by == "untestable" and probe.sample_count == 0
     text = "\n".join(lines)
+    assert result.first_bad == slow, text
+    (probe,) = [p for p in result.probes if p.commit == csrc]
+    assert probe.decided_by == "untestable" and probe.processes == 0
     assert f"{csrc[:8]} {CSRC}: untestable ({csrc[:8]}: compiled code differs" in text
     assert "as `git bisect skip` does" in text
-    # It was never handed to asv: no result file for it.
-    assert not list((project.results_dir / "testbox").glob(f"{csrc[:8]}-*.json"))
+    # It was never measured: no bench process of it kept.
+    kept = (config.parent / BISECT_DIR).glob("*/processes.jsonl")
+    measured = {
+        json.loads(line)["commit"] for path in kept for line in path.read_text().splitlines()
+    }
+    assert slow in measured and csrc not in measured
 
 
 def test_bisect_refuses_an_untestable_end_with_the_reason(history, tmp_path):
     from fwdasv.analysis.bisect.driver import bisect
     from fwdasv.analysis.bisect.environment import BisectError
 
-    project = AsvProject.load(write_project(tmp_path, history))
+    config = write_project(tmp_path, history)
+    bench = _forward_suite(config, tmp_path)
+    project = AsvProject.load(config)
     csrc = history.commits[history.index(CSRC)]
     with pytest.raises(BisectError, match=r"BAD is untestable: .*compiled code differs"):
-        bisect(project, history.commits[0], csrc, "vllm_bench.Vllm.time_step", "testbox")
+        bisect(project, history.commits[0], csrc, bench, "testbox", case="prefill_8")
 
 
 # --------------------------------------------------------------------------- init --vllm and the history

@@ -1,459 +1,575 @@
-"""The bisect driver: one `asv run` per probe on the first-parent line, each decided on samples.
+"""The bisect driver: the ends, then one probe at a time, each judged on interleaved processes.
 
-`Bisector.open` checks the rule, the environment and the ends (the I/O of starting),
-and `run` bisects in steps, each a method: `measure` (one asv run into bisect's own
-results dir), `check_ends` (GOOD and BAD must differ), `place` (one probe, measured
-again while the samples cannot place it), `recheck` (the decisions behind a final
-pair that does not differ) and `finish` (the answer, a `BisectResult`). Where the
-search stands is a pure `Search` value; the rules are pure too
-(`fwdasv.analysis.bisect.rules`). How it decides: docs/verdicts.md ("bisect").
+`Bisector.open` checks the environment and the range (GOOD, then each first-parent
+commit up to BAD) and sets up a `ProcessPool` for every series followed: each bench
+process measures all of them (a suite's cases, the latency or the paced ratio), so one
+search serves all the series that stepped in the range; its processes are kept in
+BISECT_DIR, so a bisection cut short goes on where it stopped. `run`:
+
+- `check_ends`: GOOD and BAD re-measured interleaved (2+2 processes for a step beyond
+  ODD_PROCESS_PCT, else 3+3; more while undecided, as confirm looks) and judged
+  by confirm's rule; a pair confirm re-measured starts from confirm's processes. A series whose step does not reproduce is `not reproducible`, one
+  the processes cannot decide `undecided`.
+- `search`: each series keeps its own `Search`; the next probe is the first open one
+  (nearest the middle), and a probe serves every series it lies inside. `place`
+  measures it (1 process for a step beyond ODD_PROCESS_PCT, else 3; then 3 more, with
+  GOOD and BAD topped up beside it, while any series cannot place it, up to
+  `max_processes`). Untestable commits (the compiled-code guard) are skipped unmeasured.
+- `recheck`: below a huge step, the final pair's probes once more on fresh processes;
+  one that leans against its verdict leaves the series `undecided`.
+- `finish`: per series a `BisectResult`: the first bad commit when the final pair is
+  adjacent and holds no skipped commit, else `undecided` with the reason.
+
+The rules are pure (`fwdasv.analysis.bisect.rules`); how it decides: docs/verdicts.md.
 """
 
 from __future__ import annotations
 
-import sys
-import time
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from pathlib import Path
 
-from fwdasv.analysis.bisect.environment import (
-    BisectError,
-    check_environment,
-    commit_refusal,
-    verify_measured,
-)
-from fwdasv.analysis.bisect.final_pair import recheck
-from fwdasv.analysis.bisect.outcome import BisectResult, Probe
+from fwdasv.analysis.bisect.environment import BisectError, check_environment, commit_refusal
+from fwdasv.analysis.bisect.outcome import Answer, BisectResult, Probe, level
 from fwdasv.analysis.bisect.rules import (
-    DEFAULT_MAX_REMEASURE,
-    Classification,
-    Processes,
-    StepTest,
-    both_text,
-    classify,
-    closer,
-    compare_step,
+    ODD_PROCESS_PCT,
+    ROBUST_PROCESSES,
+    ProbeJudgment,
     expected_probes,
-    step_text,
+    judge_probe,
+    judge_step,
+    magnitude_pct,
+    robust,
+    run_noise,
+    sides_agree,
 )
 from fwdasv.analysis.bisect.search import Search
-from fwdasv.analysis.bisect.series import (
-    BenchmarkCase,
-    StoredSamples,
-    remeasure_project,
-    resolve_benchmark,
+from fwdasv.analysis.bisect.series import Followed, follow_benchmark
+from fwdasv.analysis.confirm import ALPHA, MAX_PROCESSES, STEP_PROCESSES, Confirmation
+from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.processes import (
+    BISECT_DIR,
+    CONFIRM_DIR,
+    PROCESSES_FILE,
+    ProcessPool,
+    kept_dir,
 )
-from fwdasv.analysis.judgment import DEFAULT_ALPHA, check_rule, pooled_spread, process_medians
-from fwdasv.analysis.remeasure import ProcessLayout, process_layout
+from fwdasv.analysis.remeasure import RemeasureError
 from fwdasv.analysis.status import Status
-from fwdasv.asv.history import History
-from fwdasv.asv.project import AsvError, AsvProject, run_commits
-from fwdasv.asv.suite import ENV_CASES
-from fwdasv.core import stats
+from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.tables import human_value
+from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
-B = TypeVar("B", bound="Bisector")
+
+@dataclass
+class Track:
+    """Where one followed series stands: its ends' verdict, direction, change and search."""
+
+    followed: Followed
+    search: Search
+    direction: int = 1
+    change_pct: float = 0.0  # the step's size as a slowdown (`magnitude_pct`), after the ends
+    ends: Confirmation | None = None
+    answer: Answer | None = None  # set when the series is done before its search ends
+    reason: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.answer is None
 
 
 @dataclass
 class Bisector:
-    """One bisection of `bench` (and `case`) over `line` (GOOD, then each first-parent commit
-    up to BAD) on `machine`; built by `Bisector.open`.
-
-    `need`: the samples a stored result must have to be reused without running asv.
-    `refusal`: why a commit is untestable (vLLM over a compiled base), None otherwise.
-    `target`, `series` and `layout` are known once `resolve` has named the benchmark;
-    `layout` None: not a fwdasv suite, judged on samples rather than process medians.
-    Its own measurements go to `store`, a results dir of its own (`remeasure_project`).
-    """
+    """One search over `line` (GOOD, then each first-parent commit up to BAD) for `tracks`."""
 
     project: AsvProject
-    bench: str
     machine: str
-    case: str | None
-    factor: float
-    alpha: float
-    max_remeasure: int
-    need: int
-    python: str | None
     line: tuple[str, ...]
-    store: AsvProject
+    tracks: list[Track]
+    pool: ProcessPool
     refusal: Callable[[str], str | None] | None
+    max_processes: int = MAX_PROCESSES
+    alpha: float = ALPHA
+    min_effect_pct: float = MIN_EFFECT_PCT
     echo: Callable[[str], None] | None = print
-    asv_echo: Callable[[str], None] | None = None
-    asv_python: str = sys.executable
-    target: BenchmarkCase | None = None
-    series: StoredSamples | None = None
-    layout: ProcessLayout | None = None
-    seen: set[str] = field(default_factory=set)  # commits whose samples were read
-    runs: int = 0  # asv runs made
-    remeasures: int = 0  # of those, runs made again for commits already measured
+    subjects: dict[str, str | None] = field(default_factory=dict)
 
     @classmethod
     def open(
-        cls: type[B],
+        cls,
         project: AsvProject,
         good: str,
         bad: str,
-        bench: str,
+        followed: Sequence[Followed],
         machine: str,
-        case: str | None = None,
-        factor: float | None = None,
-        alpha: float = DEFAULT_ALPHA,
-        max_remeasure: int = DEFAULT_MAX_REMEASURE,
-        min_samples: int | None = None,
-        python: str | None = None,
+        *,
+        max_processes: int = MAX_PROCESSES,
+        alpha: float = ALPHA,
         echo: Callable[[str], None] | None = print,
-        asv_echo: Callable[[str], None] | None = None,
-        asv_python: str = sys.executable,
-    ) -> B:
-        """Check the rule, the environment and the ends, and set up bisect's results dir.
-
-        `min_samples` (default: the fewest for which Mann-Whitney can reach `alpha`);
-        `python` is passed to asv as `--python`; `factor` None: the project's probe
-        floor (`VerdictSettings.probe_factor`)."""
-        if factor is None:
-            factor = project.verdict_settings().probe_factor
-        check_rule(factor, alpha)
-        if max_remeasure < 0:
-            raise BisectError(f"--max-remeasure {max_remeasure}: must be >= 0")
-        check_environment(project, python)
-        need = min_samples or stats.min_samples_for_significance(alpha)
+        bench_echo: Callable[[str], None] | None = None,
+        fresh: bool = False,
+    ) -> Bisector:
+        """Check the environment and the range, and set up the processes' pool: it goes on
+        with the processes an earlier bisection of the range kept (one cut short), unless
+        `fresh`."""
+        if max_processes < 1:
+            raise BisectError(f"--max-processes {max_processes}: must be >= 1")
+        check_environment(project)
         try:
             good_hash = project.resolve(good)
-            after_good = project.first_parent_range(good, bad)
+            line = (good_hash, *project.first_parent_range(good, bad))
         except AsvError as error:
             raise BisectError(str(error)) from None
-        line = (good_hash, *after_good)
-        store = remeasure_project(project)
+        if len(line) < 2:
+            raise BisectError(f"{good}..{bad}: no commit after GOOD on the first-parent line")
         refusal = commit_refusal(project)
         for label, commit in (("GOOD", line[0]), ("BAD", line[-1])):
             why = refusal(commit) if refusal else None
             if why:
                 raise BisectError(f"{label} is untestable: {why}")
+        workdir = kept_dir(project, BISECT_DIR, line[0], line[-1])
+        if fresh:
+            (workdir / PROCESSES_FILE).unlink(missing_ok=True)
+        else:
+            start_from_confirm(project, line[0], line[-1], workdir)
+        try:
+            pool = ProcessPool(
+                project,
+                tuple(f.ref for f in followed),
+                workdir,
+                echo=echo,
+                bench_echo=bench_echo,
+                machine=machine,
+                resume=True,
+            )
+        except RemeasureError as error:
+            raise BisectError(str(error)) from None
+        tracks = [Track(f, Search(line)) for f in followed]
         return cls(
             project,
-            bench,
             machine,
-            case,
-            factor,
-            alpha,
-            max_remeasure,
-            need,
-            python,
             line,
-            store,
+            tracks,
+            pool,
             refusal,
+            max_processes=max_processes,
+            alpha=alpha,
+            min_effect_pct=project.verdict_settings().min_effect_pct,
             echo=echo,
-            asv_echo=asv_echo,
-            asv_python=asv_python,
         )
 
     @property
-    def good_hash(self) -> str:
+    def good(self) -> str:
         return self.line[0]
 
     @property
-    def bad_hash(self) -> str:
+    def bad(self) -> str:
         return self.line[-1]
-
-    @property
-    def resolved(self) -> tuple[BenchmarkCase, StoredSamples]:
-        """The benchmark case followed and its stored samples (after `resolve`)."""
-        assert self.target is not None and self.series is not None, "resolve() first"
-        return self.target, self.series
 
     def say(self, line: str) -> None:
         if self.echo is not None:
             self.echo(line)
 
     def subject(self, commit: str) -> str | None:
-        try:
-            return self.project.subject(commit)
-        except AsvError:
-            return None
+        if commit not in self.subjects:
+            try:
+                self.subjects[commit] = self.project.subject(commit)
+            except AsvError:
+                self.subjects[commit] = None
+        return self.subjects[commit]
 
-    def measure(self, commits: Sequence[str], why: str) -> None:
-        """One `asv run` of exactly this benchmark at `commits`, samples appended to bisect's
-        own results dir."""
-        self.runs += 1
-        self.say(f"  asv run {self.runs}: {', '.join(c[:8] for c in commits)} ({why})")
-        started = time.time() - 1  # file times may be coarser than the clock
-        run_commits(
-            self.store,
-            list(commits),
-            self.machine,
-            bench=[self.target.pattern if self.target else self.bench],
-            append_samples=True,
-            skip_existing=False,
-            extra=["--python", self.python] if self.python else [],
-            echo=self.asv_echo,
-            python=self.asv_python,
-            # The suite's bench times this case only (its other cases are not asked for).
-            env={ENV_CASES: self.target.case} if self.target and self.target.case else None,
+    def values(self, commit: str, track: Track) -> list[float]:
+        return self.pool.values(commit, track.followed.ref)
+
+    def noise(self, track: Track) -> Noise | None:
+        """The floor: the history's noise per process, else this run's own spread."""
+        if track.followed.prior is not None:
+            return track.followed.prior
+        groups = [self.values(c, track) for c in self.pool.processes]
+        return run_noise([g for g in groups if len(g) >= 2])
+
+    def shown(self, value: float, track: Track) -> str:
+        return human_value(value, track.followed.unit)
+
+    # --- the ends -------------------------------------------------------------------------
+
+    def check_ends(self) -> None:
+        """GOOD and BAD interleaved, judged per series, more processes while any is undecided
+        (a series decided at one look keeps that verdict, as confirm's findings do)."""
+        prior = all(t.followed.prior is not None for t in self.tracks)
+        # A huge step (or one not known yet, by hand) starts at two a side, a finding's
+        # smaller one at three. Two, not one: a level read from one process may be an odd
+        # process's (both ends read 45-55% slow once, and a bad commit that read fast
+        # looked good beside them).
+        claims = [t.followed.claimed_pct for t in self.tracks]
+        huge = all(c is None or magnitude_pct(c) > ODD_PROCESS_PCT for c in claims)
+        count = 2 if huge else ROBUST_PROCESSES
+        self.say(
+            f"GOOD {self.good[:8]} and BAD {self.bad[:8]}, interleaved: {count} process(es) "
+            "each first" + ("" if prior else " (no stored history: the run's own spread decides)")
         )
-        for commit in verify_measured(self.store, self.machine, commits, started):
-            self.say(f"  {commit[:8]}: asv saved no result (the build or install failed?)")
+        self.pool.measure([self.good, self.bad], count)
+        decided: set[int] = set()
+        while True:
+            for track in self.tracks:
+                if id(track) not in decided and self.judge_ends(track):
+                    decided.add(id(track))
+            undecided = [t for t in self.tracks if id(t) not in decided]
+            taken = min(self.pool.count(self.good), self.pool.count(self.bad))
+            stepped = [t for t in self.tracks if id(t) in decided and t.active]
+            if not undecided:
+                return
+            if stepped:
+                # One step, several series: those too noisy to confirm it follow the search
+                # of those that do (their own processes still judged at every probe).
+                for track in undecided:
+                    self.say(f"  {track.followed.ref.name}: follows the series that step")
+                return
+            if taken >= self.max_processes:
+                for track in undecided:
+                    track.answer = Answer.UNDECIDED
+                    track.reason = (
+                        f"GOOD and BAD after {taken}+{taken} processes: "
+                        f"{track.ends.summary() if track.ends else 'no spread to judge by'}"
+                    )
+                return
+            more = min(next_look(taken), self.max_processes) - taken
+            self.say(f"  the ends undecided: {more} more process(es) each")
+            self.pool.measure([self.good, self.bad], more)
 
-    def samples(self, commit: str) -> list[float]:
-        _, series = self.resolved
-        self.seen.add(commit)
-        return series.samples(commit)
-
-    def processes(self, robust: bool = False) -> Processes | None:
-        """Process-level judging (a fwdasv suite): the spread between processes of one commit,
-        pooled over every commit this bisection has read (`robust`: leaving out a well
-        measured commit's odd processes, `judgment.pooled_spread`)."""
-        if self.layout is None:
-            return None
-        _, series = self.resolved
-        groups = [process_medians(series.samples(c), self.layout.samples) for c in self.seen]
-        return Processes(
-            self.layout.samples, pooled_spread([g for g in groups if g], robust=robust)
-        )
-
-    def step(self, x: str, y: str, direction: int, robust: bool = False) -> StepTest:
-        return compare_step(
-            self.samples(x),
-            self.samples(y),
+    def judge_ends(self, track: Track) -> bool:
+        """Whether the ends decide `track` (its direction, change and, unless it steps, its
+        answer); False: measure more."""
+        g, b = self.values(self.good, track), self.values(self.bad, track)
+        noise = self.noise(track)
+        if noise is None:
+            return False
+        claimed = track.followed.claimed_pct
+        direction = (1 if claimed > 0 else -1) if claimed else (1 if level(b) >= level(g) else -1)
+        verdict = judge_step(
+            g,
+            b,
+            noise,
             direction,
-            self.factor,
-            self.alpha,
-            self.processes(robust),
+            claimed_pct=claimed,
+            min_effect_pct=self.min_effect_pct,
+            alpha=self.alpha,
         )
-
-    def classify(
-        self, commit: str, direction: int, probe: Sequence[float] | None = None
-    ) -> Classification:
-        g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
-        s = self.samples(commit) if probe is None else probe
-        return classify(g, s, b, direction, self.factor, self.alpha, self.processes())
-
-    def resolve(self) -> BenchmarkCase:
-        """Which benchmark: benchmarks.json names it; before any run there is none, so
-        the ends are measured with BENCH as given, then it is resolved."""
-        known = [
-            p.results_dir
-            for p in (self.project, self.store)
-            if (p.results_dir / "benchmarks.json").is_file()
-        ]
-        if not known:
-            self.measure([self.good_hash, self.bad_hash], "no results yet; GOOD and BAD first")
-            known = [self.store.results_dir]
-        self.target = resolve_benchmark(History(known[0]).benchmarks, self.bench, self.case)
-        self.series = StoredSamples(self.project, self.machine, self.target, remeasures=self.store)
-        self.layout = process_layout(self.project, self.target.name)
-        return self.target
-
-    def check_ends(self) -> int:
-        """GOOD and BAD must differ (measured, or re-measured, until they do); the direction."""
-        target, _ = self.resolved
-        ends = (self.good_hash, self.bad_hash)
-        missing = [c for c in ends if len(self.samples(c)) < self.need]
-        if missing:
-            self.measure(missing, "GOOD/BAD without enough stored samples")
-        for label, commit in zip(("GOOD", "BAD"), ends, strict=True):
-            if not self.samples(commit):
-                raise BisectError(
-                    f"{label} {commit[:8]}: no samples of {target.name} after measuring "
-                    "(the benchmark fails or is skipped there; see asv's output with --show-asv)"
-                )
-        if self.layout is not None and any(self.one_run(self.samples(c)) for c in ends):
-            # One run of an end is no more certain than one run of a probe: a run that read
-            # fast at BAD (or slow at GOOD) would hide the step or turn its direction.
-            self.remeasures += 1
-            self.measure(list(ends), "GOOD/BAD from one run: a second run")
-        for attempt in range(self.max_remeasure + 1):
-            g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
-            direction = 1 if stats.median(b) >= stats.median(g) else -1
-            # The ends only gate the search (the final pair names the commit): judged
-            # with the robust spread, a process that ran fast does not hide the step.
-            step = self.step(self.good_hash, self.bad_hash, direction, robust=True)
-            self.say(
-                f"GOOD {self.good_hash[:8]} {human_value(stats.median(g), target.unit)} "
-                f"(n={len(g)}) -> BAD {self.bad_hash[:8]} "
-                f"{human_value(stats.median(b), target.unit)} (n={len(b)}): {step_text(step)}"
+        # The step bisected, as a slowdown of its slower side: the finding's change unless
+        # the re-measure rules it out (then its upper bound), by hand the re-measure's.
+        change = verdict.percent
+        if claimed:
+            change = min(magnitude_pct(claimed), max(verdict.upper_pct, verdict.percent))
+        track.ends, track.direction, track.change_pct = verdict, direction, change
+        name = track.followed.ref.name
+        self.say(
+            f"  {name}: GOOD {self.shown(level(g), track)} (n={len(g)}) -> BAD "
+            f"{self.shown(level(b), track)} (n={len(b)}): {verdict.summary()}"
+        )
+        # As for a probe: nearly all of each end's processes on its side of the midpoint
+        # (odd processes at BAD once made a step-free range's ends "confirmed" at +12%).
+        apart = sides_agree(g, b, b, Status.BAD, direction) and sides_agree(
+            g, g, b, Status.GOOD, direction
+        )
+        if verdict.status == Status.CONFIRMED and robust(b, g, noise) and apart:
+            return True
+        if verdict.status == Status.NOT_REPRODUCED and min(len(g), len(b)) >= ROBUST_PROCESSES:
+            track.answer = Answer.NOT_REPRODUCIBLE
+            track.reason = (
+                f"GOOD {self.good[:8]} and BAD {self.bad[:8]} re-measured interleaved do not "
+                f"differ by the step ({verdict.summary()})"
             )
-            if step.outcome == Status.DIFFERENT:
-                return direction
-            if attempt == self.max_remeasure:
-                raise BisectError(
-                    f"GOOD {self.good_hash[:8]} and BAD {self.bad_hash[:8]} do not differ beyond "
-                    f"factor {self.factor} at alpha {self.alpha} ({step_text(step)}) after "
-                    f"{attempt} re-measures: nothing to bisect (check the range, or raise "
-                    "--max-remeasure on a noisy machine)"
-                )
-            self.remeasures += 1
-            self.measure(list(ends), "GOOD and BAD not clearly different: more samples")
-        raise AssertionError("unreachable")
+            return True
+        return False
 
-    def one_run(self, samples: Sequence[float]) -> bool:
-        """Whether a probe's samples come from one asv run (its launches) or fewer."""
-        assert self.layout is not None
-        return len(samples) <= self.layout.samples * self.layout.launches
+    # --- the probes -----------------------------------------------------------------------
 
-    def last_run_agrees(
-        self, commit: str, samples: Sequence[float], verdict: Status, direction: int
-    ) -> bool:
-        """The newest run's processes alone, against the ends, give `verdict` too."""
-        assert self.layout is not None
-        last = list(samples[-self.layout.samples * self.layout.launches :])
-        return self.classify(commit, direction, last).verdict == verdict
+    def next_index(self) -> int | None:
+        """The first active series' next probe (each series' search is its own)."""
+        for track in self.tracks:
+            if track.active and (index := track.search.next_index) is not None:
+                return index
+        return None
 
-    def placed_text(
-        self, samples: Sequence[float], decision: Classification, verdict: Status
-    ) -> str:
-        """A placed commit's median, sample count, both comparisons and verdict."""
-        target, _ = self.resolved
-        return (
-            f"{human_value(stats.median(samples), target.unit)} (n={len(samples)}); "
-            f"{both_text(decision)} -> {verdict}"
-        )
+    def search(self) -> None:
+        while (index := self.next_index()) is not None:
+            self.place(index)
 
-    def place(self, commit: str, count: int, direction: int) -> Probe:
-        """Measure one probe until the samples place it (or re-measures run out); verdict
-        `failed` when it cannot be measured (a failed build or benchmark).
-
-        Judged by process-level variation (a fwdasv suite), a probe decided from one
-        run is uncertain until a re-measure agrees: it is measured again until the
-        newest run alone and all its runs together give the same verdict."""
+    def place(self, index: int) -> None:
+        """Measure one probe for every active series it lies inside, and place it for each
+        (a series placed at one look keeps that verdict)."""
+        commit = self.line[index]
+        tracks = [t for t in self.tracks if t.active and t.search.open(index)]
         title = self.subject(commit)
+        number = 1 + max(len(t.search.probes) for t in tracks)
         why = self.refusal(commit) if self.refusal else None
         if why:
             self.say(
-                f"[{count}] {commit[:8]} {title or ''}: untestable ({why}); skipped unmeasured, "
+                f"[{number}] {commit[:8]} {title or ''}: untestable ({why}); skipped unmeasured, "
                 "as `git bisect skip` does: the candidate nearest the middle is next"
             )
-            return Probe(commit, title, Status.FAILED, None, 0, decided_by="untestable")
-        stored = len(self.samples(commit))
-        if stored < self.need:
-            self.measure([commit], f"probe {count}")
-        else:
-            self.say(f"  {commit[:8]}: {stored} stored samples, reused")
-        tries = 0
-        while True:
-            s = self.samples(commit)
-            if not s:
-                self.say(
-                    f"[{count}] {commit[:8]} {title or ''}: no samples (the build or the "
-                    "benchmark failed, or it was skipped) -> failed; the candidate nearest "
-                    "the middle is next"
+            probe = Probe(commit, title, Status.FAILED, text=why, decided_by="untestable")
+            self.skip(index, tracks, probe)
+            return
+        # A step beyond what one odd process can fake is placed from one process.
+        huge = all(magnitude_pct(t.change_pct) > ODD_PROCESS_PCT for t in tracks)
+        judged: dict[int, tuple[ProbeJudgment, int]] = {}
+        try:
+            self.top_up(commit, 1 if huge else ROBUST_PROCESSES)
+            while True:
+                for track in tracks:
+                    if id(track) not in judged or not settled(judged[id(track)][0]):
+                        judgment = self.judge(commit, track)
+                        judged[id(track)] = (judgment, len(self.values(commit, track)))
+                taken = self.pool.count(commit)
+                group = group_verdict([j for j, _ in judged.values()])
+                done = all(settled(j) for j, _ in judged.values())
+                if group is not None or done or taken >= self.max_processes:
+                    break
+                self.top_up(commit, min(next_look(taken), self.max_processes))
+        except RemeasureError as error:
+            self.say(f"[{number}] {commit[:8]} {title or ''}: not measured ({error}); skipped")
+            probe = Probe(commit, title, Status.FAILED, text=str(error), decided_by="failed")
+            self.skip(index, tracks, probe)
+            return
+        for track in tracks:
+            judgment, count = judged[id(track)]
+            values = self.values(commit, track)[:count]
+            verdict, decided_by = judgment.verdict, "processes"
+            if not placed(judgment):
+                verdict, decided_by = Status.UNKNOWN, "undecided"
+                if group is not None and not contradicts(judgment, group):
+                    # One step, several series: one that cannot place the probe takes the
+                    # verdict of those that do, unless its own processes lean the other way.
+                    verdict, decided_by = group, "group"
+            self.say(
+                f"[{number}] {commit[:8]} {title or ''}: {track.followed.ref.name} "
+                f"{self.shown(level(values), track)} (n={count}); {judgment.text()} -> "
+                + {
+                    "processes": str(verdict),
+                    "group": f"{verdict} (as the series that place it)",
+                    "undecided": f"not placed ({judgment.verdict}): skipped",
+                }[decided_by]
+            )
+            probe = Probe(commit, title, verdict, count, level(values), judgment.text(), decided_by)
+            track.search = track.search.placed(index, probe)
+            if judgment.between:
+                # Within half the step of both ends: the ends are not a step apart (a
+                # step-free range's ends once read "confirmed" +7% beside odd processes).
+                track.answer = Answer.NOT_REPRODUCIBLE
+                track.reason = (
+                    f"probe {commit[:8]} lies within half the step of both GOOD and BAD "
+                    f"({judgment.text()}): the ends do not differ by the step"
                 )
-                return Probe(commit, title, Status.FAILED, None, 0, decided_by="failed")
-            g, b = self.samples(self.good_hash), self.samples(self.bad_hash)
-            decision = self.classify(commit, direction)
-            verdict, decided_by = decision.verdict, "samples"
-            undecided = verdict in (Status.UNKNOWN, Status.PART_WAY)
-            unconfirmed = (
-                not undecided
-                and self.layout is not None
-                and (self.one_run(s) or not self.last_run_agrees(commit, s, verdict, direction))
+
+    def judge(self, commit: str, track: Track) -> ProbeJudgment:
+        noise = self.noise(track)
+        assert noise is not None, "the ends were judged with a floor"
+        return judge_probe(
+            self.values(self.good, track),
+            self.values(commit, track),
+            self.values(self.bad, track),
+            noise,
+            track.direction,
+            change_pct=track.change_pct,
+            min_effect_pct=self.min_effect_pct,
+            alpha=self.alpha,
+        )
+
+    def top_up(self, commit: str, count: int) -> None:
+        """The probe up to `count` processes; from its second look GOOD and BAD up to as many,
+        interleaved with it (G M B G M B ...: one window of load)."""
+        have = self.pool.count(commit)
+        plan: list[str] = []
+        for number in range(have + 1, count + 1):
+            behind = {c for c in (self.good, self.bad) if self.pool.count(c) < number}
+            ends = behind if have > 0 else set()
+            plan += [c for c in (self.good, commit, self.bad) if c == commit or c in ends]
+        self.pool.run(plan)
+        if count > have:
+            self.say(f"  {commit[:8]}: {self.pool.count(commit)} process(es)")
+
+    def skip(self, index: int, tracks: Sequence[Track], probe: Probe) -> None:
+        for track in tracks:
+            track.search = track.search.placed(index, probe)
+
+    # --- the answer -----------------------------------------------------------------------
+
+    def run(self) -> list[BisectResult]:
+        after = len(self.line) - 1
+        names = ", ".join(t.followed.ref.name for t in self.tracks)
+        self.say(
+            f"bisect {names} on {self.machine}: {after} commits after GOOD {self.good[:8]} up to "
+            f"BAD {self.bad[:8]} (about {expected_probes(after)} probes; each judged by "
+            "confirm's rule on interleaved process medians)"
+        )
+        self.check_ends()
+        self.search()
+        self.recheck()
+        if self.pool.resumed:
+            self.say(
+                f"{self.pool.resumed} process(es) taken from an earlier run of this range or "
+                f"confirm's of its ends ({self.pool.workdir / PROCESSES_FILE}; --again "
+                "measures afresh)"
             )
-            if tries == self.max_remeasure:
-                if undecided:
-                    verdict, decided_by = closer(g, s, b), "closer-median"
-                elif unconfirmed:
-                    decided_by = "unconfirmed"
-                break
-            if not undecided and not unconfirmed:
-                break
-            tries += 1
-            self.remeasures += 1
-            self.measure_again(commit, count, tries, decision, unconfirmed)
-        uncertain = {
-            "closer-median": " (closer median: uncertain)",
-            "unconfirmed": " (runs disagree: uncertain)",
-        }
+        return [self.finish(t) for t in self.tracks]
+
+    def recheck(self) -> None:
+        """The final pair's probes measured once more, ROBUST_PROCESSES fresh processes each in
+        one bench run, and judged on those alone: a series whose fresh processes lean against
+        a verdict is `undecided`. Three processes of one commit all odd, reading at the other
+        end's level, once placed a bad commit good (a step within what odd processes reach);
+        a huge step's probes need no re-check (`robust`)."""
+        owners: dict[str, list[tuple[Track, Status]]] = {}
+        last = len(self.line) - 1
+        for track in self.tracks:
+            if not track.active or magnitude_pct(track.change_pct) > ODD_PROCESS_PCT:
+                continue
+            if track.search.skipped_inside:
+                continue
+            for index in track.search.pair:
+                if 0 < index < last:
+                    verdict = track.search.decisions[index]
+                    owners.setdefault(self.line[index], []).append((track, verdict))
+        if not owners:
+            return
         self.say(
-            f"[{count}] {commit[:8]} {title or ''}: {self.placed_text(s, decision, verdict)}"
-            + uncertain.get(decided_by, "")
+            "the final pair once more, on fresh processes: " + ", ".join(c[:8] for c in owners)
         )
-        return Probe.placed(commit, title, verdict, s, decision, tries, decided_by)
+        try:
+            self.pool.run([c for _ in range(ROBUST_PROCESSES) for c in owners])
+        except RemeasureError as error:
+            for pairs in owners.values():
+                for track, _ in pairs:
+                    track.answer = Answer.UNDECIDED
+                    track.reason = f"the final pair could not be measured again ({error})"
+            return
+        for commit, pairs in owners.items():
+            for track, verdict in pairs:
+                fresh = self.values(commit, track)[-ROBUST_PROCESSES:]
+                noise = self.noise(track)
+                assert noise is not None, "the ends were judged with a floor"
+                again = judge_probe(
+                    self.values(self.good, track),
+                    fresh,
+                    self.values(self.bad, track),
+                    noise,
+                    track.direction,
+                    change_pct=track.change_pct,
+                    min_effect_pct=self.min_effect_pct,
+                    alpha=self.alpha,
+                )
+                self.say(
+                    f"  {commit[:8]} {track.followed.ref.name}: {again.text()} (was {verdict})"
+                )
+                if contradicts(again, verdict):
+                    track.answer = Answer.UNDECIDED
+                    track.reason = (
+                        f"{commit[:8]} measured again leans against its verdict ({verdict}): "
+                        f"{again.text()}"
+                    )
 
-    def measure_again(
-        self, commit: str, count: int, tries: int, decision: Classification, unconfirmed: bool
-    ) -> None:
-        """One more run of a probe the samples do not place yet, with GOOD and BAD in the same
-        run (one window of load)."""
-        verdict = decision.verdict
-        if verdict == Status.PART_WAY:
-            # It differs from both ends: measure the ends again (the machine may
-            # have moved since they were measured), and the probe with them.
-            state = f"differs from both ends ({both_text(decision)})"
-            then, why = "measuring GOOD, the probe and BAD again", f"probe {count}, ends again"
-        else:
-            if unconfirmed:
-                state = f"{verdict} ({both_text(decision)}), not yet agreed by a second run"
-            else:
-                state = f"unclear ({both_text(decision)})"
-            then = "measuring it again, with GOOD and BAD in the same run"
-            why = f"probe {count}, re-measure {tries}"
-        self.say(f"[{count}] {commit[:8]}: {state}: {then}")
-        self.measure([self.good_hash, commit, self.bad_hash], why)
-
-    def search(self, search: Search, direction: int) -> Search:
-        """Probe inside the pair until no untried commit is left."""
-        while (index := search.next_index) is not None:
-            probe = self.place(self.line[index], len(search.probes) + 1, direction)
-            search = search.placed(index, probe)
-        return search
-
-    def run(self) -> BisectResult:
-        target = self.resolve()
-        after_good = len(self.line) - 1
-        self.say(
-            f"bisect {target.name}{f'({target.case})' if target.case else ''} on {self.machine}: "
-            f"{after_good} commits after GOOD {self.good_hash[:8]} up to BAD {self.bad_hash[:8]} "
-            f"(about {expected_probes(after_good)} probes; factor {self.factor}, alpha {self.alpha}"
-            + (
-                f"; judged on process medians, {self.layout.samples} samples a process"
-                if self.layout
-                else ""
-            )
-            + ")"
-        )
-        direction = self.check_ends()
-        self.say(
-            "looking for the first commit that is "
-            + ("slower" if direction > 0 else "faster")
-            + " like BAD"
-        )
-        return self.finish(self.search(Search(self.line), direction), direction)
-
-    def finish(self, search: Search, direction: int) -> BisectResult:
-        """The answer, if the final pair shows the step: a commit is named only when the last
-        good and the first bad differ significantly (after re-checking the decisions that
-        led there when they do not)."""
-        search, effect = recheck(self, search, direction)
+    def finish(self, track: Track) -> BisectResult:
+        search = track.search
         lo, hi = search.pair
-        before, after = self.samples(self.line[lo]), self.samples(self.line[hi])
-        target, series = self.resolved
-        for note in dict.fromkeys(series.notes):
-            self.say(f"note: {note}")
+        answer, reason = track.answer, track.reason
+        skipped = search.skipped_inside
+        if answer is None:
+            if skipped:
+                kinds = {p.commit: p.decided_by for p in search.probes}
+                listed = ", ".join(f"{c[:8]} ({kinds.get(c, 'skipped')})" for c in skipped)
+                answer = Answer.UNDECIDED
+                reason = (
+                    f"the step is at one of {listed} or {self.line[hi][:8]}: "
+                    "the skipped commits could not be placed"
+                )
+            else:
+                answer, reason = Answer.FOUND, "the final pair is adjacent, each end placed"
+        g, b = self.values(self.good, track), self.values(self.bad, track)
+        ref = track.followed.ref
+        benchmark = f"{ref.suite}.{'track_relative' if ref.relative else 'track_latency'}"
         return BisectResult(
-            benchmark=target.name,
-            case=target.case,
+            benchmark=benchmark,
+            case=ref.case,
             machine=self.machine,
-            env_name=series.env_name or "",
-            unit=target.unit,
-            good=self.good_hash,
-            bad=self.bad_hash,
+            unit=track.followed.unit,
+            good=self.good,
+            bad=self.bad,
             range_size=len(self.line) - 1,
-            direction=direction,
+            direction=track.direction,
+            answer=answer,
+            reason=reason,
             last_good=self.line[lo],
             first_bad=self.line[hi],
-            subject=self.subject(self.line[hi]),
-            before_median=stats.median(before),
-            after_median=stats.median(after),
-            p_value=effect.p_value,
-            asv_runs=self.runs,
-            remeasures=self.remeasures,
+            subject=self.subject(self.line[hi]) if answer == Answer.FOUND else None,
+            before_median=level(g) if g else float("nan"),
+            after_median=level(b) if b else float("nan"),
+            ends=track.ends.summary() if track.ends else "not measured",
+            bench_runs=self.pool.rounds,
+            bench_processes=self.pool.bench_processes,
             probes=search.probes,
-            skipped=search.skipped_inside,
-            reproducible=effect.outcome == Status.DIFFERENT,
-            final_step=effect,
+            skipped=skipped,
         )
+
+
+def start_from_confirm(project: AsvProject, good: str, bad: str, workdir: Path) -> None:
+    """A range not bisected before whose ends confirm re-measured (a confirmed finding's
+    pair): its processes start the bisection's, as if an earlier run of the range had kept
+    them (GOOD and BAD interleaved, the same bench): the ends are not measured again."""
+    confirmed = kept_dir(project, CONFIRM_DIR, good, bad) / PROCESSES_FILE
+    if (workdir / PROCESSES_FILE).exists() or not confirmed.is_file():
+        return
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(confirmed, workdir / PROCESSES_FILE)
+
+
+def placed(judgment: ProbeJudgment) -> bool:
+    return judgment.verdict in (Status.GOOD, Status.BAD)
+
+
+def settled(judgment: ProbeJudgment) -> bool:
+    """Placed, or shown to lie between ends that are not a step apart: no more processes."""
+    return placed(judgment) or judgment.between
+
+
+def group_verdict(judgments: Sequence[ProbeJudgment]) -> Status | None:
+    """The probe's verdict for all the series of one search: that of the series that place
+    it, when they agree and none of the others leans the other way; None otherwise."""
+    verdicts = {j.verdict for j in judgments if placed(j)}
+    if len(verdicts) != 1:
+        return None
+    (verdict,) = verdicts
+    if any(contradicts(j, verdict) for j in judgments if not placed(j)):
+        return None
+    return verdict
+
+
+def contradicts(judgment: ProbeJudgment, verdict: Status) -> bool:
+    """Whether one series' comparisons lean against `verdict` (bad: the probe is not beyond
+    GOOD, or BAD is beyond it; good: the other way round)."""
+    confirmed, ruled_out = Status.CONFIRMED, Status.NOT_REPRODUCED
+    up, down = judgment.from_good.status, judgment.to_bad.status
+    if verdict == Status.BAD:
+        return up == ruled_out or down == confirmed
+    return up == confirmed or down == ruled_out
+
+
+def next_look(taken: int) -> int:
+    """Processes a side at the next look: ROBUST_PROCESSES, then STEP_PROCESSES more each."""
+    return ROBUST_PROCESSES if taken < ROBUST_PROCESSES else taken + STEP_PROCESSES
+
+
+def bisect_series(
+    project: AsvProject,
+    good: str,
+    bad: str,
+    followed: Sequence[Followed],
+    machine: str,
+    **options: object,
+) -> list[BisectResult]:
+    """One search over GOOD..BAD for all `followed` series (each process measures them all)."""
+    return Bisector.open(project, good, bad, followed, machine, **options).run()  # type: ignore[arg-type]
 
 
 def bisect(
@@ -463,11 +579,11 @@ def bisect(
     benchmark: str,
     machine: str,
     case: str | None = None,
-    **options: Any,
+    **options: object,
 ) -> BisectResult:
-    """Find the first commit on the first-parent line GOOD..BAD where `benchmark` changed.
-
-    Each measurement is one `asv run` of exactly that benchmark (and case) at
-    one commit, with samples recorded or appended (see `Bisector`).
-    """
-    return Bisector.open(project, good, bad, benchmark, machine, case, **options).run()
+    """The first commit on the first-parent line GOOD..BAD where `benchmark` (and `case`)
+    changed (hand use: the change is taken from the ends' re-measure)."""
+    check_environment(project)
+    followed = follow_benchmark(project, machine, benchmark, case)
+    (result,) = bisect_series(project, good, bad, [followed], machine, **options)
+    return result

@@ -1,7 +1,18 @@
-"""The pure rules of bisect: one comparison, one probe's classification, the next probe.
+"""The pure rules of bisect: confirm's A/B rule, applied to the ends and to each probe.
 
-The rule table these implement: docs/verdicts.md ("bisect"). Everything
-here works on lists of samples and indices: no git, no asv, no files.
+Every comparison is `fwdasv.analysis.confirm.judge_ab` on process medians (A before B in
+the step's direction), with the series' noise as its floor: the stored history's, per
+process, where there is one, else the spread between this bisection's own processes of
+one commit (`run_noise`). The floor of a probe's test comes from the step being bisected
+(`probe_floor_pct`: half its change, never below min_effect_pct). A probe M is `bad`
+when GOOD->M is confirmed and M->BAD not reproduced, `good` the other way round,
+`part-way` when both are confirmed, `unknown` otherwise (measure more; both ruled out:
+`between`, the ends are not a step apart). A decision also
+needs nearly all of M's processes on its side of the two levels' midpoint
+(`sides_agree`), and, from fewer than ROBUST_PROCESSES processes, values no odd process
+could have made (`robust`: beyond ODD_PROCESS_PCT and 3 sds of the other level): a
+huge step is placed from one process, a 1% step from three or more. The table, with its figures:
+docs/verdicts.md ("bisect").
 """
 
 from __future__ import annotations
@@ -10,141 +21,178 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwdasv.analysis.judgment import (
-    DEFAULT_ALPHA,
-    ProcessSpread,
-    process_medians,
-    process_rank_test,
-    process_test,
-    sample_test,
-)
+from fwdasv.analysis.confirm import ALPHA, CLIP_SD, Confirmation, judge_ab
+from fwdasv.analysis.judgment import pooled_spread
+from fwdasv.analysis.noise import Noise
 from fwdasv.analysis.status import Status
 from fwdasv.core import stats
-from fwdasv.core.verdicts import VerdictSettings
+from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
-# A probe's detection floor (fwdasv.core.verdicts.PROBE_FLOOR_PCT: why it is not the
-# smallest change worth reporting); a project's own is `VerdictSettings.probe_factor`.
-DEFAULT_PROBE_FACTOR = VerdictSettings().probe_factor
-DEFAULT_MAX_REMEASURE = 2
-
-
-@dataclass(frozen=True)
-class StepTest:
-    """One comparison x -> y in the direction of the regression: is the step between them?"""
-
-    outcome: Status  # different / same / unknown (STEP_OUTCOMES)
-    ratio: float | None = None  # median(y) / median(x)
-    p_value: float | None = None
+# How far one bench process can read from its commit's level for reasons not of the code:
+# on the shared 2-core VM a process beside a neighbour read 20-60% slow, or 15-25% fast
+# (docs/measurements.md, section 11). A decision from fewer than ROBUST_PROCESSES processes
+# a side stands only beyond it: one odd process cannot have made it.
+ODD_PROCESS_PCT = 60.0
+# From three processes a side, judge_ab's winsorizing (CLIP_SD about the side's median)
+# takes one odd process out of the decision.
+ROBUST_PROCESSES = 3
 
 
-@dataclass(frozen=True)
-class Processes:
-    """How to judge by process-level variation: `size` samples per bench process, and the
-    between-process spread of the commits measured so far (None: not known yet)."""
-
-    size: int
-    spread: ProcessSpread | None
+def probe_floor_pct(change_pct: float, min_effect_pct: float = MIN_EFFECT_PCT) -> float:
+    """The smallest move a probe's test counts: half the step being bisected (its
+    `magnitude_pct`), never below min_effect_pct (a 1% step is bisected at 0.5%, a 2x step
+    at 50%, a -80% one, 5x seen from its faster end, at 200%)."""
+    return max(min_effect_pct, magnitude_pct(change_pct) / 2)
 
 
-def compare_step(
-    x: Sequence[float],
-    y: Sequence[float],
+def step_pct(before: Sequence[float], after: Sequence[float]) -> float:
+    """The change from `before` to `after` in percent, from the medians of their process
+    medians (one odd process does not move it)."""
+    return 100 * (stats.median(after) / stats.median(before) - 1)
+
+
+def magnitude_pct(change_pct: float) -> float:
+    """A change as the slowdown of its slower side over its faster one (a -80% step is a
+    +400% one seen from its end): the size both directions are judged at."""
+    if change_pct >= 0:
+        return change_pct
+    return 100 * (1 / (1 + change_pct / 100) - 1)
+
+
+def run_noise(groups: Sequence[Sequence[float]]) -> Noise | None:
+    """The noise of one process's median from this bisection's own processes: the spread
+    between the processes of one commit, pooled over the commits measured (None until a
+    commit has two)."""
+    spread = pooled_spread(groups)
+    if spread is None:
+        return None
+    pct = max(100 * spread.sigma, 1e-6)
+    return Noise(pct, pct, None, len(groups), "history", float(spread.dof))
+
+
+def judge_step(
+    before: Sequence[float],
+    after: Sequence[float],
+    noise: Noise,
     direction: int,
-    factor: float = DEFAULT_PROBE_FACTOR,
-    alpha: float = DEFAULT_ALPHA,
-    processes: Processes | None = None,
-) -> StepTest:
-    """x -> y in `direction` (+1: is y slower? -1: is y faster?).
-
-    `same` when the median ratio is within `factor` that way; beyond it,
-    `different` when the test says p < alpha, else `unknown`: a large move
-    that the samples do not confirm is a reason to measure again, never
-    evidence that nothing changed. Too few samples to test: `unknown`.
-
-    With `processes` (and samples that split into them) the ratio and the test
-    are on process medians (`judgment.process_test`: the median of each
-    side's process medians, against the pooled variance between processes of
-    one commit), as confirm judges; without a spread yet, a move beyond the
-    factor is `unknown`. With RANK_MIN_PROCESSES or more processes a side,
-    Mann-Whitney on the process medians decides too (`process_rank_test`).
-    Otherwise Mann-Whitney on the samples (asv's rule).
-    """
-    xs = process_medians(x, processes.size) if processes else None
-    ys = process_medians(y, processes.size) if processes else None
-    if processes is not None and xs and ys:
-        tested_processes = (
-            process_test(xs, ys, processes.spread) if processes.spread is not None else None
-        )
-        ratio = (
-            tested_processes.ratio
-            if tested_processes is not None
-            else stats.median(ys) / stats.median(xs)
-        )
-        beyond = ratio > factor if direction > 0 else ratio < 1 / factor
-        p_value = tested_processes.p_value if tested_processes is not None else None
-        if not beyond:
-            return StepTest(Status.SAME, ratio, p_value)
-        different = tested_processes is not None and tested_processes.different(alpha)
-        if not different:
-            # Enough processes a side: their ranks decide too. One fast or slow process
-            # widens the t rule's pooled spread for every comparison (a +14% step read
-            # p=0.12 on a quiet 2-core VM whose processes now and then ran 20% fast);
-            # it moves one rank. Each rule at alpha: at most 2 alpha together.
-            rank_p = process_rank_test(xs, ys, alpha)
-            if rank_p is not None and rank_p < alpha:
-                return StepTest(Status.DIFFERENT, ratio, rank_p)
-        return StepTest(Status.DIFFERENT if different else Status.UNKNOWN, ratio, p_value)
-    tested = sample_test(x, y, alpha)
-    if tested.ratio is None:
-        return StepTest(Status.UNKNOWN)
-    if not tested.beyond(factor, direction):
-        outcome = Status.SAME if tested.different is not None else Status.UNKNOWN
-        return StepTest(outcome, tested.ratio, tested.p_value)
-    outcome = Status.DIFFERENT if tested.different else Status.UNKNOWN
-    return StepTest(outcome, tested.ratio, tested.p_value)
+    *,
+    claimed_pct: float | None,
+    min_effect_pct: float,
+    alpha: float = ALPHA,
+) -> Confirmation:
+    """Is `after` beyond `before` in the step's direction (+1 slower, -1 faster)? confirm's
+    rule with the slower side as B."""
+    a, b = (before, after) if direction > 0 else (after, before)
+    claimed = None if claimed_pct is None else magnitude_pct(claimed_pct)
+    return judge_ab(a, b, noise, claimed_pct=claimed, min_effect_pct=min_effect_pct, alpha=alpha)
 
 
-@dataclass(frozen=True)
-class Classification:
-    verdict: Status  # good / bad / part-way / unknown
-    from_good: StepTest
-    to_bad: StepTest
+def consistent(values: Sequence[float], noise: Noise) -> bool:
+    """Whether a side of fewer than ROBUST_PROCESSES processes agrees with itself: no two of
+    them further apart than CLIP_SD sds of a difference (else one may be odd: measure more)."""
+    if len(values) >= ROBUST_PROCESSES:
+        return True
+    logs = [math.log(v) for v in values]
+    return max(logs) - min(logs) <= CLIP_SD * math.sqrt(2) * noise.sigma
 
 
-def classify(
+def robust(near: Sequence[float], far: Sequence[float], noise: Noise) -> bool:
+    """Whether a decision that puts `near`'s processes away from `far`'s level can stand:
+    from ROBUST_PROCESSES processes a side, or else with every process of either side
+    beyond ODD_PROCESS_PCT, plus CLIP_SD noise sds, of the other's median (one odd process
+    cannot have made it)."""
+    if min(len(near), len(far)) >= ROBUST_PROCESSES:
+        return True
+    if not (consistent(near, noise) and consistent(far, noise)):
+        return False
+    bound = math.log1p(ODD_PROCESS_PCT / 100) + CLIP_SD * noise.sigma
+    centre_near, centre_far = math.log(stats.median(near)), math.log(stats.median(far))
+    return all(abs(math.log(v) - centre_far) > bound for v in near) and all(
+        abs(math.log(v) - centre_near) > bound for v in far
+    )
+
+
+def sides_agree(
     good: Sequence[float],
     probe: Sequence[float],
     bad: Sequence[float],
+    verdict: Status,
     direction: int,
-    factor: float = DEFAULT_PROBE_FACTOR,
-    alpha: float = DEFAULT_ALPHA,
-    processes: Processes | None = None,
-) -> Classification:
-    """The module's rule table for one probe between GOOD and BAD."""
-    from_good = compare_step(good, probe, direction, factor, alpha, processes)
-    to_bad = compare_step(probe, bad, direction, factor, alpha, processes)
-    outcomes = (from_good.outcome, to_bad.outcome)
-    if outcomes == (Status.DIFFERENT, Status.SAME):
+) -> bool:
+    """Whether nearly all of the probe's processes lie on `verdict`'s side of the midpoint
+    between GOOD's and BAD's levels (all of up to 4, all but one of 5-9, ...: n - n // 5):
+    a level read from the median and mean of a few processes can be carried by odd ones
+    (3 of 6 processes 30-55% slow beside a neighbour put a good commit at BAD's level)."""
+    middle = (math.log(stats.median(good)) + math.log(stats.median(bad))) / 2
+    sign = direction if verdict == Status.BAD else -direction
+    beyond = sum(sign * (math.log(v) - middle) > 0 for v in probe)
+    return beyond >= len(probe) - len(probe) // 5
+
+
+@dataclass(frozen=True)
+class ProbeJudgment:
+    """One probe M between the ends: its verdict and the two comparisons behind it."""
+
+    verdict: Status  # good / bad / part-way / unknown
+    from_good: Confirmation  # GOOD -> M: is M beyond GOOD in the step's direction?
+    to_bad: Confirmation  # M -> BAD: is BAD beyond M?
+
+    @property
+    def between(self) -> bool:
+        """Both comparisons rule the step out: M lies within half the step of both ends,
+        which a real step of that size cannot leave room for (the ends are not a step apart)."""
+        return self.from_good.status == self.to_bad.status == Status.NOT_REPRODUCED
+
+    def text(self) -> str:
+        return (
+            f"GOOD->M {self.from_good.percent:+.2f}% {self.from_good.label}; "
+            f"M->BAD {self.to_bad.percent:+.2f}% {self.to_bad.label}"
+        )
+
+
+def judge_probe(
+    good: Sequence[float],
+    probe: Sequence[float],
+    bad: Sequence[float],
+    noise: Noise,
+    direction: int,
+    *,
+    change_pct: float,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    alpha: float = ALPHA,
+) -> ProbeJudgment:
+    """The rule table for one probe (process medians of GOOD, M and BAD).
+
+    Both comparisons test half the step (`probe_floor_pct` of `change_pct`, GOOD to BAD):
+    confirmed from a quarter of it up, ruled out below half of it. A decision from too few processes that one
+    odd process could have made (`robust`) is `unknown`: measure more.
+    """
+    floor = probe_floor_pct(change_pct, min_effect_pct)
+    # No claim: the slowdown ruled out is the floor itself (half the step), never the
+    # whole step (a probe half way, or carried half way by odd processes, is no end).
+    up = judge_step(
+        good, probe, noise, direction, claimed_pct=None, min_effect_pct=floor, alpha=alpha
+    )
+    down = judge_step(
+        probe, bad, noise, direction, claimed_pct=None, min_effect_pct=floor, alpha=alpha
+    )
+    confirmed, ruled_out = Status.CONFIRMED, Status.NOT_REPRODUCED
+    outcomes = (up.status, down.status)
+    bad_side = sides_agree(good, probe, bad, Status.BAD, direction)
+    good_side = sides_agree(good, probe, bad, Status.GOOD, direction)
+    if outcomes == (confirmed, ruled_out) and robust(probe, good, noise) and bad_side:
         verdict = Status.BAD
-    elif outcomes == (Status.SAME, Status.DIFFERENT):
+    elif outcomes == (ruled_out, confirmed) and robust(probe, bad, noise) and good_side:
         verdict = Status.GOOD
-    elif outcomes == (Status.DIFFERENT, Status.DIFFERENT):
-        # Part way between the ends: either a step of several commits, or the ends
-        # (or the probe) measured in another machine state. The ends are measured again.
+    elif (
+        outcomes == (confirmed, confirmed)
+        and robust(probe, good, noise)
+        and robust(probe, bad, noise)
+    ):
         verdict = Status.PART_WAY
     else:
         verdict = Status.UNKNOWN
-    return Classification(verdict, from_good, to_bad)
-
-
-def closer(good: Sequence[float], probe: Sequence[float], bad: Sequence[float]) -> Status:
-    """The fallback: the end whose median is nearer the probe's, in log ratio."""
-    m = math.log(stats.median(probe))
-    return (
-        Status.GOOD
-        if abs(m - math.log(stats.median(good))) <= abs(m - math.log(stats.median(bad)))
-        else Status.BAD
-    )
+    return ProbeJudgment(verdict, up, down)
 
 
 def bounds(decisions: dict[int, Status], last: int) -> tuple[int, int]:
@@ -153,16 +201,6 @@ def bounds(decisions: dict[int, Status], last: int) -> tuple[int, int]:
     lo = max([0, *(i for i, v in decisions.items() if v == Status.GOOD)])
     hi = min([last, *(i for i, v in decisions.items() if v == Status.BAD and i > lo)])
     return lo, hi
-
-
-def recheck_order(decided: Sequence[int], lo: int, hi: int) -> list[int]:
-    """Probe indices to re-check when the final pair lo -> hi does not differ: the decisions
-    that led there, nearest the pair first (the pair's own members at distance 0)."""
-
-    def distance(i: int) -> int:
-        return 0 if lo <= i <= hi else min(abs(i - lo), abs(i - hi))
-
-    return sorted(dict.fromkeys(decided), key=lambda i: (distance(i), i))
 
 
 def next_probe(lo: int, hi: int, skipped: frozenset[int] | set[int] = frozenset()) -> int | None:
@@ -177,15 +215,3 @@ def next_probe(lo: int, hi: int, skipped: frozenset[int] | set[int] = frozenset(
 def expected_probes(commits: int) -> int:
     """Probes a plain binary search needs over `commits` commits after GOOD (BAD included)."""
     return math.ceil(math.log2(commits)) if commits > 1 else 0
-
-
-def both_text(decision: Classification) -> str:
-    """A probe M's two comparisons, GOOD->M and M->BAD, in one line."""
-    return f"GOOD->M {step_text(decision.from_good)}; M->BAD {step_text(decision.to_bad)}"
-
-
-def step_text(test: StepTest) -> str:
-    if test.ratio is None:
-        return str(test.outcome)
-    p = f", p={test.p_value:.2g}" if test.p_value is not None else ""
-    return f"{100 * (test.ratio - 1):+.1f}%{p}: {test.outcome}"

@@ -1,11 +1,11 @@
 """Where a bisection stands: a pure value over the first-parent line GOOD..BAD.
 
 `Search` holds the commits (GOOD first, BAD last), what each probed index was placed
-as (good or bad), which were skipped unmeasured (a failed build, an untestable
-commit), and the probes in the order they were made. From that alone it gives the
-final pair so far (`pair`: the last good index and the first bad one after it), the
-next index to probe (`next_index`: nearest the middle, None when done) and the
-decisions to re-check when the pair does not differ. Each step returns a new
+as (good or bad), which were skipped (an untestable commit, a failed build, a probe
+the processes could not place), and the probes in the order they were made. From
+that alone it gives the final pair so far (`pair`: the last good index and the first
+bad one after it), the next index to probe (`next_index`: nearest the middle, None
+when done) and the skipped commits left inside the pair. Each step returns a new
 `Search`; no git, no asv, no files (`fwdasv.analysis.bisect.driver` measures).
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from fwdasv.analysis.bisect.outcome import Probe
-from fwdasv.analysis.bisect.rules import bounds, next_probe, recheck_order
+from fwdasv.analysis.bisect.rules import bounds, next_probe
 from fwdasv.analysis.status import Status
 
 
@@ -44,24 +44,18 @@ class Search:
     def done(self) -> bool:
         return self.next_index is None
 
+    def open(self, index: int) -> bool:
+        """Whether `index` is still a candidate: inside the pair, neither placed nor skipped."""
+        lo, hi = self.pair
+        return lo < index < hi and index not in self.decisions and index not in self.skipped
+
     def placed(self, index: int, probe: Probe) -> Search:
-        """With one more probe: skipped when it failed (as `git bisect skip`), else decided."""
+        """With one more probe: decided when it is good or bad, else skipped (as `git bisect
+        skip`: untestable, failed, or not placed by its processes)."""
         probes = (*self.probes, probe)
-        if probe.verdict == Status.FAILED:
+        if probe.verdict not in (Status.GOOD, Status.BAD):
             return replace(self, skipped=self.skipped | {index}, probes=probes)
         return replace(self, decisions={**self.decisions, index: probe.verdict}, probes=probes)
-
-    def rechecked(self, index: int, probe: Probe) -> Search:
-        """With `probe` in place of the earlier probe of its commit, and its decision that
-        probe's verdict."""
-        position = next(k for k, p in enumerate(self.probes) if p.commit == probe.commit)
-        probes = (*self.probes[:position], probe, *self.probes[position + 1 :])
-        return replace(self, decisions={**self.decisions, index: probe.verdict}, probes=probes)
-
-    def to_recheck(self, done: set[int]) -> list[int]:
-        """The decisions that led to the pair, nearest it first, less those in `done`."""
-        lo, hi = self.pair
-        return [i for i in recheck_order(list(self.decisions), lo, hi) if i not in done]
 
     @property
     def skipped_inside(self) -> tuple[str, ...]:

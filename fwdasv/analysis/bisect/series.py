@@ -1,27 +1,41 @@
-"""The series a bisection follows: which benchmark case, its samples per commit, where bisect's
-own runs go.
+"""The series a bisection follows: how a bench process measures it, and its noise prior.
 
-`resolve_benchmark` names one benchmark (and case) as `asv find` does, the
-environment canary set aside; `StoredSamples` reads a commit's samples from the
-history's results dir, then from bisect's own (`remeasure_project`: the same
-configuration with a results dir of its own, never the history's: a re-measure
-from a quieter window appended to the stored results would move their medians).
+`resolve_benchmark` names one benchmark (and case) as `asv find` does, the environment
+canary set aside (hand use: `fwdasv bisect GOOD..BAD BENCH`); `follow_benchmark` and
+`follow_finding` turn a benchmark case, or a finding, into a `Followed` series: its
+`SeriesRef` (one bench process of its suite measures it), its unit, the noise of one
+process's median from its stored history on this machine (`history_prior`: None
+without a history to estimate it from) and the change it is bisected for (the
+finding's; None by hand, taken from the ends' re-measure).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from fwdasv.analysis.bisect.environment import PER_COMMIT_ENVS, BisectError, check_per_commit
-from fwdasv.analysis.series import CANARY_PREFIX
-from fwdasv.asv.commit_filter import CommitFilter
-from fwdasv.asv.history import History, Record, remeasure_results_dir
-from fwdasv.asv.project import AsvError, AsvProject
-from fwdasv.asv.result_files import BenchmarkInfo, HistoryError, param_label
+from fwdasv.analysis.bisect.environment import BisectError
+from fwdasv.analysis.finding import Finding
+from fwdasv.analysis.noise import Noise, estimate_noise
+from fwdasv.analysis.processes import SeriesRef
+from fwdasv.analysis.remeasure import (
+    RemeasureError,
+    load_suite_class,
+    processes_per_commit,
+    resolve,
+)
+from fwdasv.analysis.series import (
+    CANARY_PREFIX,
+    LATENCY_METRIC,
+    RELATIVE_METRIC,
+    Series,
+    load_series,
+)
+from fwdasv.asv.history import History
+from fwdasv.asv.project import AsvProject
+from fwdasv.asv.result_files import BenchmarkInfo, param_label
 
 
 @dataclass(frozen=True)
@@ -88,87 +102,67 @@ def _product(params: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
     return list(itertools.product(*params)) if params else [()]
 
 
-@dataclass
-class StoredSamples:
-    """Samples of one benchmark case per commit: the history's (the results dir) followed by
-    bisect's own re-measures (`remeasures`, a results dir of their own)."""
+@dataclass(frozen=True)
+class Followed:
+    """One series of a bisection."""
 
-    project: AsvProject
-    machine: str
-    benchmark: BenchmarkCase
-    env_name: str | None = None
-    notes: list[str] = field(default_factory=list)
-    remeasures: AsvProject | None = None
-
-    def samples(self, commit: str) -> list[float]:
-        """The history's samples of `commit`, then bisect's re-measures of it."""
-        out = samples_of(self.read(commit))
-        if self.remeasures is not None and (self.remeasures.results_dir / self.machine).is_dir():
-            out += samples_of(self.read(commit, self.remeasures))
-        return out
-
-    def read(self, commit: str, where: AsvProject | None = None) -> Record | None:
-        """The record of this commit (the chosen env), or None when there is none."""
-        project = where or self.project
-        if not (project.results_dir / self.machine).is_dir():
-            return None
-        history = History(
-            project.results_dir,
-            machines=[self.machine],
-            bench=[f"^{re.escape(self.benchmark.name)}$"],
-            commits=CommitFilter(frozenset([commit])),
-            samples=True,
-        )
-        records = [
-            r
-            for r in history.records()
-            if self.benchmark.case is None or r.case == self.benchmark.case
-        ]
-        per_commit = [r for r in records if (r.env_name or "").split("-", 1)[0] in PER_COMMIT_ENVS]
-        if len(per_commit) < len(records):
-            self.notes.append(f"{commit[:8]}: ignored stored results from an existing environment")
-        if self.env_name is not None:
-            per_commit = [r for r in per_commit if r.env_name == self.env_name]
-        envs = sorted({r.env_name or "" for r in per_commit})
-        if len(envs) > 1:
-            raise BisectError(
-                f"{commit[:8]} has results in several environments ({', '.join(envs)}); "
-                "bisect follows one: limit the configuration to one python/matrix entry"
-            )
-        if not per_commit:
-            return None
-        record = per_commit[0]
-        check_per_commit(record.commit_hash, record.env_name, commit)
-        if self.env_name is None:
-            self.env_name = record.env_name
-        return record
+    ref: SeriesRef
+    unit: str | None
+    prior: Noise | None  # one process's noise from the stored history; None: the run's own
+    claimed_pct: float | None = None  # the finding's change; None: the ends' re-measure
+    finding: Finding | None = None
 
 
-def samples_of(record: Record | None) -> list[float]:
-    """A record's samples; none for a failed or skipped result, or no record."""
-    if record is None or record.status != "ok":
-        return []
-    return record.sample_values()
+def history_prior(project: AsvProject, series: Series | None, suite: str) -> Noise | None:
+    """The noise of one process's median from the series' stored history, None when the
+    history is too short to estimate it (the prior alone says only "about 1%")."""
+    if series is None:
+        return None
+    noise = estimate_noise(series.history)
+    if noise.source == "prior":
+        return None
+    _, suite_class = load_suite_class(project, suite)
+    samples = int(getattr(suite_class, "samples", 1)) or 1
+    launches = int(getattr(suite_class, "launches", 1)) or 1
+    return noise.per_process(processes_per_commit(series.history, samples, launches))
 
 
-def remeasure_project(project: AsvProject) -> AsvProject:
-    """The asv project bisect measures into: the same configuration, environments and
-    benchmarks, with a results dir of its own (`remeasure_results_dir`)."""
-    root = remeasure_results_dir(project.results_dir)
-    config = dict(project.raw)
-    config.update(
-        repo=project.repo,
-        results_dir=str(root / "results"),
-        html_dir=str(root / "html"),
-        env_dir=str(project.env_dir),
-        benchmark_dir=str(project.benchmark_dir),
+def follow_finding(project: AsvProject, finding: Finding, series: Series | None) -> Followed:
+    return Followed(
+        SeriesRef.of(finding.key),
+        finding.unit,
+        history_prior(project, series, finding.key.suite),
+        finding.percent,
+        finding,
     )
-    root.mkdir(parents=True, exist_ok=True)
-    path = root / "asv.conf.json"
-    text = json.dumps(config, indent=2) + "\n"
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
+
+
+def follow_benchmark(project: AsvProject, machine: str, bench: str, case: str | None) -> Followed:
+    """The series of BENCH (and --case) on `machine`, as the user names it by hand."""
+    known = project.results_dir / "benchmarks.json"
+    if known.is_file():
+        target = resolve_benchmark(History(project.results_dir).benchmarks, bench, case)
+        name, case = target.name, target.case
+    else:
+        name = bench
+    metric = name.rpartition(".")[2]
+    if metric not in (LATENCY_METRIC, RELATIVE_METRIC):
+        raise BisectError(
+            f"BENCH {name}: bisect follows a fwdasv suite's {LATENCY_METRIC} or "
+            f"{RELATIVE_METRIC} (it re-measures bench processes); for another benchmark use "
+            "`asv find`"
+        )
     try:
-        return AsvProject.load(path)
-    except (AsvError, HistoryError) as error:
-        raise BisectError(f"bisect's results dir {root}: {error}") from None
+        target_case = resolve(project, name, case)
+    except RemeasureError as error:
+        raise BisectError(str(error)) from None
+    # Nothing measured yet (bisect from no stored samples): no history, no prior.
+    stored = project.results_dir.is_dir()
+    all_series = load_series(project, machine)[1] if stored else {}
+    candidates = [
+        s for key, s in all_series.items() if key.benchmark == name and key.case == target_case.case
+    ]
+    series = max(candidates, key=lambda s: sum(map(bool, s.history)), default=None)
+    ref = SeriesRef(target_case.suite, target_case.case, metric == RELATIVE_METRIC)
+    unit = series.unit if series is not None else ("ratio" if ref.relative else "seconds")
+    return Followed(ref, unit, history_prior(project, series, target_case.suite))

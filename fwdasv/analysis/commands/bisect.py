@@ -1,5 +1,7 @@
-"""`fwdasv bisect GOOD..BAD BENCH`: the first commit where BENCH changed, measured with asv
-(`fwdasv.analysis.bisect`); the answer on stdout, progress on stderr."""
+"""`fwdasv bisect [GOOD..BAD BENCH]`: the first commit of a step, by interleaved bench processes
+(`fwdasv.analysis.bisect`). With no arguments, every finding's range of several commits, the
+culprit recorded with the finding; by hand, one range and benchmark. The answers on stdout,
+progress on stderr."""
 
 from __future__ import annotations
 
@@ -8,111 +10,132 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis.bisect.driver import bisect
-from fwdasv.analysis.bisect.rules import DEFAULT_MAX_REMEASURE, DEFAULT_PROBE_FACTOR
+from fwdasv.analysis import findings
 from fwdasv.analysis.commands.common import analysis_command, case_option, progress
-from fwdasv.analysis.judgment import DEFAULT_ALPHA
+from fwdasv.analysis.confirm import MAX_PROCESSES
 from fwdasv.asv.project import AsvProject
-from fwdasv.core.clitools import (
-    CliError,
-    alpha_option,
-    config_option,
-    factor_option,
-    finding,
-    machine_option,
-)
+from fwdasv.core.clitools import CliError, config_option, finding, machine_option
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
-from fwdasv.core.verdicts import PROBE_FLOOR_PCT
 
 
 @analysis_command("bisect")
-@click.argument("commit_range", metavar="GOOD..BAD")
-@click.argument("bench", metavar="BENCH")
-@case_option("The case (parameter) to follow, e.g. decode_bs8.")
+@click.argument("commit_range", metavar="GOOD..BAD", required=False)
+@click.argument("bench", metavar="BENCH", required=False)
+@case_option("The case (parameter) to follow, e.g. decode_bs8 (with GOOD..BAD BENCH).")
 @config_option()
-@machine_option()
-@factor_option(
-    "A probe's step counts only beyond this ratio of medians [default: "
-    f"{DEFAULT_PROBE_FACTOR:g} ({PROBE_FLOOR_PCT:g}%: above the run-to-run offsets one "
-    "run's samples do not see), or 1 + asv.conf.json's fwdasv.min_effect_pct / 100 when larger]."
-)
-@alpha_option(DEFAULT_ALPHA, "Significance level of the Mann-Whitney test.")
+@machine_option("Only this machine's findings; by hand, the machine whose history is the prior.")
 @click.option(
-    "--max-remeasure",
-    type=click.IntRange(min=0),
-    default=DEFAULT_MAX_REMEASURE,
+    "--max-processes",
+    type=click.IntRange(min=1),
+    default=MAX_PROCESSES,
     show_default=True,
-    help="Extra asv runs (appended samples) for a commit the samples cannot place.",
+    help="Bench processes per commit at most (the ends and each probe; looked at 1 or 3, "
+    "then 3 more at a time while undecided).",
 )
 @click.option(
-    "--python",
-    default=None,
-    help="Passed to asv run as --python (a version; 'same' and paths are refused).",
+    "--again",
+    is_flag=True,
+    help="Measure afresh, not going on with the processes an earlier bisect of the range kept "
+    "(.fwdasv-bisect/); without GOOD..BAD, also bisect ranges that have a culprit recorded.",
 )
-@click.option("--show-asv", is_flag=True, help="Echo asv's own output (to stderr).")
+@click.option("--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr).")
 @click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Also write the result (every probe) as JSON to this file.",
+    help="Also write the results (every probe) as JSON to this file.",
 )
 def bisect_command(
-    commit_range: str,
-    bench: str,
+    commit_range: str | None,
+    bench: str | None,
     case: str | None,
     config: Path,
     machine: str | None,
-    factor: float | None,
-    alpha: float,
-    max_remeasure: int,
-    python: str | None,
-    show_asv: bool,
+    max_processes: int,
+    again: bool,
+    show_bench: bool,
     json_path: Path | None,
 ) -> None:
-    """Find the first commit in GOOD..BAD where BENCH changed, measuring with asv.
+    """Find the first commit of a step: every finding's range, or GOOD..BAD for BENCH.
 
-    Each probe is one `asv run` of BENCH (and --case) at one commit on the
-    first-parent line, samples recorded (or appended when measured again).
-    Stored results with enough samples are reused. A probe is bad when it
-    moved from GOOD beyond --factor with Mann-Whitney p < alpha (in BAD's
-    direction), good when it did not and BAD moved from it that way, and is
-    measured again otherwise (after --max-remeasure: the closer median,
-    flagged uncertain). Needs an asv-managed
-    environment (virtualenv, uv, ...) that installs every commit: an existing
-    environment / --python=same is refused, since it would measure one build
-    for every commit. Progress goes to stderr, the answer to stdout. Exits 0
-    when found, 1 when found but uncertain, 2 when it cannot bisect.
+    With no arguments, every `regression` or `confirmed` finding whose range spans
+    more than one commit (after `asv run --steps N`, the commits between two
+    measured ones) is bisected, one search for all the series that stepped in the
+    same range, and the culprit is recorded with the finding (the verdicts file):
+    `fwdasv regressions` shows it (a column; "culprit" in its JSON).
+
+    GOOD and BAD are measured first, interleaved, and judged by confirm's rule on
+    process medians, with the series' noise from its stored history as the floor
+    (the run's own spread without one); then each probe is measured (one process
+    for a step beyond what one odd process can fake, else three; more, with GOOD
+    and BAD beside it, while undecided) and placed against both ends, its floor
+    half the step. Each bench process measures every case that stepped. A commit
+    a compiled vLLM base cannot serve is skipped unmeasured. It names the first
+    bad commit, or says "not reproducible" (the ends do not differ by the step)
+    or "undecided" (with the reason), never a commit the processes did not place.
+    Each range's processes are kept in .fwdasv-bisect/ beside asv.conf.json: a
+    bisect cut short (a time limit) goes on where it stopped (--again: afresh).
+    Exits 0 when every commit asked for is named (or nothing is to bisect), 1 when
+    one is not named, 2 on bad input (a range whose ends are untestable, an
+    existing environment).
     """
-    good, sep, bad = commit_range.partition("..")
-    if not sep or not good or not bad or bad.startswith("."):
-        raise CliError(f"{commit_range!r}: write the range as GOOD..BAD", EXIT_USAGE)
+    if commit_range is not None:
+        good, sep, bad = commit_range.partition("..")
+        if not sep or not good or not bad or bad.startswith("."):
+            raise CliError(f"{commit_range!r}: write the range as GOOD..BAD", EXIT_USAGE)
+        if bench is None:
+            raise CliError("GOOD..BAD needs BENCH (e.g. forward.MyModel.track_latency)", EXIT_USAGE)
+    elif case is not None:
+        raise CliError("--case goes with GOOD..BAD BENCH", EXIT_USAGE)
     if json_path is not None:
-        # Before any asv run: a path that cannot be written costs no measurement.
+        # Before anything is measured: a path that cannot be written costs no measurement.
         check_output_path(json_path, what="--json")
-
     project = AsvProject.load(config)
-    result = bisect(
-        project,
-        good,
-        bad,
-        bench,
-        machine or project.only_machine(),
-        case,
-        factor=factor,
-        alpha=alpha,
-        max_remeasure=max_remeasure,
-        python=python,
-        echo=progress,
-        asv_echo=progress if show_asv else None,
-    )
-    click.echo(result.summary())
+    bench_echo = progress if show_bench else None
+    if commit_range is not None and bench is not None:
+        from fwdasv.analysis.bisect.driver import bisect
+
+        result = bisect(
+            project,
+            good,
+            bad,
+            bench,
+            machine or project.only_machine(),
+            case,
+            max_processes=max_processes,
+            echo=progress,
+            bench_echo=bench_echo,
+            fresh=again,
+        )
+        click.echo(result.summary())
+        document: object = result.to_json()
+        named = result.found
+    else:
+        from fwdasv.analysis.bisect.from_findings import bisect_findings
+
+        found = findings.find(project, machine=machine)
+        done = bisect_findings(
+            project,
+            found,
+            again=again,
+            echo=progress,
+            bench_echo=bench_echo,
+            max_processes=max_processes,
+        )
+        results = [r for d in done for r in d.results]
+        for result in results:
+            click.echo(result.summary())
+        for d in done:
+            if d.error:
+                click.echo(f"cannot bisect {d.group.good[:8]}..{d.group.bad[:8]}: {d.error}")
+        if not done:
+            click.echo("nothing to bisect")
+        document = [r.to_json() for r in results]
+        named = all(r.found for r in results) and not any(d.error for d in done)
     if json_path is not None:
         write_atomic(
-            json_path,
-            json.dumps(result.to_json(), indent=2) + "\n",
-            make_parents=False,
-            what="--json",
+            json_path, json.dumps(document, indent=2) + "\n", make_parents=False, what="--json"
         )
-    finding(not result.certain)
+    finding(not named)

@@ -1,145 +1,183 @@
-"""`fwdasv.analysis.bisect.driver`: real bisects with asv.
+"""`fwdasv.analysis.bisect.driver`: the ends, the probes, the answers.
 
-A gradual slowdown (+3% a commit, three commits) measured with asv: GOOD and
-BAD differ, but no single commit does, so bisect names none ("not
-reproducible"). Then the demo: in its own asv project (fresh results dir, the
-demo model's repository, the session's shared virtualenv) where only GOOD and
-BAD are stored, taken from the demo history's run: every other commit it
-needs it must measure with asv, one run per probe.
+First the real `Bisector` with its bench processes drawn at the boundary (`ProcessPool._launch`,
+the one place a process is launched; values shaped as a paced CPU suite's): a doubled
+forward is placed from one process a probe; ends that do not differ are "not reproducible";
+an untestable commit next to the step leaves it "undecided" with the reason, never a guess;
+a case too noisy to place a probe takes the verdict of the cases that do; a 5x step over
+26 commits takes at most log2(26) + 3 bench runs. Then the demo model's real history: a
+fresh asv project where only GOOD and BAD are stored, bisected with real bench processes.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-from pathlib import Path
-
-import pytest
-from click.testing import CliRunner
-from helpers import measuring_priority
-
-from fwdasv.analysis.bisect.driver import bisect
-from fwdasv.analysis.bisect.rules import expected_probes
-from fwdasv.analysis.status import Status
-from fwdasv.asv.history import remeasure_results_dir
-from fwdasv.asv.scaffold import write_torch_project
-from fwdasv.cli import main
-
-# --- a gradual slowdown: no commit to name --------------------------------------------------
-
-CREEP_SCALES = (1.00, 1.03, 1.06)  # each commit +3%: within bisect's 5% factor, the range beyond
-
-CREEP_BENCH = """
-\"\"\"The installed package's SCALE, as seeded draws (a fresh seed each run: new samples).\"\"\"
-
+import math
 import random
 from pathlib import Path
 
-import creep
+import pytest
+from helpers import measuring_priority
 
-RUNS = Path(__file__).resolve().parent.parent / "runs.txt"
+from fwdasv.analysis.bisect.driver import Bisector, Track, bisect
+from fwdasv.analysis.bisect.outcome import Answer
+from fwdasv.analysis.bisect.search import Search
+from fwdasv.analysis.bisect.series import Followed
+from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.processes import ProcessPool, SeriesRef
+from fwdasv.analysis.status import Status
 
-
-class Creep:
-    unit = "seconds"
-
-    def track_latency(self):
-        runs = int(RUNS.read_text()) if RUNS.exists() else 0
-        RUNS.write_text(str(runs + 1))
-        rng = random.Random(runs)
-        samples = [1e-3 * creep.SCALE * (1 + 0.002 * rng.gauss(0, 1)) for _ in range(25)]
-        return {"samples": samples, "number": 1}
-"""
+QUIET, NOISY = SeriesRef("forward.M", "decode"), SeriesRef("forward.M", "prefill")
 
 
-def _creep_repo(repo: Path) -> list[str]:
-    import os
-    import subprocess
+class DrawnPool(ProcessPool):
+    """Processes drawn around each commit's level (`levels[ref][index]`), sd per series."""
 
-    repo.mkdir()
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
+    levels: dict[SeriesRef, list[float]]
+    sds: dict[SeriesRef, float]
+    line: tuple[str, ...]
+    rng: random.Random
 
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True
-        ).stdout.strip()
+    def _set_up(self) -> None:
+        pass
 
-    git("init", "-q", "-b", "main")
-    (repo / "creep").mkdir()
-    (repo / "pyproject.toml").write_text(
-        '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n'
-        '\n[project]\nname = "creep"\nversion = "0.1"\n\n[tool.setuptools]\npackages = ["creep"]\n'
+    def _launch(self, commit: str) -> dict[SeriesRef, float]:
+        self.bench_processes += 1
+        index = self.line.index(commit)
+        return {
+            ref: self.levels[ref][index] * math.exp(self.rng.gauss(0, self.sds[ref]))
+            for ref in self.series
+        }
+
+
+def _bisector(
+    levels: dict[SeriesRef, list[float]],
+    sds: dict[SeriesRef, float],
+    claimed: dict[SeriesRef, float | None],
+    *,
+    prior: bool = True,
+    refusal=None,
+    seed: int = 1,
+) -> Bisector:
+    count = len(next(iter(levels.values())))
+    line = tuple(f"{i:040x}" for i in range(count))
+    pool = DrawnPool(None, tuple(levels), None)  # type: ignore[arg-type]
+    pool.levels, pool.sds, pool.line, pool.rng = levels, sds, line, random.Random(seed)
+    tracks = []
+    for ref in levels:
+        noise = Noise(100 * sds[ref], 100 * sds[ref], None, 40, "history", 24.0)
+        followed = Followed(ref, "ratio", noise if prior else None, claimed[ref])
+        tracks.append(Track(followed, Search(line)))
+    return Bisector(
+        None,  # type: ignore[arg-type]
+        "box",
+        line,
+        tracks,
+        pool,
+        refusal,
+        echo=None,
+        subjects=dict.fromkeys(line, "subject"),
     )
-    hashes = []
-    for i, scale in enumerate(CREEP_SCALES):
-        (repo / "creep" / "__init__.py").write_text(f"SCALE = {scale}\n")
-        stamp = f"2026-02-01T00:{i:02d}:00+00:00"
-        git("add", "-A")
-        env.update(GIT_AUTHOR_DATE=stamp, GIT_COMMITTER_DATE=stamp)
-        git("commit", "-q", "--no-gpg-sign", "-m", f"Slower by 3% ({i})")
-        hashes.append(git("rev-parse", "HEAD"))
-    return hashes
 
 
-@pytest.mark.slow
-@pytest.mark.long  # a second bisect of real asv runs (scripts/test.sh --long)
-def test_bisect_names_no_commit_when_the_final_pair_does_not_differ(
-    tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path
+def _step(count: int, at: int, ratio: float, base: float = 0.6) -> list[float]:
+    return [base * (ratio if i >= at else 1.0) for i in range(count)]
+
+
+def test_a_doubled_forward_is_placed_from_one_process_a_probe() -> None:
+    bisector = _bisector({QUIET: _step(16, 9, 2.0)}, {QUIET: 0.02}, {QUIET: 95.0})
+    (result,) = bisector.run()
+    assert result.answer == Answer.FOUND and result.first_bad == bisector.line[9], result
+    assert result.last_good == bisector.line[8]
+    # GOOD and BAD two processes each, then one a probe: log2(15) probes.
+    assert result.bench_processes == 4 + len(result.probes) <= 4 + 4, result
+    assert result.bench_runs == 1 + len(result.probes)
+    assert all(p.processes == 1 for p in result.probes)
+    assert "last good" in result.evidence()
+
+
+def test_a_5x_step_over_26_commits_takes_at_most_log2_plus_3_bench_runs() -> None:
+    for seed in range(5):
+        # From no stored samples (the run's own spread: 2+2 at the ends), an -80% step.
+        bisector = _bisector(
+            {QUIET: _step(26, 11, 0.2)}, {QUIET: 0.03}, {QUIET: None}, prior=False, seed=seed
+        )
+        (result,) = bisector.run()
+        assert result.first_bad == bisector.line[11] and result.direction == -1, result
+        assert result.bench_runs <= math.log2(26) + 3, result
+        assert result.summary().startswith("first faster commit")
+
+
+def test_ends_that_do_not_differ_are_not_reproducible() -> None:
+    bisector = _bisector({QUIET: [0.6] * 9}, {QUIET: 0.002}, {QUIET: 2.0})
+    (result,) = bisector.run()
+    assert result.answer == Answer.NOT_REPRODUCIBLE and result.culprit is None, result
+    assert "do not differ by the step" in result.reason and not result.probes
+
+
+def test_an_untestable_commit_next_to_the_step_leaves_it_undecided() -> None:
+    levels = {QUIET: _step(9, 5, 2.0)}
+    line = tuple(f"{i:040x}" for i in range(9))
+    refusal = {line[4]: "compiled code differs from the base's: csrc/x.cu"}.get
+    bisector = _bisector(levels, {QUIET: 0.02}, {QUIET: 100.0}, refusal=refusal)
+    (result,) = bisector.run()
+    assert result.answer == Answer.UNDECIDED and result.culprit is None, result
+    assert result.skipped == (line[4],)
+    assert f"{line[4][:8]} (untestable)" in result.reason and line[5][:8] in result.reason
+    untestable = [p for p in result.probes if p.decided_by == "untestable"]
+    assert len(untestable) == 1 and untestable[0].processes == 0  # never measured
+
+
+def test_a_noisy_case_takes_the_verdict_of_the_cases_that_place_a_probe() -> None:
+    """One search for all the series that stepped: the prefill (2% a process) cannot place
+    a probe of a 1% step in 12 processes; the decode (0.05%) can, and both name commit 6."""
+    levels = {QUIET: _step(12, 6, 1.01), NOISY: _step(12, 6, 1.01)}
+    bisector = _bisector(levels, {QUIET: 0.0005, NOISY: 0.02}, {QUIET: 1.0, NOISY: 1.0})
+    quiet, noisy = bisector.run()
+    assert quiet.first_bad == noisy.first_bad == bisector.line[6], (quiet, noisy)
+    assert {p.decided_by for p in noisy.probes} == {"group"}
+    assert all(p.verdict in (Status.GOOD, Status.BAD) for p in quiet.probes)
+
+
+def test_a_bisect_of_a_confirmed_pair_starts_its_ends_from_confirms_processes(
+    tmp_path: Path,
 ) -> None:
-    good, middle, bad = _creep_repo(tmp_path / "creep")
-    project = write_torch_project(
-        tmp_path / "asv", tmp_path / "creep", "creep", [], env_dir=shared_asv_env
-    )
-    (project.benchmark_dir / "forward.py").write_text(CREEP_BENCH)
-    result_json = tmp_path / "bisect.json"
-    result = CliRunner().invoke(
-        main,
-        [
-            "bisect",
-            f"{good}..{bad}",
-            "Creep.track_latency",
-            "--config",
-            str(project.config_path),
-            "--machine",
-            "testbox",
-            "--max-remeasure",
-            "1",
-            "--json",
-            str(result_json),
-        ],
-    )
-    # GOOD -> BAD is +6%: beyond the factor, so there is something to bisect ...
-    (ends,) = [line for line in result.stderr.splitlines() if line.startswith("GOOD ")]
-    assert ends.startswith(f"GOOD {good[:8]}") and ends.endswith(": different"), result.output
-    # ... but the middle commit is 3% from each end: it cannot be placed (measured again,
-    # then the closer median), and the final pair, measured again too, does not differ.
-    assert "final pair" in result.stderr and "re-checking the decisions" in result.stderr
-    assert result.exit_code == 1, result.output
-    summary = result.stdout.strip()
-    assert summary.startswith("not reproducible: forward.Creep.track_latency"), summary
-    assert "no commit is named" in summary
-    assert "first bad commit:" not in result.output  # how a named commit is given
-    assert "Slower by 3%" not in result.stdout  # no subject either
-    document = json.loads(result_json.read_text())
-    assert document["reproducible"] is False and document["first_bad"] is None, document
-    (probe,) = document["probes"]
-    assert probe["commit"] == middle and probe["decided_by"] == "closer-median", probe
-    # Runs: GOOD and BAD, the middle, the middle again, the middle re-checked.
-    assert (document["asv_runs"], document["remeasures"]) == (4, 2), document
+    """confirm keeps its processes (never taking them back); a bisect of the same pair takes
+    them for its ends and launches none for them; --again (fresh) ignores them."""
+    from types import SimpleNamespace
+
+    from fwdasv.analysis.bisect.driver import start_from_confirm
+    from fwdasv.analysis.processes import BISECT_DIR, CONFIRM_DIR, kept_dir
+
+    project = SimpleNamespace(config_path=tmp_path / "asv.conf.json")
+    line = (f"{0:040x}", f"{1:040x}")
+    levels, sds = {QUIET: [0.6, 0.606]}, {QUIET: 0.001}
+
+    def pool(workdir: Path, **options: bool) -> DrawnPool:
+        made = DrawnPool(None, (QUIET,), workdir, **options)  # type: ignore[arg-type]
+        made.levels, made.sds, made.line, made.rng = levels, sds, line, random.Random(3)
+        return made
+
+    confirmed = pool(kept_dir(project, CONFIRM_DIR, *line), keep=True)  # type: ignore[arg-type]
+    confirmed.measure(line, 3)
+    again = pool(kept_dir(project, CONFIRM_DIR, *line), keep=True)  # type: ignore[arg-type]
+    again.measure(line, 1)
+    assert again.resumed == 0 and again.bench_processes == 2, "confirm takes no kept process"
+    workdir = kept_dir(project, BISECT_DIR, *line)  # type: ignore[arg-type]
+    start_from_confirm(project, *line, workdir)  # type: ignore[arg-type]
+    ends = pool(workdir, resume=True)
+    ends.measure(line, 4)
+    assert (ends.resumed, ends.bench_processes) == (8, 0)
+    assert ends.values(line[0], QUIET)[:3] == confirmed.values(line[0], QUIET)
 
 
-# --- a real bisect -----------------------------------------------------------------------
+# --- the demo's real history ----------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def bisect_project(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A fresh asv project over the demo repo with only GOOD and BAD stored."""
+    import shutil
+
     root = tmp_path_factory.mktemp("bisect")
     project = demo_history.new_project(root / "asv", results=False)
     # GOOD: just after the commit that made decoding faster; BAD: the last commit.
@@ -156,108 +194,36 @@ def bisect_project(demo_history, tmp_path_factory: pytest.TempPathFactory) -> di
     return {"project": project, "good": good, "bad": bad}
 
 
-@pytest.fixture(scope="module")
-def first_bisect(demo_history, bisect_project: dict) -> dict:
-    """The first bisect over the bisect project (its probes stored), and its progress lines."""
+@pytest.mark.slow
+def test_bisect_finds_the_injected_commit_by_bench_processes(
+    demo_history, bisect_project: dict
+) -> None:
     project, good, bad = bisect_project["project"], bisect_project["good"], bisect_project["bad"]
     lines: list[str] = []
+    history = {p.name: p.read_bytes() for p in (project.results_dir).rglob("*.json")}
     with measuring_priority():
         result = bisect(
             project,
             good,
             bad,
-            "track_latency",
+            # The paced series: a neighbour's load cancels in it (the latency's processes
+            # read 20-68% apart beside 3 memory streamers, the ratio's 0.7-4.5%).
+            demo_history.benchmark,
             demo_history.machine,
-            case="decode_bs8_2k",
+            "decode_bs8_2k",
             echo=lines.append,
         )
-    return {"result": result, "lines": lines}
-
-
-@pytest.mark.slow
-def test_bisect_finds_the_injected_commit_in_about_log2_runs(
-    demo_history, bisect_project: dict, first_bisect: dict
-) -> None:
-    project, good, bad = bisect_project["project"], bisect_project["good"], bisect_project["bad"]
-    result, lines = first_bisect["result"], first_bisect["lines"]
     log = "\n".join(lines)
-    # The final pair (last good, first bad) differs: only then is a commit named.
-    assert result.reproducible and result.final_step.outcome == Status.DIFFERENT, log
-    assert result.first_bad == demo_history.slow_commit, log
+    assert result.found and result.first_bad == demo_history.slow_commit, log
     assert result.last_good == demo_history.hashes[demo_history.slow_index - 1], log
     assert result.subject == "Support attention logit soft-capping"
     assert result.range_size == len(demo_history.hashes) - 1 - demo_history.fast_index
-    # GOOD and BAD were stored: one asv run per probe, plus re-measures of unclear ones.
-    measured = [p for p in result.probes if p.verdict != "failed"]
-    assert result.asv_runs == len(result.probes) + result.remeasures, log
-    assert len(result.probes) <= expected_probes(result.range_size), log
-    assert result.asv_runs <= expected_probes(result.range_size) + result.remeasures
-    # The rules' own bound: the ends' second run and max_remeasure more (3), each probe's
-    # max_remeasure (2), the final pair's run, and one re-check (plus its pair run) per
-    # decision: 4 + 4 a probe (a busy box's odd processes use some of it).
-    assert result.remeasures <= 4 + 4 * len(result.probes), log
-    assert measured and all(p.sample_count >= 10 for p in measured)
-    assert result.after_median > 1.2 * result.before_median, log
-    assert result.p_value is not None and result.p_value < 0.002
     assert result.summary().startswith("first bad commit: " + demo_history.slow_commit[:8])
-    # A progress line per probe: which commit, what the samples said, the verdict.
+    # GOOD and BAD interleaved first, then one line per probe placed.
+    assert any(line.startswith(f"GOOD {good[:8]} and BAD {bad[:8]}, interleaved") for line in lines)
     for probe in result.probes:
-        assert any(
-            f"{probe.commit[:8]}" in line and f"-> {probe.verdict}" in line for line in lines
-        ), log
-    # Every probe really was installed and measured per commit, into bisect's own results
-    # dir: the history keeps GOOD and BAD only, as they were.
-    side = remeasure_results_dir(project.results_dir) / "results" / demo_history.machine
-    stored = {
-        json.loads(p.read_text())["commit_hash"]: json.loads(p.read_text())["env_name"]
-        for p in side.glob("*-*.json")
-    }
-    assert (
-        {p.commit for p in result.probes}
-        <= set(stored)
-        <= {
-            good,
-            bad,
-            *(p.commit for p in result.probes),
-        }
-    )
-    assert all(env.startswith("fwdasv-") for env in stored.values())
-    history = {p.name for p in (project.results_dir / demo_history.machine).glob("*-*.json")}
-    assert len(history) == 2, history
-
-
-@pytest.mark.slow
-@pytest.mark.long  # another bisect of real asv runs (scripts/test.sh --long)
-def test_bisect_again_reuses_stored_results(
-    demo_history, bisect_project: dict, first_bisect: dict, tmp_path: Path
-) -> None:
-    """A second bisect of the same range, after the first stored its probes (whatever the
-    first one named: this one is judged on its own output)."""
-    project, first = bisect_project["project"], first_bisect["result"]
-    result = CliRunner().invoke(
-        main,
-        [
-            "bisect",
-            f"{bisect_project['good'][:10]}..main",
-            "forward.TinyLM.track_latency",
-            "--case",
-            "decode_bs8_2k",
-            "--config",
-            str(project.config_path),
-            "--json",
-            str(tmp_path / "again.json"),
-        ],
-    )
-    again = json.loads((tmp_path / "again.json").read_text())
-    # Its own certainty: the stored samples are not the first run's at its start (a
-    # probe part way between the ends had GOOD and BAD measured again), so a probe the
-    # first run placed by the closer median may be placed on samples now, or the other way.
-    assert result.exit_code == (0 if again["certain"] else 1), result.output
-    assert f"first bad commit: {demo_history.slow_commit[:8]}" in result.stdout
-    assert again["reproducible"] and again["first_bad"] == demo_history.slow_commit
-    if first.certain and first.remeasures == 0:
-        # Every probe was decided on the samples it found, and those are still all there:
-        # the same decisions, nothing to measure again.
-        assert "0 asv runs" in result.stdout, result.output
-        assert "asv run 1" not in result.stderr
-    assert "stored samples, reused" in result.stderr
+        assert any(probe.commit[:8] in line and "->" in line for line in lines), log
+    # Each commit measured in an environment of its own; nothing reaches the history.
+    envs = Path(project.config_path).parent / ".fwdasv-envs"
+    assert {p.commit[:12] for p in result.probes} <= {d.name for d in envs.iterdir()}
+    assert {p.name: p.read_bytes() for p in project.results_dir.rglob("*.json")} == history

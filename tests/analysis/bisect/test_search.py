@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
+from fwdasv.analysis.bisect.outcome import Probe
 from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.status import Status
 
 
-def test_search_narrows_skips_and_reopens_without_measuring() -> None:
-    """The state of a bisection as a value: each probe narrows the pair, a failed one is
-    skipped (the next candidate nearest the middle), a re-check that changes a decision
-    reopens the range, and the skipped commits inside the final pair are named."""
-    from fwdasv.analysis.bisect.outcome import Probe
+def _probe(index: int, verdict: Status) -> Probe:
+    return Probe(f"c{index}", None, verdict)
 
-    def probe(index: int, verdict: Status) -> Probe:
-        return Probe(f"c{index}", None, verdict, None, 0)
 
+def test_search_narrows_and_skips_without_measuring() -> None:
+    """Each probe narrows the pair; one that failed, was untestable or that its processes
+    could not place is skipped (the next candidate nearest the middle), and the skipped
+    commits left inside the final pair are named."""
     search = Search(tuple(f"c{i}" for i in range(9)))
     assert search.pair == (0, 8) and search.next_index == 4 and not search.done
-    search = search.placed(4, probe(4, Status.GOOD))
-    assert search.pair == (4, 8) and search.next_index == 6
-    search = search.placed(6, probe(6, Status.FAILED))
-    assert search.skipped == {6} and search.next_index == 5
-    search = search.placed(5, probe(5, Status.BAD))
-    assert search.pair == (4, 5) and search.done and search.skipped_inside == ()
-    assert search.to_recheck(set()) == [4, 5] and search.to_recheck({4, 5}) == []
-    search = search.rechecked(5, probe(5, Status.GOOD))
-    assert search.pair == (5, 8) and search.next_index == 7
-    assert [p.verdict for p in search.probes] == [Status.GOOD, Status.FAILED, Status.GOOD]
-    search = search.placed(7, probe(7, Status.BAD))
-    assert search.pair == (5, 7) and search.done and search.skipped_inside == ("c6",)
+    assert search.open(4) and not search.open(0) and not search.open(8)
+    search = search.placed(4, _probe(4, Status.GOOD))
+    assert search.pair == (4, 8) and search.next_index == 6 and not search.open(3)
+    search = search.placed(6, _probe(6, Status.FAILED))
+    assert search.skipped == {6} and search.next_index == 5 and not search.open(6)
+    search = search.placed(5, _probe(5, Status.UNKNOWN))  # not placed by its processes
+    assert search.skipped == {5, 6} and search.next_index == 7
+    search = search.placed(7, _probe(7, Status.BAD))
+    assert search.pair == (4, 7) and search.done
+    assert search.skipped_inside == ("c5", "c6")
+    assert [p.verdict for p in search.probes] == [
+        Status.GOOD,
+        Status.FAILED,
+        Status.UNKNOWN,
+        Status.BAD,
+    ]

@@ -1,0 +1,123 @@
+"""A 16-commit local vLLM history for the sparse workflow: --steps, confirm, bisect.
+
+    python bench/h200/make_sparse_history.py --base /tmp/vsite --out /tmp/vllm-sparse
+
+The first commit is an installed vLLM's Python sources (make_vllm_history.py's base:
+tagged `v<version>`, with stand-in csrc/, CMakeLists.txt and setup.py). Then 15 commits,
+oldest first, every one a comment or a docs line except three:
+
+- commit 8 (`SLOW_SUBJECT`), this script's own ~1% Python-only slowdown: Qwen3's
+  decoder layer rounds its MLP output through float32 before the residual (two more
+  elementwise kernels a layer, as the float32 head merge of make_vllm_history.py, in
+  another place);
+- commit 9 (`CSRC_SUBJECT`) adds a comment to csrc/: compiled sources differ from the
+  base's, so the guard refuses it (untestable: bisect skips it unmeasured); commit 10
+  takes it out again (measurable).
+
+`asv run --steps 4 ALL` measures commits 3 7 11 15 (asv's pick_n on the newest-first
+list): the step lies between 7 and 11 (2 measured commits a side), and bisect's first
+probe of 7..11 falls on the csrc commit, its second on the slow one. Prints `HASH SUBJECT`
+per commit and writes them to `<out>/../<name>.commits`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from make_vllm_history import (
+    CMAKE,
+    CSRC,
+    SETUP_PY,
+    append,
+    base_version,
+    commit,
+    copy_python,
+    git,
+)
+
+COMMITS = 16
+STEPS = 4  # asv run --steps: commits 3 7 11 15
+SLOW_INDEX = 8
+CSRC_INDEX = 9  # and CSRC_INDEX + 1 takes it out again (measurable again)
+SLOW_SUBJECT = "Qwen3: round the MLP output through float32 before the residual"
+CSRC_SUBJECT = "csrc: a note on the cache kernels' strides"
+CSRC_UNDO_SUBJECT = "csrc: the strides note moves to the docs"
+SLOW_OLD = (
+    "        hidden_states = self.mlp(hidden_states)\n        return hidden_states, residual\n"
+)
+SLOW_NEW = (
+    "        hidden_states = self.mlp(hidden_states)\n"
+    "        # Round the MLP output through float32 before the residual add (numerics).\n"
+    "        hidden_states = hidden_states.float().to(residual.dtype)\n"
+    "        return hidden_states, residual\n"
+)
+
+
+def _slow(qwen3: Path) -> None:
+    text = qwen3.read_text()
+    if text.count(SLOW_OLD) != 1:
+        sys.exit(f"{qwen3}: Qwen3DecoderLayer's MLP step is not where vLLM 0.33 has it")
+    qwen3.write_text(text.replace(SLOW_OLD, SLOW_NEW))
+
+
+def build(base: Path, repo: Path) -> list[tuple[str, str]]:
+    if not (base / "vllm" / "__init__.py").is_file():
+        sys.exit(f"{base}: no installed vllm/ package here (give the directory that holds vllm/)")
+    if repo.exists():
+        sys.exit(f"{repo}: exists; give a new directory")
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    copy_python(base, repo)
+    (repo / ".gitignore").write_text("*.so\n__pycache__/\n*.pyc\n")
+    (repo / "csrc").mkdir()
+    (repo / "csrc" / "cache_kernels.cu").write_text(CSRC)
+    (repo / "CMakeLists.txt").write_text(CMAKE)
+    (repo / "setup.py").write_text(SETUP_PY)
+    version = base_version(base / "vllm")
+    made = [(commit(repo, f"vLLM {version} (Python sources of an installed vLLM)"), "base")]
+    git(repo, "tag", f"v{version}")
+    docs = repo / "docs.md"
+    docs.write_text("# Notes\n")
+    envs = repo / "vllm" / "envs.py"
+    qwen3 = repo / "vllm" / "model_executor" / "models" / "qwen3.py"
+    for index in range(1, COMMITS):
+        if index == SLOW_INDEX:
+            _slow(qwen3)
+            subject = SLOW_SUBJECT
+        elif index == CSRC_INDEX:
+            append(repo / "csrc" / "cache_kernels.cu", "// Strides follow the block layout.\n")
+            subject = CSRC_SUBJECT
+        elif index == CSRC_INDEX + 1:
+            (repo / "csrc" / "cache_kernels.cu").write_text(CSRC)
+            subject = CSRC_UNDO_SUBJECT
+        elif index % 3 == 0:
+            append(envs, f"\n# Note {index}: environment variables are read once.\n")
+            subject = f"envs: note {index}"
+        else:
+            append(docs, f"Note {index}.\n")
+            subject = f"docs: note {index}"
+        made.append((commit(repo, subject), subject))
+    return made
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", required=True, type=Path, help="directory holding vllm/")
+    parser.add_argument("--out", required=True, type=Path, help="the new repository")
+    args = parser.parse_args()
+    made = build(args.base.resolve(), args.out.resolve())
+    lines = [f"{commit_hash} {subject}" for commit_hash, subject in made]
+    listing = args.out.resolve().parent / f"{args.out.name}.commits"
+    listing.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    print(f"{len(made)} commits in {args.out} (listed in {listing})", file=sys.stderr)
+    os.sync()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# On one H200: the sparse workflow on a local 16-commit vLLM history, from `asv run --steps` to
+# the culprit recorded with the finding. make_sparse_history.py: this script's own ~1%
+# Python-only slowdown at commit 8, a csrc commit at 9 the compiled-code guard refuses (10
+# takes it out again), the rest comment-only. One command, after the calls that unpack the
+# offline bundle's parts a and b (as for vllm_history.sh), on the same warm `nvidia-h200`,
+# carry [".vllm-offline/c", ".whl"]:
+#
+#   bash bench/h200/sparse_bisect.sh
+#
+# Steps: the history; fwdasv init --vllm --base; asv run --steps 4 ALL (commits 3 7 11 15: the
+# slow one unmeasured); fwdasv regressions; ONE fwdasv confirm for every finding of the pair
+# (its wall time and processes); fwdasv bisect with no arguments (its ends start from
+# confirm's processes; the csrc commit skipped unmeasured); regressions --format json.
+# Each step is done once: the command run again (same WORK) goes on where the last call
+# stopped. Within BUDGET seconds (default 530) it starts no step it cannot finish (confirm
+# needs CONFIRM_S, default 300) and cuts bisect short (it resumes from its kept processes),
+# then exits 75: run the same command again. Exit 0: everything ran and the culprit is the
+# slow commit; 1: it ran and something is not as expected (summary.json says what); 2:
+# staging. CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows
+# the Qwen3 suite (FWDASV_CASES); each vLLM bench process costs about 40-50 s. Never changes
+# GPU settings. Under $OUT/sparse: summary.json (every step's seconds and exit, the figures),
+# each step's output, the verdicts file, results.
+set -u
+. "$(dirname "$0")/stage.sh"
+unset PYTHONDONTWRITEBYTECODE
+started=$(date +%s.%N)
+here=$PWD
+W=${WORK:-/tmp/fwdasv-sparse}
+OUT=${OUT:-$W/out}
+S=$OUT/sparse
+BUDGET=${BUDGET:-530}
+CONFIRM_S=${CONFIRM_S:-300}
+export FWDASV_CASES=${CASES:-decode_bs1_1k,decode_bs8_1k}
+site=${VLLM_SITE:-/tmp/vsite}
+py=${PY:-$py}
+mkdir -p "$W" "$S"
+exec > >(tee -a "$S/sparse.log") 2>&1
+left() { awk "BEGIN{printf \"%d\", $BUDGET - ($(date +%s.%N) - $started)}"; }
+now() { date +%s.%N; }
+# record STEP START EXIT: one line of seconds.tsv (summary.json reads them all)
+record() {
+  local s; s=$(awk "BEGIN{printf \"%.1f\", $(now) - $2}")
+  printf '%s\t%s\t%s\n' "$1" "$s" "$3" >> "$S/seconds.tsv"
+  echo "[$1] exit $3 in $s s ($(left) s of the budget left)"
+}
+again() { echo "not finished within the budget: run the same command again (WORK=$W)"; exit 75; }
+# limit KEEP: the seconds a step may take, leaving KEEP of the budget (nothing: none left)
+limit() { local t=$(($(left) - $1)); [ "$t" -gt 0 ] && echo "$t"; }
+
+step "staging (the bundle in $site, asv, this checkout)"
+stage_vllm
+[ -f $site/vllm/_C_stable_libtorch.abi3.so ] && [ -n "${VLLM_OFFLINE_HOME:-}" ] || {
+  echo "the offline bundle is not staged in $site (unpack parts a and b first)"; exit 2; }
+stage_asv || exit 2
+stage_pth "$site"
+export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_VLLM_ENTRY=phases FWDASV_LOG_DIR=$W/logs
+repo=$W/vllm-repo proj=$W/proj machine=h200
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw --format=csv 2>&1 | head -3
+
+if [ ! -f "$W/vllm-repo.commits" ]; then
+  step "a 16-commit local vLLM history from $site's Python (bench/h200/make_sparse_history.py)"
+  t0=$(now)
+  $py bench/h200/make_sparse_history.py --base $site --out "$repo" > /dev/null || exit 2
+  record history "$t0" 0
+fi
+if [ ! -f "$proj/asv.conf.json" ]; then
+  step "fwdasv init --vllm --base $site"
+  t0=$(now)
+  $py -m fwdasv init --vllm --repo "$repo" --base $site --dir "$proj" || exit 2
+  (cd "$proj" && $py -m fwdasv hw machine --name $machine) || exit 2
+  record init "$t0" 0
+fi
+cp "$W/vllm-repo.commits" "$S/commits.txt"
+mapfile -t commits < <(cut -d' ' -f1 "$W/vllm-repo.commits")
+slow=${commits[8]} csrc=${commits[9]}
+echo "slow commit ${slow:0:8} (8), csrc commit ${csrc:0:8} (9), cases $FWDASV_CASES"
+cd "$proj" || exit 2
+
+if [ ! -f "$W/done.asv" ]; then
+  step "asv run --steps 4 ALL (commits 3 7 11 15; the slow one must not be one)"
+  t=$(limit 10) || again; t0=$(now)
+  timeout "$t" $py -m asv run ALL --steps 4 --record-samples \
+    --skip-existing-successful --machine $machine --bench '^forward\.Qwen3_0_6B\.' \
+    --show-stderr >> "$S/asv_run.log" 2>&1
+  rc=$?; record "asv run --steps 4" "$t0" $rc
+  [ $rc = 124 ] && again
+  touch "$W/done.asv"
+fi
+ls results/$machine/ | grep -v machine.json | cut -c1-8 | sort > "$S/measured.txt"
+echo "measured: $(tr '\n' ' ' < "$S/measured.txt")"
+
+if [ ! -f "$W/done.regressions" ]; then
+  step "fwdasv regressions"
+  t0=$(now)
+  timeout 120 $py -m fwdasv regressions --machine $machine > "$S/regressions.txt" 2>&1
+  rc=$?; record regressions "$t0" $rc; cat "$S/regressions.txt"
+  timeout 120 $py -m fwdasv regressions --machine $machine --format json \
+    > "$S/regressions_before.json" 2> /dev/null
+  touch "$W/done.regressions"
+fi
+
+if [ ! -f "$W/done.confirm" ]; then
+  [ "$(left)" -ge "$CONFIRM_S" ] || again
+  step "fwdasv confirm: every finding of the pair, one interleaved A/B"
+  t=$(limit 5) || again; t0=$(now)
+  timeout "$t" $py -m fwdasv confirm --machine $machine --no-explain \
+    > "$S/confirm.txt" 2>&1
+  rc=$?; record confirm "$t0" $rc; cat "$S/confirm.txt"
+  [ $rc = 124 ] && again
+  touch "$W/done.confirm"
+fi
+
+if [ ! -f "$W/done.bisect" ]; then
+  [ "$(left)" -ge 60 ] || again
+  step "fwdasv bisect (no arguments: every finding's range of several commits)"
+  t=$(limit 20) || again; t0=$(now)
+  timeout "$t" $py -m fwdasv bisect --machine $machine --json "$S/bisect.json" \
+    >> "$S/bisect.txt" 2>&1
+  rc=$?; record bisect "$t0" $rc; cat "$S/bisect.txt"
+  [ $rc = 124 ] && again  # its processes are kept: the next call goes on from them
+  touch "$W/done.bisect"
+fi
+
+step "fwdasv regressions --format json: the culprit on each finding"
+timeout 120 $py -m fwdasv regressions --machine $machine --format json \
+  > "$S/regressions_after.json" 2> /dev/null
+cp results/fwdasv-verdicts.jsonl "$S/" 2>/dev/null
+tar czf "$S/results.tgz" results .fwdasv-confirm .fwdasv-bisect 2>/dev/null
+cd "$here" || exit 2
+$py bench/h200/sparse_summary.py "$S" --slow "$slow" --csrc "$csrc" \
+  --started "$started" > "$S/summary.json"
+rc=$?
+cat "$S/summary.json"
+exit $rc
