@@ -97,3 +97,64 @@ def test_publish_fails_on_an_unreadable_result_and_still_writes_the_site(
     again = invoke_cli(project, "--skip-unreadable", command="publish")
     assert again.exit_code == 0, again.output
     assert str(path) in again.stderr
+
+
+@pytest.mark.slow
+def test_the_sites_lists_links_and_pages_hold(stepped, tmp_path: Path) -> None:
+    """The Benchmark list shows the newest value and the finding's change at its commit;
+    asv's Regressions page lists what gates first; a commit link lands on a row of fwdasv's
+    commits page (the project names no commit URL); the kernel-diff page names its profiles
+    relative to the project and wraps its lines."""
+    from fwdasv.analysis.publish_list import newest_point
+    from fwdasv.analysis.verdict_file import ExplainRecord
+
+    project = copy_project(stepped, tmp_path)
+    drawn = finding_of(project, stepped.benchmark)
+    root = project.config_path.parent.resolve()
+    long_row = "aten::scaled_dot_product_attention " + "x" * 300
+    explain = ExplainRecord(
+        headline="+12.0 us per forward: aten::mm slower",
+        table=f"{long_row}\n{root}/tinylm/model.py:39 attention",
+        top5=("aten::mm",),
+        explained_top5_pct=100.0,
+        total_delta_us=12.0,
+        profile_dir=str(root / ".fwdasv-explain" / "a-b-forward-case"),
+    )
+    record_verdict(project, drawn, status=Status.CONFIRMED, explain=explain)
+    result = invoke_cli(project, command="publish")
+    assert result.exit_code == 0, result.output
+    html = project.html_dir
+    index = json.loads((html / "index.json").read_text())
+    revision = {commit: int(rev) for rev, commit in index["revision_to_hash"].items()}
+    step = stepped.hashes[STEP_INDEX]
+
+    # asv's Regressions page: the confirmed finding before the regression.
+    entries = json.loads((html / "regressions.json").read_text())["regressions"]
+    assert [e[0].rsplit(" ", 1)[1] for e in entries] == ["[confirmed]", "[regression]"]
+
+    # The Benchmark list: newest value, the finding's change, its commit.
+    confirmed = finding_of(project, stepped.benchmark)
+    summary = html / confirmed.to_json()["graph_path"].replace(stepped.benchmark, "summary")
+    (row,) = [r for r in json.loads(summary.read_text()) if r["name"] == stepped.benchmark]
+    graph = html / confirmed.to_json()["graph_path"]
+    assert (row["last_rev"], row["last_value"]) == newest_point(graph, row["idx"])
+    shown_pct = 100 * (row["last_value"] / row["prev_value"] - 1)
+    assert shown_pct == pytest.approx(confirmed.percent), row
+    assert row["change_rev"] == [None, revision[step]]  # one commit: asv's null first
+
+    # Commit links: fwdasv's commits page, a row per published commit, as asv shows hashes.
+    assert index["show_commit_url"] == "fwdasv/findings.html#"
+    page = (html / "fwdasv" / "findings.html").read_text()
+    for commit in revision:
+        assert f"<tr id='{commit[:8]}'>" in page, commit
+    assert stepped.subjects[STEP_INDEX] in page
+    assert "index.html#" + stepped.benchmark in page  # the series links to its asv graph
+
+    # The kernel-diff page.
+    (diff_page,) = (html / "fwdasv" / "explain").glob("*.html")
+    diff = diff_page.read_text()
+    assert str(root) not in diff, "an absolute path of the project on the page"
+    assert "<code>.fwdasv-explain/a-b-forward-case</code>" in diff
+    assert "tinylm/model.py:39 attention" in diff
+    assert "white-space:pre-wrap" in diff and long_row in diff
+    assert f'href="explain/{diff_page.name}"' in page

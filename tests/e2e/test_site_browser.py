@@ -5,7 +5,7 @@
 and checks, from the rendered page (its DOM and flot's plot objects, never the
 JSON files), that
 
-- the graph page of `forward.TinyLM.track_latency` draws one point per
+- the graph page of `forward.TinyLM.track_relative` (the paced series) draws one point per
   measured commit (12) for a case, each point drawn on flot's canvas, and
 - asv's regressions page lists fwdasv's finding of that benchmark at the
   injected slow commit ("Support attention logit soft-capping") with its
@@ -432,7 +432,11 @@ def test_summary_grid_has_no_empty_tile(request: pytest.FixtureRequest) -> None:
     tiles = _wait_for(driver, site, _SUMMARY_JS, "every summary tile plotted", shot_name)
     context = f"{_context(driver, site, _screenshot(driver, shot_name))}\ntiles: {tiles}"
     names = sorted(t["id"].removeprefix("summarygrid-") for t in tiles)
-    assert names == ["forward.TinyLM.track_latency", "forward.TinyLM.track_spread_pct"], context
+    assert names == [
+        "forward.TinyLM.track_latency",
+        "forward.TinyLM.track_relative",  # paced, as `fwdasv init` writes a CPU suite
+        "forward.TinyLM.track_spread_pct",
+    ], context
     assert all(t["points"] == len(demo_history.hashes) for t in tiles), context
 
 
@@ -485,4 +489,131 @@ def test_every_page_of_the_navigation_loads_without_a_console_error(
         if errors:
             shot = _screenshot(driver, f"site-page-{number}.png")
             failures[url] = (errors, str(shot))
+    assert not failures, f"console errors: {failures}\nserver log: {site.log[-20:]}"
+
+
+# --- every kind of link, on a site with a kernel diff ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def explained_site(demo_history, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """The demo history's results in a project of their own, the injected commit's finding
+    given a kernel diff (two recorded kernel summaries, diffed as `fwdasv explain --files`
+    does: explain's profiling is not what this module tests), published and served."""
+    from fwdasv.analysis import findings
+    from fwdasv.analysis.explain import diff_files, explain_record
+    from fwdasv.analysis.finding_verdicts import record_verdict
+    from fwdasv.analysis.publish import publish
+
+    assert demo_history.status == 0, demo_history.output[-3000:]
+    project = demo_history.new_project(tmp_path_factory.mktemp("explained") / "asv")
+    slow = demo_history.slow_commit
+    (finding, *_) = [
+        f
+        for f in findings.find(project)
+        if f.key.benchmark == demo_history.benchmark and slow in {c.hash for c in f.commits}
+    ]
+    kernels = Path(__file__).resolve().parents[1] / "data" / "vllm-h200-explain"
+    diff = diff_files(
+        kernels / "prefill_2k.good.kernels.json", kernels / "prefill_2k.bad.kernels.json"
+    )
+    good, bad = finding.commit_range()
+    profiles = project.config_path.parent / ".fwdasv-explain" / f"{good[:8]}-{bad[:8]}"
+    record = explain_record(diff, good, bad, profiles, with_commits=True)
+    record_verdict(project, finding, status=finding.status, explain=record)
+    publish(project, echo=None)
+    with _serve(project.html_dir) as site:
+        yield site
+
+
+# Where a page lands: the element the address's fragment targets (fwdasv's pages), its id
+# and text; null until the page has finished.
+_TARGET_JS = """
+if (document.readyState !== 'complete') { return null; }
+var target = document.querySelector(':target');
+return {title: document.title, url: window.location.href,
+        target: target ? target.id : null, text: target ? target.textContent : null};
+"""
+
+
+def test_each_kind_of_link_lands_on_a_page_without_a_console_error(
+    request: pytest.FixtureRequest,
+) -> None:
+    """A commit link (asv's Regressions page, and the Benchmark list's "Changed at"), a graph
+    link (a Regressions row), a finding link (a commit's row) and a kernel-diff link (the
+    findings page) each land on a page that shows what was linked, with no console error;
+    and an old `index.html#<hash>` link lands on the commit too, not on a blank page."""
+    _require_browser()
+    demo_history = request.getfixturevalue("demo_history")
+    site = request.getfixturevalue("explained_site")
+    driver = request.getfixturevalue("browser")
+    base = site.url.rsplit("/", 1)[0] + "/"
+    slow = demo_history.slow_commit
+    _console_errors(driver)  # drained: the errors below are these pages' own
+    failures: dict[str, list[str]] = {}
+
+    def check(what: str) -> None:
+        errors = _console_errors(driver)
+        if errors:
+            failures[what] = errors
+
+    # asv's Regressions page: the rows, each with its commit and graph links.
+    _load(driver, f"{site.url}#regressions")
+    _wait_for(driver, site, _REGRESSIONS_JS, "the regressions table built", "links-regressions.png")
+    links = driver.execute_script(
+        "return $('#regressions-body tbody tr').map(function () { var td = $(this).children('td');"
+        " return [{name: td.eq(0).text(), graph: td.eq(0).find('a').prop('href') || null,"
+        " commit: td.eq(2).find('a').prop('href') || null}]; }).get();"
+    )
+    check("the Regressions page")
+    row = next(r for r in links if r["name"].startswith(demo_history.benchmark))
+    # The Benchmark list: the finding's series shows its change and a commit link.
+    _load(driver, f"{site.url}#summarylist")
+    _wait_for(driver, site, _SETTLED_JS, "the Benchmark list", "links-list.png")
+    listed = driver.execute_script(
+        "return $('#summarylist-body tbody tr, .summarylist tbody tr').map(function () {"
+        " var td = $(this).children('td'); return [{name: td.eq(0).text(),"
+        " change: $(this).find('td.change').text(), commit:"
+        " $(this).find('td.change-date a').prop('href') || null}]; }).get();"
+    )
+    check("the Benchmark list")
+    changed = [r for r in listed if r["name"].startswith(demo_history.benchmark) and r["commit"]]
+    assert changed and all(r["change"].strip() for r in changed), listed
+
+    commit_link = row["commit"] or changed[0]["commit"]
+    assert commit_link.startswith(base + "fwdasv/findings.html#"), commit_link
+    for what, url in (
+        ("a commit link", commit_link),
+        ("an old index.html#<hash> link", f"{site.url}#{slow[:8]}"),
+    ):
+        _load(driver, url)
+        landed = _wait_for(driver, site, _TARGET_JS, what, "links-commit.png")
+        assert landed["title"].startswith("fwdasv findings"), (what, landed)
+        assert landed["target"] and slow.startswith(landed["target"]), (what, landed)
+        check(what)
+    # From the commit's row, its finding.
+    finding_link = driver.execute_script(
+        f'var a = document.querySelector(\'tr[id="{slow[:8]}"] a[href^="#finding-"]\');'
+        " return a ? a.href : null;"
+    )
+    assert finding_link, "the injected commit's row links no finding"
+    _load(driver, finding_link)
+    landed = _wait_for(driver, site, _TARGET_JS, "a finding link", "links-finding.png")
+    assert (landed["target"] or "").startswith("finding-") and "kernel diff" in landed["text"]
+    check("a finding link")
+    # The finding's kernel diff.
+    diff_link = driver.execute_script(
+        "var a = document.querySelector(':target a[href^=\"explain/\"]'); return a ? a.href : null;"
+    )
+    assert diff_link, "the finding's row links no kernel diff"
+    _load(driver, diff_link)
+    _wait_for(driver, site, _TARGET_JS, "a kernel-diff link", "links-diff.png")
+    assert driver.title.startswith(demo_history.benchmark), driver.title
+    assert "What got slower" in driver.page_source and ".fwdasv-explain/" in driver.page_source
+    check("a kernel-diff link")
+    # A graph link: the series drawn, the step's commits in the address.
+    _load(driver, row["graph"])
+    graph = _wait_for(driver, site, _GRAPH_JS, "a graph link", "links-graph.png")
+    assert graph["title"] == demo_history.benchmark, graph
+    check("a graph link")
     assert not failures, f"console errors: {failures}\nserver log: {site.log[-20:]}"

@@ -14,9 +14,10 @@ import click
 from fwdasv.analysis import findings
 from fwdasv.analysis.finding import Finding
 from fwdasv.analysis.findings_format import format_findings
-from fwdasv.analysis.gate import FINDINGS, Gate
+from fwdasv.analysis.gate import FINDINGS, Gate, inside_steps
 from fwdasv.asv.project import AsvProject
-from fwdasv.core.clitools import CONTEXT, AnalysisCommand, end, warn_unreadable
+from fwdasv.core.clitools import CONTEXT, AnalysisCommand, CliError, end, warn_unreadable
+from fwdasv.core.errors import EXIT_USAGE
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,10 +36,31 @@ def progress(line: str) -> None:
 def gate_findings(
     found: findings.Found, fmt: str, skip_unreadable: bool, gate: Gate = FINDINGS
 ) -> None:
-    """Print the findings, name the unreadable files, exit by the findings' gate."""
-    unreadable = warn_unreadable(found.unreadable, skip_unreadable)
+    """Print the findings, name the unreadable files and the warnings, exit by the
+    findings' gate."""
+    unreadable = count_unreadable(found, skip_unreadable)
     click.echo(format_findings(found.findings, fmt, found.unreadable))
     end(gate.exit_status((f.status for f in found.findings), unreadable))
+
+
+def count_unreadable(found: findings.Found, skip_unreadable: bool) -> int:
+    """Name the unreadable files and the read's warnings on stderr; the count the gate reads:
+    0 when skipped, except a file inside a finding's range (`fwdasv.analysis.gate.
+    inside_steps`), which --skip-unreadable cannot pass."""
+    for warning in found.warnings:
+        click.echo(f"Warning: {warning}", err=True)
+    unreadable = warn_unreadable(found.unreadable, skip_unreadable)
+    if not skip_unreadable:
+        return unreadable
+    inside = inside_steps((p.path for p in found.unreadable), found.steps())
+    for path, step in inside:
+        click.echo(
+            f"Error: {path} is inside the step {step}: with its commit's result missing the "
+            "step can be misread, so --skip-unreadable does not pass it; fix or remove the "
+            "file (`asv run` the commit again)",
+            err=True,
+        )
+    return len(inside)
 
 
 def warn_environments(project: AsvProject, machine: str | None = None) -> None:
@@ -66,6 +88,20 @@ def confirm_and_scan(
     return findings.scan(
         project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
     )
+
+
+def refuse_one_commit(project: AsvProject, a: str, b: str, names: str, what: str) -> None:
+    """A UserError (2) when A and B (`names`: "A and B") name one commit, before anything
+    is read or measured: the pair could only come out "no change"."""
+    from fwdasv.analysis.compare_stored import resolve_commit
+
+    first, second = resolve_commit(project, a), resolve_commit(project, b)
+    if first.startswith(second) or second.startswith(first):
+        raise CliError(
+            f"{names} name one commit, {first[:8]} ({a!r}, {b!r}): {what} needs two commits, "
+            "the earlier first (a finding's pair: `fwdasv regressions` lists them)",
+            EXIT_USAGE,
+        )
 
 
 def explain_option(f: F) -> F:

@@ -8,7 +8,11 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis.commands.common import analysis_command, warn_environments
+from fwdasv.analysis.commands.common import (
+    analysis_command,
+    refuse_one_commit,
+    warn_environments,
+)
 from fwdasv.analysis.compare import METHODS, NOISE
 from fwdasv.analysis.compare_format import FORMATS, format_comparisons
 from fwdasv.analysis.compare_stored import compare_commits, default_factor, resolve_commit
@@ -82,6 +86,7 @@ def compare_command(
     exits 0, asv#884).
     """
     project = AsvProject.load(config)
+    refuse_one_commit(project, a, b, "A and B", "compare")
     warn_environments(project, machine)
     if factor is None:
         factor = default_factor(project)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis.commands.common import analysis_command
+from fwdasv.analysis.commands.common import analysis_command, count_unreadable
 from fwdasv.analysis.findings_format import summary_line, unreadable_line
 from fwdasv.analysis.gate import FINDINGS
 from fwdasv.asv.project import AsvProject, site_hint
-from fwdasv.core.clitools import config_option, end, skip_unreadable_option, warn_unreadable
+from fwdasv.core.clitools import config_option, end, skip_unreadable_option
 
 
 @analysis_command("publish")
@@ -28,13 +28,14 @@ def publish_command(config: Path, skip_unreadable: bool) -> None:
     timer measured (graph vs eager under the host timer) are left out. Prints
     where the site is and how to open it. A result file that cannot be read is
     named on stderr and fails the command (2; the site is still written) unless
-    --skip-unreadable.
+    --skip-unreadable. Exits 0 when published, 2 on bad input (nothing measured
+    yet, html_dir a file).
     """
     from fwdasv.analysis.publish import publish
 
     project = AsvProject.load(config)
     found = publish(project, echo=click.echo)
-    unreadable = warn_unreadable(found.unreadable, skip_unreadable)
+    unreadable = count_unreadable(found, skip_unreadable)
     if found.findings:
         click.echo(summary_line(found.findings))
     else:

@@ -276,6 +276,19 @@ def test_listing_of_the_demo_history(demo_history) -> None:
     assert any(item[0].endswith(f" [{best['status']}]") for item in raw)
     table = invoke_cli(project)
     assert demo_history.slow_commit[:8] in table.stdout
+    # One verdict per pair (issue 32): `compare` on the finding's own pair shows it and
+    # exits as `regressions` does on it, whatever the pair alone says.
+    pair = (best["before_commit"], best["after_commit"])
+    compared = invoke_cli(project, *pair, "--format", "json", command="compare")
+    rows = [
+        c
+        for c in json.loads(compared.stdout)["comparisons"]
+        if (c["benchmark"], c["case"]) == (best["benchmark"], best["case"])
+    ]
+    assert [f["status"] for f in rows[0]["findings"]] == [best["status"]], rows
+    if best["above_threshold"]:
+        assert compared.exit_code == 1, compared.output
+        assert rows[0]["decided_by"] == "finding" or rows[0]["verdict"] == "worse", rows
 
 
 # --- a step among the newest commits of a real repository ---------------------------------
@@ -424,14 +437,26 @@ def test_a_truncated_result_at_the_step_fails_regressions_and_names_the_file(
 
 
 @pytest.mark.slow
-def test_only_the_steps_result_truncated_still_fails_and_names_it(stepped, tmp_path: Path) -> None:
+def test_only_the_steps_result_truncated_exits_2_even_when_skipped(stepped, tmp_path: Path) -> None:
     project = copy_project(stepped, tmp_path)
-    path = result_file(project, stepped.hashes[STEP_INDEX])
+    step = stepped.hashes[STEP_INDEX]
+    path = result_file(project, step)
     truncate_half(path)
     result = invoke_cli(project, "--format", "json")
-    assert result.exit_code != 0, result.output
+    # Unreadable exits 2 whatever else is found; the JSON still lists what could be read.
+    assert result.exit_code == 2, result.output
     assert str(path) in result.stderr
-    assert json.loads(result.stdout)["unreadable_count"] == 1
+    document = json.loads(result.stdout)
+    assert document["unreadable_count"] == 1
+    spanning = [r for r in document["regressions"] if step in [c["hash"] for c in r["commits"]]]
+    assert spanning, document["regressions"]  # the step, now over the missing commit
+    # The missing commit lies inside those steps' range: the verdict there may be misread
+    # (a confirmation no longer matches, a regression reads as drift), so skipping the file
+    # does not pass the gate.
+    skipped = invoke_cli(project, "--skip-unreadable")
+    assert skipped.exit_code == 2, skipped.output
+    assert f"Error: {path} is inside the step" in skipped.stderr
+    assert "Traceback" not in skipped.output
 
 
 @pytest.mark.slow
@@ -442,3 +467,19 @@ def test_a_missing_result_is_no_problem(step_free, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["unreadable_count"] == 0
     assert result.stderr == ""
+
+
+@pytest.mark.slow
+def test_a_repository_moved_away_puts_a_warning_where_the_subjects_were(
+    stepped, tmp_path: Path
+) -> None:
+    project = copy_project(stepped, tmp_path)
+    config = json.loads(project.config_path.read_text())
+    config["repo"] = str(tmp_path / "moved-away")
+    project.config_path.write_text(json.dumps(config))
+    result = invoke_cli(project, "--format", "json")
+    assert result.exit_code == 1, result.output  # the findings still gate
+    (warning,) = [line for line in result.stderr.splitlines() if line.startswith("Warning:")]
+    assert warning.startswith("Warning: commit subjects not shown: ") and "moved-away" in warning
+    commits = [c for r in json.loads(result.stdout)["regressions"] for c in r["commits"]]
+    assert commits and all(c["subject"] is None for c in commits)
