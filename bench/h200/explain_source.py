@@ -7,9 +7,11 @@ fwdasv's engine (CUDA graphs on a GPU, the host timer on a CPU), runs `python -m
 explain HEAD~1 HEAD forward.TinyLM.track_latency --case CASE` (3 profiles a side,
 interleaved) and checks (summary.json "checks"; exit 0 when all pass): added_on_top (the
 first row is aten::tanh, `new`, called once a layer), names_the_line (its source is
-tinylm/model.py at the added line), kernel_under_op (GPU only: an elementwise kernel under
-it), exit_1 (explain exits 1). Writes explain.txt, explain.json, explain.err (progress),
-summary.json and profiles/ under --out. Changes no GPU setting.
+tinylm/model.py at the added line), changed_here (it is marked: the commit changed that
+file), kernel_under_op (GPU only: an elementwise kernel under it), exit_1 (explain exits
+1); summary.json also keeps explain's time line (profiled runs, eager pass, diff). Writes
+explain.txt, explain.json, explain.err (progress), summary.json and profiles/ under --out.
+Changes no GPU setting.
 
     python bench/h200/explain_source.py --out "$OUT"                    # the GPU
     python bench/h200/explain_source.py --out /tmp/x --device cpu       # dry run on CPU
@@ -97,6 +99,7 @@ def checks(report: dict, line: int, code: str, layers: int, gpu: bool, status: i
         "names_the_line": source.get("file") == "tinylm/model.py"
         and source.get("line") == line
         and source.get("code") == code,
+        "changed_here": top.get("changed_here") is True,
         "exit_1": status == 1,
     }
     if gpu:
@@ -161,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     diff = kernel_diff.diff_rounds(
         [load_summary(p) for p in goods], [load_summary(p) for p in bads]
     )
+    changed = git(repo, "diff", "--name-only", parent, head).split()
+    diff = kernel_diff.mark_changed(diff, changed)
     table = kernel_diff_format.format_diff(diff, "table", top=12, good=parent[:8], bad=head[:8])
     (out / "explain.txt").write_text(table + "\n")
     print(table)
@@ -174,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         "layers": layers,
         "explain_exit": proc.returncode,
         "attribution": load_summary(bads[0]).attribution,
+        "times": next(
+            (line for line in proc.stderr.splitlines() if line.startswith("time: ")), None
+        ),
         "checks": found,
         "wall_s": round(time.monotonic() - started, 1),
     }

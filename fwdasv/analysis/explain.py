@@ -2,17 +2,21 @@
 
 `explain_commits` profiles the case `rounds` bench processes a commit, interleaved
 (GOOD BAD GOOD BAD ...), each in asv's environment for that commit
-(`fwdasv.analysis.remeasure`), in runs of their own (`--profile-dir`, after the timed
-replays: no tracked latency comes from them), and diffs the kernel summaries
-(`fwdasv.analysis.kernel_diff`). DEFAULT_ROUNDS 3: the fewest processes a side whose
-spread is a noise band. `diff_files` diffs two kernels.json files instead (one a side).
-`explain_record` is the diff as the verdicts file keeps it; `undecided_note` says when
-confirm left the step undecided.
+(`fwdasv.analysis.remeasure`; a vLLM suite through the entry that names each kernel's op and
+line, `fwdasv.backends.vllm_explain`), in runs of their own (`--profile-dir`, after the timed
+replays), diffs the kernel summaries (`fwdasv.analysis.kernel_diff`) and marks the rows whose
+line is in a file the commit changed (`git diff --name-only`), with a link to its diff where
+the project has a commit URL; `Timings` says what each part took. DEFAULT_ROUNDS 3: the
+fewest processes a side whose spread is a noise band. `diff_files` diffs two kernels.json
+files instead. `explain_record` is the diff as the verdicts file keeps it; `undecided_note`
+says when confirm left the step undecided.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +26,16 @@ from fwdasv.analysis.kernel_diff import (
     KernelDiff,
     diff_rounds,
     diff_summaries,
+    mark_changed,
     with_note,
 )
-from fwdasv.analysis.kernel_diff_format import format_diff, headline
+from fwdasv.analysis.kernel_diff_format import format_diff, headline, name_label
 from fwdasv.analysis.status import Status
 from fwdasv.analysis.verdict_file import ExplainRecord
-from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.kernels import ProfileError, load_summary, profile_paths, safe_case_name
+
+TOP_RECORDED = 10  # rows of the explain record a page shows
 
 
 def diff_files(good: str | os.PathLike[str], bad: str | os.PathLike[str]) -> KernelDiff:
@@ -54,12 +61,104 @@ def explain_record(
         total_delta_us=diff.total_delta_us,
         profile_dir=str(Path(profile_dir)),
         commits=(good, bad) if with_commits else None,
+        rows=record_rows(diff),
+        change_link=diff.change_link,
     )
+
+
+def record_rows(diff: KernelDiff) -> tuple[dict[str, object], ...]:
+    """The rows that stand out, as a page shows them: the kernel (op) with its launching op,
+    its source line and whether the commit changed that file."""
+    rows = []
+    for row in diff.stands_out[:TOP_RECORDED]:
+        source = row.source
+        rows.append(
+            {
+                "name": row.name,
+                "label": name_label(row),
+                "op": row.op,
+                "change": row.change,
+                "delta_us": row.delta_us,
+                "share_pct": row.share_pct,
+                "calls": [row.calls_before, row.calls_after],
+                "source": None if source is None else source.label,
+                "file": None if source is None else source.file,
+                "line": None if source is None else source.line,
+                "changed_here": row.changed_here,
+            }
+        )
+    return tuple(rows)
+
+
+@dataclass(frozen=True)
+class Timings:
+    """What each part of an explain took, in seconds: the profiled bench processes (installs
+    apart), the eager passes inside them (the attribution forwards, summed over the
+    processes, as each profile records it) and the diff."""
+
+    processes: int
+    runs_s: float
+    installs_s: float
+    eager_s: float
+    diff_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.runs_s + self.installs_s + self.diff_s
+
+    @property
+    def eager_pct(self) -> float:
+        """The eager passes' share of the whole explain."""
+        return 100 * self.eager_s / self.total_s if self.total_s > 0 else 0.0
+
+    def line(self) -> str:
+        return (
+            f"time: profiled runs {self.runs_s:.1f} s ({self.processes} bench processes; "
+            f"eager pass {self.eager_s:.1f} s of it, {self.eager_pct:.1f}% of explain), "
+            f"installs {self.installs_s:.1f} s, diff {self.diff_s:.2f} s, "
+            f"total {self.total_s:.1f} s"
+        )
+
+    def to_json(self) -> dict[str, float]:
+        return {
+            "processes": self.processes,
+            "runs_s": round(self.runs_s, 2),
+            "installs_s": round(self.installs_s, 2),
+            "eager_s": round(self.eager_s, 2),
+            "diff_s": round(self.diff_s, 3),
+            "total_s": round(self.total_s, 2),
+            "eager_pct": round(self.eager_pct, 2),
+        }
+
+
+def changed_files(project: AsvProject, good: str, bad: str) -> tuple[str, ...] | None:
+    """`git diff --name-only GOOD BAD` in the project's repository; None when git cannot."""
+    try:
+        return tuple(project.git("diff", "--name-only", good, bad).splitlines())
+    except AsvError:
+        return None
+
+
+def change_link(project: AsvProject, good: str, bad: str) -> str | None:
+    """The commit's diff on the project's site (asv's `show_commit_url`): BAD's page when GOOD
+    is its parent, else a GitHub-style compare page where the URL is one; None without one."""
+    url = project.raw.get("show_commit_url")
+    if not isinstance(url, str) or not url:
+        return None
+    try:
+        parent = project.git("rev-parse", "--verify", "--quiet", f"{bad}^")
+    except AsvError:
+        parent = ""
+    stem = url.rstrip("/")
+    if parent != good and stem.endswith("/commit"):
+        return f"{stem.removesuffix('commit')}compare/{good}...{bad}"
+    return f"{url}{bad}"
 
 
 @dataclass(frozen=True)
 class Explained:
-    """A diff measured by fwdasv: which suite case, at which commits, where the profiles are."""
+    """A diff measured by fwdasv: which suite case, at which commits, where the profiles are,
+    what each part took."""
 
     suite: str
     case: str
@@ -67,6 +166,7 @@ class Explained:
     bad: str
     profile_dir: str
     diff: KernelDiff
+    timings: Timings | None = None
 
 
 def explain_commits(
@@ -96,6 +196,11 @@ def explain_commits(
     if rounds < 1:
         raise ProfileError(f"rounds must be at least 1, got {rounds}")
     target = resolve(project, bench, case)
+    if target.config.backend == "vllm":
+        # vLLM's bench with the eager pass that names each kernel's op and line.
+        target = dataclasses.replace(
+            target, config=dataclasses.replace(target.config, entry="explain")
+        )
     good_hash, bad_hash = resolve_commits(project, good, bad)
     root = (
         Path(profile_dir)
@@ -108,6 +213,7 @@ def explain_commits(
     )
     measurer = Remeasurer(project, target, root, echo=echo, bench_echo=bench_echo)
     paths: dict[str, list[Path]] = {"good": [], "bad": []}
+    runs_s = 0.0
     for number in range(1, rounds + 1):
         for label, commit in (("good", good_hash), ("bad", bad_hash)):
             name = f"{label}-{commit[:8]}" + (f"-{number}" if rounds > 1 else "")
@@ -117,16 +223,28 @@ def explain_commits(
                     f"profiling {target.suite}({target.case}) at {label.upper()} {commit[:8]}"
                     + (f" ({number}/{rounds})" if rounds > 1 else "")
                 )
+            started = time.perf_counter()
             measurer.run(commit, name, extra=("--profile-dir", str(directory)))
+            runs_s += time.perf_counter() - started
             paths[label].append(profile_paths(directory, target.case)[0])
-    diff = diff_rounds(
-        [load_summary(path) for path in paths["good"]],
-        [load_summary(path) for path in paths["bad"]],
-    )
+    started = time.perf_counter()
+    goods = [load_summary(path) for path in paths["good"]]
+    bads = [load_summary(path) for path in paths["bad"]]
+    diff = diff_rounds(goods, bads)
+    changed = changed_files(project, good_hash, bad_hash)
+    if changed is not None:
+        diff = mark_changed(diff, changed, change_link(project, good_hash, bad_hash))
     note = undecided_note(project, target.suite, target.case, good_hash, bad_hash)
     if note:
         diff = with_note(diff, note)
-    return Explained(target.suite, target.case, good_hash, bad_hash, str(root), diff)
+    timings = Timings(
+        processes=measurer.runs,
+        runs_s=runs_s - measurer.install_s,
+        installs_s=measurer.install_s,
+        eager_s=sum(s.attribution_s or 0.0 for s in (*goods, *bads)),
+        diff_s=time.perf_counter() - started,
+    )
+    return Explained(target.suite, target.case, good_hash, bad_hash, str(root), diff, timings)
 
 
 def undecided_note(project: AsvProject, suite: str, case: str, good: str, bad: str) -> str:

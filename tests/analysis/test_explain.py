@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 from helpers import DATA
 from kernel_traces import REFERENCE_KERNELS, reference_summary_json, summary_of
 
@@ -119,3 +120,140 @@ def test_an_undecided_confirm_makes_explain_say_the_step_is_not_established(tmp_
     diff = with_note(diff_summaries(summary_of({"x": (1.0, 1)}), summary_of({"x": (1.0, 1)})), note)
     assert f"note: {note}" in format_diff(diff).splitlines()[1]
     assert json.loads(format_diff(diff, "json"))["notes"][0] == note
+
+
+def test_the_commits_changed_files_and_its_diff_link_come_from_the_projects_repository(tmp_path):
+    from types import SimpleNamespace
+
+    from helpers import git
+
+    from fwdasv.analysis.explain import change_link, changed_files
+    from fwdasv.asv.project import AsvError
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    hashes = []
+    for name in ("model.py", "README.md", "model.py"):
+        (repo / name).write_text(f"{len(hashes)}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", name)
+        hashes.append(git(repo, "rev-parse", "HEAD"))
+
+    class Project(SimpleNamespace):
+        def git(self, *args):
+            try:
+                return git(repo, *args)
+            except Exception as error:
+                raise AsvError(str(error)) from None
+
+    url = "https://github.com/o/r/commit/"
+    project = Project(raw={"show_commit_url": url})
+    assert changed_files(project, hashes[0], hashes[1]) == ("README.md",)
+    assert set(changed_files(project, hashes[0], hashes[2])) == {"README.md", "model.py"}
+    assert changed_files(project, hashes[0], "f" * 40) is None  # git cannot: no marks
+    # GOOD is BAD's parent: BAD's page; a longer range: the compare page.
+    assert change_link(project, hashes[1], hashes[2]) == url + hashes[2]
+    assert change_link(project, hashes[0], hashes[2]) == (
+        f"https://github.com/o/r/compare/{hashes[0]}...{hashes[2]}"
+    )
+    assert change_link(Project(raw={}), hashes[1], hashes[2]) is None
+
+
+def test_explains_time_line_names_each_part():
+    from fwdasv.analysis.explain import Timings
+
+    timings = Timings(processes=6, runs_s=90.0, installs_s=6.0, eager_s=4.0, diff_s=0.05)
+    assert timings.line() == (
+        "time: profiled runs 90.0 s (6 bench processes; eager pass 4.0 s of it, 4.2% of "
+        "explain), installs 6.0 s, diff 0.05 s, total 96.0 s"
+    )
+    assert timings.to_json()["eager_pct"] == pytest.approx(4.17, abs=0.01)
+
+
+def test_the_explain_record_carries_each_standing_rows_op_line_and_mark(tmp_path):
+    from dataclasses import replace
+
+    from fwdasv.analysis.explain import explain_record
+    from fwdasv.analysis.kernel_diff import mark_changed
+    from fwdasv.analysis.verdict_file import ExplainRecord
+    from fwdasv.core.kernels import SourceFrame
+
+    frame = SourceFrame("vllm/model_executor/models/qwen3.py", 123, "Qwen3Attention.forward")
+    bad = summary_of({"k": (5.0, 1), "cast": (9.0, 28)})
+    bad = replace(
+        bad,
+        kernels=tuple(
+            replace(row, op="aten::_to_copy", sources=(frame,)) if row.name == "cast" else row
+            for row in bad.kernels
+        ),
+    )
+    diff = mark_changed(diff_summaries(summary_of({"k": (5.0, 1)}), bad), [frame.file], "u")
+    record = explain_record(diff, "a" * 40, "b" * 40, tmp_path)
+    (row,) = record.rows
+    assert row["label"] == "cast <- aten::_to_copy" and row["changed_here"] is True
+    assert (row["file"], row["line"]) == (frame.file, 123) and record.change_link == "u"
+    again = ExplainRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert again.rows == record.rows and again.change_link == "u"
+
+
+def test_explain_commits_runs_a_vllm_suite_through_the_eager_pass_and_marks_the_line(
+    tmp_path, monkeypatch
+):
+    """explain_commits on a vLLM suite, its bench processes stood in for (vLLM's CUDA path):
+    each is run through the explain entry and leaves the H200-shaped profile of its commit
+    (tests/qwen3_traces.py); the project's repository says qwen3.py changed."""
+    from types import SimpleNamespace
+
+    from helpers import git
+    from qwen3_traces import ADDED_LINE, QWEN3, eager_events, graph_events, plan, vllm_summary
+
+    from fwdasv.analysis import explain, remeasure
+    from fwdasv.backends import RunConfig
+    from fwdasv.backends.vllm_explain import attribute_vllm_profile
+    from fwdasv.core.cases import parse_case
+    from fwdasv.core.kernels import profile_paths
+
+    repo = tmp_path / "repo"
+    (repo / "vllm/model_executor/models").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    commits = []
+    for text in ("base\n", "base\ncast\n"):
+        (repo / QWEN3).write_text(text)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "x")
+        commits.append(git(repo, "rev-parse", "HEAD"))
+    project = SimpleNamespace(
+        raw={}, results_dir=tmp_path / "results", git=lambda *a: git(repo, *a)
+    )
+    config = RunConfig(backend="vllm", model="m", cases=(parse_case("decode_bs1_1k=1*1@1024"),))
+    target = remeasure.SuiteCase("forward.Qwen3_0_6B", ("decode_bs1_1k",), object, config)
+    entries = []
+
+    class Measurer:
+        def __init__(self, project, target, root, echo=None, bench_echo=None):
+            self.target, self.runs, self.install_s = target, 0, 0.0
+
+        def run(self, commit, tag, extra=()):
+            entries.append(self.target.config.entry)
+            self.runs += 1
+            side = "good" if commit == commits[0] else "bad"
+            calls = plan(bad=side == "bad")
+            graph = graph_events(calls, side)
+            done = attribute_vllm_profile(vllm_summary(graph), graph, *eager_events(calls, side))
+            path = profile_paths(extra[1], "decode_bs1_1k")[0]
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps({**done.to_json(), "attribution_s": 0.5}))
+
+    monkeypatch.setattr(remeasure, "resolve", lambda *a: target)
+    monkeypatch.setattr(remeasure, "resolve_commits", lambda p, *revs: list(revs))
+    monkeypatch.setattr(remeasure, "Remeasurer", Measurer)
+    done = explain.explain_commits(
+        project, *commits, "forward.Qwen3_0_6B", "decode_bs1_1k", tmp_path / "p"
+    )
+    assert entries == ["explain"] * 6
+    rows = {row.name: row for row in done.diff.kernels}
+    cast = rows["at::native::vectorized_elementwise_kernel"]
+    assert (cast.op, cast.source.line, cast.changed_here) == ("aten::_to_copy", ADDED_LINE, True)
+    assert done.timings is not None and done.timings.eager_s == 3.0
+    assert done.timings.processes == 6

@@ -33,10 +33,13 @@ def test_explain_source_script_names_the_added_op_and_line_on_cpu(
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=900)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["device"] == "cpu" and "kernel_under_op" not in summary["checks"]
-    assert summary["checks"] == {"added_on_top": True, "names_the_line": True, "exit_1": True}, (
-        proc.stdout + proc.stderr[-2000:]
-    )
+    assert summary["checks"] == {
+        "added_on_top": True,
+        "names_the_line": True,
+        "changed_here": True,
+        "exit_1": True,
+    }, proc.stdout + proc.stderr[-2000:]
     assert proc.returncode == 0
     assert "torch.tanh" in summary["added_code"]
     table = (out / "explain.txt").read_text()
-    assert f"tinylm/model.py:{summary['added_line']} forward" in table
+    assert f"tinylm/model.py:{summary['added_line']} TinyLM.forward [changed here]" in table

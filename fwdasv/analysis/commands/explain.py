@@ -11,6 +11,7 @@ from fwdasv.analysis.commands.common import (
     analysis_command,
     case_option,
     progress,
+    refuse_one_commit,
     show_bench_option,
 )
 from fwdasv.analysis.explain import diff_files, explain_commits
@@ -76,9 +77,12 @@ def explain_command(
     forward with its noise band (the spread of the processes), what changed
     (new, vanished, calls or shapes: the code runs something else; slower or
     faster: time only, beyond the noise; else within noise), its share of the
-    slowdown (speed-up), and the source line in your repository that calls it;
-    on a GPU, kernels sit under the aten op that launched them. The headline
-    and the exit status follow only what stands out. With --files, GOOD and
+    slowdown (speed-up), and the source line of the code under test that calls
+    it, marked "changed here" where the commit changed that file; on a GPU,
+    kernels sit under the aten op that launched them (a vLLM suite: one eager
+    forward more in each bench process names them). The headline (with the
+    largest structural change's op and line) and the exit status follow only
+    what stands out; the time each part took is printed. With --files, GOOD and
     BAD are two kernels.json files (one profile a side: no noise band). Exits 1
     when a slowdown stands out, 0 when not, 2 on bad input.
     """
@@ -94,6 +98,7 @@ def explain_command(
                 "give BENCH (e.g. forward.TinyLM.track_latency), or --files A B", EXIT_USAGE
             )
         project = AsvProject.load(config)
+        refuse_one_commit(project, good, bad, "GOOD and BAD", "explain")
         done = explain_commits(
             project,
             good,
@@ -108,5 +113,7 @@ def explain_command(
         diff = done.diff
         label_good, label_bad = done.good[:8], done.bad[:8]
         progress(f"profiles in {done.profile_dir}")
+        if done.timings is not None:
+            progress(done.timings.line())
     click.echo(format_diff(diff, fmt, top=top, good=label_good, bad=label_bad))
     finding(COMPARISON.exit_status([diff.verdict]) != 0)
