@@ -13,7 +13,7 @@ from fwdasv.asv.scaffold import (
     init_project,
     init_vllm_project,
 )
-from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec
+from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec, paced_by_default
 from fwdasv.core.clitools import CONTEXT, Command
 
 
@@ -127,13 +127,14 @@ def _machine_name() -> str:
     "with it are `drift`, not regressions.",
 )
 @click.option(
-    "--reference",
-    is_flag=True,
-    help="A CPU model on a busy or shared box: time it on the CPU (host timer) with fwdasv's "
-    "fixed workload right after each replay, in the same process, and record the series "
-    "track_relative, the forward's time over the workload's: the machine's own changes of "
+    "--reference/--no-reference",
+    default=None,
+    help="Pace the suite: time the forward on the CPU (host timer) with fwdasv's fixed "
+    "workload right after each replay, in the same process, and record the series "
+    "track_relative, the forward's time over the workload's: a shared box's own changes of "
     "speed cancel. `fwdasv regressions` judges it in place of the latency (bisect it: "
-    "`fwdasv bisect GOOD..BAD SUITE.track_relative`).",
+    "`fwdasv bisect GOOD..BAD SUITE.track_relative`). [default: paced on a machine without "
+    "an NVIDIA GPU, where the suite times on the CPU; --no-reference records latency alone]",
 )
 def init_command(
     repo: Path,
@@ -150,7 +151,7 @@ def init_command(
     force: bool,
     no_check: bool,
     canary: bool,
-    reference: bool,
+    reference: bool | None,
 ) -> None:
     """Write an asv project that times a PyTorch repository's forward at each commit.
 
@@ -181,6 +182,8 @@ def init_command(
         raise InitError("--target PKG.MODULE:CALLABLE is needed (or --vllm for a vLLM clone)")
     if base is not None or base_commit is not None:
         raise InitError("--base and --base-commit go with --vllm (a vLLM clone)")
+    if reference is None:
+        reference = paced_by_default()
     suite = SuiteSpec(
         target,
         tuple(cases) or DEFAULT_CASES,
@@ -209,7 +212,7 @@ def _vllm_base(
     target_path: Path | None,
     import_paths: tuple[str, ...],
     cases: tuple[str, ...],
-    reference: bool,
+    reference: bool | None,
     base: Path | None,
 ) -> Path:
     """--base, once what does not go with --vllm is refused."""
@@ -244,6 +247,12 @@ def _said_init(done: Initialized, canary: bool) -> None:
         f"{len(suite.cases)} case(s): {', '.join(c.split('=')[0] for c in suite.cases)}"
         + ("; and the environment canary CanaryDecoder" if canary else "")
     )
+    if suite.reference:
+        click.echo(
+            "paced: the forward on the CPU with fwdasv's fixed workload beside each replay; "
+            "track_relative (the forward over the workload) is what the verdicts judge "
+            "(--no-reference: latency alone)"
+        )
     if suite.target_path:
         click.echo(f"target imported from {', '.join(suite.target_path)} (every bench)")
     _next_steps(
@@ -287,6 +296,10 @@ def _said_vllm(written: AsvProject, base: Path, commit: str) -> None:
     )
     click.echo(
         f"wrote {written.benchmark_dir / 'forward.py'}: Qwen3_0_6B, Qwen3_0_6B_Verify, Llama31_8B"
+    )
+    click.echo(
+        f"wrote {written.benchmark_dir / 'pipeline.py'}: Qwen3_0_6B_PP2, DecoderPP2 (2 GPUs a "
+        "process; DecoderPP2 also on a CPU, with gloo)"
     )
     _next_steps(
         config.parent,

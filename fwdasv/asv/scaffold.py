@@ -12,6 +12,9 @@ are never flagged) and the `"fwdasv"` block (`fwdasv.asv.settings`):
 `min_effect_pct`, the smallest change of a series' median called a regression
 (the default of `--min-effect`), and `confirm`, whether `fwdasv nightly`
 re-measures a detected step before its gate counts it (the default of `--confirm`).
+Where the repository's pages are known (vLLM's GitHub; a clone's remote on GitHub,
+GitLab or Bitbucket) it also sets asv's `show_commit_url`, so the site's commit links
+open the commit (else `fwdasv publish` points them at its own commits page).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from fwdasv.asv.vllm_base import BaseError, VllmCache
 from fwdasv.core.files import write_atomic
 
 DEFAULT_THRESHOLD = 0.05  # asv's regressions_thresholds for latency: a fraction
+VLLM_COMMIT_URL = "https://github.com/vllm-project/vllm/commit/"
 SUITE_MODULE = "forward"
 
 
@@ -54,12 +58,14 @@ def project_config(
     regression_threshold: float = DEFAULT_THRESHOLD,
     import_paths: Sequence[str] | None = None,
     settings: FwdasvSettings | None = None,
+    commit_url: str | None = None,
 ) -> dict[str, Any]:
     """asv.conf.json for a repository installed per commit into fwdasv's environment.
 
     `import_paths` None: pip installs the repository (a package); else its checkout
     goes on the import path, these directories of it (`fwdasv.asv.treeinstall`).
-    `settings` None: the default `"fwdasv"` block.
+    `settings` None: the default `"fwdasv"` block. `commit_url`: asv's
+    `show_commit_url` (and its repository page, `project_url`), when known.
     """
     install = (
         envplugin.INSTALL_COMMAND
@@ -96,7 +102,15 @@ def project_config(
             ".*track_clock_uncertainty_us.*": None,
         },
         "fwdasv": (settings or FwdasvSettings()).to_json(),
-    }
+    } | _commit_links(commit_url)
+
+
+def _commit_links(commit_url: str | None) -> dict[str, str]:
+    """asv's `show_commit_url` and `project_url` (the repository's page) for a commit URL."""
+    if commit_url is None:
+        return {}
+    page = commit_url.rstrip("/").rpartition("/")[0].removesuffix("/-")
+    return {"project_url": page + "/", "show_commit_url": commit_url}
 
 
 def write_project(root: Path, config: dict[str, Any], suites: Sequence[str]) -> AsvProject:
@@ -296,6 +310,7 @@ def init_project(
         env_dir=str(Path(env_dir).resolve()) if env_dir else "env",
         regression_threshold=regression_threshold,
         import_paths=paths,
+        commit_url=repository.commit_url(),
     )
     suites = [suite.source()] + ([canary_suite(suite).source()] if canary else [])
     written = write_project(root, config, suites)
@@ -318,6 +333,20 @@ from fwdasv.vllm_suites import Llama31_8B, Qwen3_0_6B, Qwen3_0_6B_Verify
 
 __all__ = ["Llama31_8B", "Qwen3_0_6B", "Qwen3_0_6B_Verify"]
 '''
+
+
+VLLM_PIPELINE_SOURCE = '''"""vLLM's pipeline forward latency per commit, 2 GPUs a process (written by fwdasv init --vllm).
+
+Qwen3_0_6B_PP2 is vLLM's 2-stage pipeline bench; DecoderPP2, fwdasv's own decoder in 2
+stages (no vLLM code: a step there is the machine or its NCCL), runs everywhere (gloo
+on a CPU). Both ship with fwdasv (`fwdasv.vllm_suites`): pipeline.Qwen3_0_6B_PP2...
+"""
+
+from fwdasv.vllm_suites import DecoderPP2, Qwen3_0_6B_PP2
+
+__all__ = ["DecoderPP2", "Qwen3_0_6B_PP2"]
+'''
+PIPELINE_MODULE = "pipeline"
 
 
 def init_vllm_project(
@@ -346,10 +375,12 @@ def init_vllm_project(
         project or "vllm",
         branch=branch,
         settings=FwdasvSettings(vllm=vllm),
+        commit_url=VLLM_COMMIT_URL,
     )
     benchmarks = root / "benchmarks"
     benchmarks.mkdir(parents=True, exist_ok=True)
     write_atomic(benchmarks / "__init__.py", '"""asv suites (written by fwdasv)."""\n')
     write_atomic(benchmarks / f"{SUITE_MODULE}.py", VLLM_SUITES_SOURCE)
+    write_atomic(benchmarks / f"{PIPELINE_MODULE}.py", VLLM_PIPELINE_SOURCE)
     write_atomic(root / "asv.conf.json", json.dumps(config, indent=4) + "\n")
     return AsvProject.load(root / "asv.conf.json"), pinned.commit

@@ -166,7 +166,7 @@ def test_an_existing_project_is_refused_unless_force_and_results_are_kept(
     before = config.read_text(), (tmp_path / "benchmarks" / "forward.py").read_text()
 
     refused = init(*args, "--case", "b=16")
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2
     assert init_error_line(refused) == (
         f"Error: {config} exists: {tmp_path} already holds an asv project; pass --force to "
         "replace its configuration and suite (results are kept), or choose another --dir"
@@ -215,7 +215,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
     if "--target" not in args:
         argv += ["--target", TARGET]
     result = init(*argv)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output
     assert expected.format(repo=repo, head=head) in init_error_line(result)
     assert not (tmp_path / "p").exists()
 
@@ -224,7 +224,7 @@ def test_a_repository_is_required(tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()
     result = init("--repo", str(plain), "--target", TARGET, "--dir", str(tmp_path / "p"))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"--repo {plain} is not a git repository" in init_error_line(result)
     subprocess.run(["git", "init", "-q", str(plain)], check=True)
     result = init("--repo", str(plain), "--target", TARGET, "--dir", str(tmp_path / "p"))
@@ -239,7 +239,7 @@ def test_a_detached_head_needs_a_branch(repo: Path, tmp_path: Path) -> None:
     result = init(*args)
     assert "is on a detached HEAD; pass --branch NAME" in init_error_line(result)
     refused = init(*args, "--branch", "nope")
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2
     assert f"--branch nope: no such branch in {clone} (it has: main)" in init_error_line(refused)
     result = init(*args, "--branch", "main")
     assert result.exit_code == 0, result.output
@@ -311,7 +311,7 @@ def test_a_package_keeps_the_pip_install(repo: Path, tmp_path: Path) -> None:
 def test_named_import_paths_choose_the_checkout_install(repo: Path, tmp_path: Path) -> None:
     args = ["--repo", str(repo), "--target", TARGET, "--dir", str(tmp_path), "--no-check"]
     result = init(*args, "--import-path", "mymodel/..", "--force")
-    assert result.exit_code == 1 and "--import-path: import path 'mymodel/..'" in init_error_line(
+    assert result.exit_code == 2 and "--import-path: import path 'mymodel/..'" in init_error_line(
         result
     )
     result = init(*args, "--import-path", "mymodel")
@@ -331,11 +331,11 @@ def test_bad_target_paths_are_one_line_and_write_nothing(script_repo: Path, tmp_
     }
     for given, expected in cases.items():
         result = init(*base, "--target-path", given, "--no-check")
-        assert result.exit_code == 1 and expected in init_error_line(result), result.output
+        assert result.exit_code == 2 and expected in init_error_line(result), result.output
     empty = tmp_path / "empty"
     empty.mkdir()
     result = init(*base, "--target-path", str(empty))
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"package 'ngbench' is not in {script_repo} at " in init_error_line(
         result
     ) and f"(looked in ./) nor in --target-path {empty}" in init_error_line(result)
@@ -359,7 +359,33 @@ def test_init_reference_writes_a_cpu_suite_with_the_workload(repo: Path, tmp_pat
     assert all(s["reference"] is True for s in suites_of(tmp_path / "c").values())
     assert CANARY_CLASS in suites_of(tmp_path / "c")
     refused = init("--repo", str(repo), "--vllm", "--dir", str(tmp_path / "v"), "--reference")
-    assert refused.exit_code == 1
+    assert refused.exit_code == 2
     assert init_error_line(refused) == (
         "Error: --reference is for PyTorch models timed on the CPU, not --vllm"
     )
+
+
+def test_a_suite_written_where_no_gpu_is_visible_is_paced_unless_no_reference(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a box without an NVIDIA GPU the forward times on the CPU, whose speed moves with a
+    neighbour's load: `init` paces it (track_relative) by default; --no-reference does not."""
+    import fwdasv.backends
+
+    args = ["--repo", str(repo), "--target", TARGET, "--no-check"]
+    monkeypatch.setattr(fwdasv.backends, "visible_gpus", lambda: 0)
+    result = init(*args, "--dir", str(tmp_path / "cpu"))
+    assert result.exit_code == 0, result.output
+    assert all(s["reference"] is True for s in suites_of(tmp_path / "cpu").values())
+    assert suite_of(tmp_path / "cpu")["device"] == "cpu"
+    assert "paced: " in result.stdout and "--no-reference" in result.stdout
+    result = init(*args, "--dir", str(tmp_path / "latency"), "--no-reference")
+    assert result.exit_code == 0, result.output
+    assert not any("reference" in s for s in suites_of(tmp_path / "latency").values())
+    assert "paced: " not in result.stdout
+    # A GPU is visible: CUDA graphs time the forward, nothing to pace.
+    monkeypatch.setattr(fwdasv.backends, "visible_gpus", lambda: 1)
+    result = init(*args, "--dir", str(tmp_path / "gpu"))
+    assert result.exit_code == 0, result.output
+    own = suite_of(tmp_path / "gpu")
+    assert "reference" not in own and "device" not in own
