@@ -3,18 +3,19 @@
 1. Builds the demo project, `tinylm` (`fwdasv.demo.project`): a small PyTorch model's
    git history, one commit of which makes the forward clearly slower.
 2. Writes its asv project through `fwdasv init`'s code and this machine's entry.
-3. Measures every `--every`-th commit with `asv run`, as a nightly job would; on a
-   noisy machine (run-to-run noise above NOISY_PCT, a busy CPU box) where nothing
-   stood out yet, the commits in between too: more commits at each level and a
-   better noise estimate are what resolve a step there.
-4. Lists the findings, confirms the worst by an interleaved A/B re-measure, bisects
-   its range down to one commit, explains it (the ops that got slower), and
-   publishes the site. Each step returns a value; `DemoOutcome.found_injected` is
-   the demo's own check. Re-running reuses the repository, environment and results.
+3. Measures every `--every`-th commit with `asv run`, as a nightly job would (paced on a
+   CPU, as `init` writes it there); on a noisy machine (run-to-run noise above NOISY_PCT)
+   where nothing stood out yet, the commits in between too.
+4. Lists the findings, confirms each `regression` and `suspected` one by an interleaved
+   A/B re-measure (as nightly does), bisects the worst that holds down to one commit,
+   explains it (the ops that got slower), and publishes the site. Each step returns a
+   value; `DemoOutcome.found_injected` is the demo's own check. Re-running reuses the
+   repository, environment and results.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ import click
 
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.scaffold import init_project
-from fwdasv.asv.suitespec import SuiteSpec
+from fwdasv.asv.suitespec import SuiteSpec, paced_by_default
 from fwdasv.demo.project import (
     HISTORY_LENGTH,
     SLOW_COMMIT_SUBJECT,
@@ -44,6 +45,10 @@ SUITE_CLASS = "TinyLM"
 # far above host-timing noise on a small CPU box (about +80% and +45%).
 CASES = ("decode_bs8_2k=8*1@2048", "prefill_512=512")
 BENCHMARK = f"forward.{SUITE_CLASS}.track_latency"
+# On a CPU the suite is paced (`fwdasv init`'s default there): its track_relative is what
+# the findings judge in place of the latency (fwdasv.analysis.findings.judged_series).
+RELATIVE_BENCHMARK = f"forward.{SUITE_CLASS}.track_relative"
+JUDGED = (BENCHMARK, RELATIVE_BENCHMARK)
 MACHINE = "fwdasv-demo"
 # Above this run-to-run noise (a busy CPU box) the commits the nightly-style run
 # skipped are measured too when nothing was found: see run_demo.
@@ -91,6 +96,7 @@ class DemoOutcome:
     machine: str = MACHINE
     injected: str = ""  # the hash of the commit the demo made slower
     culprit: str | None = None  # the commit fwdasv named (bisect's, or a one-commit step's)
+    diagnosed: Finding | None = None  # the finding bisected and explained
 
     @property
     def found_injected(self) -> bool:
@@ -99,15 +105,17 @@ class DemoOutcome:
 
 
 def _noisiest_case(project: asv_project.AsvProject, machine: str) -> tuple[str, float]:
-    """The demo's latency case with the most run-to-run noise, and its noise_pct."""
+    """The demo's judged case (its latency, or its paced ratio) with the most run-to-run
+    noise, and its noise_pct."""
+    from fwdasv.analysis.findings import judged_series
     from fwdasv.analysis.noise import estimate_noise
     from fwdasv.analysis.series import load_series
 
     _, series = load_series(project, machine)
     noise = [
-        (key.case, estimate_noise(s.history).noise_pct)
-        for key, s in series.items()
-        if key.benchmark == BENCHMARK and any(s.history)
+        (key.case, estimate_noise(series[key].history).noise_pct)
+        for key in judged_series(series)
+        if key.benchmark in JUDGED and any(series[key].history)
     ]
     return max(noise, key=lambda item: item[1], default=("", 0.0))
 
@@ -138,6 +146,7 @@ def run_demo(
     `[demo] ...` are printed from those values, the tools' own output indented."""
     from fwdasv.analysis.gate import FINDINGS
     from fwdasv.analysis.publish import publish
+    from fwdasv.analysis.status import TO_CONFIRM, Status
 
     started = time.perf_counter()
     root = Path(directory).resolve()
@@ -157,13 +166,20 @@ def run_demo(
     measured = steps.measure(hashes, every)
     say("4/7 findings: each series judged by its own run-to-run noise")
     _lines(indented, _findings_table(measured.found))
-    pending = [f for f in measured.found if FINDINGS.fails(f.status)]
+    pending = [f for f in measured.found if f.status in TO_CONFIRM]
     explained = None
     if not pending:
         say("5/7 no latency regression was found; nothing to confirm or bisect")
     else:
-        worst = max(pending, key=lambda f: f.percent)
-        explained = steps.diagnose(worst, bisect_regressions)
+        # As nightly: a suspected finding is re-measured too, and only what holds goes on.
+        held = [f for f in steps.confirm(pending) if FINDINGS.fails(f.status)]
+        if not held:
+            say(
+                "6/7 the re-measure ruled out (or could not decide) every finding: nothing to bisect"
+            )
+        else:
+            worst = max(held, key=lambda f: (f.status == Status.CONFIRMED, f.percent))
+            explained = steps.diagnose(worst, bisect_regressions)
     published = [f for f in publish(project, echo=None).findings if f.key.machine == machine]
     outcome = DemoOutcome(
         root,
@@ -176,9 +192,12 @@ def run_demo(
         machine=machine,
         injected=slow_commit(hashes),
         culprit=explained.culprit if explained else None,
+        diagnosed=explained.finding if explained else None,
     )
     for line in _closing_lines(outcome, project):
         say(line)
+    for line in next_commands(outcome, project):
+        echo(line)
     return outcome
 
 
@@ -199,10 +218,15 @@ def _asv_project(
     """Step 2: the asv project, as `fwdasv init` writes it with the demo's suite settings (the
     demo owns its directory, so a re-run rewrites its own, identical, files), and this
     machine's entry; returns the project and the machine's GPU."""
+    # Paced on a CPU, as `fwdasv init` writes it there: fwdasv's fixed workload timed
+    # beside each replay, so a busy box's own changes of speed cancel in track_relative.
+    paced = paced_by_default()
     suite = SuiteSpec(
         TARGET,
         CASES,
         class_name=SUITE_CLASS,
+        device="cpu" if paced else "auto",
+        reference=paced,
         iters=5,
         samples=10,
         warmup_s=0.1,
@@ -279,7 +303,7 @@ class _Steps:
             "like a nightly job); stored results are reused"
         )
         asv_project.run_commits(project, nightly, machine, echo=self.indented)
-        found = findings.find(project, machine=machine, bench=[BENCHMARK])
+        found = findings.find(project, machine=machine, bench=JUDGED)
         rest = [h for h in hashes if h not in nightly]
         if not rest or any(FINDINGS.fails(f.status) for f in found):
             return Measured(nightly, found)
@@ -294,16 +318,16 @@ class _Steps:
         if not missing:
             return Measured(list(hashes), found, widened_for=(case, noise_pct))
         asv_project.run_commits(project, missing, machine, echo=self.indented)
-        found = findings.find(project, machine=machine, bench=[BENCHMARK])
+        found = findings.find(project, machine=machine, bench=JUDGED)
         return Measured(list(hashes), found, widened_for=(case, noise_pct))
 
     def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:
-        """Steps 5-7: confirm the worst finding, bisect its range, explain its commits."""
+        """Steps 6-7 on the worst finding that held its confirmation: bisect its range,
+        explain its commits."""
         from fwdasv.analysis.explain import explain_commits, explain_record
         from fwdasv.analysis.finding_verdicts import record_verdict
         from fwdasv.analysis.kernel_diff_format import format_diff
 
-        worst = self.confirm(worst)
         good, bad = worst.commit_range()
         bisected = None
         if bisect_regressions and len(worst.commits) > 1:
@@ -323,22 +347,21 @@ class _Steps:
         record_verdict(self.project, worst, status=worst.status, explain=record)
         return Diagnosis(worst, good, bad, bisected, diff)
 
-    def confirm(self, worst: Finding) -> Finding:
-        """Step 5: an interleaved A/B re-measure of a finding not yet re-measured; the finding
-        as now judged."""
+    def confirm(self, pending: Sequence[Finding]) -> list[Finding]:
+        """Step 5: an interleaved A/B re-measure of each finding not yet re-measured
+        (`regression` and `suspected`, as nightly); the findings as now judged."""
         from fwdasv.analysis import findings
         from fwdasv.analysis.reproduce import confirm_findings
-        from fwdasv.analysis.status import Status
 
-        if worst.status != Status.REGRESSION:
-            self.say(f"5/7 {worst.key.name} already {worst.status}")
-            return worst
-        self.say(f"5/7 confirm {worst.key.name}: A/B interleaved on this machine")
+        names = ", ".join(f"{f.key.case} at {f.after_commit[:8]} ({f.status})" for f in pending)
+        self.say(f"5/7 confirm {names}: A/B interleaved on this machine")
         confirm_findings(
-            self.project, [worst], max_processes=6, run_explain=False, echo=self.indented
+            self.project, pending, max_processes=6, run_explain=False, echo=self.indented
         )
-        again = findings.find(self.project, machine=self.machine, bench=[BENCHMARK])
-        return next((f for f in again if f.ident == worst.ident), worst)
+        again = {
+            f.ident: f for f in findings.find(self.project, machine=self.machine, bench=JUDGED)
+        }
+        return [again.get(f.ident, f) for f in pending]
 
     def bisect(self, worst: Finding) -> BisectResult | None:
         """Step 6: bisect the finding's range down to one commit (None: bisect could not
@@ -354,7 +377,7 @@ class _Steps:
                 self.project,
                 good,
                 bad,
-                BENCHMARK,
+                worst.key.benchmark,
                 self.machine,
                 case=worst.key.case,
                 echo=self.indented,
@@ -438,8 +461,42 @@ def _closing_lines(outcome: DemoOutcome, project: asv_project.AsvProject) -> lis
             f"--machine {outcome.machine} ALL), preferably with fewer other jobs on this machine; "
             f"`{fwdasv} regressions --config {project.config_path}` lists what was found.",
         ]
+    return [*verdict, *asv_project.site_hint(project)]
+
+
+def next_commands(outcome: DemoOutcome, project: asv_project.AsvProject) -> list[str]:
+    """The commands to run next, as printed last: each runnable from here as it stands, with
+    the exit status it gives by the rule of `fwdasv --help` (`fwdasv.core.errors.EXIT_RULE`).
+    They follow the finding the demo diagnosed (explain: bisect's pair, when it named one);
+    without one, the injected commit and its parent."""
+    import os
+
+    fwdasv = fwdasv_command()
+    config = str(project.config_path)
+    with contextlib.suppress(ValueError):
+        inside = os.path.relpath(config)
+        config = inside if not inside.startswith("..") else config
+    worst = outcome.diagnosed
+    if worst is not None:
+        good, bad = worst.commit_range()
+        bench, case, which = worst.key.benchmark, worst.key.case, "the finding's pair"
+    else:
+        at = outcome.hashes.index(outcome.injected) if outcome.injected in outcome.hashes else 1
+        good, bad = outcome.hashes[max(at - 1, 0)], outcome.hashes[at]
+        bench, case, which = BENCHMARK, CASES[-1].split("=")[0], "the injected commit's pair"
+    pair = f"{good[:8]} {bad[:8]}"
+    named = next((r for r in outcome.bisected if r.reproducible), None)
+    # explain as the demo did: bisect's last good and first bad commits, when it named them.
+    diffed = f"{named.last_good[:8]} {named.first_bad[:8]}" if named is not None else pair
+    where = f"--config {config}"
     return [
-        *verdict,
-        *asv_project.site_hint(project),
-        f"regressions: {fwdasv} regressions --config {project.config_path} --format markdown",
+        f"next ({which}; exit statuses: `{fwdasv} --help`):",
+        f"  {fwdasv} regressions {where}   # 1: a regression or confirmed finding, 0: none",
+        f"  {fwdasv} confirm {where}   # re-measures what is not yet; 1: a confirmed regression",
+        f"  {fwdasv} compare {pair} {where}   # 1: {bad[:8]} is slower",
+        f"  {fwdasv} bisect {good[:8]}..{bad[:8]} {bench} --case {case} {where}"
+        "   # 0: the first bad commit named, 1: not for sure, 2: cannot bisect",
+        f"  {fwdasv} explain {diffed} {BENCHMARK} --case {case} {where}"
+        "   # 1: a slowdown stands out of the noise",
+        f"  {fwdasv} export {where} -o {Path(config).parent / 'latency.csv'}   # 0: written",
     ]

@@ -321,6 +321,8 @@ def test_init_vllm_writes_a_project_over_the_base_with_the_shipped_suites(histor
     config = json.loads((directory / "asv.conf.json").read_text())
     assert config["fwdasv"]["vllm_base"] == str(history.base)
     assert config["environment_type"] == "fwdasv"
+    # The site's commit links open the commit on vLLM's GitHub.
+    assert config["show_commit_url"] == "https://github.com/vllm-project/vllm/commit/"
     project = AsvProject.load(directory / "asv.conf.json")
     assert project.verdict_settings().min_effect_pct > 0  # the block stays readable
     from fwdasv.analysis.remeasure import load_suite_class
@@ -362,6 +364,6 @@ def test_init_without_target_or_vllm_says_what_is_needed(history, tmp_path):
 
     args = ["init", "--repo", str(history.repo), "--dir", str(tmp_path / "p")]
     done = CliRunner().invoke(main, args)
-    assert done.exit_code == 1 and "--target PKG.MODULE:CALLABLE is needed" in done.output
+    assert done.exit_code == 2 and "--target PKG.MODULE:CALLABLE is needed" in done.output
     done = CliRunner().invoke(main, [*args, "--target", "x.y:z", "--base", str(history.base)])
-    assert done.exit_code == 1 and "--base and --base-commit go with --vllm" in done.output
+    assert done.exit_code == 2 and "--base and --base-commit go with --vllm" in done.output

@@ -160,22 +160,57 @@ def test_the_demo_builds_its_project_through_init(
     assert (directory, repo) == (tmp_path.resolve(), tmp_path.resolve() / "tinylm")
     assert suite.target == "tinylm.bench:target" and suite.cases == demo_run.CASES
     assert kwargs["force"] is True  # the demo's own directory, re-run
+    # Paced where it times on the CPU (no NVIDIA GPU here), as `fwdasv init` writes it.
+    from fwdasv.backends import visible_gpus
+
+    assert suite.reference is (visible_gpus() == 0)
+    assert suite.device == ("cpu" if suite.reference else "auto")
 
 
 @pytest.mark.slow
 def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) -> None:
     """What `fwdasv demo` weighs before measuring the commits in between: the noisiest of its
-    latency cases on this machine, from the stored results."""
+    judged cases on this machine (the paced ones on a CPU), from the stored results."""
     from fwdasv.analysis.noise import estimate_noise
-    from fwdasv.demo.run import BENCHMARK, CASES, _noisiest_case
+    from fwdasv.demo.run import BENCHMARK, CASES, RELATIVE_BENCHMARK, _noisiest_case
 
-    assert demo_history.benchmark == BENCHMARK
+    assert (demo_history.latency, demo_history.benchmark) == (BENCHMARK, RELATIVE_BENCHMARK)
     case, noise_pct = _noisiest_case(demo_history.project, demo_history.machine)
     _, series = load_series(demo_history.project, demo_history.machine)
     each = {
         key.case: estimate_noise(s.history).noise_pct
         for key, s in series.items()
-        if key.benchmark == BENCHMARK
+        if key.benchmark == RELATIVE_BENCHMARK
     }
     assert set(each) == {c.partition("=")[0] for c in CASES}
     assert (case, noise_pct) == max(each.items(), key=lambda item: item[1]) and noise_pct > 0
+
+
+def test_the_demos_last_lines_are_the_next_commands_runnable_as_printed(
+    tmp_path: Path, project: AsvProject
+) -> None:
+    """confirm, compare on the pair, bisect, explain, export (and regressions), each with
+    --config: every line after the heading parses as the command it names (click's own
+    checks: arguments, options, choices), with its exit statuses after `#`."""
+    import shlex
+
+    from fwdasv.cli import main
+    from fwdasv.demo.run import next_commands
+
+    lines = next_commands(_outcome(tmp_path, None, explained=False), project)
+    assert lines[0].startswith("next (the injected commit's pair; exit statuses: ")
+    names = []
+    for line in lines[1:]:
+        command, _, statuses = line.partition("   # ")
+        argv = shlex.split(command)
+        assert argv[0].endswith("fwdasv") and statuses, line
+        assert argv[argv.index("--config") + 1] == str(project.config_path), line
+        group = main.make_context("fwdasv", argv[1:])
+        sub = main.get_command(group, argv[1])
+        assert sub is not None, line
+        sub.make_context(argv[1], argv[2:], parent=group)  # raises on a bad argument
+        names.append(argv[1])
+    assert names == ["regressions", "confirm", "compare", "bisect", "explain", "export"]
+    compare = lines[names.index("compare") + 1]
+    assert f"compare {OTHER[:8]} {INJECTED[:8]} " in compare  # the injected commit's pair
+    assert f"bisect {OTHER[:8]}..{INJECTED[:8]} " in lines[names.index("bisect") + 1]
