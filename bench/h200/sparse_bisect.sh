@@ -15,11 +15,15 @@
 # Each step is done once: the command run again (same WORK) goes on where the last call
 # stopped. Within BUDGET seconds (default 530) it starts no step it cannot finish (confirm
 # needs CONFIRM_S, default 300) and cuts bisect short (it resumes from its kept processes),
-# then exits 75: run the same command again. Exit 0: everything ran and the culprit is the
+# then exits 75: run the same command again. At about 45 s a vLLM bench process, the whole
+# takes about 1000 s: asv's 4 commits (the first cold) about 250 s, confirm's 3+3 processes
+# about 280 s, bisect about 270 s (the ends are confirm's; the slow commit's 3 processes and
+# the final pair's re-check of 3), so expect 2-3 calls. Exit 0: everything ran and the culprit is the
 # slow commit; 1: it ran and something is not as expected (summary.json says what); 2:
 # staging. CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows
 # the Qwen3 suite (FWDASV_CASES); each vLLM bench process costs about 40-50 s. Never changes
-# GPU settings. Under $OUT/sparse: summary.json (every step's seconds and exit, the figures),
+# GPU settings. COLD=1 adds the 1% step bisected by hand from no stored samples (a fresh
+# project; about 12 more processes, one more call; bisect_cold.json). Under $OUT/sparse: summary.json (every step's seconds and exit, the figures),
 # each step's output, the verdicts file, results.
 set -u
 . "$(dirname "$0")/stage.sh"
@@ -120,6 +124,24 @@ if [ ! -f "$W/done.bisect" ]; then
   rc=$?; record bisect "$t0" $rc; cat "$S/bisect.txt"
   [ $rc = 124 ] && again  # its processes are kept: the next call goes on from them
   touch "$W/done.bisect"
+fi
+
+if [ "${COLD:-0}" = 1 ] && [ ! -f "$W/done.cold" ]; then
+  # The issue's other H200 must-show: the same 1% step bisected by hand from no stored
+  # samples (a fresh project: the run's own spread decides, the step's size from the ends).
+  [ "$(left)" -ge 120 ] || again
+  step "COLD=1: fwdasv bisect 7..11 by hand in a fresh project, no stored samples"
+  cold=$W/proj-cold
+  [ -f "$cold/asv.conf.json" ] || $py -m fwdasv init --vllm --repo "$repo" --base $site \
+    --dir "$cold" > /dev/null || exit 2
+  (cd "$cold" && $py -m fwdasv hw machine --name $machine > /dev/null) || exit 2
+  t=$(limit 20) || again; t0=$(now)
+  (cd "$cold" && timeout "$t" $py -m fwdasv bisect "${commits[7]}..${commits[11]}" \
+    forward.Qwen3_0_6B.track_latency --case "${FWDASV_CASES%%,*}" --machine $machine \
+    --json "$S/bisect_cold.json" >> "$S/bisect_cold.txt" 2>&1)
+  rc=$?; record "bisect, cold" "$t0" $rc; cat "$S/bisect_cold.txt"
+  [ $rc = 124 ] && again
+  touch "$W/done.cold"
 fi
 
 step "fwdasv regressions --format json: the culprit on each finding"

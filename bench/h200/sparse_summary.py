@@ -3,9 +3,9 @@
     python bench/h200/sparse_summary.py OUT/sparse --slow HASH --csrc HASH [--started T]
 
 Reads the step outputs sparse_bisect.sh leaves in OUT/sparse (seconds.tsv, measured.txt,
-regressions_before.json, confirm.txt, bisect.json, regressions_after.json) and checks what
-the issue asks of the run: `asv run --steps` left the slow commit unmeasured, a finding's
-range spans it, one confirm judged every finding of the pair (its processes and seconds),
+regressions_before.json, confirm.txt, bisect.json, regressions_after.json, and
+bisect_cold.json with COLD=1) and checks what the issue asks of the run: `asv run
+--steps` left the slow commit unmeasured, a finding's range spans it, one confirm judged every finding of the pair (its processes and seconds),
 bisect skipped the csrc commit unmeasured and named the slow one, recorded as
 `culprit.commit` on each finding of the range. Prints the JSON; exits 0 when every check
 holds, 1 otherwise (`checks` names the failing ones). A missing output is a failed check,
@@ -113,6 +113,11 @@ def summarize(out: Path, slow: str, csrc: str, started: float | None) -> dict[st
         "culprit.commit is the slow commit on every finding of the range": bool(culprits)
         and all(c.get("commit") == slow for c in culprits),
     }
+    cold = _json(out / "bisect_cold.json")
+    if isinstance(cold, dict):
+        checks["by hand from no stored samples (COLD=1): the slow commit"] = (
+            cold.get("first_bad") == slow
+        )
     seconds: dict[str, float] = {}
     for row in ran:
         seconds[row["step"]] = seconds.get(row["step"], 0.0) + row["seconds"]
@@ -133,6 +138,12 @@ def summarize(out: Path, slow: str, csrc: str, started: float | None) -> dict[st
         else None,
         "confirm": confirm_figures(_text(out / "confirm.txt")),
         "bisect": results,
+        "cold": None
+        if not isinstance(cold, dict)
+        else {
+            k: cold.get(k)
+            for k in ("answer", "first_bad", "reason", "ends", "bench_runs", "bench_processes")
+        },
         "culprits": [
             {"case": f.get("case"), "status": f.get("status"), **(f.get("culprit") or {})}
             for f in named
