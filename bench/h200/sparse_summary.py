@@ -5,10 +5,11 @@
 Reads the step outputs sparse_bisect.sh leaves in OUT/sparse (seconds.tsv, measured.txt,
 regressions_before.json, confirm.txt, bisect.json, regressions_after.json, and
 bisect_cold.json with COLD=1) and checks what the issue asks of the run: `asv run
---steps` left the slow commit unmeasured, a finding's range spans it, one confirm judged every finding of the pair (its processes and seconds),
-bisect skipped the csrc commit unmeasured and named the slow one, recorded as
-`culprit.commit` on each finding of the range. Prints the JSON; exits 0 when every check
-holds, 1 otherwise (`checks` names the failing ones). A missing output is a failed check,
+--steps` left the slow commit unmeasured, a finding's range spans it, one confirm judged
+every finding of the pair (its processes and seconds), bisect skipped the csrc commit
+unmeasured and named the slow one, recorded as `culprit.commit` on each finding of the
+range. Prints the JSON; exits 0 when every check holds, 1 otherwise (`checks` names the
+failing ones). A missing output is a failed check,
 never an exception: the lead reads what came back.
 """
 
