@@ -3,7 +3,7 @@
 Walks every command of the group (nested ones included) as click builds
 their help: defaults written `[default: ...]`, the same option naming a file
 shown as FILE wherever it appears, and the root listing giving each command's
-whole summary.
+whole summary, then the one exit-status rule, which user mistakes follow.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterator
+from pathlib import Path
 
 import click
 from click.testing import CliRunner
@@ -65,3 +66,36 @@ def test_the_root_help_gives_each_commands_whole_summary() -> None:
         for name, command in group.commands.items():
             assert summary(command.help or "") in listing, (name, listing)
         assert "..." not in listing, listing
+
+
+def test_the_exit_status_rule_ends_the_root_help_and_is_the_readmes_table() -> None:
+    from fwdasv.core.errors import EXIT_RULE
+
+    shown = CliRunner().invoke(main, ["--help"], terminal_width=80)
+    assert shown.exit_code == 0 and shown.output.rstrip().endswith(EXIT_RULE), shown.output
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"```\n{EXIT_RULE}\n```" in readme
+    # bisect's own statuses, under the rule and in its help.
+    words = " ".join(readme.split())
+    assert "exit 0 every commit asked for named, 1 one not named" in words
+    assert "Under this rule `fwdasv bisect` exits 0 when it named the first bad commit" in words
+    assert "1 when it named none for one" in words and "2 when it cannot bisect" in words
+    bisect = CliRunner().invoke(main, ["bisect", "--help"], terminal_width=80)
+    said = " ".join(bisect.output.split())
+    assert "Exits 0 when every commit asked for is named" in said, said
+    assert "1 when one is not named, 2 on bad input" in said, said
+
+
+def test_a_user_mistake_exits_2_in_every_kind_of_command(tmp_path: Path) -> None:
+    """forward, init and hw like the analysis commands and click's own checks (they were 1)."""
+    mistakes = {
+        "forward, a missing parent": ["forward", "--case", "p=4", "--output-json", "no/o.json"],
+        "forward, click's own check": ["forward", "--case", "p=4", "--output-json", str(tmp_path)],
+        "init, no repository": ["init", "--repo", str(tmp_path / "none"), "--target", "a.b:c"],
+        "hw, a missing parent": ["hw", "machine", "--machine-file", "no/machine.json"],
+        "export, a bad format": ["export", str(tmp_path), "--format", "xml"],
+    }
+    for what, args in mistakes.items():
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, (what, result.output)
+        assert result.stderr.startswith("Error: ") and len(result.stderr.splitlines()) == 1, what
