@@ -129,3 +129,28 @@ def test_a_5x_step_over_26_commits_takes_at_most_log2_plus_3_bench_runs(
     # then one process a probe: log2(25) probes.
     assert document["bench_runs"] <= math.log2(26) + 3, document
     assert 3.0 < document["percent"] / 100 + 1 < 7.0, document
+
+
+@pytest.mark.slow
+@pytest.mark.long  # about 3-4 minutes: 6 commits by asv, confirm's and bisect's processes
+@pytest.mark.timeout(1800)
+def test_nightly_confirms_then_bisects_the_sparse_range_from_confirms_processes(
+    tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path
+) -> None:
+    """The same sparse history through `fwdasv nightly` (nothing new to measure): confirm
+    re-measures the pair 6..11, then bisect searches it the same night, its ends taken from
+    confirm's processes (not measured again), and records commit 9 as the culprit."""
+    project, hashes = _project(tmp_path, "asv", shared_asv_env, commits=16, slow_index=SLOW_INDEX)
+    run_commits(project, [hashes[i] for i in MEASURED], MACHINE, echo=None)
+    config = ("--config", str(project.config_path))
+
+    night = _run("nightly", *config, "--machine", MACHINE, "--no-explain")
+    assert night.exit_code == 1, night.output  # a confirmed regression gates
+    assert "[nightly] 6/7 bisect 1 range(s) of several commits" in night.output, night.output
+    assert "taken from an earlier run of this range or confirm's of its ends" in night.output
+    assert f"first bad commit: {hashes[SLOW_INDEX][:8]} {SLOW_SUBJECT}" in night.output
+
+    after = json.loads(_run("regressions", *config, "--format", "json").stdout)
+    (listed,) = [f for f in after["regressions"] if f["after_commit"] == hashes[11]]
+    assert listed["status"] == "confirmed", listed
+    assert listed["culprit"]["commit"] == hashes[SLOW_INDEX], listed["culprit"]
