@@ -4,7 +4,7 @@
 when git cannot), reads their records with samples from the results directory (one
 machine; an unreadable result file that may hold them is an error, never "no
 results"), estimates each series' noise from its whole history (`series_noise`) and
-the samples per bench process of each fwdasv suite (`process_sizes`), and returns
+the samples per bench process of each fwdasv suite (`remeasure.process_sizes`), and returns
 `fwdasv.analysis.compare.pair`'s comparisons, each with the stored history's findings
 between A and B in its series (`attach_findings`: one verdict per pair, as
 `fwdasv regressions` gives it). A `CompareError` names what the user can fix.
@@ -13,7 +13,7 @@ between A and B in its series (`attach_findings`: one verdict per pair, as
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from fwdasv.analysis.compare import METHODS, NOISE, Comparison, PairFinding, SeriesId, pair
@@ -141,6 +141,8 @@ def compare_commits(
                 "give more of the hash"
             )
     noises = series_noise(project, machine) if method == NOISE else None
+    from fwdasv.analysis.remeasure import process_sizes
+
     sizes = process_sizes(project, {r.benchmark for rs in records.values() for r in rs})
     compared = pair(records[hash_a], records[hash_b], factor, alpha, noises, sizes)
     a_full = next(iter({r.commit_hash for r in records[hash_a]}))
@@ -189,18 +191,6 @@ def attach_findings(
     for c in comparisons:
         mine = by_series.get((c.machine, c.env_name, c.benchmark, c.case), [])
         out.append(replace(c, findings=tuple(mine)) if mine else c)
-    return out
-
-
-def process_sizes(project: AsvProject, benchmarks: Iterable[str]) -> dict[str, int]:
-    """Samples per bench process of each benchmark that is a fwdasv suite's."""
-    from fwdasv.analysis.remeasure import process_layout
-
-    out = {}
-    for name in sorted(benchmarks):
-        layout = process_layout(project, name)
-        if layout is not None:
-            out[name] = layout.samples
     return out
 
 

@@ -302,7 +302,7 @@ def scan(
 def _process_sizes(project: AsvProject, all_series: Mapping[SeriesKey, Series]) -> dict[str, int]:
     """Samples per bench process of the fwdasv suites whose series hold a commit of
     several processes (`asv run --append-samples`, or re-measures kept beside)."""
-    from fwdasv.analysis.compare_stored import process_sizes
+    from fwdasv.analysis.remeasure import process_sizes
 
     sizes = process_sizes(project, {k.benchmark for k in all_series})
     return {

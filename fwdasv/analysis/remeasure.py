@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -261,3 +261,13 @@ def processes_per_commit(
     if not counts or samples_per_process < 1:
         return launches
     return max(1, round(counts[len(counts) // 2] / samples_per_process))
+
+
+def process_sizes(project: AsvProject, benchmarks: Iterable[str]) -> dict[str, int]:
+    """Samples per bench process of each benchmark that is a fwdasv suite's."""
+    out = {}
+    for name in sorted(benchmarks):
+        layout = process_layout(project, name)
+        if layout is not None:
+            out[name] = layout.samples
+    return out

@@ -23,7 +23,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
-PTH_NAME = "zz-fwdasv-parent.pth"
+from fwdasv.core import installed
+
+PTH_NAME = installed.PARENT_PTH
 
 
 def env_site_packages(env_dir: str | Path) -> Path:

@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from fwdasv.asv.envlink import env_site_packages
+from fwdasv.core import installed
 
-TREE_DIR = "fwdasv-tree"
-TREE_PTH = "fwdasv-tree.pth"  # before zz-fwdasv-parent.pth: the commit's modules win
+TREE_DIR = installed.TREE_DIR
+TREE_PTH = installed.TREE_PTH  # before zz-fwdasv-parent.pth: the commit's modules win
 DEFAULT_PATHS = (".",)
 
 

@@ -16,7 +16,6 @@ the base's; `activate` puts a tree first on an environment's sys.path.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fwdasv.asv.settings import BASE_COMMIT_KEY, VllmBaseSettings
+from fwdasv.core import installed
 from fwdasv.core.errors import UserError
 from fwdasv.git import GitError, extract, git, git_run
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 PACKAGE = "vllm"
 CACHE_DIR = ".fwdasv-vllm"  # beside asv.conf.json: `VllmCache`
-PTH_NAME = "00-fwdasv-vllm.pth"  # sorts before the parent link (zz-...)
+PTH_NAME = installed.VLLM_PTH  # sorts before the parent link (zz-...)
 COMPILED_PATHS = ("csrc", "CMakeLists.txt", "cmake")
 SETUP_PY = "setup.py"
 GIT_TIMEOUT_S = 300.0  # a first tree of a large repository: `git archive` of all vllm/
@@ -367,16 +367,6 @@ def activate(site_packages: Path, tree: Path | None) -> Path:
     partial.write_text(line)
     partial.replace(pth)
     return pth
-
-
-def active_tree(site_packages: Path) -> Path | None:
-    """The tree `activate` put first on sys.path in the environment, or None."""
-    try:
-        text = (site_packages / PTH_NAME).read_text()
-    except OSError:
-        return None
-    found = re.search(r"sys\.path\.insert\(0, ('.*'|\".*\")\)", text)
-    return Path(ast.literal_eval(found.group(1))) if found else None
 
 
 @dataclass(frozen=True)

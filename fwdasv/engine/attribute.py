@@ -76,12 +76,12 @@ def source_roots(
 ) -> tuple[Root, ...]:
     """Where the code under test is, in this order: FWDASV_SOURCE_ROOTS when set (the
     override: os.pathsep-separated directories, each naming its files from itself); else
-    what the commit's install put into this fwdasv environment (`fwdasv.asv.installed`: the
+    what the commit's install put into this fwdasv environment (`fwdasv.core.installed`: the
     checkout on the import path, the vLLM tree, the package); else the target's package."""
     override = [part for part in env.get(SOURCE_ROOTS_ENV, "").split(os.pathsep) if part]
     if override:
         return tuple(Root(os.path.realpath(p), os.path.realpath(p)) for p in override)
-    from fwdasv.asv.installed import installed_code
+    from fwdasv.core.installed import installed_code
 
     purelib = Path(site_packages or sysconfig.get_paths()["purelib"])
     installed = installed_code(purelib)

@@ -1,7 +1,7 @@
 """Which code under test a per-commit environment holds: what its install put there.
 
 Read in a bench process (`fwdasv.engine.attribute.source_roots`) from the environment's own
-site-packages, and only in an environment fwdasv linked (`envlink.PTH_NAME`: asv's and the
+site-packages, and only in an environment fwdasv linked (`PARENT_PTH`: asv's and the
 re-measures' per-commit environments), one install mode each: a repository that is not a
 package (the commit's checkout copied into `<env>/fwdasv-tree/`, `fwdasv.asv.treeinstall`),
 a vLLM commit (its tree in `.fwdasv-vllm/trees/<commit>/`, `vllm_base.activate`), or a
@@ -14,11 +14,18 @@ environment has installed says nothing about which code is under test.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.asv import envlink, treeinstall, vllm_base
+# The files fwdasv's installs write into an environment's site-packages (`fwdasv.asv`
+# writes them; this module and the bench process read them).
+PARENT_PTH = "zz-fwdasv-parent.pth"  # `fwdasv.asv.envlink`: the environment is fwdasv's
+TREE_DIR = "fwdasv-tree"  # `fwdasv.asv.treeinstall`: the commit's checkout, copied
+TREE_PTH = "fwdasv-tree.pth"  # before zz-fwdasv-parent.pth: the commit's modules win
+VLLM_PTH = "00-fwdasv-vllm.pth"  # `fwdasv.asv.vllm_base.activate`: sorts before the parent link
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,7 @@ class Installed:
 def checkout_tree(site_packages: Path) -> Path | None:
     """The commit's checkout that `treeinstall` put on the environment's import path."""
     try:
-        lines = (site_packages / treeinstall.TREE_PTH).read_text().splitlines()
+        lines = (site_packages / TREE_PTH).read_text().splitlines()
     except OSError:
         return None
     for line in lines:
@@ -42,7 +49,7 @@ def checkout_tree(site_packages: Path) -> Path | None:
             continue
         path = Path(line.strip())
         for folder in (path, *path.parents):
-            if folder.name == treeinstall.TREE_DIR:
+            if folder.name == TREE_DIR:
                 return folder
         return path
     return None
@@ -71,6 +78,16 @@ def _top_level(dist_info: Path) -> list[str]:
     return found
 
 
+def active_tree(site_packages: Path) -> Path | None:
+    """The vLLM tree `fwdasv.asv.vllm_base.activate` put first on sys.path here, or None."""
+    try:
+        text = (site_packages / VLLM_PTH).read_text()
+    except OSError:
+        return None
+    found = re.search(r"sys\.path\.insert\(0, ('.*'|\".*\")\)", text)
+    return Path(ast.literal_eval(found.group(1))) if found else None
+
+
 def pip_installed(site_packages: Path) -> tuple[Path, ...]:
     """What pip installed here from a local directory (asv's checkout), not editable."""
     found: list[Path] = []
@@ -91,12 +108,12 @@ def pip_installed(site_packages: Path) -> tuple[Path, ...]:
 
 def installed_code(site_packages: Path) -> Installed | None:
     """The code under test in the fwdasv environment whose site-packages this is, or None."""
-    if not (site_packages / envlink.PTH_NAME).is_file():
+    if not (site_packages / PARENT_PTH).is_file():
         return None
     tree = checkout_tree(site_packages)
     if tree is not None:
         return Installed("the commit's checkout on the import path", (tree,), tree)
-    vllm = vllm_base.active_tree(site_packages)
+    vllm = active_tree(site_packages)
     if vllm is not None:
         return Installed("the commit's vLLM tree", (vllm,), vllm)
     packages = pip_installed(site_packages)

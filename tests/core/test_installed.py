@@ -1,4 +1,4 @@
-"""`fwdasv.asv.installed`: the code under test a per-commit environment holds, per install mode.
+"""`fwdasv.core.installed`: the code under test a per-commit environment holds, per install mode.
 
 Real installs: a real virtualenv linked as fwdasv links asv's environments, the commit's
 checkout of a script-style repository put on its import path by `treeinstall` (and asked
@@ -17,7 +17,8 @@ from pathlib import Path
 
 from script_model import build_repo, write_target
 
-from fwdasv.asv import envlink, installed, treeinstall, vllm_base
+from fwdasv.asv import envlink, treeinstall, vllm_base
+from fwdasv.core import installed
 
 
 def _package(root: Path) -> Path:
@@ -93,7 +94,7 @@ def test_a_vllm_tree_is_the_tree_activate_put_first(tmp_path: Path) -> None:
     tree = tmp_path / ".fwdasv-vllm" / "trees" / ("a" * 40)
     (tree / "vllm").mkdir(parents=True)
     vllm_base.activate(site, tree)
-    assert vllm_base.active_tree(site) == tree
+    assert installed.active_tree(site) == tree
     found = installed.installed_code(site)
     assert found is not None and found.paths == (tree,) and found.base == tree
     vllm_base.activate(site, None)
