@@ -5,7 +5,8 @@ GOOD..BAD, on an asv-managed environment that installs every commit (`environmen
 an existing one is refused), and decides every step on the samples, by process
 medians for a fwdasv suite (`rules`, pure). `search` is where a bisection stands (a
 pure value), `series` the benchmark case it follows and its stored samples, `driver`
-the runs (`Bisector`), `outcome` the answer (`BisectResult`). A commit is named only
+opens and runs one (`Bisector`, over a `session`) through its steps (`ends`, `probes`,
+`final_pair`), `outcome` the answer (`BisectResult`). A commit is named only
 when the final pair differs significantly. The rule table, with its figures:
 docs/verdicts.md ("bisect").
 """

@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwdasv.analysis.confirm import ALPHA, CLIP_SD, Confirmation, judge_ab
+from fwdasv.analysis.confirm import ALPHA, CLIP_SD, STEP_PROCESSES, Confirmation, judge_ab
 from fwdasv.analysis.judgment import pooled_spread
 from fwdasv.analysis.noise import Noise
 from fwdasv.analysis.status import Status
@@ -193,6 +193,42 @@ def judge_probe(
     else:
         verdict = Status.UNKNOWN
     return ProbeJudgment(verdict, up, down)
+
+
+def placed(judgment: ProbeJudgment) -> bool:
+    return judgment.verdict in (Status.GOOD, Status.BAD)
+
+
+def settled(judgment: ProbeJudgment) -> bool:
+    """Placed, or shown to lie between ends that are not a step apart: no more processes."""
+    return placed(judgment) or judgment.between
+
+
+def group_verdict(judgments: Sequence[ProbeJudgment]) -> Status | None:
+    """The probe's verdict for all the series of one search: that of the series that place
+    it, when they agree and none of the others leans the other way; None otherwise."""
+    verdicts = {j.verdict for j in judgments if placed(j)}
+    if len(verdicts) != 1:
+        return None
+    (verdict,) = verdicts
+    if any(contradicts(j, verdict) for j in judgments if not placed(j)):
+        return None
+    return verdict
+
+
+def contradicts(judgment: ProbeJudgment, verdict: Status) -> bool:
+    """Whether one series' comparisons lean against `verdict` (bad: the probe is not beyond
+    GOOD, or BAD is beyond it; good: the other way round)."""
+    confirmed, ruled_out = Status.CONFIRMED, Status.NOT_REPRODUCED
+    up, down = judgment.from_good.status, judgment.to_bad.status
+    if verdict == Status.BAD:
+        return up == ruled_out or down == confirmed
+    return up == confirmed or down == ruled_out
+
+
+def next_look(taken: int) -> int:
+    """Processes a side at the next look: ROBUST_PROCESSES, then STEP_PROCESSES more each."""
+    return ROBUST_PROCESSES if taken < ROBUST_PROCESSES else taken + STEP_PROCESSES
 
 
 def bounds(decisions: dict[int, Status], last: int) -> tuple[int, int]:
