@@ -2,11 +2,11 @@
 
 Inputs: kernel summaries (`fwdasv.core.kernels`) of one case, one per profiled bench
 process a side (several: `explain_commits` interleaves them; one: two files). Output: a
-`KernelDiff`: one `KernelDelta` per kernel (op) name, matched by name (a name missing
-from a process is 0 us and 0 calls there), with the medians per forward, the noise band
-(the larger side's spread) and what changed; one total that adds up (slower + faster +
-within the noise); and a verdict, worse / improved / unchanged, that follows only the
-rows that stand out. `mark_changed` marks the rows whose source line is in a file the
+`KernelDiff`: one `KernelDelta` per kernel (op) name (`fwdasv.analysis.kernel_delta`:
+its medians per forward, noise band and what changed), each that stands out with its
+share; one total that adds up (slower + faster + within the noise); and a verdict,
+worse / improved / unchanged, that follows only the rows that stand out, summed per
+process. `mark_changed` marks the rows whose source line is in a file the
 commit changed. Pure: no files, no processes. How each row and the verdict are decided:
 docs/verdicts.md ("explain").
 """
@@ -18,88 +18,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fwdasv.analysis.kernel_delta import (
+    KernelDelta,
+    Side,
+    delta_rows,
+    match_by_name,
+    median,
+    spread,
+)
 from fwdasv.analysis.status import Status
-from fwdasv.core.kernels import KernelRow, KernelSummary, ProfileError, SourceFrame
+from fwdasv.core.kernels import KernelRow, KernelSummary, ProfileError
 
 TOP_EXPLAINED = 5
-NEW, VANISHED, BOTH = "new", "vanished", "both"
-# What a row's change is (`KernelDelta.change`).
-CALLS, SHAPES = "calls", "shapes"
-SLOWER, FASTER, NOISE, UNJUDGED, SAME = "slower", "faster", "noise", "unjudged", "same"
-STRUCTURAL = (NEW, VANISHED, CALLS, SHAPES)
-NOISE_FACTOR = 2.0  # a time-only change stands out beyond this many times its noise band
-MIN_ROW_PCT = 0.5  # ... and when it is at least this % of GOOD's op time
+MIN_ROW_PCT = 0.5  # a time-only change stands out when it is at least this % of GOOD's op time
 DEFAULT_ROUNDS = 3  # profiled processes a side
-
-
-@dataclass(frozen=True)
-class KernelDelta:
-    """One kernel (op) at GOOD and at BAD: medians over the processes, the noise band, what
-    changed; `kernels`: an op's kernels (GPU), matched under it; `op`: a kernel's launching
-    aten op; `unmatched`: its launches a forward that the eager pass did not make (no op or
-    line for them); `changed_here`: its source line is in a file the commit changed."""
-
-    name: str
-    before_us: float
-    after_us: float
-    calls_before: int
-    calls_after: int
-    share_pct: float
-    status: str  # "new", "vanished" or "both"
-    example: str = ""
-    change: str = SAME  # new, vanished, calls, shapes, slower, faster, noise, unjudged, same
-    noise_us: float | None = None
-    source_before: SourceFrame | None = None
-    source_after: SourceFrame | None = None
-    shapes_before: tuple[str, ...] = ()
-    shapes_after: tuple[str, ...] = ()
-    kernels: tuple[KernelDelta, ...] = ()
-    op: str = ""
-    unmatched: int = 0
-    changed_here: bool = False
-
-    @property
-    def delta_us(self) -> float:
-        return round(self.after_us - self.before_us, 2)
-
-    @property
-    def structural(self) -> bool:
-        return self.change in STRUCTURAL
-
-    @property
-    def stands_out(self) -> bool:
-        return self.structural or self.change in (SLOWER, FASTER)
-
-    @property
-    def source(self) -> SourceFrame | None:
-        """Where BAD calls it (GOOD, for a row that vanished)."""
-        return self.source_after or self.source_before
-
-    def to_json(self) -> dict[str, Any]:
-        source = self.source
-        return {
-            "name": self.name,
-            "before_us": self.before_us,
-            "after_us": self.after_us,
-            "delta_us": self.delta_us,
-            "noise_us": self.noise_us,
-            "share_pct": self.share_pct,
-            "calls_before": self.calls_before,
-            "calls_after": self.calls_after,
-            "status": self.status,
-            "change": self.change,
-            "structural": self.structural,
-            "stands_out": self.stands_out,
-            "source": None if source is None else source.to_json(),
-            "source_before": None if self.source_before is None else self.source_before.to_json(),
-            "shapes_before": list(self.shapes_before),
-            "shapes_after": list(self.shapes_after),
-            "example": self.example,
-            "op": self.op,
-            "unmatched": self.unmatched,
-            "changed_here": self.changed_here,
-            "kernels": [row.to_json() for row in self.kernels],
-        }
 
 
 @dataclass(frozen=True)
@@ -181,120 +113,6 @@ class KernelDiff:
         }
 
 
-def _status(before: bool, after: bool) -> str:
-    if not before:
-        return NEW
-    return VANISHED if not after else BOTH
-
-
-def _median(values: Sequence[float]) -> float:
-    return float(statistics.median(values)) if values else 0.0
-
-
-def _spread(values: Sequence[float]) -> float:
-    return max(values) - min(values) if values else 0.0
-
-
-def _time_change(
-    a: Sequence[float], b: Sequence[float], delta: float, noise: float | None, floor: float
-) -> str:
-    """`slower`, `faster`, `noise` or `unjudged` for a change of time only."""
-    if noise is None:
-        return UNJUDGED if delta else SAME
-    if abs(delta) < floor or abs(delta) <= NOISE_FACTOR * noise:
-        return NOISE if delta else SAME
-    if delta > 0 and min(b) > max(a):
-        return SLOWER
-    if delta < 0 and max(b) < min(a):
-        return FASTER
-    return NOISE
-
-
-@dataclass(frozen=True)
-class _Side:
-    """One name's rows over one side's processes (None where a process lacks it)."""
-
-    rows: tuple[KernelRow | None, ...]
-
-    @property
-    def present(self) -> bool:
-        return any(row is not None for row in self.rows)
-
-    @property
-    def values(self) -> list[float]:
-        return [row.us if row is not None else 0.0 for row in self.rows]
-
-    @property
-    def calls(self) -> int:
-        return int(statistics.median_low([row.calls if row else 0 for row in self.rows]))
-
-    def first(self) -> KernelRow | None:
-        return next((row for row in self.rows if row is not None and row.sources), None) or next(
-            (row for row in self.rows if row is not None), None
-        )
-
-
-def _delta_row(name: str, good: _Side, bad: _Side, floor: float) -> KernelDelta:
-    a, b = good.values, bad.values
-    before, after = round(_median(a), 2), round(_median(b), 2)
-    delta = after - before
-    single = len(a) < 2 or len(b) < 2
-    noise = None if single else round(max(_spread(a), _spread(b)), 2)
-    first_good, first_bad = good.first(), bad.first()
-    shapes_before = first_good.shapes if first_good else ()
-    shapes_after = first_bad.shapes if first_bad else ()
-    status = _status(good.present, bad.present)
-    if status != BOTH:
-        change = status
-    elif good.calls != bad.calls:
-        change = CALLS
-    elif shapes_before and shapes_after and set(shapes_before) != set(shapes_after):
-        change = SHAPES
-    else:
-        change = _time_change(a, b, delta, noise, floor)
-    either = first_bad or first_good
-    source_after = first_bad.source if first_bad else None
-    if change in (CALLS, SHAPES) and first_bad is not None and first_good is not None:
-        # Name the call site BAD added (same file, function and code: the same site,
-        # whatever moved above it), when there is one.
-        known = {frame.identity for frame in first_good.sources}
-        added = [frame for frame in first_bad.sources if frame.identity not in known]
-        source_after = added[0] if added else source_after
-    return KernelDelta(
-        name=name,
-        before_us=before,
-        after_us=after,
-        calls_before=good.calls,
-        calls_after=bad.calls,
-        share_pct=0.0,
-        status=status,
-        example=either.example if either else "",
-        change=change,
-        noise_us=noise,
-        source_before=first_good.source if first_good else None,
-        source_after=source_after,
-        shapes_before=shapes_before,
-        shapes_after=shapes_after,
-        op=either.op if either else "",
-        unmatched=max((row.unmatched for row in (*good.rows, *bad.rows) if row), default=0),
-    )
-
-
-def _sides(
-    goods: Sequence[Sequence[KernelRow]], bads: Sequence[Sequence[KernelRow]]
-) -> dict[str, tuple[_Side, _Side]]:
-    maps_good = [{row.name: row for row in rows} for rows in goods]
-    maps_bad = [{row.name: row for row in rows} for rows in bads]
-    names = {name for rows in (*maps_good, *maps_bad) for name in rows}
-    return {
-        name: (
-            _Side(tuple(m.get(name) for m in maps_good)),
-            _Side(tuple(m.get(name) for m in maps_bad)),
-        )
-        for name in names
-    }
-
-
 def _rows_of(summary: KernelSummary, by_op: bool) -> tuple[KernelRow, ...]:
     return (summary.ops or ()) if by_op else summary.kernels
 
@@ -366,27 +184,6 @@ def _check_one_device(goods: Sequence[KernelSummary], bads: Sequence[KernelSumma
         )
 
 
-def _delta_rows(
-    sides: dict[str, tuple[_Side, _Side]], by_op: bool, floor: float
-) -> list[KernelDelta]:
-    """One row per name (by op: each op's kernels matched under it), shares not yet set."""
-    rows = []
-    for name, (good, bad) in sides.items():
-        row = _delta_row(name, good, bad, floor)
-        if by_op:
-            under = _sides(
-                [r.kernels if r is not None else () for r in good.rows],
-                [r.kernels if r is not None else () for r in bad.rows],
-            )
-            kernels = sorted(
-                (_delta_row(k, g, b, floor) for k, (g, b) in under.items()),
-                key=lambda r: (-abs(r.delta_us), r.name),
-            )
-            row = replace(row, kernels=tuple(kernels))
-        rows.append(row)
-    return rows
-
-
 def _with_shares(rows: list[KernelDelta], slower: float, faster: float) -> list[KernelDelta]:
     """Each row that stands out with its share of the slowdown (speed-up), the rows that
     stand out first, then by |delta|."""
@@ -405,7 +202,7 @@ def _with_shares(rows: list[KernelDelta], slower: float, faster: float) -> list[
 
 def _verdict(
     rows: Sequence[KernelDelta],
-    sides: dict[str, tuple[_Side, _Side]],
+    sides: dict[str, tuple[Side, Side]],
     net: float,
     rounds: tuple[int, int],
 ) -> tuple[Status, float | None]:
@@ -416,7 +213,7 @@ def _verdict(
     per_good = [sum(sides[n][0].values[i] for n in standing) for i in range(rounds[0])]
     per_bad = [sum(sides[n][1].values[j] for n in standing) for j in range(rounds[1])]
     single = rounds[0] < 2 or rounds[1] < 2
-    net_noise = None if single else round(max(_spread(per_good), _spread(per_bad)), 2)
+    net_noise = None if single else round(max(spread(per_good), spread(per_bad)), 2)
     verdict = Status.UNCHANGED
     if standing and net > 0 and min(per_bad) > max(per_good):
         verdict = Status.WORSE
@@ -431,9 +228,9 @@ def diff_rounds(goods: Sequence[KernelSummary], bads: Sequence[KernelSummary]) -
     by_op = all(s.ops for s in (*goods, *bads))
     sums_good = [sum(row.us for row in _rows_of(s, by_op)) for s in goods]
     sums_bad = [sum(row.us for row in _rows_of(s, by_op)) for s in bads]
-    sides = _sides([_rows_of(s, by_op) for s in goods], [_rows_of(s, by_op) for s in bads])
-    busy_before = sum(_median(g.values) for g, _ in sides.values())
-    unshared = _delta_rows(sides, by_op, MIN_ROW_PCT / 100 * busy_before)
+    sides = match_by_name([_rows_of(s, by_op) for s in goods], [_rows_of(s, by_op) for s in bads])
+    busy_before = sum(median(g.values) for g, _ in sides.values())
+    unshared = delta_rows(sides, by_op, MIN_ROW_PCT / 100 * busy_before)
     slower = sum(r.delta_us for r in unshared if r.stands_out and r.delta_us > 0)
     faster = sum(r.delta_us for r in unshared if r.stands_out and r.delta_us < 0)
     rows = _with_shares(unshared, slower, faster)
@@ -444,7 +241,7 @@ def diff_rounds(goods: Sequence[KernelSummary], bads: Sequence[KernelSummary]) -
     side.sort(key=lambda r: (-abs(r.delta_us), r.name))
     top5 = tuple(r.name for r in side[:TOP_EXPLAINED])
     explained = round(sum(r.share_pct for r in side[:TOP_EXPLAINED]), 2) if side else 0.0
-    busy_after = sum(_median(b.values) for _, b in sides.values())
+    busy_after = sum(median(b.values) for _, b in sides.values())
     good0, bad0 = goods[0], bads[0]
     return KernelDiff(
         kernels=tuple(rows),
@@ -453,8 +250,8 @@ def diff_rounds(goods: Sequence[KernelSummary], bads: Sequence[KernelSummary]) -
         explained_top5_pct=min(explained, 100.0),
         top5=top5,
         unit="op (GPU)" if by_op else good0.unit,
-        span_before_us=round(_median([s.span_us for s in goods]), 2),
-        span_after_us=round(_median([s.span_us for s in bads]), 2),
+        span_before_us=round(median([s.span_us for s in goods]), 2),
+        span_after_us=round(median([s.span_us for s in bads]), 2),
         busy_before_us=round(busy_before, 2),
         busy_after_us=round(busy_after, 2),
         activities_before=int(statistics.median_low([s.activities for s in goods])),

@@ -14,15 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from fwdasv.analysis.kernel_diff import (
-    FASTER,
-    NOISE,
-    SAME,
-    SLOWER,
-    TOP_EXPLAINED,
-    KernelDelta,
-    KernelDiff,
-)
+from fwdasv.analysis.kernel_delta import FASTER, NOISE, SAME, SLOWER, KernelDelta
+from fwdasv.analysis.kernel_diff import TOP_EXPLAINED, KernelDiff
 from fwdasv.analysis.status import Status
 from fwdasv.core.tables import markdown_cell, markdown_table, text_table
 
