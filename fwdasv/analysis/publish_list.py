@@ -23,6 +23,7 @@ from typing import Any
 
 from fwdasv.analysis.finding import Finding
 from fwdasv.analysis.graph_paths import graph_file_path
+from fwdasv.asv.unmeasured import summary_tables
 from fwdasv.core.files import write_atomic
 
 SUMMARY = "summary"  # asv's summary file name: no benchmark can be called that
@@ -76,13 +77,7 @@ def rewrite_summaries(
         if held is None or revision[finding.after_commit] > revision[held.after_commit]:
             newest[key] = finding
     shown = 0
-    for path in sorted((html_dir / "graphs").rglob(f"{SUMMARY}.json")):
-        try:
-            rows = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # not ours to judge
-        if not isinstance(rows, list):
-            continue
+    for path, rows in summary_tables(html_dir):
         where = path.relative_to(html_dir).as_posix()
         for row in rows:
             if not isinstance(row, dict) or not isinstance(row.get("name"), str):

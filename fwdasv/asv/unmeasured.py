@@ -8,7 +8,8 @@ After publishing, every benchmark whose graphs hold no value at all (asv
 writes `[]` for a graph with nothing measured) is removed from the site's
 index and its graph files are deleted, and its rows are taken out of every
 `graphs/**/summary.json` (the Benchmark list page's tables: a row whose
-benchmark is not in the index makes that page throw and stay at "Loading...").
+benchmark is not in the index makes that page throw and stay at "Loading...";
+`summary_tables` reads those tables, for `fwdasv.analysis.publish_list` too).
 A benchmark measured on any machine, at any commit, stays, as do its empty
 graphs on other machines.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -76,15 +78,21 @@ def drop_unmeasured(html_dir: str | Path) -> list[str]:
     return dropped
 
 
-def _drop_summary_rows(html_dir: Path, kept: set[str]) -> None:
-    """Each `summary.json` of the Benchmark list without rows of benchmarks not in the index."""
+def summary_tables(html_dir: Path) -> Iterator[tuple[Path, list[Any]]]:
+    """Each `graphs/**/summary.json` of the Benchmark list with its rows; a file that cannot
+    be read, or holds no list, is passed over (not ours to judge)."""
     for path in sorted((html_dir / "graphs").rglob("summary.json")):
         try:
             rows = json.loads(path.read_text())
         except (OSError, ValueError):
-            continue  # not ours to judge
-        if not isinstance(rows, list):
             continue
+        if isinstance(rows, list):
+            yield path, rows
+
+
+def _drop_summary_rows(html_dir: Path, kept: set[str]) -> None:
+    """Each `summary.json` of the Benchmark list without rows of benchmarks not in the index."""
+    for path, rows in summary_tables(html_dir):
         left = [r for r in rows if not isinstance(r, dict) or r.get("name") in kept]
         if len(left) != len(rows):
             write_atomic(path, json.dumps(left, separators=(",", ":")))
