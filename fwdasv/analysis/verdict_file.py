@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -128,15 +128,7 @@ class CulpritRecord:
     bad: str
 
     def to_json(self) -> dict[str, object]:
-        document: dict[str, object] = {
-            "commit": self.commit,
-            "subject": self.subject,
-            "evidence": self.evidence,
-            "answer": self.answer,
-            "good": self.good,
-            "bad": self.bad,
-        }
-        return dict(sorted(document.items()))
+        return dict(sorted(asdict(self).items()))  # every field, plain text or None
 
     @classmethod
     def from_json(cls, raw: object) -> CulpritRecord:
