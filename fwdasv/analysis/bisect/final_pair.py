@@ -18,6 +18,7 @@ from fwdasv.analysis.bisect.rules import (
 )
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.remeasure import RemeasureError
+from fwdasv.analysis.series import LATENCY_METRIC, RELATIVE_METRIC
 from fwdasv.analysis.status import Status
 
 
@@ -80,7 +81,7 @@ def finish(session: Session, track: Track) -> BisectResult:
             answer, reason = Answer.FOUND, "the final pair is adjacent, each end placed"
     g, b = session.values(session.good, track), session.values(session.bad, track)
     ref = track.followed.ref
-    benchmark = f"{ref.suite}.{'track_relative' if ref.relative else 'track_latency'}"
+    benchmark = f"{ref.suite}.{RELATIVE_METRIC if ref.relative else LATENCY_METRIC}"
     return BisectResult(
         benchmark=benchmark,
         case=ref.case,

@@ -3,16 +3,15 @@
 Every comparison is `fwdasv.analysis.confirm.judge_ab` on process medians (A before B in
 the step's direction), with the series' noise as its floor: the stored history's, per
 process, where there is one, else the spread between this bisection's own processes of
-one commit (`run_noise`). The floor of a probe's test comes from the step being bisected
-(`probe_floor_pct`: half its change, never below min_effect_pct). A probe M is `bad`
-when GOOD->M is confirmed and M->BAD not reproduced, `good` the other way round,
-`part-way` when both are confirmed, `unknown` otherwise (measure more; both ruled out:
-`between`, the ends are not a step apart). A decision also
-needs nearly all of M's processes on its side of the two levels' midpoint
-(`sides_agree`), and, from fewer than ROBUST_PROCESSES processes, values no odd process
-could have made (`robust`: beyond ODD_PROCESS_PCT and 3 sds of the other level): a
-huge step is placed from one process, a 1% step from three or more. The table, with its figures:
-docs/verdicts.md ("bisect").
+one commit (`run_noise`). A probe's test floor is half the step (`probe_floor_pct`).
+A probe M is `bad` when GOOD->M is confirmed and M->BAD not reproduced, `good` the other
+way round, `part-way` when both are confirmed, `unknown` otherwise (measure more; both
+ruled out: `between`, the ends are not a step apart). A decision also needs nearly all
+of M's processes on its side of the levels' midpoint (`sides_agree`) and, from fewer
+than ROBUST_PROCESSES processes, values no odd process could have made (`robust`:
+beyond ODD_PROCESS_PCT and 3 sds of the other level). Several series of one search:
+a series that cannot place M takes the others' verdict unless its own leans against it
+(`group_verdict`). The table, with its figures: docs/verdicts.md ("bisect").
 """
 
 from __future__ import annotations
