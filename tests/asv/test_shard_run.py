@@ -123,11 +123,18 @@ def test_ctrl_c_stops_every_run(fake_asv, monkeypatch):
     project, python = fake_asv
     monkeypatch.setenv("FAKE_ASV_S", "60")
     plan = plan_shards([_gpu(0), _gpu(1)], COMMITS)
+    # Python's own Ctrl-C handler: a shell starts a background job (scripts/test.sh's
+    # second pytest) with SIGINT ignored, and Python then installs none.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
     started = time.monotonic()
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
-        run_shards(project, plan, "a..b", python=python, echo=None)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_shards(project, plan, "a..b", python=python, echo=None)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 20, "the 60 s runs were killed"
     assert not list(project.config_path.parent.glob(".fwdasv-shard-*.json"))
 
