@@ -211,30 +211,17 @@ def level_steps(
     for a, b, c in zip(fit.bounds, fit.bounds[1:], fit.bounds[2:], strict=False):
         before, after = float(np.mean(fit.clean[a:b])), float(np.mean(fit.clean[b:c]))
         log_step = after - before
-        percent = 100 * math.expm1(log_step)
         down = log_step < 0
         if down and not improvements:
             continue
         effect = 100 * math.expm1(abs(log_step))  # old / new - 1 for an improvement
         if log_step == 0 or effect < min_effect_pct or not _settled(fit.clean[a:c]):
             continue
-        z = abs(log_step) / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b)))
-        assert z >= fit.threshold * (1 - 1e-9), f"a change with z {z} < {fit.threshold} survived"
-        out.append(
-            Step(
-                before_index=int(fit.index[b - 1]),
-                after_index=int(fit.index[b]),
-                before=math.exp(before),
-                after=math.exp(after),
-                percent=percent,
-                z=z,
-                z_threshold=fit.threshold,
-                noise_pct=noise.noise_pct,
-                commits_before=b - a,
-                commits_after=c - b,
-                status=Status.IMPROVEMENT if down else Status.REGRESSION,
-            )
+        step = _step(fit, (a, b, c), noise, Status.IMPROVEMENT if down else Status.REGRESSION)
+        assert step.z >= fit.threshold * (1 - 1e-9), (
+            f"a change with z {step.z} < {fit.threshold} survived"
         )
+        out.append(step)
     return out
 
 
@@ -257,7 +244,6 @@ def undecided_steps(
     for a, b, c in zip(fit.bounds, fit.bounds[1:], fit.bounds[2:], strict=False):
         before, after = float(np.mean(fit.clean[a:b])), float(np.mean(fit.clean[b:c]))
         log_step = after - before
-        percent = 100 * math.expm1(log_step)
         after_index = int(fit.index[b])
         down = log_step < 0
         effect = 100 * math.expm1(abs(log_step))
@@ -267,22 +253,29 @@ def undecided_steps(
             continue
         if any(abs(after_index - s.after_index) <= EDGE_MAX for s in found):
             continue
-        out.append(
-            Step(
-                before_index=int(fit.index[b - 1]),
-                after_index=after_index,
-                before=math.exp(before),
-                after=math.exp(after),
-                percent=percent,
-                z=abs(log_step) / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b))),
-                z_threshold=fit.threshold,
-                noise_pct=noise.noise_pct,
-                commits_before=b - a,
-                commits_after=c - b,
-                status=Status.IMPROVEMENT if down else Status.SUSPECTED,
-            )
-        )
+        out.append(_step(fit, (a, b, c), noise, Status.IMPROVEMENT if down else Status.SUSPECTED))
     return out
+
+
+def _step(fit: _Fit, bounds: tuple[int, int, int], noise: Noise, status: Status) -> Step:
+    """The fit's change at bounds[1]: from the level of its commits [a, b) to that of
+    [b, c) (means of the despiked ln medians), z by the noise."""
+    a, b, c = bounds
+    before, after = float(np.mean(fit.clean[a:b])), float(np.mean(fit.clean[b:c]))
+    log_step = after - before
+    return Step(
+        before_index=int(fit.index[b - 1]),
+        after_index=int(fit.index[b]),
+        before=math.exp(before),
+        after=math.exp(after),
+        percent=100 * math.expm1(log_step),
+        z=abs(log_step) / (noise.sigma * math.sqrt(1 / (b - a) + 1 / (c - b))),
+        z_threshold=fit.threshold,
+        noise_pct=noise.noise_pct,
+        commits_before=b - a,
+        commits_after=c - b,
+        status=status,
+    )
 
 
 def undecided_floor(noise: Noise, min_effect_pct: float) -> float:
