@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fwdasv.analysis.judgment import (
@@ -60,6 +60,17 @@ class Measurement:
     ci_99_a: float | None = None
     ci_99_b: float | None = None
     samples: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """One side as `fwdasv compare --format json` shows it."""
+        return {
+            "commit": self.commit,
+            "status": self.status,
+            "median": self.median,
+            # Strict JSON: an unbounded CI (one sample) is null, not Infinity.
+            "ci_99": [finite_or_none(self.ci_99_a), finite_or_none(self.ci_99_b)],
+            "sample_count": len(self.samples),
+        }
 
     @classmethod
     def from_record(cls, record: Record) -> Measurement:
@@ -234,14 +245,7 @@ class PairFinding:
     confirmation: str | None = None  # the stored re-measure's one-line summary
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "percent": self.percent,
-            "before_commit": self.before_commit,
-            "after_commit": self.after_commit,
-            "gating": self.gating,
-            "confirmation": self.confirmation,
-        }
+        return asdict(self)
 
     def label(self) -> str:
         """`regression +24.1% at 97dabcef` (with the confirmation's status where stored)."""
@@ -280,18 +284,6 @@ class Comparison:
         return f"{self.benchmark}({self.case})" if self.case else self.benchmark
 
     def to_json(self) -> dict[str, Any]:
-        def side(m: Measurement | None) -> dict[str, Any] | None:
-            if m is None:
-                return None
-            return {
-                "commit": m.commit,
-                "status": m.status,
-                "median": m.median,
-                # Strict JSON: an unbounded CI (one sample) is null, not Infinity.
-                "ci_99": [finite_or_none(m.ci_99_a), finite_or_none(m.ci_99_b)],
-                "sample_count": len(m.samples),
-            }
-
         return {
             "benchmark": self.benchmark,
             "case": self.case,
@@ -306,8 +298,8 @@ class Comparison:
             "noise_pct": None if self.noise is None else self.noise.noise_pct,
             "reason": self.judgement.reason,
             "counted": counted(self.unit),
-            "before": side(self.before),
-            "after": side(self.after),
+            "before": None if self.before is None else self.before.to_json(),
+            "after": None if self.after is None else self.after.to_json(),
             "findings": [f.to_json() for f in self.findings],
             "decided_by": self.decided_by,
         }
