@@ -1,20 +1,17 @@
 """`fwdasv nightly` / scripts/nightly.py: one unattended run on a benchmark box.
 
-In this order: optional hardware setup (locked clocks, persistence), this machine's
-asv machine entry, the pre-flight checks, `asv run` (the new commits, or one prepared
-build on an existing environment with `--set-commit-hash`), the findings, their
-confirmation by an interleaved A/B re-measure (suspected ones too: a step on the
-newest commits is decided the night it lands) and the kernel diff of a confirmed one,
-bisect of every finding whose range holds commits `asv run` left unmeasured (the culprit
-recorded with the finding), `asv publish` with the findings, the gate
-(`fwdasv.analysis.gate.nightly_gate`), and
-the hardware reset, which runs whatever happened before it (a failure, Ctrl-C): the
-box is never left with locked clocks. Each step returns a value (`MachineStep`,
-`PreflightStep`, `ConfirmStep`, the `NightlyOutcome` of `run_nightly`); what it prints
-is read from that value (`BisectStep` too). Exit status: 0 no confirmed regression, 1 a confirmed one
-(without confirmation: any; with `fail_on_suspected`, a suspected one too), 2 the run
-could not be made or a result file could not be read (unless `skip_unreadable`), 4 a
-pre-flight check failed (`fwdasv.core.errors.EXIT_RULE`).
+In order: optional hardware setup (locked clocks, persistence), this machine's asv
+entry, the pre-flight checks, `asv run` (the new commits, or one prepared build with
+`--set-commit-hash`), the findings, their confirmation by an interleaved A/B re-measure
+(suspected ones too: a step on the newest commits is decided the night it lands) and the
+kernel diff of a confirmed one, bisect of every finding whose range holds unmeasured
+commits (the culprit recorded with it), `asv publish`, the gate
+(`fwdasv.analysis.gate.nightly_gate`), and the hardware reset, which runs whatever
+happened before (a failure, Ctrl-C). Each step returns a value (`MachineStep`,
+`PreflightStep`, `ConfirmStep`, `BisectStep`, `run_nightly`'s `NightlyOutcome`); what it
+prints is read from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 no
+confirmed regression, 1 a confirmed one (any, without confirmation; a suspected one too
+with `fail_on_suspected`), 2 no run or an unreadable result file, 4 a pre-flight failure.
 """
 
 from __future__ import annotations

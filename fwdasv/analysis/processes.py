@@ -1,20 +1,17 @@
 """Bench processes of several commits, measured on demand and kept: what confirm and bisect judge.
 
-A re-measure is per commit, not per series: one bench process of a suite measures
-every case asked of it (`remeasure.resolve_cases`), so all the findings of one commit
-pair, or all the series a bisection follows, are judged from the same processes.
-`ProcessPool` holds one `Remeasurer` per suite and, per commit, the processes measured
-so far, each a mapping from a series (`SeriesRef`) to that process's median.
-`measure(commits, rounds)` runs `rounds` more processes of each commit, interleaved
-(A B A B ...: the commits see the same machine in the same minutes); with several
-suites, one process of a commit is one bench process per suite. `values` gives a
-series' process medians at a commit, oldest first. `Cursor` hands them out to
+A re-measure is per commit, not per series: one bench process of a suite measures every
+case asked of it (`remeasure.resolve_cases`), so all the findings of one commit pair, or
+all the series a bisection follows, are judged from the same processes. `ProcessPool`
+holds one `Remeasurer` per suite and, per commit, the processes so far (each a mapping
+from a series, `SeriesRef`, to that process's median). `measure(commits, rounds)` runs
+`rounds` more processes of each commit, interleaved (A B A B ...); `values` gives a
+series' process medians at a commit, oldest first; `Cursor` hands them to
 `confirm.run_confirmation`, measuring only what no earlier finding of the pair asked for.
-With `resume` (bisect), each process is also appended to PROCESSES_FILE in the workdir,
-and a later pool over the same workdir takes those first, in their order, before it
-launches anything: a run cut short (a time limit) goes on where it stopped. With `keep`
-(confirm) they are appended and never taken: bisect's ends over the same pair start
-from them (`kept_dir`), so a night's bisect does not re-measure what confirm just did.
+With `resume` (bisect) each process is appended to PROCESSES_FILE in the workdir and a
+later pool over it takes those first: a run cut short goes on where it stopped. With
+`keep` (confirm) they are appended and never taken: bisect's ends over the same pair
+start from them (`kept_dir`), so a night's bisect does not re-measure what confirm did.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """A new asv project: what `fwdasv init` (and the demo) write, after checking the repository.
 
-`init_project` checks the repository and its target (`fwdasv.asv.repository`),
-then writes, in one directory, `asv.conf.json` (`project_config`) and
+`init_project` checks the repository and its target (`fwdasv.asv.repository`), then
+writes, in one directory, `asv.conf.json` (`project_config`) and
 `benchmarks/forward.py` (a `SuiteSpec` suite and the canary); `init_vllm_project`
 writes fwdasv's vLLM suites over a compiled base. asv creates one network-free
 environment (`fwdasv.asv.envplugin`) and installs the repository at each commit.
-
-The configuration carries asv's `regressions_thresholds` (asv's own detector on
-the published site: a latency step above DEFAULT_THRESHOLD; the validation series
-are never flagged) and the `"fwdasv"` block (`fwdasv.asv.settings`):
-`min_effect_pct`, the smallest change of a series' median called a regression
-(the default of `--min-effect`), and `confirm`, whether `fwdasv nightly`
-re-measures a detected step before its gate counts it (the default of `--confirm`).
-Where the repository's pages are known (vLLM's GitHub; a clone's remote on GitHub,
-GitLab or Bitbucket) it also sets asv's `show_commit_url`, so the site's commit links
-open the commit (else `fwdasv publish` points them at its own commits page).
+The configuration carries asv's `regressions_thresholds` (asv's own detector on the
+site: a latency step above DEFAULT_THRESHOLD; validation series never flagged) and the
+`"fwdasv"` block (`fwdasv.asv.settings`): `min_effect_pct` (the default of
+`--min-effect`) and `confirm` (whether `fwdasv nightly` re-measures a step before its
+gate counts it). Where the repository's pages are known (vLLM's GitHub; a GitHub, GitLab
+or Bitbucket remote) it sets asv's `show_commit_url`, so commit links open the commit
+(else `fwdasv publish` points them at its own commits page).
 """
 
 from __future__ import annotations
