@@ -29,16 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from make_vllm_history import (
-    CMAKE,
-    CSRC,
-    SETUP_PY,
-    append,
-    base_version,
-    commit,
-    copy_python,
-    git,
-)
+from make_vllm_history import CSRC, append, commit, start_repo
 
 COMMITS = 16
 STEPS = 4  # asv run --steps: commits 3 7 11 15
@@ -66,21 +57,7 @@ def _slow(qwen3: Path) -> None:
 
 
 def build(base: Path, repo: Path) -> list[tuple[str, str]]:
-    if not (base / "vllm" / "__init__.py").is_file():
-        sys.exit(f"{base}: no installed vllm/ package here (give the directory that holds vllm/)")
-    if repo.exists():
-        sys.exit(f"{repo}: exists; give a new directory")
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    copy_python(base, repo)
-    (repo / ".gitignore").write_text("*.so\n__pycache__/\n*.pyc\n")
-    (repo / "csrc").mkdir()
-    (repo / "csrc" / "cache_kernels.cu").write_text(CSRC)
-    (repo / "CMakeLists.txt").write_text(CMAKE)
-    (repo / "setup.py").write_text(SETUP_PY)
-    version = base_version(base / "vllm")
-    made = [(commit(repo, f"vLLM {version} (Python sources of an installed vLLM)"), "base")]
-    git(repo, "tag", f"v{version}")
+    made = start_repo(base, repo)
     docs = repo / "docs.md"
     docs.write_text("# Notes\n")
     envs = repo / "vllm" / "envs.py"

@@ -91,7 +91,10 @@ def commit(repo: Path, subject: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def build(base: Path, repo: Path) -> list[tuple[str, str]]:
+def start_repo(base: Path, repo: Path) -> list[tuple[str, str]]:
+    """A new repository at `repo` whose first commit (tagged with the version) is the
+    installed vLLM's Python under `base`, with a csrc/ and build files of its own; that
+    commit, as `[(hash, "base")]`."""
     if not (base / "vllm" / "__init__.py").is_file():
         sys.exit(f"{base}: no installed vllm/ package here (give the directory that holds vllm/)")
     if repo.exists():
@@ -107,6 +110,11 @@ def build(base: Path, repo: Path) -> list[tuple[str, str]]:
     version = base_version(base / "vllm")
     made = [(commit(repo, f"vLLM {version} (Python sources of an installed vLLM)"), "base")]
     git(repo, "tag", f"v{version}")
+    return made
+
+
+def build(base: Path, repo: Path) -> list[tuple[str, str]]:
+    made = start_repo(base, repo)
     docs = repo / "docs.md"
     qwen3 = repo / "vllm" / "model_executor" / "models" / "qwen3.py"
     envs = repo / "vllm" / "envs.py"
