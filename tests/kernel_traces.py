@@ -56,6 +56,20 @@ COPY_KERNEL = (
 )
 
 
+def gpu_activity(cat: str, name: str, ts: float, dur: float, correlation: int) -> dict[str, Any]:
+    """One GPU activity of a kineto trace (a kernel, memcpy or memset) on device 0, stream 7."""
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0,
+        "tid": 7,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": 7, "correlation": correlation},
+    }
+
+
 def gpu_trace_events(replays: int = 3) -> list[dict[str, Any]]:
     """Chrome-trace events as kineto writes them for graph replays: per replay a restore
     (a DtoD copy and a strided copy kernel), then the forward; CPU-side events between."""
@@ -75,18 +89,7 @@ def gpu_trace_events(replays: int = 3) -> list[dict[str, Any]]:
             ("gpu_memset", "Memset (Device)", 0.5),
         ]
         for cat, name, dur in plan:
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": cat,
-                    "name": name,
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": ts,
-                    "dur": dur,
-                    "args": {"device": 0, "stream": 7, "correlation": 100 + replay},
-                }
-            )
+            events.append(gpu_activity(cat, name, ts, dur, correlation=100 + replay))
             ts += dur + 0.5
         ts += 100.0
     # kineto does not write events in time order; the summary must not depend on it.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from helpers import DATA
+from kernel_traces import gpu_activity
 
 from fwdasv.core.kernels import KernelSummary, SourceFrame
 from fwdasv.engine.attribute import Call
@@ -215,18 +216,7 @@ def graph_events(
                 dur, name = timing.get(launch.row, (2.0, launch.row))
                 activities.append((launch.category, name, round(dur, 3)))
         for cat, name, dur in activities:
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": cat,
-                    "name": name,
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": ts,
-                    "dur": dur,
-                    "args": {"device": 0, "stream": 7, "correlation": 10 + replay},
-                }
-            )
+            events.append(gpu_activity(cat, name, ts, dur, correlation=10 + replay))
             ts += dur + 0.2
         ts += 100.0
     return events[::-1]  # kineto does not write in time order
