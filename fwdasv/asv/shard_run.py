@@ -1,17 +1,17 @@
 """Running a shard plan: one `asv run` per GPU of this host at once, each on its own GPU.
 
-Each GPU's run (`run_shards`) starts through `fwdasv.launch` with CUDA_VISIBLE_DEVICES set
-to the GPU's UUID, `--machine` its own machine (`write_machines` puts every GPU's entry in
-asv's machine file first) and a HASHFILE of its commits (`fwdasv.hw.shard.ShardPlan`); its
-output goes to a log of its own and to `echo`, each line marked with its GPU. Two asv runs
-must not share an environment (one would install its commit under the other's
-benchmarks): each reads a copy of asv.conf.json written beside it (relative paths and the
-vLLM cache resolve alike) that differs only in env_dir, .fwdasv-shard-envs/<machine>/
-(kept: that GPU's next run reuses it). They share results/ (results/<machine>/ apart;
-both write the same benchmarks.json) and the vLLM trees (one directory per commit, renamed
-into place when built; the base is unpacked once, before they start). The plan, each
-run's exit status, seconds and log go to .fwdasv-shards/<run>/plan.json; the first run
-that failed is named (`ShardOutcome.first_failure`); the others run to their end.
+Each GPU's run (`run_shards`) starts through `fwdasv.launch`, asv under `locked_machine`
+(each asv run rewrites its machine file; `write_machines` puts every GPU's entry there
+first), with CUDA_VISIBLE_DEVICES the GPU's UUID, `--machine` its own machine and a
+HASHFILE of its commits (`fwdasv.hw.shard.ShardPlan`); its output goes to a log of its
+own and to `echo`, each line marked with its GPU. Two asv runs must not share an
+environment (one would install its commit under the other's benchmarks): each reads a
+copy of asv.conf.json written beside it (relative paths and the vLLM cache resolve alike)
+that differs only in env_dir, .fwdasv-shard-envs/<machine>/ (kept: that GPU's next run
+reuses it). They share results/ (results/<machine>/ apart; both write benchmarks.json)
+and the vLLM trees (one directory per commit, renamed into place when built; the base is
+unpacked once, before they start). The plan, each run's exit status, seconds and log go
+to .fwdasv-shards/<run>/plan.json; the first run that failed is named; the others run on.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
+from fwdasv.asv.locked_machine import machine_file_locked
 from fwdasv.asv.project import ASV_TIMEOUT_S, RUN_OK, AsvError, AsvProject, run_args
 from fwdasv.core.files import write_atomic
 from fwdasv.hw.devices import VISIBLE_DEVICES
@@ -58,8 +60,9 @@ def range_commits(project: AsvProject, spec: str) -> list[str]:
 def write_machines(gpus: Sequence[GpuMachine]) -> Path:
     """Every GPU's machine entry into asv's machine file (~/.asv-machine.json); its path."""
     path = Path()
-    for gpu in gpus:
-        path = write_machine_file(dict(gpu.entry))
+    with machine_file_locked():  # an asv run loading its machine must not lose these
+        for gpu in gpus:
+            path = write_machine_file(dict(gpu.entry))
     return path
 
 
@@ -180,7 +183,7 @@ def run_shards(
         hashfile.write_text("\n".join(shard.commits) + "\n")
         args = run_args(f"HASHFILE:{hashfile}", shard.machine, bench=bench)
         launch_spec = LaunchSpec(
-            args=["-m", "asv", "run", "--config", str(config), *args, *extra],
+            args=["-m", LOCKED_ASV, "run", "--config", str(config), *args, *extra],
             python=python,
             env={VISIBLE_DEVICES: shard.uuid},
             timeout_s=timeout_s,

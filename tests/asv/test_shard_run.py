@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from fake_nvml import H200_UUIDS, FakeNvml
 from vllm_shaped import CSRC, write_project
 
+from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.asv.shard_run import SHARD_ENVS, range_commits, run_shards
@@ -91,7 +92,7 @@ def test_each_gpus_run_starts_at_once_on_its_gpu_with_its_commits(fake_asv, monk
         assert said["visible"] == shard.uuid
         assert said["commits"] == list(shard.commits)
         assert said["env_dir"] == f"{SHARD_ENVS}/{shard.machine}"
-        assert said["argv"][:3] == ["-m", "asv", "run"]
+        assert said["argv"][:3] == ["-m", LOCKED_ASV, "run"]
         assert said["argv"][said["argv"].index("--machine") + 1] == shard.machine
         assert "--record-samples" in said["argv"] and "--skip-existing-successful" in said["argv"]
     assert any(line.startswith("[GPU 1] {") for line in lines), "each line marked with its GPU"

@@ -1,0 +1,60 @@
+"""`python -m fwdasv.asv.locked_machine ARGS`: asv's command line, its machine file locked.
+
+asv rewrites ~/.asv-machine.json each time a run loads its machine (truncating it, then
+writing), so two runs started together (`fwdasv shard`, one per GPU) can read it
+half-written and stop at "Error parsing JSON". Here asv's load-and-save of its machine
+holds an exclusive lock on the file's `.lock` neighbour; a run waits for the other's write.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+MODULE = "fwdasv.asv.locked_machine"  # what `python -m` runs in asv's place
+
+
+@contextmanager
+def machine_file_locked(path: str | Path | None = None) -> Iterator[None]:
+    """Hold the exclusive lock of asv's machine file (`path`, or asv's own default)."""
+    from asv.machine import MachineCollection
+
+    target = Path(path if path is not None else MachineCollection.get_machine_file_path())
+    with open(f"{target}.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def lock_machine_loads() -> None:
+    """Make every `asv.machine.Machine.load` of this process hold the lock."""
+    from asv.machine import Machine
+
+    load = Machine.load.__func__
+    if getattr(load, "fwdasv_locked", False):
+        return
+
+    def locked(cls: type, *args: Any, **kwargs: Any) -> Any:
+        with machine_file_locked(kwargs.get("_path")):
+            return load(cls, *args, **kwargs)
+
+    locked.fwdasv_locked = True  # type: ignore[attr-defined]
+    Machine.load = classmethod(locked)
+
+
+def main() -> None:
+    lock_machine_loads()
+    from asv.main import main as asv_main
+
+    sys.argv[0] = "asv"
+    asv_main()
+
+
+if __name__ == "__main__":
+    main()
