@@ -14,17 +14,18 @@ How each rule decides, with its figures: docs/verdicts.md.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from fwdasv.analysis.edges import edge_threshold, edges
+from fwdasv.analysis.edges import edge_threshold, edges, rejudge_edge
 from fwdasv.analysis.levels import EDGE_MAX, Z_THRESHOLD, level_steps, undecided_steps
 from fwdasv.analysis.noise import Noise
 from fwdasv.analysis.short import excursions, short_history_steps, short_level_steps
 from fwdasv.analysis.status import Status
-from fwdasv.analysis.step import HEAD, Step
+from fwdasv.analysis.step import HEAD, START, Step
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
 EDGE_HOLD_Z = 2.0  # sigma a fitted level's commits must stand up to be more than a head spike
@@ -135,7 +136,53 @@ def _with_edges(
             # on top of the first (a 2x commit after a +2.5% level), not the first's
             # new level seen again.
             kept.append(found)
+    everything = [*out, *kept]
+    judged = [_edge_level(f, everything, medians, noise, min_effect_pct, undecided) for f in kept]
+    kept = [step for step in judged if step is not None]
     return sorted([*out, *kept], key=_order)
+
+
+def _edge_level(
+    step: Step,
+    found: Sequence[Step],
+    medians: Sequence[float | None],
+    noise: Noise,
+    min_effect_pct: float,
+    undecided: bool,
+) -> Step | None:
+    """An edge judged again against its reference level ended at the nearest other step
+    found (`found`) where its reference ran through that step: the fit of the reference
+    side cannot end a level of 2-3 commits (2 | 2 | 4 commits: a start edge's reference
+    spanned both later levels and halved a -61% step). None: it does not stand out
+    against that level (the other step's level seen again)."""
+    if step.edge == START:
+        later = [s.after_index for s in found if s.after_index > step.after_index]
+        span = (step.after_index, min(later)) if later else None
+        reference = step.commits_after
+    else:
+        earlier = [s.after_index for s in found if s.after_index < step.after_index]
+        span = (max(earlier), step.after_index) if earlier else None
+        reference = step.commits_before
+    if span is None:
+        return step
+    values = [m for m in medians[span[0] : span[1]] if m is not None and math.isfinite(m)]
+    values = [m for m in values if m > 0]
+    if len(values) >= reference:
+        return step  # its reference level ended there already
+    cuts = [s.after_index for s in found if s is not step]
+    judged = rejudge_edge(
+        medians, noise, step, cuts, min_effect_pct=min_effect_pct, undecided=undecided
+    )
+    if judged is None:
+        return None
+    # Its size: the level's raw medians (the reference's despiking, across the cut, pulls
+    # a level of 2 commits toward the next one).
+    level = math.exp(float(np.mean(np.log(values))))
+    before, after = (judged.before, level) if step.edge == START else (level, judged.after)
+    percent = 100 * (after / before - 1)
+    if (-percent if judged.status == Status.IMPROVEMENT else percent) < min_effect_pct:
+        return None
+    return dataclasses.replace(judged, before=before, after=after, percent=percent)
 
 
 def _holds(medians: Sequence[float | None], step: Step, stop: int, sigma: float) -> bool:

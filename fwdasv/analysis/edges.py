@@ -151,6 +151,34 @@ def _edges(
     return out
 
 
+def rejudge_edge(
+    medians: Sequence[float | None],
+    noise: Noise,
+    step: Step,
+    cuts: Sequence[int],
+    *,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    undecided: bool = True,
+) -> Step | None:
+    """`step`, an edge `edges` found, judged again with its reference level ended at
+    `cuts` (history indices where other steps were found); None where it does not stand
+    out against that level."""
+    index, logs = valid_logs(medians)
+    split = int(np.searchsorted(index, step.after_index))
+    k = int(logs.size) - split if step.edge == HEAD else split
+    sign = -1.0 if step.status == Status.IMPROVEMENT else 1.0
+    edge = functools.partial(
+        _edge, index, logs, split, k, sigma=noise.sigma, noise=noise,
+        min_effect_pct=min_effect_pct, where=step.edge or START, sign=sign,
+        undecided_pct=undecided_floor(noise, min_effect_pct) if undecided else math.inf,
+        cuts=sorted({int(np.searchsorted(index, c)) for c in cuts}),
+    )  # fmt: skip
+    judged = edge(drop_slow=False)
+    if judged is None and step.edge == START:
+        judged = edge(drop_slow=True)
+    return judged
+
+
 def _new_level(step: Step) -> float:
     """ln of the level the edge's own commits are at (the head's new one, the start's old)."""
     return math.log(step.after if step.edge == HEAD else step.before)

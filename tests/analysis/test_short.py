@@ -88,3 +88,33 @@ def test_the_local_rule_needs_each_commit_beyond_and_takes_a_slow_one_on_top() -
     # A faster level: found in the direction asked, not the other.
     assert judge_local(ref, np.log([0.97, 0.971]), 0.001, -1.0) is not None
     assert judge_local(ref, np.log([0.97, 0.971]), 0.001, 1.0) is None
+
+
+# The demo's decode_bs8_2k (paced ratio), 8 nightly commits, 2026-12-04 (/tmp/lk/demoA):
+# 2 commits before SDPA's native GQA, 2 at its level, 4 after the soft-capping regression.
+DEMO_DECODE = (41.65, 39.34, 15.87, 15.24, 34.22, 34.34, 34.33, 34.53)
+
+
+def test_a_start_edge_is_sized_against_its_own_level_not_the_next_ones() -> None:
+    """2 | 2 | 4 commits: the fit cannot end a level of 2, so the start edge's reference
+    ran through the later step and the -61% speed-up read -25%, the +121% regression
+    +70%. Each edge is judged again against the level that ends at the other step."""
+    history = _history([v / 40 for v in DEMO_DECODE], spread=0.01)
+    steps = detect(_medians(history), estimate_noise(history), improvements=True)
+    assert [(s.after_index, s.status) for s in steps] == [
+        (2, Status.IMPROVEMENT),
+        (4, Status.REGRESSION),
+    ], steps
+    faster, slower = steps
+    assert -65 < faster.percent < -57 and faster.commits_after == 2, faster
+    assert 110 < slower.percent < 130 and slower.commits_before == 2, slower
+
+
+def test_an_edge_that_is_a_fitted_steps_level_seen_again_is_not_reported() -> None:
+    """A busy box's +45% step at the 8th of 14 commits (12% noise) and, at the head, 3
+    commits that stand +25% above the whole history before them but +5% above the
+    level since the step: one step, the head's edge dropped (the same for the start)."""
+    ms = (15.3, 14.72, 15.69, 18.21, 19.42, 16.27, 16.19, 22.08, 23.08, 22.39, 19.84, 23.99)
+    history = _history([*ms, 22.26, 22.34], spread=0.03, seed=37)
+    steps = detect(_medians(history), estimate_noise(history))
+    assert [s.after_index for s in steps] == [7], steps
