@@ -121,10 +121,11 @@ def _noisiest_case(project: asv_project.AsvProject, machine: str) -> tuple[str, 
 
 
 def nightly_commits(hashes: list[str], every: int) -> list[str]:
-    """Every `every`-th commit from the first, and always the last."""
-    chosen = hashes[::every]
-    if hashes[-1] not in chosen:
-        chosen.append(hashes[-1])
+    """Every `every`-th commit counted back from the newest (a nightly job measures the
+    newest), and always the first: oldest first."""
+    chosen = hashes[::-1][::every][::-1]
+    if hashes[0] not in chosen:
+        chosen.insert(0, hashes[0])
     return chosen
 
 

@@ -21,8 +21,14 @@ from click.testing import CliRunner
 from fwdasv.analysis.series import load_series
 from fwdasv.asv.project import AsvProject, run_commits, sweep_hashfiles
 from fwdasv.demo import cli as demo_cli
-from fwdasv.demo.project import SLOW_COMMIT_SUBJECT
-from fwdasv.demo.run import DemoOutcome, _closing_lines, record_demo_machine, widen_line
+from fwdasv.demo.project import FAST_COMMIT_SUBJECT, SLOW_COMMIT_SUBJECT, _history
+from fwdasv.demo.run import (
+    DemoOutcome,
+    _closing_lines,
+    nightly_commits,
+    record_demo_machine,
+    widen_line,
+)
 from fwdasv.hw.machine import MachineCollision, this_machine
 
 INJECTED = "a" * 40
@@ -214,3 +220,26 @@ def test_the_demos_last_lines_are_the_next_commands_runnable_as_printed(
     compare = lines[names.index("compare") + 1]
     assert f"compare {OTHER[:8]} {INJECTED[:8]} " in compare  # the injected commit's pair
     assert f"bisect {OTHER[:8]}..{INJECTED[:8]} " in lines[names.index("bisect") + 1]
+
+
+def test_nightly_counts_back_from_the_newest_and_keeps_the_first() -> None:
+    assert nightly_commits(list("abcdefg"), 2) == list("aceg")
+    assert nightly_commits(list("abcdefgh"), 2) == list("abdfh")
+    assert nightly_commits(list("abcdefgh"), 3) == list("abeh")
+    assert nightly_commits(list("ab"), 5) == list("ab")
+
+
+def test_the_demos_nightly_commits_hold_two_levels_about_each_change() -> None:
+    """Its speed-up needs 2 measured commits before it to be listed (a start edge), its
+    regression 2 at the faster level and 4 after it; each change's range spans 2 commits
+    (bisect has one to place)."""
+    subjects = [subject for subject, _ in _history()]
+    measured = [subjects.index(s) for s in nightly_commits(subjects, 2)]
+    fast, slow = subjects.index(FAST_COMMIT_SUBJECT), subjects.index(SLOW_COMMIT_SUBJECT)
+    assert [i for i in measured if i < fast] == [0, 1]
+    assert len([i for i in measured if fast <= i < slow]) == 2
+    assert len([i for i in measured if i >= slow]) == 4
+    for change in (fast, slow):
+        before = max(i for i in measured if i < change)
+        after = min(i for i in measured if i >= change)
+        assert after - before == 2, (change, before, after)
