@@ -333,6 +333,8 @@ class _Steps:
         bisected = None
         if bisect_regressions and len(worst.commits) > 1:
             bisected = self.bisect(worst)
+            if bisected is not None:  # its culprit (or why none) in the verdicts file
+                record_verdict(self.project, worst, status=None, culprit=bisected.culprit_record())
             if bisected is not None and bisected.reproducible:
                 good, bad = bisected.last_good, bisected.first_bad
         else:

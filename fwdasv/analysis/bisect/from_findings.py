@@ -25,7 +25,6 @@ from fwdasv.analysis.finding import Finding
 from fwdasv.analysis.finding_verdicts import record_verdict
 from fwdasv.analysis.series import load_series
 from fwdasv.analysis.status import Status
-from fwdasv.analysis.verdict_file import CulpritRecord
 from fwdasv.asv.project import AsvProject
 
 # The findings bisect searches: detected or confirmed slowdowns (not one ruled out).
@@ -124,18 +123,6 @@ def bisect_findings(
             continue
         for finding, result in zip(group.findings, results, strict=True):
             say(f"  {result.summary()}")
-            record_verdict(
-                project,
-                finding,
-                status=None,
-                culprit=CulpritRecord(
-                    result.culprit,
-                    result.subject,
-                    result.evidence() if result.found else result.reason,
-                    str(result.answer),
-                    group.good,
-                    group.bad,
-                ),
-            )
+            record_verdict(project, finding, status=None, culprit=result.culprit_record())
         out.append(Bisected(group, tuple(results)))
     return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwdasv.analysis.status import Status, StatusWord
+from fwdasv.analysis.verdict_file import CulpritRecord
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
 
@@ -98,6 +99,17 @@ class BisectResult:
             f"GOOD {self.good[:8]} -> BAD {self.bad[:8]}: {self.ends}; last good "
             f"{self.last_good[:8]}, first bad {self.first_bad[:8]}; {len(placed)} probe(s) "
             f"placed by process medians; {self.cost()}"
+        )
+
+    def culprit_record(self) -> CulpritRecord:
+        """What the verdicts file keeps of this search: the culprit, or none and why."""
+        return CulpritRecord(
+            self.culprit,
+            self.subject,
+            self.evidence() if self.found else self.reason,
+            str(self.answer),
+            self.good,
+            self.bad,
         )
 
     def summary(self) -> str:
