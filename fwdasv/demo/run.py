@@ -168,12 +168,18 @@ def run_demo(
     say("4/7 findings: each series judged by its own run-to-run noise")
     _lines(indented, _findings_table(measured.found))
     pending = [f for f in measured.found if f.status in TO_CONFIRM]
+    # A re-run: what an earlier run confirmed holds without another re-measure.
+    settled = [f for f in measured.found if f not in pending and FINDINGS.fails(f.status)]
     explained = None
-    if not pending:
+    if not pending and not settled:
         say("5/7 no latency regression was found; nothing to confirm or bisect")
     else:
+        if not pending:
+            names = ", ".join(f"{f.key.case} at {f.after_commit[:8]}" for f in settled)
+            say(f"5/7 {names}: {settled[0].status} by an earlier run's re-measure")
         # As nightly: a suspected finding is re-measured too, and only what holds goes on.
-        held = [f for f in steps.confirm(pending) if FINDINGS.fails(f.status)]
+        confirmed = steps.confirm(pending) if pending else []
+        held = [*settled, *(f for f in confirmed if FINDINGS.fails(f.status))]
         if not held:
             say(
                 "6/7 the re-measure ruled out (or could not decide) every finding: nothing to bisect"
