@@ -103,4 +103,5 @@ def finish(session: Session, track: Track) -> BisectResult:
         bench_processes=session.pool.bench_processes,
         probes=search.probes,
         skipped=skipped,
+        resumed=session.pool.resumed,
     )

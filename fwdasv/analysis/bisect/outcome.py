@@ -59,6 +59,7 @@ class BisectResult:
     bench_processes: int
     probes: tuple[Probe, ...] = ()
     skipped: tuple[str, ...] = ()  # commits inside the final pair that could not be placed
+    resumed: int = 0  # processes an earlier search of this range kept, not launched again
 
     @property
     def found(self) -> bool:
@@ -89,6 +90,7 @@ class BisectResult:
         return (
             f"{self.bench_runs} bench run{'s' if self.bench_runs != 1 else ''}, "
             f"{self.bench_processes} bench process{'es' if self.bench_processes != 1 else ''}"
+            f"{f' ({self.resumed} kept from an earlier search)' if self.resumed else ''}"
             f" over {self.range_size} commits"
         )
 
@@ -144,6 +146,7 @@ class BisectResult:
             "ends": self.ends,
             "bench_runs": self.bench_runs,
             "bench_processes": self.bench_processes,
+            "resumed_processes": self.resumed,
             "skipped": list(self.skipped),
             "probes": [
                 {
