@@ -147,7 +147,7 @@ def run_demo(
     `[demo] ...` are printed from those values, the tools' own output indented."""
     from fwdasv.analysis.gate import FINDINGS
     from fwdasv.analysis.publish import publish
-    from fwdasv.analysis.status import TO_CONFIRM, Status
+    from fwdasv.analysis.status import Status
 
     started = time.perf_counter()
     root = Path(directory).resolve()
@@ -167,9 +167,7 @@ def run_demo(
     measured = steps.measure(hashes, every)
     say("4/7 findings: each series judged by its own run-to-run noise")
     _lines(indented, _findings_table(measured.found))
-    pending = [f for f in measured.found if f.status in TO_CONFIRM]
-    # A re-run: what an earlier run confirmed holds without another re-measure.
-    settled = [f for f in measured.found if f not in pending and FINDINGS.fails(f.status)]
+    pending, settled = to_diagnose(measured.found)
     explained = None
     if not pending and not settled:
         say("5/7 no latency regression was found; nothing to confirm or bisect")
@@ -206,6 +204,17 @@ def run_demo(
     for line in next_commands(outcome, project):
         echo(line)
     return outcome
+
+
+def to_diagnose(found: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
+    """(pending, settled): the findings to re-measure (`regression`, `suspected`, as
+    nightly), and those an earlier run's re-measure confirmed (a re-run goes on with them
+    without another)."""
+    from fwdasv.analysis.gate import FINDINGS
+    from fwdasv.analysis.status import TO_CONFIRM
+
+    pending = [f for f in found if f.status in TO_CONFIRM]
+    return pending, [f for f in found if f not in pending and FINDINGS.fails(f.status)]
 
 
 def _lines(echo: Callable[[str], None], lines: Iterable[str]) -> None:

@@ -18,7 +18,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fwdasv.analysis.series import load_series
+from fwdasv.analysis.finding import Finding
+from fwdasv.analysis.noise import Noise
+from fwdasv.analysis.series import SeriesKey, load_series
+from fwdasv.analysis.status import Status
+from fwdasv.analysis.step import Step
 from fwdasv.asv.project import AsvProject, run_commits, sweep_hashfiles
 from fwdasv.demo import cli as demo_cli
 from fwdasv.demo.project import FAST_COMMIT_SUBJECT, SLOW_COMMIT_SUBJECT, _history
@@ -27,6 +31,7 @@ from fwdasv.demo.run import (
     _closing_lines,
     nightly_commits,
     record_demo_machine,
+    to_diagnose,
     widen_line,
 )
 from fwdasv.hw.machine import MachineCollision, this_machine
@@ -243,3 +248,26 @@ def test_the_demos_nightly_commits_hold_two_levels_about_each_change() -> None:
         before = max(i for i in measured if i < change)
         after = min(i for i in measured if i >= change)
         assert after - before == 2, (change, before, after)
+
+
+def _found(status: Status, case: str) -> Finding:
+    step = Step(3, 4, 1.0, 1.4, 40.0, 9.0, 3.0, 1.0, 4, 4, status)
+    noise = Noise(1.0, 1.0, 0.5, commits_used=8, source="history", dof=6.0)
+    key = SeriesKey("fwdasv-demo", "fwdasv-py3.11", "forward.TinyLM.track_relative", case)
+    return Finding(key, "ratio", {"case": case}, step, noise, "a" * 40, "b" * 40, 1.4, status)
+
+
+def test_a_re_run_goes_on_with_what_an_earlier_run_confirmed() -> None:
+    """A finished demo's findings are `confirmed`: a re-run re-measures nothing and goes
+    on with them (it once said "no latency regression was found" and exited 1)."""
+    found = [
+        _found(Status.CONFIRMED, "prefill_512"),
+        _found(Status.REGRESSION, "decode_bs4"),
+        _found(Status.SUSPECTED, "prefill_64"),
+        _found(Status.NOT_REPRODUCED, "decode_bs8_2k"),
+        _found(Status.IMPROVEMENT, "decode_bs8_1k"),
+    ]
+    pending, settled = to_diagnose(found)
+    assert [f.key.case for f in pending] == ["decode_bs4", "prefill_64"]
+    assert [f.key.case for f in settled] == ["prefill_512"]
+    assert to_diagnose(found[:1]) == ([], found[:1])
