@@ -67,7 +67,12 @@ def test_the_sparse_history_leaves_the_slow_commit_between_measured_ones(tmp_pat
         spec.loader.exec_module(maker)
     finally:
         sys.path.remove(str(ROOT / "bench" / "h200"))
-    (models / "qwen3.py").write_text("class Layer:\n    def forward(self, x):\n" + maker.SLOW_OLD)
+    (models / "qwen3.py").write_text(
+        "class Layer:\n    def __init__(self, config, prefix):\n"
+        + maker.SLOW_INIT_OLD
+        + "\n    def forward(self, x):\n"
+        + maker.SLOW_OLD
+    )
     made = maker.build(base, tmp_path / "repo")
     repo = tmp_path / "repo"
     hashes = [c for c, _ in made]
@@ -83,6 +88,6 @@ def test_the_sparse_history_leaves_the_slow_commit_between_measured_ones(tmp_pat
     refused = [i for i, c in enumerate(hashes) if vllm_base.compiled_change(repo, at, c)]
     assert refused == [maker.CSRC_INDEX]
     slow = hashes[maker.SLOW_INDEX]
-    assert "hidden_states.float().to(residual.dtype)" in git(
-        repo, "show", f"{slow}:vllm/model_executor/models/qwen3.py"
-    )
+    changed = git(repo, "show", f"{slow}:vllm/model_executor/models/qwen3.py")
+    assert "hidden_states.float().to(residual.dtype)" in changed
+    assert "self.round_mlp = extract_layer_index(prefix) % 7 == 0" in changed
