@@ -13,6 +13,8 @@
 #   stage_unpack PART   unpack the carried part(s) of the vLLM bundle into /tmp/vsite
 #   stage_vllm          source the carried bundle's stage.sh (c, b or a), or, with none
 #                       carried, take the already unpacked /tmp/vsite; sets VLLM_OFFLINE_HOME
+# Part a with this checkout is over 64 MiB: bench/h200/split_a.sh splits it in two here and
+# joins it there over two calls (carry .vllm-offline/a1, then a2), before parts b and c.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/null
 export PIP_DISABLE_PIP_VERSION_CHECK=1
