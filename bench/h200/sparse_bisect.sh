@@ -3,8 +3,8 @@
 # the culprit recorded with the finding. make_sparse_history.py: this script's own ~1%
 # Python-only slowdown at commit 8, a csrc commit at 9 the compiled-code guard refuses (10
 # takes it out again), the rest comment-only. One command, after the calls that unpack the
-# offline bundle's parts a and b (as for vllm_history.sh), on the same warm `nvidia-h200`,
-# carry [".vllm-offline/c", ".whl"]:
+# offline bundle's parts a (in two halves: bench/h200/split_a.sh) and b, on the same warm
+# `nvidia-h200`, carry [".vllm-offline/c", ".whl"]:
 #
 #   bash bench/h200/sparse_bisect.sh
 #
