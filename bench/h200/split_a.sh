@@ -11,6 +11,7 @@
 # (default /tmp/vsite) where the bundle's own stage.sh looks for it. SPLIT_BYTES: the first
 # half's size (default 40000000).
 set -euo pipefail
+. "$(dirname "$0")/stage.sh"
 B=${VLLM_OFFLINE:-.vllm-offline}
 S=${VLLM_SITE:-/tmp/vsite}
 KEPT=${SPLIT_KEPT:-/tmp/vllm-offline-a1.part}
