@@ -212,11 +212,14 @@ def _edge(
     rest = logs[:split] if head else logs[split:]
     if rest.size < EDGE_MIN_REFERENCE or short.size != k:
         return None
-    clean = despike(rest, sigma)
-    threshold = z_threshold(int(rest.size), noise.dof)
-    # The levels of the other side: the fit's, ended where a level found otherwise starts.
+    # The levels of the other side: the fit's, ended where a level found otherwise starts;
+    # spikes are judged within each run between those cuts (a 2-commit level next to a
+    # cut is no spike of the level beyond it).
     offset = 0 if head else split
     inside = [c - offset for c in cuts if 0 < c - offset < rest.size]
+    runs = itertools.pairwise([0, *sorted(set(inside)), int(rest.size)])
+    clean = np.concatenate([despike(rest[a:b], sigma) for a, b in runs])
+    threshold = z_threshold(int(rest.size), noise.dof)
     bounds = sorted({*partition(clean / sigma, threshold * threshold), *inside, int(rest.size)})
     a, b = (bounds[-2], bounds[-1]) if head else (bounds[0], bounds[1])
     reference = float(np.mean(clean[a:b]))

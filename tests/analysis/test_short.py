@@ -118,3 +118,16 @@ def test_an_edge_that_is_a_fitted_steps_level_seen_again_is_not_reported() -> No
     history = _history([*ms, 22.26, 22.34], spread=0.03, seed=37)
     steps = detect(_medians(history), estimate_noise(history))
     assert [s.after_index for s in steps] == [7], steps
+
+
+def test_a_start_edge_next_to_an_excursion_is_sized_by_its_own_level() -> None:
+    """The fresh clone's demo (decode_bs8_2k, 12:38 UTC): the 2-commit faster level is
+    set apart as an excursion (the level after it is near the one before), so the start
+    edge's reference ends there; spikes are judged within that run, not against the
+    slower level beyond the cut, which read the -60% step as -42%."""
+    fresh = (39.38, 37.71, 15.59, 14.97, 35.94, 35.68, 34.55, 33.96)
+    history = _history([v / 40 for v in fresh], spread=0.01, seed=1)
+    steps = detect(_medians(history), estimate_noise(history), improvements=True)
+    faster = [s for s in steps if s.status == Status.IMPROVEMENT]
+    assert [s.after_index for s in faster] == [2], steps
+    assert -65 < faster[0].percent < -55, faster
