@@ -21,7 +21,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from fwdasv.analysis.edges import edge_threshold, edges, rejudge_edge
-from fwdasv.analysis.levels import EDGE_MAX, Z_THRESHOLD, level_steps, undecided_steps
+from fwdasv.analysis.levels import (
+    EDGE_MAX,
+    Z_THRESHOLD,
+    level_steps,
+    undecided_steps,
+    valid_logs,
+)
 from fwdasv.analysis.noise import Noise
 from fwdasv.analysis.short import excursions, short_history_steps, short_level_steps
 from fwdasv.analysis.status import Status
@@ -165,9 +171,8 @@ def _edge_level(
         reference = step.commits_before
     if span is None:
         return step
-    values = [m for m in medians[span[0] : span[1]] if m is not None and math.isfinite(m)]
-    values = [m for m in values if m > 0]
-    if len(values) >= reference:
+    _, logs = valid_logs(medians[span[0] : span[1]])
+    if logs.size >= reference:
         return step  # its reference level ended there already
     cuts = [s.after_index for s in found if s is not step]
     judged = rejudge_edge(
@@ -175,9 +180,9 @@ def _edge_level(
     )
     if judged is None:
         return None
-    # Its size: the level's raw medians (the reference's despiking, across the cut, pulls
-    # a level of 2 commits toward the next one).
-    level = math.exp(float(np.mean(np.log(values))))
+    # Its size: the mean of the level's raw ln medians, every commit of it kept (a
+    # 2-commit level's despiking may still set one aside).
+    level = math.exp(float(np.mean(logs)))
     before, after = (judged.before, level) if step.edge == START else (level, judged.after)
     percent = 100 * (after / before - 1)
     if (-percent if judged.status == Status.IMPROVEMENT else percent) < min_effect_pct:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
 import numpy as np
@@ -108,15 +108,7 @@ def _edges(
     cuts: Sequence[int],
 ) -> list[Step]:
     """`edges` in one direction: `sign` +1 slower, -1 faster."""
-    index, logs = valid_logs(medians)
-    sigma = noise.sigma
-    limit = undecided_floor(noise, min_effect_pct) if undecided else math.inf
-    # Positions (among the commits with data) where a level found otherwise starts.
-    cut_at = sorted({int(np.searchsorted(index, c)) for c in cuts})
-    edge = functools.partial(
-        _edge, sigma=sigma, noise=noise, min_effect_pct=min_effect_pct, undecided_pct=limit,
-        sign=sign, cuts=cut_at,
-    )  # fmt: skip
+    index, logs, edge = _edge_judge(medians, noise, min_effect_pct, undecided, sign, cuts)
     out = []
     stop = logs.size  # the start's edge is judged on the commits before the head's
     for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
@@ -163,20 +155,35 @@ def rejudge_edge(
     """`step`, an edge `edges` found, judged again with its reference level ended at
     `cuts` (history indices where other steps were found); None where it does not stand
     out against that level."""
-    index, logs = valid_logs(medians)
+    sign = -1.0 if step.status == Status.IMPROVEMENT else 1.0
+    index, logs, edge = _edge_judge(medians, noise, min_effect_pct, undecided, sign, cuts)
     split = int(np.searchsorted(index, step.after_index))
     k = int(logs.size) - split if step.edge == HEAD else split
-    sign = -1.0 if step.status == Status.IMPROVEMENT else 1.0
-    edge = functools.partial(
-        _edge, index, logs, split, k, sigma=noise.sigma, noise=noise,
-        min_effect_pct=min_effect_pct, where=step.edge or START, sign=sign,
-        undecided_pct=undecided_floor(noise, min_effect_pct) if undecided else math.inf,
-        cuts=sorted({int(np.searchsorted(index, c)) for c in cuts}),
-    )  # fmt: skip
-    judged = edge(drop_slow=False)
-    if judged is None and step.edge == START:
-        judged = edge(drop_slow=True)
+    where = step.edge or START
+    judged = edge(index, logs, split, k, where=where, drop_slow=False)
+    if judged is None and where == START:
+        judged = edge(index, logs, split, k, where=where, drop_slow=True)
     return judged
+
+
+def _edge_judge(
+    medians: Sequence[float | None],
+    noise: Noise,
+    min_effect_pct: float,
+    undecided: bool,
+    sign: float,
+    cuts: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray, Callable[..., Step | None]]:
+    """(history index, ln median) of the commits with data, and `_edge` with the series'
+    settings bound: its noise, the undecided floor (or none), the direction and the cuts
+    as positions among the commits with data (where a level found otherwise starts)."""
+    index, logs = valid_logs(medians)
+    edge = functools.partial(
+        _edge, sigma=noise.sigma, noise=noise, min_effect_pct=min_effect_pct,
+        undecided_pct=undecided_floor(noise, min_effect_pct) if undecided else math.inf,
+        sign=sign, cuts=sorted({int(np.searchsorted(index, c)) for c in cuts}),
+    )  # fmt: skip
+    return index, logs, edge
 
 
 def _new_level(step: Step) -> float:
