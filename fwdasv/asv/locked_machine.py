@@ -20,11 +20,10 @@ MODULE = "fwdasv.asv.locked_machine"  # what `python -m` runs in asv's place
 
 @contextmanager
 def machine_file_locked(path: str | Path | None = None) -> Iterator[None]:
-    """Hold the exclusive lock of asv's machine file (`path`, or asv's own default)."""
-    from asv.machine import MachineCollection
+    """Hold the exclusive lock of asv's machine file (`path`, or ~/.asv-machine.json)."""
+    from fwdasv.hw.machine import machine_file_path
 
-    target = Path(path if path is not None else MachineCollection.get_machine_file_path())
-    with open(f"{target}.lock", "a") as handle:
+    with open(f"{machine_file_path(path)}.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
