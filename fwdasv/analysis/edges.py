@@ -89,9 +89,9 @@ def edges(
     `improvements`, a faster head or start too where no slower one is (status
     `improvement`). `cuts`: first commits (history indices) of steps found otherwise
     (a short level's): the reference level an edge is judged against ends there."""
-    out = _edges(medians, noise, min_effect_pct, undecided, 1.0, cuts)
+    out = _edges(*_edge_judge(medians, noise, min_effect_pct, undecided, 1.0, cuts))
     if improvements:
-        faster = _edges(medians, noise, min_effect_pct, undecided, -1.0, cuts)
+        faster = _edges(*_edge_judge(medians, noise, min_effect_pct, undecided, -1.0, cuts))
         taken = {s.edge for s in out}
         out = sorted(
             [*out, *(s for s in faster if s.edge not in taken)], key=lambda s: s.after_index
@@ -99,16 +99,8 @@ def edges(
     return out
 
 
-def _edges(
-    medians: Sequence[float | None],
-    noise: Noise,
-    min_effect_pct: float,
-    undecided: bool,
-    sign: float,
-    cuts: Sequence[int],
-) -> list[Step]:
-    """`edges` in one direction: `sign` +1 slower, -1 faster."""
-    index, logs, edge = _edge_judge(medians, noise, min_effect_pct, undecided, sign, cuts)
+def _edges(index: np.ndarray, logs: np.ndarray, edge: Callable[..., Step | None]) -> list[Step]:
+    """`edges` in one direction, the one `edge` (`_edge_judge`) is bound to."""
     out = []
     stop = logs.size  # the start's edge is judged on the commits before the head's
     for k in range(EDGE_MAX, 0, -1):  # the head: its newest k commits
