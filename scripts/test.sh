@@ -14,6 +14,21 @@ if [ "${1:-}" = "--long" ]; then
   shift
 fi
 python=${PYTHON:-python3}
+# A first install needs room: .venv ends near 10 GB (vllm==0.33.0 pulls the CUDA torch and
+# its libraries) and pip unpacks each download beside it. Say so before pip runs out of
+# disk half-way (OSError 28) rather than after. FWDASV_INSTALL_GB sets the need.
+if ! compgen -G ".venv/lib/python3*/site-packages/vllm-0.33.0.dist-info" > /dev/null; then
+  need_gb=${FWDASV_INSTALL_GB:-12}
+  for dir in . "${TMPDIR:-/tmp}"; do
+    free_gb=$(df -Pk "$dir" | awk 'NR == 2 {printf "%d", $4 / 1048576}')
+    if [ "$free_gb" -lt "$need_gb" ]; then
+      echo "[test.sh] $free_gb GB free on $(df -P "$dir" | awk 'NR == 2 {print $6}') (for $dir);" \
+        "the first install needs about $need_gb GB (vllm==0.33.0 and its CUDA torch in .venv)."
+      echo "[test.sh] free some space there (or point TMPDIR elsewhere) and run it again."
+      exit 1
+    fi
+  done
+fi
 if [ ! -x .venv/bin/python ]; then
   echo "[test.sh] creating .venv with $($python --version)"
   "$python" -m venv .venv
@@ -23,7 +38,8 @@ fi
 echo "[test.sh] installing fwdasv[test,vllm] into .venv (vllm==0.33.0 and its torch: about"
 echo "[test.sh]   9 GB the first time, several minutes; pip's progress below)"
 set +e
-.venv/bin/python -m pip install --disable-pip-version-check -e '.[test,vllm]' 2>&1 \
+# --no-cache-dir: no second copy of the downloads (several GB) in pip's cache.
+.venv/bin/python -m pip install --disable-pip-version-check --no-cache-dir -e '.[test,vllm]' 2>&1 \
   | grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|error)'
 pip_status=${PIPESTATUS[0]}
 set -e
@@ -72,4 +88,6 @@ fi
 status=$timing
 if [ "$status" = 0 ]; then status=$rest; fi
 echo "[test.sh] pytest exit status $status (timing tests $timing, the others $rest)"
+# The tests' files (real asv projects and environments, about 400 MB) stay only for a failure.
+if [ "$status" = 0 ]; then rm -rf "$base"; else echo "[test.sh] the tests' files kept in $base"; fi
 exit "$status"

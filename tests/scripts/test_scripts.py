@@ -8,6 +8,7 @@ shell script parses, and that the H200 scripts share one staging helper.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -82,3 +83,24 @@ def test_the_test_script_says_what_it_installs_and_asks_for_root_only_when_neede
     text = SCRIPTS["test.sh"].read_text()
     assert "pip install -q" not in text  # not silent for minutes
     assert "nothing to install (no root needed)" in text
+
+
+def test_the_test_script_stops_before_pip_when_the_disk_cannot_hold_the_install(
+    tmp_path: Path,
+) -> None:
+    # A first install is about 10 GB; with less free, pip used to fail half-way with
+    # OSError 28. The script says so first, names the filesystem, and makes no .venv.
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "test.sh"
+    script.write_text(SCRIPTS["test.sh"].read_text())
+    done = subprocess.run(
+        ["bash", str(script)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "FWDASV_INSTALL_GB": "100000000"},
+        timeout=60,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the first install needs about 100000000 GB" in done.stdout
+    assert "free some space there" in done.stdout
+    assert not (tmp_path / ".venv").exists()
