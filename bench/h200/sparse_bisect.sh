@@ -20,7 +20,7 @@
 # about 280 s, bisect about 270 s (the ends are confirm's; the slow commit's 3 processes and
 # the final pair's re-check of 3), so expect 2-3 calls. Exit 0: everything ran and the culprit is the
 # slow commit; 1: it ran and something is not as expected (summary.json says what); 2:
-# staging. CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows
+# staging. STOP_AFTER=confirm ends after confirm (its cost with several findings). CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows
 # the Qwen3 suite (FWDASV_CASES); each vLLM bench process costs about 40-50 s. Never changes
 # GPU settings. COLD=1 adds the 1% step bisected by hand from no stored samples (a fresh
 # project; about 12 more processes, one more call; bisect_cold.json). Under $OUT/sparse: summary.json (every step's seconds and exit, the figures),
@@ -113,6 +113,11 @@ if [ ! -f "$W/done.confirm" ]; then
   rc=$?; record confirm "$t0" $rc; cat "$S/confirm.txt"
   [ $rc = 124 ] && again
   touch "$W/done.confirm"
+fi
+
+if [ "${STOP_AFTER:-}" = confirm ]; then
+  echo "STOP_AFTER=confirm: stopping before bisect (confirm's cost is in $S/confirm.txt)"
+  exit 0
 fi
 
 if [ ! -f "$W/done.bisect" ]; then

@@ -29,14 +29,17 @@ case "${1:-}" in
   join)
     if [ -f "$S/vllm/$SO" ]; then
       echo "part a already unpacked in $S"
-    elif [ -f "$B/a1/part" ]; then
-      cp "$B/a1/part" "$KEPT" && echo "kept the first half of part a in $KEPT; carry a2 next"
-    elif [ -f "$B/a2/part" ]; then
-      [ -f "$KEPT" ] || { echo "no $KEPT: carry a1 first (the machine was released between?)" >&2; exit 2; }
+    elif [ -f "$B/a2/part" ] && [ -f "$KEPT" ]; then
+      # The device keeps a carried folder between calls, so a1 may still be beside a2.
       mkdir -p "$S/vllm"
       cat "$KEPT" "$B/a2/part" | xz -dc > "$S/vllm/$SO.tmp"
       mv "$S/vllm/$SO.tmp" "$S/vllm/$SO" && rm -f "$KEPT"
       echo "part a unpacked: $S/vllm/$SO"
+    elif [ -f "$B/a1/part" ]; then
+      cp "$B/a1/part" "$KEPT" && echo "kept the first half of part a in $KEPT; carry a2 next"
+    elif [ -f "$B/a2/part" ]; then
+      echo "no $KEPT: carry a1 first (the machine was released between?)" >&2
+      exit 2
     else
       echo "neither $B/a1/part nor $B/a2/part is here: carry one" >&2
       exit 2

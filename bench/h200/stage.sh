@@ -60,6 +60,9 @@ stage_unpack() {
 
 stage_vllm() {
   local part site=${VLLM_SITE:-/tmp/vsite}
+  # The bundle's stage.sh sets B, S and missing at its top level: local here, so a caller's
+  # own (sparse_bisect.sh's S, its output folder) survive the source.
+  local B S missing
   if [ -z "${VLLM_OFFLINE_HOME:-}" ]; then
     for part in c b a; do
       # shellcheck disable=SC1090
