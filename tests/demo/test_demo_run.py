@@ -29,6 +29,7 @@ from fwdasv.demo.project import FAST_COMMIT_SUBJECT, SLOW_COMMIT_SUBJECT, _histo
 from fwdasv.demo.run import (
     DemoOutcome,
     _closing_lines,
+    measure_between,
     nightly_commits,
     record_demo_machine,
     to_diagnose,
@@ -99,6 +100,21 @@ def test_a_re_run_with_every_commit_stored_measures_none_and_says_so() -> None:
     assert "measuring the other 2 commits too (1 already stored)" in line, line
     missing, line = widen_line("prefill_512", 4.2, 7, rest, set())
     assert missing == rest and line.endswith("measuring the other 3 commits too"), line
+
+
+def test_a_series_too_noisy_for_two_commits_a_side_measures_the_commits_between() -> None:
+    # Nothing found: any noise above NOISY_PCT widens (a step may not stand out yet).
+    assert measure_between(2.5, stood_out=False) and not measure_between(1.6, stood_out=False)
+    # A finding stood out: only a series that hides a step at 2 commits a side widens (the
+    # demo's paced decode at 21% hid its -57% speed-up; at 1.4-1.8% it showed).
+    assert measure_between(21.2, stood_out=True) and not measure_between(2.5, stood_out=True)
+    rest = ["1" * 40, "2" * 40]
+    missing, line = widen_line("decode_bs8_2k", 21.2, 8, rest, set(), stood_out=True)
+    assert missing == rest
+    assert line == (
+        "3/7 decode_bs8_2k is too noisy for 2 commits a side to show a step (noise_pct 21.2%"
+        " on 8 commits): measuring the other 2 commits too"
+    ), line
 
 
 def test_a_hash_file_a_killed_run_left_is_removed_by_the_next_run(
