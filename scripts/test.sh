@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up and run fwdasv's tests on a fresh machine: a venv in .venv with fwdasv
-# and its test and vLLM-contract extras (vllm==0.33.0, ~9 GB, a few minutes the
+# and its test and vLLM-contract extras (vllm==0.33.0, about 10 GB, a few minutes the
 # first time), Debian's chromium for the browser test, then ruff, mypy and pytest.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k cases). The end-to-end
 # must-shows marked `long` (minutes of real asv each: a busy box, a script repository,
@@ -36,7 +36,7 @@ fi
 # The vllm extra pins torch (vllm 0.33.0: the CUDA 2.14.0 wheel): this environment is
 # the vLLM contract's, apart from the demo's (.venv-demo, scripts/demo.sh).
 echo "[test.sh] installing fwdasv[test,vllm] into .venv (vllm==0.33.0 and its torch: about"
-echo "[test.sh]   9 GB the first time, several minutes; pip's progress below)"
+echo "[test.sh]   10 GB the first time, several minutes; pip's progress below)"
 set +e
 # --no-cache-dir: no second copy of the downloads (several GB) in pip's cache.
 .venv/bin/python -m pip install --disable-pip-version-check --no-cache-dir -e '.[test,vllm]' 2>&1 \

@@ -18,13 +18,15 @@
 # then exits 75: run the same command again. At about 45 s a vLLM bench process, the whole
 # takes about 1000 s: asv's 4 commits (the first cold) about 250 s, confirm's 3+3 processes
 # about 280 s, bisect about 270 s (the ends are confirm's; the slow commit's 3 processes and
-# the final pair's re-check of 3), so expect 2-3 calls. Exit 0: everything ran and the culprit is the
-# slow commit; 1: it ran and something is not as expected (summary.json says what); 2:
-# staging. STOP_AFTER=confirm ends after confirm (its cost with several findings). CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows
-# the Qwen3 suite (FWDASV_CASES); each vLLM bench process costs about 40-50 s. Never changes
-# GPU settings. COLD=1 adds the 1% step bisected by hand from no stored samples (a fresh
-# project; about 12 more processes, one more call; bisect_cold.json). Under $OUT/sparse: summary.json (every step's seconds and exit, the figures),
-# each step's output, the verdicts file, results.
+# the final pair's re-check of 3), so expect 2-3 calls. Exit 0: everything ran and the
+# culprit is the slow commit; 1: it ran and something is not as expected (summary.json says
+# what); 2: staging. STOP_AFTER=confirm ends after confirm (its cost with several findings).
+# CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows the Qwen3
+# suite (FWDASV_CASES); each vLLM bench process costs about 30-50 s. Never changes GPU
+# settings. COLD=1 adds the 1% step bisected by hand from no stored samples (a fresh
+# project; about 12 more processes, one more call; bisect_cold.json). Under $OUT/sparse:
+# summary.json (every step's seconds and exit, the figures), each step's output, the
+# verdicts file, results.
 set -u
 . "$(dirname "$0")/stage.sh"
 unset PYTHONDONTWRITEBYTECODE
