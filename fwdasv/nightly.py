@@ -6,7 +6,7 @@ entry, the pre-flight checks, `asv run` (the new commits, or one prepared build 
 (suspected ones too: a step on the newest commits is decided the night it lands) and the
 kernel diff of a confirmed one, bisect of every finding whose range holds unmeasured
 commits (the culprit recorded with it), `asv publish`, the gate
-(`fwdasv.analysis.gate.nightly_gate`), and the hardware reset, which runs whatever
+(`fwdasv.analysis.rules.gate.nightly_gate`), and the hardware reset, which runs whatever
 happened before (a failure, Ctrl-C). Each step returns a value (`MachineStep`,
 `PreflightStep`, `ConfirmStep`, `BisectStep`, `run_nightly`'s `NightlyOutcome`); what it
 prints is read from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 no
@@ -20,14 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.analysis import findings
 from fwdasv.analysis.bisect.from_findings import bisect_findings, range_groups
-from fwdasv.analysis.finding import Finding
-from fwdasv.analysis.findings_format import format_findings
-from fwdasv.analysis.gate import inside_steps, nightly_gate
-from fwdasv.analysis.publish import publish
-from fwdasv.analysis.reproduce import confirm_findings
-from fwdasv.analysis.status import TO_CONFIRM
+from fwdasv.analysis.confirm.reproduce import confirm_findings
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.format import format_findings
+from fwdasv.analysis.publish.publish import publish
+from fwdasv.analysis.rules.gate import inside_steps, nightly_gate
+from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.history import Problem
 from fwdasv.core.errors import EXIT_HARDWARE, UserError

@@ -48,7 +48,7 @@ MEASURING_MODULES = frozenset(
     {
         "analysis/bisect/test_driver.py",
         "analysis/commands/test_explain_command.py",
-        "analysis/test_reproduce.py",
+        "analysis/confirm/test_reproduce.py",
         "bench/test_explain_source.py",
         "bench/test_measure_explain.py",
         "e2e/test_demo_profiles.py",
@@ -230,8 +230,8 @@ def _flags_commit(project, commit: str) -> bool:
     """Whether fwdasv's findings (read from the results) hold a `regression` of the paced
     series at `commit`: a step only `suspected` (too noisy for the history to decide)
     takes another round of samples, as the README says for a busy machine."""
-    from fwdasv.analysis.findings import find
-    from fwdasv.analysis.status import Status
+    from fwdasv.analysis.findings.findings import find
+    from fwdasv.analysis.rules.status import Status
 
     return any(
         commit in {c.hash for c in finding.commits}
@@ -261,7 +261,7 @@ def demo_history(
     bench process per commit (`launches=1`, as `fwdasv init` writes it).
     """
 
-    from fwdasv.analysis.publish import publish
+    from fwdasv.analysis.publish.publish import publish
     from fwdasv.asv import project as asv_project
     from fwdasv.asv.scaffold import init_project
     from fwdasv.asv.suitespec import SuiteSpec

@@ -171,7 +171,7 @@ def invoke_cli(project, *args: str, command: str = "regressions"):
 
 def finding_of(project, benchmark: str):
     """The one finding of `benchmark` in the project's stored results."""
-    from fwdasv.analysis import findings
+    from fwdasv.analysis.findings import findings
 
     (found,) = [f for f in findings.find(project) if f.key.benchmark == benchmark]
     return found
@@ -200,9 +200,9 @@ def truncate_half(path: Path) -> None:
 
 def confirmation_record(b: list[float], finding):
     """An A/B re-measure of 3 processes a side (A at 1.0), as `fwdasv confirm` stores it."""
-    from fwdasv.analysis.confirm import judge_ab
-    from fwdasv.analysis.noise import Noise
-    from fwdasv.analysis.verdict_file import ConfirmationRecord
+    from fwdasv.analysis.findings.verdict_file import ConfirmationRecord
+    from fwdasv.analysis.rules.confirm import judge_ab
+    from fwdasv.analysis.rules.noise import Noise
 
     figures = judge_ab([1.0, 1.0005, 0.9995], b, Noise(0.2, 0.2, 0.05, 60, "history", 35.0))
     return ConfirmationRecord.of(figures, finding.before_commit, finding.after_commit)

@@ -14,8 +14,8 @@ from typing import Any
 
 from helpers import DATA
 
-from fwdasv.analysis.kernel_diff import KernelDiff
-from fwdasv.analysis.kernel_diff_format import format_diff
+from fwdasv.analysis.explain.kernel_diff import KernelDiff
+from fwdasv.analysis.explain.kernel_diff_format import format_diff
 from fwdasv.core.kernels import KernelRow, KernelSummary
 
 # vLLM's own kernel summary of one case on an H200 (`vllm bench forward --profile-dir`).

@@ -2,7 +2,7 @@
 
 The hardware is faked at the NVML boundary (tests/fake_nvml.py, as in
 tests/hw/) only where clocks are locked; asv, git and the engine are real.
-The gate on confirmed findings over a real confirmation is in analysis/test_reproduce.py.
+The gate on confirmed findings over a real confirmation is in analysis/confirm/test_reproduce.py.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 from fake_nvml import FakeNvml
 
-from fwdasv.analysis import findings
-from fwdasv.analysis.gate import FINDINGS
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.rules.gate import FINDINGS
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.asv.suitespec import torch_suite_source
 from fwdasv.cli import main

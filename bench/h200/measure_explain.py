@@ -231,8 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(ROOT))
     import torch
 
-    from fwdasv.analysis.kernel_diff import diff_summaries
-    from fwdasv.analysis.kernel_diff_format import format_diff
+    from fwdasv.analysis.explain.kernel_diff import diff_summaries
+    from fwdasv.analysis.explain.kernel_diff_format import format_diff
     from fwdasv.core.cases import parse_case
 
     args.out.mkdir(parents=True, exist_ok=True)

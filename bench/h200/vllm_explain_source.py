@@ -44,8 +44,8 @@ def eager_share(times: str) -> float | None:
 
 
 def summarize(res: Path, repo: Path, good: str, bad: str, status: int) -> dict[str, Any]:
-    from fwdasv.analysis import kernel_diff
-    from fwdasv.analysis.kernel_diff_format import format_diff, where
+    from fwdasv.analysis.explain.explain import kernel_diff
+    from fwdasv.analysis.explain.kernel_diff_format import format_diff, where
     from fwdasv.core.kernels import load_summary
 
     err = (res / "explain.err").read_text() if (res / "explain.err").exists() else ""

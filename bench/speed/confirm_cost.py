@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from toy_model import build_repo  # noqa: E402
 
-from fwdasv.analysis import confirm  # noqa: E402
-from fwdasv.analysis.processes import Cursor, ProcessPool, SeriesRef  # noqa: E402
+from fwdasv.analysis.confirm.processes import Cursor, ProcessPool, SeriesRef  # noqa: E402
+from fwdasv.analysis.rules import confirm  # noqa: E402
 from fwdasv.asv.install import env_dir_for, install_commit  # noqa: E402
 from fwdasv.asv.scaffold import write_torch_project  # noqa: E402
 from fwdasv.asv.suitespec import torch_suite_source  # noqa: E402

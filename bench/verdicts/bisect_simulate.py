@@ -42,9 +42,9 @@ from fwdasv.analysis.bisect.driver import Bisector, Track
 from fwdasv.analysis.bisect.outcome import Answer
 from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.bisect.series import Followed
-from fwdasv.analysis.confirm import MAX_PROCESSES
-from fwdasv.analysis.noise import Noise
-from fwdasv.analysis.processes import ProcessPool, SeriesRef
+from fwdasv.analysis.confirm.processes import ProcessPool, SeriesRef
+from fwdasv.analysis.rules.confirm import MAX_PROCESSES
+from fwdasv.analysis.rules.noise import Noise
 
 REF = SeriesRef("sim.Sim", "c0")
 FALSE_ALARM_PCT = {"gpu-no-step": 1.0, "busy-no-step": 15.0}  # what the finding claimed

@@ -12,7 +12,7 @@ log-uniform 3-12% (`simulate.busy_spec`), the in-run spread of its block medians
 `none` (any `regression` is a false alarm), `head3+60%`, `head2+60%`, `head1+60%` (the
 newest commits +60%: the doubled MLP's size), `head3+25%`, `mid+60%`. "Found": a finding at
 the step's commit (+-1); "regression": those the default gate fails on; "+ confirm": those
-the simulated A/B re-measure (`fwdasv.analysis.confirm`, 3 processes a side, up to 12)
+the simulated A/B re-measure (`fwdasv.analysis.rules.confirm`, 3 processes a side, up to 12)
 confirms. asv's detector runs as `asv publish` runs it, at its 5% default threshold.
 """
 
@@ -33,9 +33,9 @@ except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.detect import detect
-from fwdasv.analysis.noise import estimate_noise
-from fwdasv.analysis.status import TO_CONFIRM, Status
+from fwdasv.analysis.rules.detect import detect
+from fwdasv.analysis.rules.noise import estimate_noise
+from fwdasv.analysis.rules.status import TO_CONFIRM, Status
 
 ASV_THRESHOLD = 0.05
 TOLERANCE = 1

@@ -8,7 +8,7 @@ Each history is a fresh project measured by real asv, one commit at a time, whil
 CPU-bound neighbour (`while True: pass`) runs during the commits the scenario names: `burst`
 3-6 (away from the slow commit), `late` 12-15 (after it), `onset` 9-15 (from it), `quiet`
 none, `stream` every commit with busy_demo.py's memory streamer instead. The gates, judged on
-the same stored results (`fwdasv.analysis.findings`): `latency` (the paced suite's
+the same stored results (`fwdasv.analysis.findings.findings`): `latency` (the paced suite's
 track_latency), `paced` (its track_relative), and `asv` (`asv publish`'s own detector).
 Prints what each found (series, commit, status, size) and whether it gates, then a tally.
 Run it with nothing else on the box: the neighbour is the only load it means.
@@ -30,9 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bisect_trials as trials
 
-from fwdasv.analysis import findings
-from fwdasv.analysis.noise import estimate_noise
-from fwdasv.analysis.series import CANARY_PREFIX, LATENCY_METRIC, RELATIVE_METRIC, load_series
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.series import (
+    CANARY_PREFIX,
+    LATENCY_METRIC,
+    RELATIVE_METRIC,
+    load_series,
+)
+from fwdasv.analysis.rules.noise import estimate_noise
 from fwdasv.asv.project import run_commits
 from fwdasv.asv.scaffold import init_project
 

@@ -10,7 +10,7 @@ found when a finding's first commit at the new level is the step's, +-1); `env` 
 8 series and a canary, all +1.5% at one commit: a finding left as `regression` counts as
 reported); the edges (EDGES: a step at the head or the start of a history, found when a
 finding of any status is at the step's commit, +-1). "+ confirm" counts only findings the
-simulated A/B re-measure confirmed (`fwdasv.analysis.confirm`, 3 processes a side, up to
+simulated A/B re-measure confirmed (`fwdasv.analysis.rules.confirm`, 3 processes a side, up to
 12). asv's detector runs as `asv publish` runs it (`step_detect`). Every history has its
 own seed (seed, scenario, index): the figures do not depend on `--workers`. The TARGET_*
 constants are the rates the verdicts must meet. SHORT: histories of their own length (a
@@ -37,11 +37,11 @@ except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.detect import detect
-from fwdasv.analysis.drift import mark_drift
-from fwdasv.analysis.noise import estimate_noise
-from fwdasv.analysis.status import TO_CONFIRM, Status
-from fwdasv.analysis.step import HEAD, START, Step
+from fwdasv.analysis.rules.detect import detect
+from fwdasv.analysis.rules.drift import mark_drift
+from fwdasv.analysis.rules.noise import estimate_noise
+from fwdasv.analysis.rules.status import TO_CONFIRM, Status
+from fwdasv.analysis.rules.step import HEAD, START, Step
 
 ASV_THRESHOLDS = (0.05, 0.01, 0.005)
 TOLERANCE = 1  # commits: "at the right commit"

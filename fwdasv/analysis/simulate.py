@@ -29,9 +29,9 @@ from asv.graph import Graph
 from asv.util import truncate_float_list
 from asv_runner.statistics import compute_stats
 
-from fwdasv.analysis.confirm import Confirmation, ab_indices, run_confirmation
-from fwdasv.analysis.noise import Noise, commit_medians
-from fwdasv.analysis.step import Step
+from fwdasv.analysis.rules.confirm import Confirmation, ab_indices, run_confirmation
+from fwdasv.analysis.rules.noise import Noise, commit_medians
+from fwdasv.analysis.rules.step import Step
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -327,9 +327,9 @@ def confirm_step(
     rng: np.random.Generator,
     **options: Unpack[ConfirmOptions],
 ) -> Confirmation:
-    """The confirmation re-measure of a finding, run as `fwdasv.analysis.confirm` would run it.
+    """The confirmation re-measure of a finding, run as `fwdasv.analysis.rules.confirm` would run it.
 
-    A and B are `fwdasv.analysis.confirm.ab_indices(step)`; processes are added
+    A and B are `fwdasv.analysis.rules.confirm.ab_indices(step)`; processes are added
     while the verdict is undecided (`run_confirmation`). `options` go to it.
     """
     a_index, b_index = ab_indices(step, history.medians())

@@ -9,7 +9,7 @@ the modules of the code under test it imported, `fwdasv.engine.imports`) to
 several machines push to do not conflict; a dot-directory, which asv and fwdasv's history
 skip. `disagreements` reads it back against the result files: a result whose machine entry
 names another torch (or vLLM) than the one recorded for its commit and environment is
-reported, with the fix; `fwdasv.analysis.untouched` reads a commit's diff against the
+reported, with the fix; `fwdasv.analysis.findings.untouched` reads a commit's diff against the
 imports. Versions come from package metadata (no torch import: asv imports suites at
 discovery).
 """

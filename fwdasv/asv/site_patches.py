@@ -11,7 +11,7 @@ fwdasv's findings page instead, which holds an anchor per published commit
 hash that is a commit's (hex, no dot; a benchmark's name has dots), from a link made
 before, goes to that page instead of asv's graph. `keep_entry_order` drops
 regressions.js's default sort (by factor), so the page lists regressions.json's
-entries in its order (what gates first: `fwdasv.analysis.publish`); a click on a
+entries in its order (what gates first: `fwdasv.analysis.publish.publish`); a click on a
 column still sorts.
 """
 

@@ -26,7 +26,7 @@ from fwdasv.targets.base import TargetSpec
 # Decode at two batch sizes and contexts, and a prefill: the steps that move
 # independently when attention, the MLP or the KV cache code changes.
 DEFAULT_CASES = ("decode_bs1_1k=1*1@1024", "decode_bs16_4k=16*1@4096", "prefill_1k=1024")
-CANARY_CLASS = "CanaryDecoder"  # a `Canary*` suite: fwdasv.analysis.series.CANARY_PREFIX
+CANARY_CLASS = "CanaryDecoder"  # a `Canary*` suite: fwdasv.analysis.findings.series.CANARY_PREFIX
 CANARY_TARGET = "fwdasv.targets.decoder:tiny"
 CANARY_CASES = ("decode_bs4=4*1@256", "prefill_64=64")
 

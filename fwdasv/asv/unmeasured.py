@@ -9,7 +9,7 @@ writes `[]` for a graph with nothing measured) is removed from the site's
 index and its graph files are deleted, and its rows are taken out of every
 `graphs/**/summary.json` (the Benchmark list page's tables: a row whose
 benchmark is not in the index makes that page throw and stay at "Loading...";
-`summary_tables` reads those tables, for `fwdasv.analysis.publish_list` too).
+`summary_tables` reads those tables, for `fwdasv.analysis.publish.listing` too).
 A benchmark measured on any machine, at any commit, stays, as do its empty
 graphs on other machines.
 """

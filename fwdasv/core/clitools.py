@@ -151,7 +151,7 @@ def finding(found: bool) -> None:
 
 
 def end(status: int) -> None:
-    """End a command with a gate's exit status (`fwdasv.analysis.gate.Gate.exit_status`)."""
+    """End a command with a gate's exit status (`fwdasv.analysis.rules.gate.Gate.exit_status`)."""
     if status:
         raise SystemExit(status)
 

@@ -1,7 +1,7 @@
 """The kernel summary of one profiled case: vLLM's `<case>.rank<r>.kernels.json`.
 
 vLLM's bench (`--profile-dir`) and fwdasv's engine write the same file, so one loader
-and one diff (`fwdasv.analysis.explain`) serve both backends, and vLLM's own
+and one diff (`fwdasv.analysis.explain.explain`) serve both backends, and vLLM's own
 `python -m vllm.benchmarks.forward.profile A B` reads fwdasv's files. `KernelSummary`
 reads and writes a whole file (vLLM's keys, then fwdasv's optional ones: the device,
 the restore's rows, where each row was called and by which aten op, what the graph and the

@@ -26,7 +26,7 @@ SETTINGS_KEY = "fwdasv"
 INSTALL_KEYS = ("vllm_base", "vllm_base_commit")
 # The smallest step reported, whatever its significance: a 0.5% step must pass it
 # nearly always, or half of the 0.5% steps would be lost to their own estimation
-# error (fwdasv.analysis.detect); below it a step is real but too small to chase on
+# error (fwdasv.analysis.rules.detect); below it a step is real but too small to chase on
 # GPUs whose machine-to-machine offsets are 1.5%.
 MIN_EFFECT_PCT = 0.3
 

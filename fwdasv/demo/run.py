@@ -38,8 +38,8 @@ from fwdasv.demo.project import (
 
 if TYPE_CHECKING:  # the analysis is imported when the demo runs, not when its settings are read
     from fwdasv.analysis.bisect.outcome import BisectResult
-    from fwdasv.analysis.finding import Finding
-    from fwdasv.analysis.kernel_diff import KernelDiff
+    from fwdasv.analysis.explain.kernel_diff import KernelDiff
+    from fwdasv.analysis.findings.finding import Finding
 
 SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
@@ -47,7 +47,7 @@ SUITE_CLASS = "TinyLM"
 CASES = ("decode_bs8_2k=8*1@2048", "prefill_512=512")
 BENCHMARK = f"forward.{SUITE_CLASS}.track_latency"
 # On a CPU the suite is paced (`fwdasv init`'s default there): its track_relative is what
-# the findings judge in place of the latency (fwdasv.analysis.findings.judged_series).
+# the findings judge in place of the latency (fwdasv.analysis.findings.findings.judged_series).
 RELATIVE_BENCHMARK = f"forward.{SUITE_CLASS}.track_relative"
 JUDGED = (BENCHMARK, RELATIVE_BENCHMARK)
 MACHINE = "fwdasv-demo"
@@ -111,9 +111,9 @@ class DemoOutcome:
 def _noisiest_case(project: asv_project.AsvProject, machine: str) -> tuple[str, float]:
     """The demo's judged case (its latency, or its paced ratio) with the most run-to-run
     noise, and its noise_pct."""
-    from fwdasv.analysis.findings import judged_series
-    from fwdasv.analysis.noise import estimate_noise
-    from fwdasv.analysis.series import load_series
+    from fwdasv.analysis.findings.findings import judged_series
+    from fwdasv.analysis.findings.series import load_series
+    from fwdasv.analysis.rules.noise import estimate_noise
 
     _, series = load_series(project, machine)
     noise = [
@@ -149,9 +149,9 @@ def run_demo(
 ) -> DemoOutcome:
     """The demo's seven steps (see the module), each returning what it found; the lines
     `[demo] ...` are printed from those values, the tools' own output indented."""
-    from fwdasv.analysis.gate import FINDINGS
-    from fwdasv.analysis.publish import publish
-    from fwdasv.analysis.status import Status
+    from fwdasv.analysis.publish.publish import publish
+    from fwdasv.analysis.rules.gate import FINDINGS
+    from fwdasv.analysis.rules.status import Status
 
     started = time.perf_counter()
     root = Path(directory).resolve()
@@ -214,8 +214,8 @@ def to_diagnose(found: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]
     """(pending, settled): the findings to re-measure (`regression`, `suspected`, as
     nightly), and those an earlier run's re-measure confirmed (a re-run goes on with them
     without another)."""
-    from fwdasv.analysis.gate import FINDINGS
-    from fwdasv.analysis.status import TO_CONFIRM
+    from fwdasv.analysis.rules.gate import FINDINGS
+    from fwdasv.analysis.rules.status import TO_CONFIRM
 
     pending = [f for f in found if f.status in TO_CONFIRM]
     return pending, [f for f in found if f not in pending and FINDINGS.fails(f.status)]
@@ -227,7 +227,7 @@ def _lines(echo: Callable[[str], None], lines: Iterable[str]) -> None:
 
 
 def _findings_table(found: Sequence[Finding]) -> list[str]:
-    from fwdasv.analysis.findings_format import format_findings
+    from fwdasv.analysis.findings.format import format_findings
 
     return format_findings(found, "table").splitlines()
 
@@ -314,8 +314,8 @@ class _Steps:
         """Step 3: every `every`-th commit, as a nightly job; the commits in between too on
         a noisy machine where nothing stood out yet, or where a series is too noisy for its
         levels of 2 commits to show a step."""
-        from fwdasv.analysis import findings
-        from fwdasv.analysis.gate import FINDINGS
+        from fwdasv.analysis.findings import findings
+        from fwdasv.analysis.rules.gate import FINDINGS
 
         project, machine = self.project, self.machine
         nightly = nightly_commits(hashes, every)
@@ -347,9 +347,9 @@ class _Steps:
     def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:
         """Steps 6-7 on the worst finding that held its confirmation: bisect its range,
         explain its commits."""
-        from fwdasv.analysis.explain import explain_commits, explain_record
-        from fwdasv.analysis.finding_verdicts import record_verdict
-        from fwdasv.analysis.kernel_diff_format import format_diff
+        from fwdasv.analysis.explain.explain import explain_commits, explain_record
+        from fwdasv.analysis.explain.kernel_diff_format import format_diff
+        from fwdasv.analysis.findings.verdicts import record_verdict
 
         good, bad = worst.commit_range()
         bisected = None
@@ -375,8 +375,8 @@ class _Steps:
     def confirm(self, pending: Sequence[Finding]) -> list[Finding]:
         """Step 5: an interleaved A/B re-measure of each finding not yet re-measured
         (`regression` and `suspected`, as nightly); the findings as now judged."""
-        from fwdasv.analysis import findings
-        from fwdasv.analysis.reproduce import confirm_findings
+        from fwdasv.analysis.confirm.reproduce import confirm_findings
+        from fwdasv.analysis.findings import findings
 
         names = ", ".join(f"{f.key.case} at {f.after_commit[:8]} ({f.status})" for f in pending)
         self.say(f"5/7 confirm {names}: A/B interleaved on this machine")

@@ -6,7 +6,7 @@ Python standard library, fwdasv, and the site-packages that hold torch and the o
 packages the environment links (in asv's environment the project is installed apart from
 them, or its checkout is on the import path; a `--target-path` directory is kept too). The
 engine writes the list into each case's `engine` block; the suites record it beside asv's
-results (`fwdasv.asv.ranenv`), and `fwdasv.analysis.untouched` reads a commit's diff
+results (`fwdasv.asv.ranenv`), and `fwdasv.analysis.findings.untouched` reads a commit's diff
 against it. None when the target's own module is not among them (the project shares a
 directory with torch): then nothing can be told, and no verdict uses it.
 """

@@ -130,7 +130,7 @@ def test_a_project_gets_the_environment_canary_by_default(repo: Path, tmp_path: 
     assert canary["launches"] == 1
     assert "the environment canary CanaryDecoder" in result.stdout
     # A `Canary*` suite is what the findings read as the machine, not a series to judge.
-    from fwdasv.analysis.series import CANARY_PREFIX
+    from fwdasv.analysis.findings.series import CANARY_PREFIX
 
     assert CANARY_CLASS.startswith(CANARY_PREFIX)
     bare = init(

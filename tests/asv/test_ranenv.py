@@ -51,7 +51,7 @@ def test_the_record_is_this_interpreters_software(tmp_path: Path) -> None:
 
 
 def test_the_record_says_what_the_bench_timed_with_and_imported(tmp_path: Path) -> None:
-    """What `fwdasv.analysis.untouched` reads a commit's diff against; a record without
+    """What `fwdasv.analysis.findings.untouched` reads a commit's diff against; a record without
     them (an older line, the vLLM bench) reads back as None."""
     imported = ("mymodel", "mymodel.bench")
     ran = ranenv.record(

@@ -261,7 +261,7 @@ def test_bisect_skips_the_untestable_csrc_commit_and_names_the_slow_one(
     history, tmp_path, offline, asv_machine_home, no_suite_overrides
 ):
     from fwdasv.analysis.bisect.driver import bisect
-    from fwdasv.analysis.processes import BISECT_DIR
+    from fwdasv.analysis.confirm.processes import BISECT_DIR
 
     config = write_project(tmp_path, history)
     bench = _forward_suite(config, tmp_path)

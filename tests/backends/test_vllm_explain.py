@@ -26,8 +26,8 @@ from qwen3_traces import (
     plan,
 )
 
-from fwdasv.analysis.kernel_diff import diff_summaries, mark_changed
-from fwdasv.analysis.kernel_diff_format import format_diff, headline
+from fwdasv.analysis.explain.kernel_diff import diff_summaries, mark_changed
+from fwdasv.analysis.explain.kernel_diff_format import format_diff, headline
 from fwdasv.backends import vllm_explain
 from fwdasv.core.kernels import KernelSummary, load_summary
 

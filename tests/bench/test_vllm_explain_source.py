@@ -44,8 +44,8 @@ def _profile(side: str, directory: Path) -> None:
 
 
 def test_summarize_passes_on_h200_shaped_profiles(tmp_path: Path) -> None:
-    from fwdasv.analysis.kernel_diff import diff_rounds, mark_changed
-    from fwdasv.analysis.kernel_diff_format import format_diff
+    from fwdasv.analysis.explain.kernel_diff import diff_rounds, mark_changed
+    from fwdasv.analysis.explain.kernel_diff_format import format_diff
     from fwdasv.core.kernels import load_summary
 
     repo = tmp_path / "vllm-repo"

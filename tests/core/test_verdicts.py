@@ -7,7 +7,7 @@ def test_one_setting_is_the_smallest_change_worth_reporting_everywhere() -> None
     """min_effect_pct (percent) is compare's default --factor as a ratio, and the least of
     bisect's probe floor (half the step being bisected)."""
     from fwdasv.analysis.bisect.rules import probe_floor_pct
-    from fwdasv.analysis.compare import DEFAULT_FACTOR as COMPARE_FACTOR
+    from fwdasv.analysis.compare.compare import DEFAULT_FACTOR as COMPARE_FACTOR
     from fwdasv.core.verdicts import MIN_EFFECT_PCT, VerdictSettings, factor_of
 
     assert factor_of(MIN_EFFECT_PCT) == COMPARE_FACTOR == 1.003

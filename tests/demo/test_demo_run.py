@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from fwdasv.analysis.finding import Finding
-from fwdasv.analysis.noise import Noise
-from fwdasv.analysis.series import SeriesKey, load_series
-from fwdasv.analysis.status import Status
-from fwdasv.analysis.step import Step
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.series import SeriesKey, load_series
+from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.step import Step
 from fwdasv.asv.project import AsvProject, run_commits, sweep_hashfiles
 from fwdasv.demo import cli as demo_cli
 from fwdasv.demo.project import FAST_COMMIT_SUBJECT, SLOW_COMMIT_SUBJECT, _history
@@ -198,7 +198,7 @@ def test_the_demo_builds_its_project_through_init(
 def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) -> None:
     """What `fwdasv demo` weighs before measuring the commits in between: the noisiest of its
     judged cases on this machine (the paced ones on a CPU), from the stored results."""
-    from fwdasv.analysis.noise import estimate_noise
+    from fwdasv.analysis.rules.noise import estimate_noise
     from fwdasv.demo.run import BENCHMARK, CASES, RELATIVE_BENCHMARK, _noisiest_case
 
     assert (demo_history.latency, demo_history.benchmark) == (BENCHMARK, RELATIVE_BENCHMARK)

@@ -18,10 +18,10 @@ import pytest
 from helpers import ROOT, git, measuring_priority, one_thread_env
 from kernel_traces import check_json_contract
 
-from fwdasv.analysis.explain import diff_files
-from fwdasv.analysis.gate import COMPARISON
-from fwdasv.analysis.kernel_diff import KernelDiff
-from fwdasv.analysis.kernel_diff_format import format_diff
+from fwdasv.analysis.explain.explain import diff_files
+from fwdasv.analysis.explain.kernel_diff import KernelDiff
+from fwdasv.analysis.explain.kernel_diff_format import format_diff
+from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.core import results
 from fwdasv.core.kernels import load_summary, profile_paths
 from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, TARGET, build_project

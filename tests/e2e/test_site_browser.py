@@ -500,10 +500,10 @@ def explained_site(demo_history, tmp_path_factory: pytest.TempPathFactory) -> It
     """The demo history's results in a project of their own, the injected commit's finding
     given a kernel diff (two recorded kernel summaries, diffed as `fwdasv explain --files`
     does: explain's profiling is not what this module tests), published and served."""
-    from fwdasv.analysis import findings
-    from fwdasv.analysis.explain import diff_files, explain_record
-    from fwdasv.analysis.finding_verdicts import record_verdict
-    from fwdasv.analysis.publish import publish
+    from fwdasv.analysis.explain.explain import diff_files, explain_record
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.findings.verdicts import record_verdict
+    from fwdasv.analysis.publish.publish import publish
 
     assert demo_history.status == 0, demo_history.output[-3000:]
     project = demo_history.new_project(tmp_path_factory.mktemp("explained") / "asv")

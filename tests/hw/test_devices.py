@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fake_nvml import H200_UUIDS, FakeNvml
 
-from fwdasv.analysis.processes import ProcessPool, SeriesRef
+from fwdasv.analysis.confirm.processes import ProcessPool, SeriesRef
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.asv.suitespec import torch_suite_source
 from fwdasv.hw import nvml as hw_nvml

@@ -23,8 +23,7 @@ from fwdasv.analysis.bisect.rules import expected_probes
 from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.bisect.series import Followed, follow_benchmark
 from fwdasv.analysis.bisect.session import Session, Track
-from fwdasv.analysis.confirm import ALPHA, MAX_PROCESSES
-from fwdasv.analysis.processes import (
+from fwdasv.analysis.confirm.processes import (
     BISECT_DIR,
     CONFIRM_DIR,
     PROCESSES_FILE,
@@ -32,6 +31,7 @@ from fwdasv.analysis.processes import (
     kept_dir,
 )
 from fwdasv.analysis.remeasure import RemeasureError
+from fwdasv.analysis.rules.confirm import ALPHA, MAX_PROCESSES
 from fwdasv.asv.project import AsvError, AsvProject
 
 

@@ -21,7 +21,7 @@ from fwdasv.analysis.bisect.rules import (
     sides_agree,
 )
 from fwdasv.analysis.bisect.session import Session, Track
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.status import Status
 
 
 def check_ends(session: Session) -> None:

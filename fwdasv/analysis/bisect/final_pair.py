@@ -17,9 +17,9 @@ from fwdasv.analysis.bisect.rules import (
     magnitude_pct,
 )
 from fwdasv.analysis.bisect.session import Session, Track
+from fwdasv.analysis.findings.series import LATENCY_METRIC, RELATIVE_METRIC
 from fwdasv.analysis.remeasure import RemeasureError
-from fwdasv.analysis.series import LATENCY_METRIC, RELATIVE_METRIC
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.status import Status
 
 
 def recheck(session: Session) -> None:

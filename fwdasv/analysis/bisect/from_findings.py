@@ -21,10 +21,10 @@ from fwdasv.analysis.bisect.driver import bisect_series
 from fwdasv.analysis.bisect.environment import BisectError
 from fwdasv.analysis.bisect.outcome import BisectResult
 from fwdasv.analysis.bisect.series import follow_finding
-from fwdasv.analysis.finding import Finding
-from fwdasv.analysis.finding_verdicts import record_verdict
-from fwdasv.analysis.series import load_series
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.series import load_series
+from fwdasv.analysis.findings.verdicts import record_verdict
+from fwdasv.analysis.rules.status import Status
 from fwdasv.asv.project import AsvProject
 
 # The findings bisect searches: detected or confirmed slowdowns (not one ruled out).

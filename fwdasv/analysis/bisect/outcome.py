@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fwdasv.analysis.status import Status, StatusWord
-from fwdasv.analysis.verdict_file import CulpritRecord
+from fwdasv.analysis.findings.verdict_file import CulpritRecord
+from fwdasv.analysis.rules.status import Status, StatusWord
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
 

@@ -27,7 +27,7 @@ from fwdasv.analysis.bisect.rules import (
 )
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.remeasure import RemeasureError
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.status import Status
 
 
 def next_index(session: Session) -> int | None:

@@ -1,6 +1,6 @@
 """The pure rules of bisect: confirm's A/B rule, applied to the ends and to each probe.
 
-Every comparison is `fwdasv.analysis.confirm.judge_ab` on process medians (A before B in
+Every comparison is `fwdasv.analysis.rules.confirm.judge_ab` on process medians (A before B in
 the step's direction), with the series' noise as its floor: the stored history's, per
 process, where there is one, else the spread between this bisection's own processes of
 one commit (`run_noise`). A probe's test floor is half the step (`probe_floor_pct`).
@@ -20,10 +20,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwdasv.analysis.confirm import ALPHA, CLIP_SD, STEP_PROCESSES, Confirmation, judge_ab
-from fwdasv.analysis.judgment import pooled_spread
-from fwdasv.analysis.noise import Noise
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.confirm import ALPHA, CLIP_SD, STEP_PROCESSES, Confirmation, judge_ab
+from fwdasv.analysis.rules.judgment import pooled_spread
+from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.status import Status
 from fwdasv.core import stats
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from fwdasv.analysis.bisect.outcome import Probe
 from fwdasv.analysis.bisect.rules import bounds, next_probe
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.status import Status
 
 
 @dataclass(frozen=True)

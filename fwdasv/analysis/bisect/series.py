@@ -17,22 +17,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fwdasv.analysis.bisect.environment import BisectError
-from fwdasv.analysis.finding import Finding
-from fwdasv.analysis.noise import Noise, estimate_noise
-from fwdasv.analysis.processes import SeriesRef
-from fwdasv.analysis.remeasure import (
-    RemeasureError,
-    load_suite_class,
-    processes_per_commit,
-    resolve,
-)
-from fwdasv.analysis.series import (
+from fwdasv.analysis.confirm.processes import SeriesRef
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.series import (
     CANARY_PREFIX,
     LATENCY_METRIC,
     RELATIVE_METRIC,
     Series,
     load_series,
 )
+from fwdasv.analysis.remeasure import (
+    RemeasureError,
+    load_suite_class,
+    processes_per_commit,
+    resolve,
+)
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.result_files import BenchmarkInfo, param_label

@@ -17,9 +17,9 @@ from fwdasv.analysis.bisect.outcome import Answer
 from fwdasv.analysis.bisect.rules import ProbeJudgment, judge_probe, run_noise
 from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.bisect.series import Followed
-from fwdasv.analysis.confirm import ALPHA, MAX_PROCESSES, Confirmation
-from fwdasv.analysis.noise import Noise
-from fwdasv.analysis.processes import ProcessPool
+from fwdasv.analysis.confirm.processes import ProcessPool
+from fwdasv.analysis.rules.confirm import ALPHA, MAX_PROCESSES, Confirmation
+from fwdasv.analysis.rules.noise import Noise
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.tables import human_value
 from fwdasv.core.verdicts import MIN_EFFECT_PCT

@@ -1,7 +1,7 @@
 """The analysis commands, one module each (`COMMANDS`, added to the root group by `fwdasv.cli`).
 
 Exit statuses are part of the interface (CI gates on them; which statuses fail is
-`fwdasv.analysis.gate`): regressions and confirm 0 none, 1 a regression (or a
+`fwdasv.analysis.rules.gate`): regressions and confirm 0 none, 1 a regression (or a
 confirmed one), 2 bad input or an unreadable result file (without --skip-unreadable);
 publish 0 published, 2 bad input or an unreadable result file (the site is still
 written); compare 0 nothing worse, 1 something worse (or newly failing); explain 0

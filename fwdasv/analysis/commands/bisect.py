@@ -10,9 +10,9 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis import findings
 from fwdasv.analysis.commands.common import analysis_command, case_option, progress
-from fwdasv.analysis.confirm import MAX_PROCESSES
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.rules.confirm import MAX_PROCESSES
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CliError, config_option, finding, machine_option
 from fwdasv.core.errors import EXIT_USAGE

@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 
 import click
 
-from fwdasv.analysis import findings
-from fwdasv.analysis.finding import Finding
-from fwdasv.analysis.findings_format import format_findings
-from fwdasv.analysis.gate import FINDINGS, Gate, inside_steps
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.format import format_findings
+from fwdasv.analysis.rules.gate import FINDINGS, Gate, inside_steps
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, AnalysisCommand, CliError, end, warn_unreadable
 from fwdasv.core.errors import EXIT_USAGE
@@ -45,7 +45,7 @@ def gate_findings(
 
 def count_unreadable(found: findings.Found, skip_unreadable: bool) -> int:
     """Name the unreadable files and the read's warnings on stderr; the count the gate reads:
-    0 when skipped, except a file inside a finding's range (`fwdasv.analysis.gate.
+    0 when skipped, except a file inside a finding's range (`fwdasv.analysis.rules.gate.
     inside_steps`), which --skip-unreadable cannot pass."""
     for warning in found.warnings:
         click.echo(f"Warning: {warning}", err=True)
@@ -81,8 +81,8 @@ def confirm_and_scan(
     min_effect: float | None,
     improvements: bool = False,
 ) -> findings.Found:
-    """Confirm `found` (`fwdasv.analysis.reproduce`), then read the findings again."""
-    from fwdasv.analysis.reproduce import confirm_findings
+    """Confirm `found` (`fwdasv.analysis.confirm.reproduce`), then read the findings again."""
+    from fwdasv.analysis.confirm.reproduce import confirm_findings
 
     confirm_findings(project, found, echo=progress)
     return findings.scan(
@@ -93,7 +93,7 @@ def confirm_and_scan(
 def refuse_one_commit(project: AsvProject, a: str, b: str, names: str, what: str) -> None:
     """A UserError (2) when A and B (`names`: "A and B") name one commit, before anything
     is read or measured: the pair could only come out "no change"."""
-    from fwdasv.analysis.compare_stored import resolve_commit
+    from fwdasv.analysis.compare.stored import resolve_commit
 
     first, second = resolve_commit(project, a), resolve_commit(project, b)
     if first.startswith(second) or second.startswith(first):

@@ -1,5 +1,5 @@
 """`fwdasv compare A B`: two commits' stored results compared, each series by its own noise
-(`fwdasv.analysis.compare_stored`), beside the history's findings between them; exits 1
+(`fwdasv.analysis.compare.stored`), beside the history's findings between them; exits 1
 when a latency got worse or the history holds a gating finding between A and B."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from fwdasv.analysis.commands.common import (
     refuse_one_commit,
     warn_environments,
 )
-from fwdasv.analysis.compare import METHODS, NOISE
-from fwdasv.analysis.compare_format import FORMATS, format_comparisons
-from fwdasv.analysis.compare_stored import compare_commits, default_factor, resolve_commit
-from fwdasv.analysis.gate import COMPARISON
+from fwdasv.analysis.compare.compare import METHODS, NOISE
+from fwdasv.analysis.compare.format import FORMATS, format_comparisons
+from fwdasv.analysis.compare.stored import compare_commits, default_factor, resolve_commit
+from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import (
     alpha_option,

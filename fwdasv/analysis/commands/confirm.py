@@ -1,5 +1,5 @@
 """`fwdasv confirm`: every regression found re-measured, A and B interleaved on this machine
-(`fwdasv.analysis.reproduce`), then listed and gated as `fwdasv regressions` does."""
+(`fwdasv.analysis.confirm.reproduce`), then listed and gated as `fwdasv regressions` does."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis import confirm, findings
 from fwdasv.analysis.commands.common import (
     analysis_command,
     explain_option,
@@ -15,7 +14,9 @@ from fwdasv.analysis.commands.common import (
     progress,
     show_bench_option,
 )
-from fwdasv.analysis.findings_format import FORMATS
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.format import FORMATS
+from fwdasv.analysis.rules import confirm
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import (
     bench_option,
@@ -64,7 +65,7 @@ def confirm_command(
     file (named on stderr; --skip-unreadable to pass anyway).
     """
 
-    from fwdasv.analysis.reproduce import confirm_findings
+    from fwdasv.analysis.confirm.reproduce import confirm_findings
 
     project = AsvProject.load(config)
     found = findings.find(project, machine=machine, bench=bench)

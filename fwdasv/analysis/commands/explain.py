@@ -1,5 +1,5 @@
 """`fwdasv explain GOOD BAD BENCH`: what got slower between two commits, told apart from
-timing noise (`fwdasv.analysis.explain`); `--files` diffs two kernels.json files."""
+timing noise (`fwdasv.analysis.explain.explain`); `--files` diffs two kernels.json files."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from fwdasv.analysis.commands.common import (
     refuse_one_commit,
     show_bench_option,
 )
-from fwdasv.analysis.explain import diff_files, explain_commits
-from fwdasv.analysis.gate import COMPARISON
-from fwdasv.analysis.kernel_diff import DEFAULT_ROUNDS
-from fwdasv.analysis.kernel_diff_format import FORMATS, format_diff
+from fwdasv.analysis.explain.explain import diff_files, explain_commits
+from fwdasv.analysis.explain.kernel_diff import DEFAULT_ROUNDS
+from fwdasv.analysis.explain.kernel_diff_format import FORMATS, format_diff
+from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CliError, config_option, finding, format_option
 from fwdasv.core.errors import EXIT_USAGE

@@ -1,5 +1,5 @@
 """`fwdasv publish`: `asv publish` with fwdasv's findings in the site, readable offline
-(`fwdasv.analysis.publish`)."""
+(`fwdasv.analysis.publish.publish`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from fwdasv.analysis.commands.common import analysis_command, count_unreadable
-from fwdasv.analysis.findings_format import summary_line, unreadable_line
-from fwdasv.analysis.gate import FINDINGS
+from fwdasv.analysis.findings.format import summary_line, unreadable_line
+from fwdasv.analysis.rules.gate import FINDINGS
 from fwdasv.asv.project import AsvProject, site_hint
 from fwdasv.core.clitools import config_option, end, skip_unreadable_option
 
@@ -31,7 +31,7 @@ def publish_command(config: Path, skip_unreadable: bool) -> None:
     --skip-unreadable. Exits 0 when published, 2 on bad input (nothing measured
     yet, html_dir a file).
     """
-    from fwdasv.analysis.publish import publish
+    from fwdasv.analysis.publish.publish import publish
 
     project = AsvProject.load(config)
     found = publish(project, echo=click.echo)

@@ -1,5 +1,5 @@
 """`fwdasv regressions`: the findings of the stored results, each series judged by its own
-noise, with an exit status for CI (`fwdasv.analysis.gate.findings_gate`)."""
+noise, with an exit status for CI (`fwdasv.analysis.rules.gate.findings_gate`)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis import findings
 from fwdasv.analysis.commands.common import (
     analysis_command,
     confirm_and_scan,
     gate_findings,
     warn_environments,
 )
-from fwdasv.analysis.findings_format import FORMATS
-from fwdasv.analysis.gate import findings_gate
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.format import FORMATS
+from fwdasv.analysis.rules.gate import findings_gate
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import (
     bench_option,

@@ -22,9 +22,9 @@ from fwdasv.analysis.bisect.driver import Bisector, Track, bisect
 from fwdasv.analysis.bisect.outcome import Answer
 from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.bisect.series import Followed
-from fwdasv.analysis.noise import Noise
-from fwdasv.analysis.processes import ProcessPool, SeriesRef
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.confirm.processes import ProcessPool, SeriesRef
+from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.status import Status
 
 QUIET, NOISY = SeriesRef("forward.M", "decode"), SeriesRef("forward.M", "prefill")
 
@@ -146,7 +146,7 @@ def test_a_bisect_of_a_confirmed_pair_starts_its_ends_from_confirms_processes(
     from types import SimpleNamespace
 
     from fwdasv.analysis.bisect.driver import start_from_confirm
-    from fwdasv.analysis.processes import BISECT_DIR, CONFIRM_DIR, kept_dir
+    from fwdasv.analysis.confirm.processes import BISECT_DIR, CONFIRM_DIR, kept_dir
 
     project = SimpleNamespace(config_path=tmp_path / "asv.conf.json")
     line = (f"{0:040x}", f"{1:040x}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from fwdasv.analysis.bisect.outcome import Answer, BisectResult, Probe
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.status import Status
 
 
 def _result(**changes: object) -> BisectResult:

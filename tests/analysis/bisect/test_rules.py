@@ -19,8 +19,8 @@ from fwdasv.analysis.bisect.rules import (
     run_noise,
     sides_agree,
 )
-from fwdasv.analysis.noise import Noise
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.status import Status
 
 
 def _processes(level: float, seed: int, n: int, sd: float = 0.001) -> list[float]:

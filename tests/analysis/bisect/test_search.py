@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fwdasv.analysis.bisect.outcome import Probe
 from fwdasv.analysis.bisect.search import Search
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.status import Status
 
 
 def _probe(index: int, verdict: Status) -> Probe:

@@ -1,5 +1,5 @@
 """`fwdasv confirm`: a result file it cannot read fails it, even with nothing to re-measure
-(the re-measure itself: analysis/test_reproduce.py).
+(the re-measure itself: analysis/confirm/test_reproduce.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 from helpers import STEP_INDEX, copy_project, invoke_cli, result_file, truncate_half
 
-from fwdasv.analysis.status import Status
+from fwdasv.analysis.rules.status import Status
 from fwdasv.asv.project import AsvProject
 from fwdasv.cli import main
 
@@ -391,7 +391,7 @@ def test_a_suspected_head_passes_the_gate_unless_asked_to_fail(drawn_history) ->
 def test_an_improvement_is_listed_on_request_and_on_the_site_and_never_gates(
     drawn_history,
 ) -> None:
-    from fwdasv.analysis.publish import publish
+    from fwdasv.analysis.publish.publish import publish
 
     history = drawn_history("improved", (1.0,) * 6 + (0.9,) * 6)
     plain = invoke_cli(history.project)

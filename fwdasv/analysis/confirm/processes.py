@@ -1,0 +1,207 @@
+"""Bench processes of several commits, measured on demand and kept: what confirm and bisect judge.
+
+A re-measure is per commit, not per series: one bench process of a suite measures every
+case asked of it (`remeasure.resolve_cases`), so all the findings of one commit pair, or
+all the series a bisection follows, are judged from the same processes. `ProcessPool`
+holds one `Remeasurer` per suite and, per commit, the processes so far (each a mapping
+from a series, `SeriesRef`, to that process's median). `measure(commits, rounds)` runs
+`rounds` more processes of each commit, interleaved (A B A B ...); `values` gives a
+series' process medians at a commit, oldest first; `Cursor` hands them to
+`confirm.run_confirmation`, measuring only what no earlier finding of the pair asked for.
+With `resume` (bisect) each process is appended to PROCESSES_FILE in the workdir and a
+later pool over it takes those first: a run cut short goes on where it stopped. With
+`keep` (confirm) they are appended and never taken: bisect's ends over the same pair
+start from them (`kept_dir`), so a night's bisect does not re-measure what confirm did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from fwdasv.analysis.findings.series import RELATIVE_METRIC, SeriesKey
+from fwdasv.analysis.remeasure import RemeasureError, Remeasurer, resolve_cases
+from fwdasv.asv.project import AsvProject
+
+PROCESSES_FILE = "processes.jsonl"  # in the workdir: one measured process a line
+CONFIRM_DIR = ".fwdasv-confirm"  # beside asv.conf.json: each confirmed pair's processes
+BISECT_DIR = ".fwdasv-bisect"  # beside asv.conf.json: each bisected range's processes
+
+
+def kept_dir(project: AsvProject, kind: str, a: str, b: str) -> Path:
+    """Where the processes of the pair (or range) A..B are kept: `kind` is CONFIRM_DIR or
+    BISECT_DIR."""
+    return project.config_path.parent / kind / f"{a[:8]}-{b[:8]}"
+
+
+@dataclass(frozen=True)
+class SeriesRef:
+    """A series as one bench process measures it: its suite, case, and whether its value is
+    the forward over the workload (`track_relative`) rather than the latency."""
+
+    suite: str  # "forward.TinyLM"
+    case: str
+    relative: bool = False
+
+    @classmethod
+    def of(cls, key: SeriesKey) -> SeriesRef:
+        return cls(key.suite, key.case, key.metric == RELATIVE_METRIC)
+
+    @property
+    def name(self) -> str:
+        metric = RELATIVE_METRIC if self.relative else "track_latency"
+        return f"{self.suite}.{metric}({self.case})"
+
+    def shown(self, value: float) -> str:
+        """A process median as a reader takes it."""
+        return f"{value:.4f} (forward / workload)" if self.relative else f"{value * 1e6:.2f} us"
+
+
+@dataclass
+class ProcessPool:
+    """The processes measured so far at each commit, for `series` (grouped by suite)."""
+
+    project: AsvProject
+    series: tuple[SeriesRef, ...]
+    workdir: Path
+    echo: Callable[[str], None] | None = None
+    bench_echo: Callable[[str], None] | None = None
+    processes: dict[str, list[dict[SeriesRef, float]]] = field(default_factory=dict)
+    bench_processes: int = 0  # bench processes launched (one per suite per process)
+    rounds: int = 0  # bench runs: `run` calls that measured something (one look each)
+    measurers: dict[str, Remeasurer] = field(default_factory=dict)
+    # The series' machine: its processes run on that machine's GPUs (`fwdasv.hw.devices`).
+    machine: str | None = None
+    resume: bool = False  # keep each process in PROCESSES_FILE, and take those kept first
+    keep: bool = False  # keep each process in PROCESSES_FILE (for a later bisect), take none
+    resumed: int = 0  # processes taken from the file instead of launched
+    _kept: dict[str, list[dict[SeriesRef, float]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        assert self.series, "a process pool needs at least one series"
+        if self.resume:
+            self._kept = self._read_kept()
+        self._set_up()
+
+    def _set_up(self) -> None:
+        """One `Remeasurer` per suite, narrowed to the cases asked for (and pinned to the
+        machine's GPUs)."""
+        pinned = self._devices()
+        for suite in dict.fromkeys(ref.suite for ref in self.series):
+            cases = list(dict.fromkeys(r.case for r in self.series if r.suite == suite))
+            target = resolve_cases(self.project, suite, cases)
+            if pinned:
+                config = replace(target.config, env={**target.config.env, **pinned})
+                target = replace(target, config=config)
+            self.measurers[suite] = Remeasurer(
+                self.project, target, self.workdir, echo=self.echo, bench_echo=self.bench_echo
+            )
+
+    def _devices(self) -> dict[str, str]:
+        """CUDA_VISIBLE_DEVICES of the machine's GPUs for every process, said once."""
+        if self.machine is None:
+            return {}
+        from fwdasv.hw.devices import machine_devices
+
+        choice = machine_devices(self.project.results_dir, self.machine)
+        if self.echo is not None and choice.reason is not None:
+            self.echo(f"  {choice.reason}")
+        return choice.env()
+
+    @property
+    def installs(self) -> int:
+        return sum(m.installs for m in self.measurers.values())
+
+    @property
+    def install_s(self) -> float:
+        return sum(m.install_s for m in self.measurers.values())
+
+    def count(self, commit: str) -> int:
+        return len(self.processes.get(commit, ()))
+
+    def values(self, commit: str, ref: SeriesRef) -> list[float]:
+        return [process[ref] for process in self.processes.get(commit, ())]
+
+    def measure(self, commits: Sequence[str], rounds: int = 1) -> None:
+        """`rounds` more processes of each of `commits`, interleaved (c1 c2 c1 c2 ...)."""
+        self.run([commit for _ in range(rounds) for commit in commits])
+
+    def run(self, plan: Sequence[str]) -> None:
+        """One process of each commit of `plan`, in its order: one bench run (a look)."""
+        if not plan:
+            return
+        self.rounds += 1
+        for commit in plan:
+            self.processes.setdefault(commit, []).append(self._one(commit))
+
+    def _read_kept(self) -> dict[str, list[dict[SeriesRef, float]]]:
+        """The processes a pool over this workdir kept, per commit (lines naming every series)."""
+        path = self.workdir / PROCESSES_FILE
+        kept: dict[str, list[dict[SeriesRef, float]]] = {}
+        if not path.is_file():
+            return kept
+        names = {ref.name: ref for ref in self.series}
+        for line in path.read_text().splitlines():
+            try:
+                raw = json.loads(line)
+                commit, values = raw["commit"], raw["values"]
+                process = {names[n]: float(values[n]) for n in names}
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short, or of other series: measured again
+            kept.setdefault(str(commit), []).append(process)
+        return kept
+
+    def _one(self, commit: str) -> dict[SeriesRef, float]:
+        if self._kept.get(commit):
+            self.resumed += 1
+            return self._kept[commit].pop(0)
+        values = self._launch(commit)
+        if self.resume or self.keep:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            line = {"commit": commit, "values": {ref.name: v for ref, v in values.items()}}
+            with open(self.workdir / PROCESSES_FILE, "a", encoding="utf-8") as stream:
+                stream.write(json.dumps(line, sort_keys=True) + "\n")
+        return values
+
+    def _launch(self, commit: str) -> dict[SeriesRef, float]:
+        number = self.count(commit) + 1
+        values: dict[SeriesRef, float] = {}
+        for suite, measurer in self.measurers.items():
+            self.bench_processes += 1
+            got = measurer.process_values(commit, f"{commit[:8]}-{number}")
+            for ref in (r for r in self.series if r.suite == suite):
+                if (ref.case, ref.relative) not in got:
+                    raise RemeasureError(
+                        f"{commit[:8]} {ref.case}: the bench wrote no reference workload times "
+                        "(a track_relative series needs the suite's `reference = True`)"
+                    )
+                values[ref] = got[ref.case, ref.relative]
+        return values
+
+
+@dataclass
+class Cursor:
+    """One series' view of an A/B pair in a pool, as `confirm.run_confirmation` measures:
+    each call takes the next k processes of A and of B, measuring (interleaved) only those
+    the pool does not hold yet. `on_round(n, a, b)` is told of each process pair taken."""
+
+    pool: ProcessPool
+    a: str
+    b: str
+    ref: SeriesRef
+    on_round: Callable[[int, float, float], None] | None = None
+    taken: int = 0
+
+    def measure(self, k: int) -> tuple[list[float], list[float]]:
+        need = self.taken + k
+        have = min(self.pool.count(self.a), self.pool.count(self.b))
+        self.pool.measure([self.a, self.b], need - have)
+        a = self.pool.values(self.a, self.ref)[self.taken : need]
+        b = self.pool.values(self.b, self.ref)[self.taken : need]
+        if self.on_round is not None:
+            for offset, (x, y) in enumerate(zip(a, b, strict=True)):
+                self.on_round(self.taken + offset + 1, x, y)
+        self.taken = need
+        return a, b

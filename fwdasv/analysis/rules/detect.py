@@ -1,0 +1,226 @@
+"""Steps in one series, each judged by that series' own noise: levels, edges, undecided steps.
+
+`detect` composes the rules: the steps between two levels that hold (`levels`), the
+large settled steps the noise estimate is too uncertain to decide (`suspected`), the
+steps beside levels of 2-3 commits (`short`: a short history, a short level), and
+the steps at the history's head and start that no level holds yet (`edges`), an edge
+near a fitted step counted once. Input: a series' medians in commit order (None or
+NaN for a failed commit) and its `Noise` (`fwdasv.analysis.rules.noise`); output: `Step`s,
+oldest first. Drift is marked afterwards (`fwdasv.analysis.rules.drift`). Where asv's
+publish flags a fixed 5% of the level, a GPU series' noise spans 0.05-5%: here the
+threshold is a z-score on the series' own noise plus a minimum effect in percent.
+How each rule decides, with its figures: docs/verdicts.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from fwdasv.analysis.rules.edges import edge_threshold, edges, rejudge_edge
+from fwdasv.analysis.rules.levels import (
+    EDGE_MAX,
+    Z_THRESHOLD,
+    level_steps,
+    undecided_steps,
+    valid_logs,
+)
+from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.short import excursions, short_history_steps, short_level_steps
+from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.step import HEAD, START, Step
+from fwdasv.core.verdicts import MIN_EFFECT_PCT
+
+EDGE_HOLD_Z = 2.0  # sigma a fitted level's commits must stand up to be more than a head spike
+EDGE_SPIKE_RATIO = 3.0  # and the head must be this many times the fitted step to be its spike
+
+
+def detect(
+    medians: Sequence[float | None],
+    noise: Noise,
+    *,
+    min_effect_pct: float = MIN_EFFECT_PCT,
+    z0: float = Z_THRESHOLD,
+    edge: bool = True,
+    improvements: bool = False,
+    undecided: bool = True,
+) -> list[Step]:
+    """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
+
+    Each reported step has z >= the Studentized threshold (see `z_threshold`)
+    and an effect >= `min_effect_pct`; both levels held for >= MIN_SEGMENT
+    commits, and the edge between them does not want to move where one would
+    hold fewer (then the new level is still forming: the step is reported
+    once it has held MIN_SEGMENT commits). With `edge`, the steps at the
+    series' head and start that no level holds yet (`edges`, status
+    `suspected` or `regression`); with `improvements`, the downward steps
+    too (status `improvement`, negative percent); with `undecided`, the large
+    settled steps the noise estimate is too uncertain to decide (`suspected`).
+    """
+    if min_effect_pct < 0:
+        raise ValueError(f"min_effect_pct {min_effect_pct} must be >= 0")
+    out = level_steps(
+        medians, noise, min_effect_pct=min_effect_pct, z0=z0, improvements=improvements
+    )
+    # The large settled steps the noise estimate cannot decide, before the edges: an edge
+    # near one is its new level seen again, as near a fitted step.
+    settled = (
+        undecided_steps(medians, noise, out, min_effect_pct, improvements=improvements)
+        if undecided
+        else []
+    )
+    out = sorted([*out, *settled], key=_order)
+    # Levels of 2-3 commits, which the fit cannot hold: a short history, or a short level
+    # between two others. An edge then ends its reference level at them, a faster one too
+    # (listed only with `improvements`).
+    short = [
+        *short_history_steps(medians, noise, min_effect_pct=min_effect_pct, improvements=True),
+        *short_level_steps(medians, noise, out, min_effect_pct=min_effect_pct, improvements=True),
+    ]
+    short = [s for s in short if edge or s.edge is None]  # at an edge: only with `edge`
+    # ... and where a run of 2-3 outlier commits inside the history begins and ends.
+    cuts = [s.after_index for s in short] + excursions(medians, noise)
+    short = [s for s in short if improvements or s.status != Status.IMPROVEMENT]
+    out = sorted([*out, *short], key=_order)
+    if edge:
+        out = _with_edges(out, medians, noise, min_effect_pct, undecided, improvements, cuts)
+    return out
+
+
+def _with_edges(
+    out: list[Step],
+    medians: Sequence[float | None],
+    noise: Noise,
+    min_effect_pct: float,
+    undecided: bool,
+    improvements: bool = False,
+    cuts: Sequence[int] = (),
+) -> list[Step]:
+    """`out` (the fitted steps) with the edges that are not a fitted step seen again."""
+    # An edge within EDGE_MAX commits of a step the fit reports in its direction is that
+    # step's own new level seen again (its first commits sit in the edge's reference
+    # level); one of a short history's steps, or beside a short level, is that step.
+    kept = []
+    found_edges = edges(
+        medians,
+        noise,
+        min_effect_pct=min_effect_pct,
+        undecided=undecided,
+        improvements=improvements,
+        cuts=cuts,
+    )
+    for found in found_edges:
+        faster = found.status == Status.IMPROVEMENT
+        near = [s for s in out if abs(found.after_index - s.after_index) <= EDGE_MAX]
+        if any(s.after_index in cuts for s in near):
+            continue
+        fitted = [s for s in out if (s.status == Status.IMPROVEMENT) == faster]
+        close = [f for f in fitted if abs(found.after_index - f.after_index) <= EDGE_MAX]
+        if not close:
+            kept.append(found)
+        elif faster:
+            continue  # a faster head beside a fitted improvement is its new level
+        elif (
+            found.edge == HEAD
+            and found.percent > EDGE_SPIKE_RATIO * max(f.percent for f in close)
+            and not any(_holds(medians, f, found.after_index, noise.sigma) for f in close)
+        ):
+            # The fit's step is the head's spike, clipped (`despike`) into a small
+            # level: the commits between are at the old level. The edge is the step.
+            # (Only a head far larger than the fitted step: a real 1% step whose
+            # commits do not each stand 2 sigma up, beside a +2% outlier at the head,
+            # is the fit's, at its own commit.)
+            out = [s for s in out if s not in close]
+            kept.append(found)
+        elif found.edge == HEAD and all(
+            _beyond(medians, f, found, noise, min_effect_pct) for f in close
+        ):
+            # The head stands out of the fitted step's new level too: a second step
+            # on top of the first (a 2x commit after a +2.5% level), not the first's
+            # new level seen again.
+            kept.append(found)
+    everything = [*out, *kept]
+    judged = [_edge_level(f, everything, medians, noise, min_effect_pct, undecided) for f in kept]
+    kept = [step for step in judged if step is not None]
+    return sorted([*out, *kept], key=_order)
+
+
+def _edge_level(
+    step: Step,
+    found: Sequence[Step],
+    medians: Sequence[float | None],
+    noise: Noise,
+    min_effect_pct: float,
+    undecided: bool,
+) -> Step | None:
+    """An edge judged again against its reference level ended at the nearest other step
+    found (`found`) where its reference ran through that step: the fit of the reference
+    side cannot end a level of 2-3 commits (2 | 2 | 4 commits: a start edge's reference
+    spanned both later levels and halved a -61% step). None: it does not stand out
+    against that level (the other step's level seen again)."""
+    if step.edge == START:
+        later = [s.after_index for s in found if s.after_index > step.after_index]
+        span = (step.after_index, min(later)) if later else None
+        reference = step.commits_after
+    else:
+        earlier = [s.after_index for s in found if s.after_index < step.after_index]
+        span = (max(earlier), step.after_index) if earlier else None
+        reference = step.commits_before
+    if span is None:
+        return step
+    _, logs = valid_logs(medians[span[0] : span[1]])
+    if logs.size >= reference:
+        return step  # its reference level ended there already
+    cuts = [s.after_index for s in found if s is not step]
+    judged = rejudge_edge(
+        medians, noise, step, cuts, min_effect_pct=min_effect_pct, undecided=undecided
+    )
+    if judged is None:
+        return None
+    # Its size: the mean of the level's raw ln medians, every commit of it kept (a
+    # 2-commit level's despiking may still set one aside).
+    level = math.exp(float(np.mean(logs)))
+    before, after = (judged.before, level) if step.edge == START else (level, judged.after)
+    percent = 100 * (after / before - 1)
+    if (-percent if judged.status == Status.IMPROVEMENT else percent) < min_effect_pct:
+        return None
+    return dataclasses.replace(judged, before=before, after=after, percent=percent)
+
+
+def _holds(medians: Sequence[float | None], step: Step, stop: int, sigma: float) -> bool:
+    """Whether the commits of `step`'s new level before `stop` (raw medians) stand
+    EDGE_HOLD_Z sigma above its old level: a level of its own, not the head's spike."""
+    values = [
+        math.log(m)
+        for m in medians[step.after_index : stop]
+        if m is not None and math.isfinite(m) and m > 0
+    ]
+    floor = math.log(step.before) + EDGE_HOLD_Z * sigma
+    return bool(values) and all(v >= floor for v in values)
+
+
+def _beyond(
+    medians: Sequence[float | None], step: Step, edge: Step, noise: Noise, min_effect_pct: float
+) -> bool:
+    """Whether `edge`'s commits at the head stand out of `step`'s new level (its commits
+    before the edge, raw medians) by the edge's own evidence (`edge_threshold`)."""
+    held = [
+        math.log(m)
+        for m in medians[step.after_index : edge.after_index]
+        if m is not None and math.isfinite(m) and m > 0
+    ]
+    if not held:
+        return False
+    k = edge.commits_after
+    log_step = math.log(edge.after) - float(np.mean(held))
+    if 100 * math.expm1(log_step) < min_effect_pct:
+        return False
+    z = log_step / (noise.sigma * math.sqrt(1 / k + 1 / len(held)))
+    return z >= edge_threshold(k, noise.dof)
+
+
+def _order(step: Step) -> int:
+    return step.after_index

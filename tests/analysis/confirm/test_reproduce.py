@@ -1,0 +1,233 @@
+"""fwdasv confirm end to end on the CPU: a finding re-measured A/B, recorded, explained, gated.
+
+The demo model's history (`demo_history`: 12 commits measured by real asv)
+holds a finding at the injected slow commit (prefill_512, or decode_bs8_2k). Its results are
+copied into an asv project of their own (same repository, the session's
+shared virtualenv), so the verdicts written here reach no other test. There
+`fwdasv confirm` installs A (the commit before the step, one more back) and
+B (one after it) in turn into asv's environment and runs one bench process
+each, A B A B A B (3 a side at most), judges the process medians, appends
+the verdict to fwdasv-verdicts.jsonl, profiles A and B and stores the op
+diff; `fwdasv regressions` then says `confirmed` and exits 1, and nightly
+gates on it. An undecided confirmation (a neighbour on this shared VM slowed a
+whole process) is run once more, as on any noisy machine.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import measuring_priority
+
+from fwdasv.analysis.confirm.reproduce import processes_per_commit
+from fwdasv.analysis.explain.kernel_diff import DEFAULT_ROUNDS
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.series import load_series
+from fwdasv.analysis.findings.verdict_file import VERDICTS_FILE
+from fwdasv.analysis.findings.verdicts import record_verdict
+from fwdasv.analysis.rules.status import TO_CONFIRM, Status
+from fwdasv.cli import main
+
+CASES = ("prefill_512", "decode_bs8_2k")  # the one confirmed: the first with a finding
+
+
+def test_processes_per_commit_counts_what_was_stored() -> None:
+    # 10 samples a process: 2 launches, then a second round appended (asv --append-samples).
+    assert processes_per_commit([[1.0] * 20] * 5, 10, launches=2) == 2
+    assert processes_per_commit([[1.0] * 40] * 4 + [[1.0] * 20], 10, launches=2) == 4
+    assert processes_per_commit([[], []], 10, launches=2) == 2  # nothing stored: the suite's
+    assert processes_per_commit([[1.0] * 3], 10, launches=1) == 1  # never below one
+
+
+@pytest.fixture(scope="module")
+def confirmed(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The demo's results in a project of their own, after `fwdasv confirm` on prefill_512."""
+    root = tmp_path_factory.mktemp("confirm")
+    project = demo_history.new_project(root / "asv")
+    everything = findings.find(project)
+    slow = demo_history.slow_commit
+    # Both cases step at the injected commit; a noisy history may show one of them.
+    found = []
+    for case in CASES:
+        found = [f for f in everything if f.key.case == case and f.after_commit == slow]
+        if found:
+            break
+    assert found, (
+        f"no finding at the injected commit after {demo_history.passes} pass(es) of the demo "
+        f"history: {[(f.key.name, f.after_commit[:8], f.percent) for f in everything]}"
+    )
+    attempts = []
+    with measuring_priority():
+        # A neighbour on this shared VM can slow one whole bench process by 50%; with
+        # 3 processes a side the run's own variance then leaves the verdict undecided
+        # (seen in one of two full test runs), and the finding stays a regression. As one would:
+        # confirm once more (a fresh 3 + 3), not more.
+        for _ in range(2):
+            attempts.append(
+                CliRunner().invoke(
+                    main,
+                    [
+                        "confirm",
+                        "--config",
+                        str(project.config_path),
+                        "--bench",
+                        case,
+                        "--max-processes",
+                        "3",
+                        "--format",
+                        "json",
+                    ],
+                )
+            )
+            statuses = [f.status for f in findings.find(project) if f.key.case == case]
+            if not set(statuses) & {Status.REGRESSION, Status.SUSPECTED}:
+                break
+    return {
+        "project": project,
+        "result": attempts[-1],
+        "attempts": attempts,
+        "finding": found[0],
+        "case": case,
+    }
+
+
+@pytest.mark.slow
+def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confirmed) -> None:
+    project, result, case = confirmed["project"], confirmed["result"], confirmed["case"]
+    hashes, slow = demo_history.hashes, demo_history.slow_index
+    # A and B: one commit outside the finding's pair each side, inside its two levels.
+    a, b = hashes[slow - 2], hashes[slow + 1]
+    log = result.stderr
+    # One bench process at a time, A then B, three times; each commit installed once, into
+    # an environment of its own (issue 19: not again at every switch).
+    processes = [line.strip() for line in log.splitlines() if line.strip().startswith("process ")]
+    assert [p.split(":")[0] for p in processes] == ["process 1", "process 2", "process 3"], log
+    assert f"re-measuring A {a[:8]} and B {b[:8]}, interleaved" in log, log
+    installs = [line.split()[1] for line in log.splitlines() if "installing" in line]
+    assert installs[:2] == [a[:8], b[:8]], log
+    # The explain that follows finds both already there (a second confirm attempt too).
+    reused = [line for line in log.splitlines() if "already installed there" in line]
+    assert len(reused) >= len(installs) - 2 and set(installs[2:]) <= {a[:8], b[:8]}, log
+    assert result.exit_code == 1, result.output
+
+    (entry,) = [e for e in json.loads(result.stdout)["regressions"] if e["case"] == case]
+    assert entry["status"] == "confirmed", (entry["verdict"], log)
+    assert entry["after_commit"] == demo_history.slow_commit
+
+    lines = [
+        json.loads(line) for line in (project.results_dir / VERDICTS_FILE).read_text().splitlines()
+    ]
+    # The confirmation, then its explanation: appended, both about this finding (after an
+    # undecided first attempt's line, if there was one).
+    undecided = len(confirmed["attempts"]) - 1
+    statuses = [line["status"] for line in lines]
+    assert statuses == ["undecided"] * undecided + ["confirmed", "confirmed"], lines
+    assert all(line["finding"] == confirmed["finding"].ident.to_json() for line in lines)
+    confirmation = lines[undecided]["confirmation"]
+    assert (confirmation["a_commit"], confirmation["b_commit"]) == (a, b)
+    assert confirmation["processes_a"] == confirmation["processes_b"] == 3
+    assert confirmation["status"] == "confirmed"
+    assert confirmation["lower_pct"] > 0 and confirmation["percent"] > 10, confirmation
+    assert confirmation["t"] >= confirmation["t_threshold"]
+    # The floor is the history's noise per process (a commit pools one process a pass).
+    history = load_series(project)[1][confirmed["finding"].key].history
+    history_processes = processes_per_commit(history, 10, 1)
+    assert history_processes == demo_history.passes
+    expected_floor = confirmed["finding"].noise.per_process(history_processes).noise_pct
+    assert confirmation["floor_pct"] == pytest.approx(expected_floor)
+    assert confirmation["summary"].startswith("confirmed: B +")
+
+    explain = lines[-1]["explain"]
+    # The injected commit computes attention explicitly: matmuls, a mask, a softmax.
+    assert {"aten::bmm", "aten::_softmax"} & set(explain["top5"]), explain["top5"]
+    total_us = explain["total_delta_us"]
+    if total_us <= 0:
+        # explain times the ops by wall clock under the profiler, so one disturbed round (the
+        # other tests run beside these at nice 19) can turn the sum's sign; profile once more,
+        # as a user would, with the reason printed.
+        print(f"explain's op time read {total_us:+.1f} us at the injected commit: profiling again")
+        with measuring_priority():
+            again = CliRunner().invoke(
+                main,
+                [
+                    "explain",
+                    "--config",
+                    str(project.config_path),
+                    a,
+                    b,
+                    confirmed["finding"].key.benchmark,
+                    "--case",
+                    case,
+                    "--format",
+                    "json",
+                ],
+            )
+        assert again.exit_code in (0, 1), again.output
+        total_us = json.loads(again.stdout)["total_delta_us"]
+    assert total_us > 0
+    assert a[:8] in explain["headline"] and b[:8] in explain["headline"]
+    # Each side profiled DEFAULT_ROUNDS times, interleaved (its spread: the noise band).
+    profiles = list(Path(explain["profile_dir"]).glob(f"*/{case}.rank0.kernels.json"))
+    assert len(profiles) == 2 * DEFAULT_ROUNDS, explain["profile_dir"]
+
+    # fwdasv regressions: confirmed, and it gates.
+    listing = CliRunner().invoke(
+        main, ["regressions", "--config", str(project.config_path), "--format", "json"]
+    )
+    assert listing.exit_code == 1, listing.output
+    (listed,) = [e for e in json.loads(listing.stdout)["regressions"] if e["case"] == case]
+    assert listed["status"] == "confirmed"
+    assert listed["verdict"]["confirmation"] == confirmation
+    assert listed["verdict"]["explain"] == explain
+
+
+@pytest.mark.slow
+def test_nightly_gates_on_confirmed_findings(demo_history, tmp_path: Path) -> None:
+    """Nightly over the demo's results (nothing new to measure): exit 1 while a finding is
+    confirmed, 0 once a later re-measure ruled it out. The confirmation is recorded here,
+    as `fwdasv confirm` records one, so this stands apart from the confirm test."""
+    project = demo_history.new_project(tmp_path / "asv")
+    found = findings.find(project)
+    latency = [f for f in found if f.key.benchmark == demo_history.benchmark]
+    assert latency, f"no paced finding in the demo history: {[f.key.name for f in found]}"
+    ours = next((f for f in latency if f.after_commit == demo_history.slow_commit), latency[0])
+    record_verdict(project, ours, status=Status.CONFIRMED)
+    # Other findings of the demo's noisy history (if any) are taken as ruled out, so
+    # nightly has nothing left to re-measure here.
+    for other in found:
+        if other.status in TO_CONFIRM and other.ident != ours.ident:
+            record_verdict(project, other, status=Status.NOT_REPRODUCED)
+
+    def nightly():
+        return CliRunner().invoke(
+            main,
+            [
+                "nightly",
+                "--config",
+                str(project.config_path),
+                "--machine",
+                "testbox",
+                "--machine-file",
+                str(tmp_path / "machine.json"),
+            ],
+        )
+
+    first = nightly()
+    # Every commit already has results: asv has nothing to run, which is no failure.
+    assert "no new commit to measure" in first.output, first.output
+    assert "[nightly] 5/7 nothing to confirm" in first.output, first.output
+    assert first.exit_code == 1, first.output
+    assert "confirmed" in first.output
+    record_verdict(project, ours, status=Status.NOT_REPRODUCED)
+    second = nightly()
+    assert second.exit_code == 0, second.output
+    assert (project.html_dir / "fwdasv" / "findings.html").is_file()
+    # Nothing was measured: every commit had results.
+    stored = subprocess.run(
+        ["git", "-C", str(project.repo), "rev-list", "main"], capture_output=True, text=True
+    ).stdout.split()
+    assert len(list(project.results_dir.glob("testbox/*-*.json"))) == len(stored)

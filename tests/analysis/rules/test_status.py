@@ -1,0 +1,90 @@
+"""The status words: one enum whose members are the strings the files and tables always held."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from fwdasv.analysis.rules.status import (
+    COMPARISON_STATUSES,
+    CONFIRMATION_STATUSES,
+    FINDING_STATUSES,
+    PROBE_VERDICTS,
+    STEP_OUTCOMES,
+    Status,
+)
+
+# Every word as the JSON, the verdicts file and the tables wrote it before the enum.
+WORDS = {
+    "REGRESSION": "regression",
+    "SUSPECTED": "suspected",  # new: a step at the history's edge (issue 19)
+    "IMPROVEMENT": "improvement",  # new: a downward step (issue 21)
+    "DRIFT": "drift",
+    "CONFIRMED": "confirmed",
+    "NOT_REPRODUCED": "not-reproduced",
+    "UNDECIDED": "undecided",
+    "WORSE": "worse",
+    "IMPROVED": "improved",
+    "UNCHANGED": "unchanged",
+    "NOT_SIGNIFICANT": "not-significant",
+    "TELEMETRY": "telemetry",
+    "FIXED": "fixed",
+    "UNKNOWN": "unknown",
+    "FAILED": "failed",
+    "DIFFERENT": "different",
+    "SAME": "same",
+    "GOOD": "good",
+    "BAD": "bad",
+    "PART_WAY": "part-way",
+}
+
+
+def test_each_word_is_defined_once_with_its_old_string() -> None:
+    assert {s.name: s.value for s in Status} == WORDS
+    # One member per string: unknown and failed are the same word in compare and bisect.
+    assert len({s.value for s in Status}) == len(Status)
+
+
+def test_json_csv_and_text_write_the_plain_value() -> None:
+    document = {"status": Status.NOT_REPRODUCED, "counts": {Status.WORSE: 2}}
+    assert json.dumps(document) == '{"status": "not-reproduced", "counts": {"worse": 2}}'
+    assert json.dumps(document, sort_keys=True, indent=None).count("Status") == 0
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow([Status.PART_WAY, Status.GOOD])
+    assert buffer.getvalue() == "part-way,good\n"
+    assert str(Status.CONFIRMED) == f"{Status.CONFIRMED}" == f"{Status.CONFIRMED}"
+    assert f"{Status.BAD:>5}|" == "  bad|"
+    assert Status.CONFIRMED == "confirmed" and "confirmed" in {Status.CONFIRMED}
+
+
+def test_a_stored_word_reads_back_as_its_member() -> None:
+    for status in Status:
+        assert Status(json.loads(json.dumps(status))) is status
+
+
+def test_each_verdict_takes_its_own_words() -> None:
+    assert [str(s) for s in FINDING_STATUSES] == [
+        "regression",
+        "suspected",
+        "confirmed",
+        "not-reproduced",
+        "drift",
+        "improvement",
+    ]
+    assert [str(s) for s in CONFIRMATION_STATUSES] == ["confirmed", "not-reproduced", "undecided"]
+    assert [str(s) for s in COMPARISON_STATUSES] == [
+        "worse",
+        "failed",
+        "improved",
+        "fixed",
+        "unknown",
+        "not-significant",
+        "unchanged",
+        "telemetry",
+    ]
+    assert [str(s) for s in STEP_OUTCOMES] == ["different", "same", "unknown"]
+    assert set(PROBE_VERDICTS) == {Status.GOOD, Status.BAD, Status.PART_WAY} | {
+        Status.UNKNOWN,
+        Status.FAILED,
+    }
