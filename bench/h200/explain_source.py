@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # The table, from the same profiles (no re-measuring): --files of one round a side
     # would lose the noise band, so render the JSON's diff instead.
-    from fwdasv.analysis.explain.explain import kernel_diff, kernel_diff_format
+    from fwdasv.analysis.explain import kernel_diff, kernel_diff_format
     from fwdasv.core.kernels import load_summary
 
     profiles = out / "profiles"

@@ -44,7 +44,7 @@ def eager_share(times: str) -> float | None:
 
 
 def summarize(res: Path, repo: Path, good: str, bad: str, status: int) -> dict[str, Any]:
-    from fwdasv.analysis.explain.explain import kernel_diff
+    from fwdasv.analysis.explain import kernel_diff
     from fwdasv.analysis.explain.kernel_diff_format import format_diff, where
     from fwdasv.core.kernels import load_summary
 
