@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.analysis.bisect.from_findings import bisect_findings, range_groups
-from fwdasv.analysis.confirm.reproduce import confirm_findings
-from fwdasv.analysis.findings import findings
+from fwdasv.analysis import triage
+from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.publish.publish import publish
@@ -214,28 +213,25 @@ def run_nightly(
         asv_status = _measure(project, this.name, spec, existing_python, commit, echo)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
-        found = findings.find(project, machine=this.name)
+        # The night's one read of the results; confirm and bisect add only verdicts.
+        found = triage.read(project, machine=this.name)
         step = ConfirmStep(
             confirm=confirm and not existing_python,
-            pending=sum(f.status in TO_CONFIRM for f in found),
+            pending=sum(f.status in TO_CONFIRM for f in found.findings),
             existing=bool(confirm and existing_python),
         )
         say(step.lines())
         if step.runs:
-            confirm_findings(
+            found = triage.confirm(
                 project, found, run_explain=explain, echo=lambda line: echo(f"  {line}")
             )
-        ranges = range_groups(findings.find(project, machine=this.name))
+        ranges = range_groups(found.findings)
         bisection = BisectStep(
             bisect and not existing_python, len(ranges), bool(bisect and existing_python)
         )
         say(bisection.lines())
         if bisection.runs:
-            bisect_findings(
-                project,
-                findings.find(project, machine=this.name),
-                echo=lambda line: echo(f"  {line}"),
-            )
+            triage.bisect(project, found, echo=lambda line: echo(f"  {line}"))
         echo("[nightly] 7/7 asv publish with the findings")
         site = publish(project, echo=None)
         published = tuple(f for f in site.findings if f.key.machine == this.name)

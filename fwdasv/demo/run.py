@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the analysis is imported when the demo runs, not when its s
     from fwdasv.analysis.bisect.outcome import BisectResult
     from fwdasv.analysis.explain.kernel_diff import KernelDiff
     from fwdasv.analysis.findings.finding import Finding
+    from fwdasv.analysis.findings.findings import Found
 
 SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
@@ -65,9 +66,13 @@ class Measured:
     """What step 3 measured: the commits, the findings on them, and why it widened (if it did)."""
 
     commits: list[str]
-    found: list[Finding]
+    read: Found  # the findings on them, with the read they came from
     # The noisiest case and its noise_pct, when the commits between were measured too.
     widened_for: tuple[str, float] | None = None
+
+    @property
+    def found(self) -> list[Finding]:
+        return list(self.read.findings)
 
 
 @dataclass(frozen=True)
@@ -108,14 +113,13 @@ class DemoOutcome:
         return bool(self.injected) and self.culprit == self.injected
 
 
-def _noisiest_case(project: asv_project.AsvProject, machine: str) -> tuple[str, float]:
+def _noisiest_case(read: Found) -> tuple[str, float]:
     """The demo's judged case (its latency, or its paced ratio) with the most run-to-run
     noise, and its noise_pct."""
     from fwdasv.analysis.findings.findings import judged_series
-    from fwdasv.analysis.findings.series import load_series
     from fwdasv.analysis.rules.noise import estimate_noise
 
-    _, series = load_series(project, machine)
+    series = read.series
     noise = [
         (key.case, estimate_noise(series[key].history).noise_pct)
         for key in judged_series(series)
@@ -180,7 +184,7 @@ def run_demo(
             names = ", ".join(f"{f.key.case} at {f.after_commit[:8]}" for f in settled)
             say(f"5/7 {names}: {settled[0].status} by an earlier run's re-measure")
         # As nightly: a suspected finding is re-measured too, and only what holds goes on.
-        confirmed = steps.confirm(pending) if pending else []
+        confirmed = steps.confirm(measured.read, pending) if pending else []
         held = [*settled, *(f for f in confirmed if FINDINGS.fails(f.status))]
         if not held:
             say(
@@ -314,7 +318,7 @@ class _Steps:
         """Step 3: every `every`-th commit, as a nightly job; the commits in between too on
         a noisy machine where nothing stood out yet, or where a series is too noisy for its
         levels of 2 commits to show a step."""
-        from fwdasv.analysis.findings import findings
+        from fwdasv.analysis import triage
         from fwdasv.analysis.rules.gate import FINDINGS
 
         project, machine = self.project, self.machine
@@ -324,12 +328,12 @@ class _Steps:
             "like a nightly job); stored results are reused"
         )
         asv_project.run_commits(project, nightly, machine, echo=self.indented)
-        found = findings.find(project, machine=machine, bench=JUDGED)
+        found = triage.read(project, machine=machine, bench=JUDGED)
         rest = [h for h in hashes if h not in nightly]
         if not rest:
             return Measured(nightly, found)
-        case, noise_pct = _noisiest_case(project, machine)
-        stood_out = any(FINDINGS.fails(f.status) for f in found)
+        case, noise_pct = _noisiest_case(found)
+        stood_out = any(FINDINGS.fails(f.status) for f in found.findings)
         if not measure_between(noise_pct, stood_out):
             return Measured(nightly, found)
         # A level needs MIN_SEGMENT measured commits, and a threshold Studentized with
@@ -341,7 +345,7 @@ class _Steps:
         if not missing:
             return Measured(list(hashes), found, widened_for=(case, noise_pct))
         asv_project.run_commits(project, missing, machine, echo=self.indented)
-        found = findings.find(project, machine=machine, bench=JUDGED)
+        found = triage.read(project, machine=machine, bench=JUDGED)
         return Measured(list(hashes), found, widened_for=(case, noise_pct))
 
     def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:
@@ -372,20 +376,23 @@ class _Steps:
         record_verdict(self.project, worst, status=worst.status, explain=record)
         return Diagnosis(worst, good, bad, bisected, diff)
 
-    def confirm(self, pending: Sequence[Finding]) -> list[Finding]:
+    def confirm(self, read: Found, pending: Sequence[Finding]) -> list[Finding]:
         """Step 5: an interleaved A/B re-measure of each finding not yet re-measured
-        (`regression` and `suspected`, as nightly); the findings as now judged."""
-        from fwdasv.analysis.confirm.reproduce import confirm_findings
-        from fwdasv.analysis.findings import findings
+        (`regression` and `suspected`, as nightly), from step 3's read; the findings as now
+        judged."""
+        from fwdasv.analysis import triage
 
         names = ", ".join(f"{f.key.case} at {f.after_commit[:8]} ({f.status})" for f in pending)
         self.say(f"5/7 confirm {names}: A/B interleaved on this machine")
-        confirm_findings(
-            self.project, pending, max_processes=6, run_explain=False, echo=self.indented
+        judged = triage.confirm(
+            self.project,
+            read,
+            pending=pending,
+            max_processes=6,
+            run_explain=False,
+            echo=self.indented,
         )
-        again = {
-            f.ident: f for f in findings.find(self.project, machine=self.machine, bench=JUDGED)
-        }
+        again = {f.ident: f for f in judged.findings}
         return [again.get(f.ident, f) for f in pending]
 
     def bisect(self, worst: Finding) -> BisectResult | None:

@@ -14,7 +14,7 @@ why ("not reproducible", "undecided").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fwdasv.analysis.bisect.driver import bisect_series
@@ -22,7 +22,7 @@ from fwdasv.analysis.bisect.environment import BisectError
 from fwdasv.analysis.bisect.outcome import BisectResult
 from fwdasv.analysis.bisect.series import follow_finding
 from fwdasv.analysis.findings.finding import Finding
-from fwdasv.analysis.findings.series import load_series
+from fwdasv.analysis.findings.series import Series, SeriesKey
 from fwdasv.analysis.findings.verdicts import record_verdict
 from fwdasv.analysis.rules.status import Status
 from fwdasv.asv.project import AsvProject
@@ -77,13 +77,15 @@ class Bisected:
 def bisect_findings(
     project: AsvProject,
     found: Sequence[Finding],
+    all_series: Mapping[SeriesKey, Series],
     *,
     again: bool = False,
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
     **options: object,
 ) -> list[Bisected]:
-    """Bisect every range of `found` that holds several commits; record each culprit."""
+    """Bisect every range of `found` that holds several commits, from the read that found
+    them (`all_series`); record each culprit."""
 
     def say(line: str) -> None:
         if echo is not None:
@@ -96,7 +98,6 @@ def bisect_findings(
             + ("" if again else " without a culprit recorded")
         )
         return []
-    _, all_series = load_series(project)
     out = []
     for number, group in enumerate(groups, 1):
         names = ", ".join(f.key.name for f in group.findings)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from fwdasv.analysis import triage
 from fwdasv.analysis.commands.common import (
     analysis_command,
     explain_option,
@@ -14,7 +15,6 @@ from fwdasv.analysis.commands.common import (
     progress,
     show_bench_option,
 )
-from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.format import FORMATS
 from fwdasv.analysis.rules import confirm
 from fwdasv.asv.project import AsvProject
@@ -65,16 +65,13 @@ def confirm_command(
     file (named on stderr; --skip-unreadable to pass anyway).
     """
 
-    from fwdasv.analysis.confirm.reproduce import confirm_findings
-
     project = AsvProject.load(config)
-    found = findings.find(project, machine=machine, bench=bench)
-    confirm_findings(
+    found = triage.confirm(
         project,
-        found,
+        triage.read(project, machine=machine, bench=bench),
         max_processes=max_processes,
         run_explain=explain,
         echo=progress,
         bench_echo=progress if show_bench else None,
     )
-    gate_findings(findings.scan(project, machine=machine, bench=bench), fmt, skip_unreadable)
+    gate_findings(found, fmt, skip_unreadable)
