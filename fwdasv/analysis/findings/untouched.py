@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import Status, finding_status
 
 if TYPE_CHECKING:
     from fwdasv.analysis.findings.finding import Finding
@@ -70,7 +70,9 @@ def hold_back(finding: Finding, changed: Sequence[str], imported: Collection[str
     reach none of `imported`; else unchanged. Pure: the caller knows it is host-timed."""
     if finding.status != Status.REGRESSION or reaching(changed, imported):
         return finding
-    return dataclasses.replace(finding, status=Status.SUSPECTED, note=NOTE)
+    return dataclasses.replace(
+        finding, status=finding_status(finding.status, untouched=True), note=NOTE
+    )
 
 
 def _imports(records: Sequence[RanRecord], finding: Finding) -> tuple[str, ...] | None:

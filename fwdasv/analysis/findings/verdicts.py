@@ -24,11 +24,8 @@ from fwdasv.analysis.findings.verdict_file import (
     append_verdict,
     now_utc,
 )
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import Status, finding_status
 from fwdasv.asv.project import AsvProject
-
-# The stored statuses that replace a detected one (an undecided re-measure leaves it).
-RE_MEASURED = (Status.CONFIRMED, Status.NOT_REPRODUCED)
 
 
 def verdicts_path(project: AsvProject) -> Path:
@@ -41,11 +38,8 @@ def apply_verdict(finding: Finding, verdicts: StoredVerdicts) -> Finding:
     stored = verdicts.about(finding.ident, finding.before_commit)
     if stored is None or finding.status in (Status.DRIFT, Status.IMPROVEMENT):
         return finding
-    status = stored.status
     return replace(
-        finding,
-        status=Status(status) if status in RE_MEASURED else finding.status,
-        verdict=stored,
+        finding, status=finding_status(finding.status, re_measured=stored.status), verdict=stored
     )
 
 

@@ -10,8 +10,9 @@ A member is the `str` the JSON, the verdicts file and the tables show (`StatusWo
     bisect     a comparison: different, same, unknown; a probe: good, bad, part-way,
                unknown, failed
 
-`unknown` and `failed` mean the same in compare and bisect. What fails CI is decided
-in `fwdasv.analysis.rules.gate`; what a finding's status means: docs/verdicts.md.
+`unknown` and `failed` mean the same in compare and bisect. A finding's status is
+decided in `finding_status` alone; what fails CI in `fwdasv.analysis.rules.gate`; what a
+finding's status means: docs/verdicts.md.
 """
 
 from __future__ import annotations
@@ -71,6 +72,41 @@ FINDING_STATUSES = (
 # The findings a confirmation re-measures: detected slowdowns not yet re-measured.
 TO_CONFIRM = (Status.REGRESSION, Status.SUSPECTED)
 CONFIRMATION_STATUSES = (Status.CONFIRMED, Status.NOT_REPRODUCED, Status.UNDECIDED)
+# The stored re-measures that replace a detected status (an undecided one leaves it).
+RE_MEASURED = (Status.CONFIRMED, Status.NOT_REPRODUCED)
+
+
+def finding_status(
+    detected: Status,
+    *,
+    machine_moved: bool = False,
+    environment_changed: bool = False,
+    untouched: bool = False,
+    re_measured: str | None = None,
+) -> Status:
+    """A finding's status from what each rule found; the one place it is decided.
+
+    `detected`: the history's rules' (`fwdasv.analysis.rules.detect`: regression,
+    suspected, improvement), or the status so far; `machine_moved`: a canary or the GPU
+    clock stepped with it (`rules.drift.mark_drift`); `environment_changed`: the recorded
+    torch, driver or CUDA differs across it (`mark_environment_drift`); `untouched`: a
+    host-timed step whose commits change nothing the bench imported
+    (`fwdasv.analysis.findings.untouched`); `re_measured`: the newest stored A/B verdict.
+    Applied all at once or one fact at a time, the answer is the same.
+    """
+    if environment_changed:
+        return Status.DRIFT
+    if detected in (Status.DRIFT, Status.IMPROVEMENT):
+        return detected  # a faster step is never drift by a canary, nor re-measured
+    if machine_moved:
+        return Status.DRIFT
+    if re_measured in RE_MEASURED:
+        return Status(re_measured)
+    if untouched and detected == Status.REGRESSION:
+        return Status.SUSPECTED
+    return detected
+
+
 # compare's display order: what needs attention first.
 COMPARISON_STATUSES = (
     Status.WORSE,

@@ -88,3 +88,29 @@ def test_each_verdict_takes_its_own_words() -> None:
         Status.UNKNOWN,
         Status.FAILED,
     }
+
+
+def test_a_findings_status_is_the_same_decided_at_once_or_fact_by_fact() -> None:
+    """`finding_status`: drift by the environment over everything, an improvement kept, a
+    canary's drift over a re-measure, a re-measure over the untouched hold-back."""
+    import itertools
+
+    from fwdasv.analysis.rules.status import finding_status
+
+    facts = ("environment_changed", "machine_moved", "untouched")
+    for detected in (Status.REGRESSION, Status.SUSPECTED, Status.IMPROVEMENT):
+        for flags in itertools.product((False, True), repeat=3):
+            for stored in (None, "confirmed", "not-reproduced", "undecided"):
+                given = dict(zip(facts, flags, strict=True))
+                at_once = finding_status(detected, re_measured=stored, **given)
+                # As the findings apply them: drift, then the hold-back, then the verdict.
+                step = detected
+                for name in ("machine_moved", "environment_changed", "untouched"):
+                    if given[name]:
+                        step = finding_status(step, **{name: True})
+                step = finding_status(step, re_measured=stored)
+                assert at_once == step, (detected, given, stored, at_once, step)
+    assert finding_status(Status.REGRESSION, untouched=True) == Status.SUSPECTED
+    assert finding_status(Status.SUSPECTED, re_measured="confirmed") == Status.CONFIRMED
+    assert finding_status(Status.IMPROVEMENT, machine_moved=True) == Status.IMPROVEMENT
+    assert finding_status(Status.IMPROVEMENT, environment_changed=True) == Status.DRIFT
