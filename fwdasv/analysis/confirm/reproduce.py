@@ -28,7 +28,7 @@ from fwdasv.analysis.findings.verdict_file import ConfirmationRecord
 from fwdasv.analysis.findings.verdicts import record_verdict
 from fwdasv.analysis.remeasure import load_suite_class, processes_per_commit
 from fwdasv.analysis.rules import confirm
-from fwdasv.analysis.rules.status import TO_CONFIRM, Status
+from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
 from fwdasv.asv.project import AsvProject
 
 __all__ = ["PairGroup", "confirm_findings", "pair_groups", "processes_per_commit"]
@@ -142,7 +142,7 @@ def confirm_findings(
                 status=verdict.status,
                 confirmation=ConfirmationRecord.of(verdict, group.a, group.b, reason),
             )
-            if verdict.status == Status.CONFIRMED:
+            if verdict.status == ReMeasureStatus.CONFIRMED:
                 confirmed.append((finding, group.a))
         say(
             f"pair {group.a[:8]}..{group.b[:8]}: {len(group.findings)} finding(s) judged from "

@@ -31,7 +31,7 @@ from fwdasv.analysis.explain.kernel_diff import (
 )
 from fwdasv.analysis.explain.kernel_diff_format import format_diff, headline, name_label
 from fwdasv.analysis.findings.verdict_file import ExplainRecord
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import ReMeasureStatus
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.backends import backend_spec
 from fwdasv.core.kernels import ProfileError, load_summary, profile_paths, safe_case_name
@@ -271,7 +271,7 @@ def undecided_note(project: AsvProject, suite: str, case: str, good: str, bad: s
     if newest is None or newest.confirmation is None:
         return ""
     record = newest.confirmation
-    if record.figures.status != Status.UNDECIDED:
+    if record.figures.status != ReMeasureStatus.UNDECIDED:
         return ""
     return (
         f"the step is not established: confirm left {record.a_commit[:8]}..{record.b_commit[:8]} "

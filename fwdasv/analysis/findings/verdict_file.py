@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fwdasv.analysis.rules.confirm import Confirmation
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import status_word
 from fwdasv.core.errors import UserError
 
 VERDICTS_FILE = "fwdasv-verdicts.jsonl"
@@ -368,6 +368,6 @@ def _number(raw: Mapping[str, object], key: str) -> float:
 
 def _status_word(word: str | None) -> str | None:
     try:
-        return None if word is None else Status(word)
+        return None if word is None else status_word(word)
     except ValueError:
         return word  # a word of a newer fwdasv: kept, never applied

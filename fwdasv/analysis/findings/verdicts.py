@@ -24,7 +24,7 @@ from fwdasv.analysis.findings.verdict_file import (
     append_verdict,
     now_utc,
 )
-from fwdasv.analysis.rules.status import Status, finding_status
+from fwdasv.analysis.rules.status import ReMeasureStatus, Status, finding_status
 from fwdasv.asv.project import AsvProject
 
 
@@ -47,7 +47,7 @@ def record_verdict(
     project: AsvProject,
     finding: Finding,
     *,
-    status: Status | None,
+    status: Status | ReMeasureStatus | None,
     confirmation: ConfirmationRecord | None = None,
     explain: ExplainRecord | None = None,
     culprit: CulpritRecord | None = None,
