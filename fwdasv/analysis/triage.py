@@ -13,33 +13,24 @@ stores nothing in the results.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from fwdasv.analysis.bisect.from_findings import Bisected, bisect_findings
 from fwdasv.analysis.confirm.reproduce import confirm_findings
 from fwdasv.analysis.findings.finding import Finding
-from fwdasv.analysis.findings.findings import Found, scan
+from fwdasv.analysis.findings.findings import Found, ScanOptions, scan
 from fwdasv.analysis.rules import confirm as confirm_rule
 from fwdasv.asv.project import AsvProject
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 Echo = Callable[[str], None]
 
 
-def read(
-    project: AsvProject,
-    *,
-    machine: str | None = None,
-    bench: Sequence[str] = (),
-    min_effect_pct: float | None = None,
-    improvements: bool = False,
-) -> Found:
-    """The findings of the stored results, with the read they came from (`scan`)."""
-    return scan(
-        project,
-        machine=machine,
-        bench=bench,
-        min_effect_pct=min_effect_pct,
-        improvements=improvements,
-    )
+def read(project: AsvProject, **options: Unpack[ScanOptions]) -> Found:
+    """The findings of the stored results, with the read they came from (`scan`'s options)."""
+    return scan(project, **options)
 
 
 def confirm(

@@ -10,7 +10,6 @@ file keeps beside a named culprit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from fwdasv.analysis.findings.verdict_file import CulpritRecord
 from fwdasv.analysis.rules.status import BisectStatus, StatusWord
@@ -127,7 +126,7 @@ class BisectResult:
             f"{human_value(self.after_median, self.unit)} ({self.percent:+.1f}%); {self.cost()}"
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "benchmark": self.benchmark,
             "case": self.case,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from fwdasv.analysis.findings.series import LATENCY_UNIT, RELATIVE_UNIT
 from fwdasv.analysis.rules.judgment import (
@@ -61,7 +60,7 @@ class Measurement:
     ci_99_b: float | None = None
     samples: tuple[float, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """One side as `fwdasv compare --format json` shows it."""
         return {
             "commit": self.commit,
@@ -250,7 +249,7 @@ class PairFinding:
     gating: bool  # it fails the findings' check (`gate.FINDINGS`)
     confirmation: str | None = None  # the stored re-measure's one-line summary
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
     def label(self) -> str:
@@ -289,7 +288,7 @@ class Comparison:
     def name(self) -> str:
         return f"{self.benchmark}({self.case})" if self.case else self.benchmark
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "benchmark": self.benchmark,
             "case": self.case,

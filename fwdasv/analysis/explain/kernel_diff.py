@@ -16,7 +16,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from fwdasv.analysis.explain.kernel_delta import (
     KernelDelta,
@@ -82,7 +81,7 @@ class KernelDiff:
         rows = [row for row in self.kernels if row.structural]
         return min(rows, key=lambda r: (-abs(r.delta_us), r.name)) if rows else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "unit": self.unit,
             "kernels": [row.to_json() for row in self.kernels],

@@ -11,7 +11,6 @@ findings' gate (`fwdasv.analysis.rules.gate.FINDINGS`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwdasv.analysis.findings.graph_paths import graph_file_path
 from fwdasv.analysis.findings.series import SeriesKey
@@ -84,7 +83,7 @@ class Finding:
         """The best value since the step (asv's `best`): the old level, or the latest if lower."""
         return self.step.before if self.latest is None else min(self.step.before, self.latest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "benchmark": self.key.benchmark,
             "entry": self.key.name,
