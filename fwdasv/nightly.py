@@ -10,8 +10,9 @@ commits (the culprit recorded with it), `asv publish`, the gate
 happened before (a failure, Ctrl-C). Each step returns a value (`MachineStep`,
 `PreflightStep`, `ConfirmStep`, `BisectStep`, `run_nightly`'s `NightlyOutcome`); what it
 prints is read from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 no
-confirmed regression, 1 a confirmed one (any, without confirmation; a suspected one too
-with `fail_on_suspected`), 2 no run or an unreadable result file, 4 a pre-flight failure.
+confirmed regression left untriaged, 1 a confirmed one nobody triaged (any, without
+confirmation; a suspected one too with `fail_on_suspected`, an acknowledged one with
+`fail_on_open`: `fwdasv.analysis.rules.gate.counts_tonight`), 2 no run or an unreadable result file, 4 a pre-flight failure.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.publish.publish import publish
-from fwdasv.analysis.rules.gate import inside_steps, nightly_gate
+from fwdasv.analysis.rules.gate import counts_tonight, inside_steps, nightly_gate
 from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.history import Problem
@@ -157,10 +158,22 @@ class NightlyOutcome:
     bisection: BisectStep | None = None
     findings: tuple[Finding, ...] = ()
     unreadable: tuple[Problem, ...] = ()  # result files the findings could not read
+    fail_on_open: bool = False  # an acknowledged finding gates too
+
+    @property
+    def triaged(self) -> list[Finding]:
+        """The gating findings someone triaged that the gate does not count: listed only."""
+        return [
+            f for f in self.findings if f.gating and not counts_tonight(f.triage, self.fail_on_open)
+        ]
 
     def lines(self) -> list[str]:
         listing = format_findings(self.findings, "table", self.unreadable)
-        return [f"  {line}" for line in listing.splitlines()]
+        out = [f"  {line}" for line in listing.splitlines()]
+        if self.triaged:
+            states = ", ".join(f"{f.key.name} {f.range_label}: {f.triage}" for f in self.triaged)
+            out.append(f"[nightly] triaged, listed, not gating: {states}")
+        return out
 
 
 def run_nightly(
@@ -176,6 +189,7 @@ def run_nightly(
     machine_file: str | None = None,
     confirm: bool | None = None,
     fail_on_suspected: bool = False,
+    fail_on_open: bool = False,
     explain: bool = True,
     bisect: bool = True,
     skip_unreadable: bool = False,
@@ -240,11 +254,20 @@ def run_nightly(
         counted = (
             len(inside_steps(unreadable, site.steps())) if skip_unreadable else len(unreadable)
         )
+        # Only what nobody triaged gates (an acknowledged one too with fail_on_open).
         gate = nightly_gate(step.confirm, fail_on_suspected).exit_status(
-            (f.status for f in published), counted
+            (f.status for f in published if counts_tonight(f.triage, fail_on_open)), counted
         )
         outcome = NightlyOutcome(
-            gate, this, preflight, asv_status, step, bisection, published, site.unreadable
+            gate,
+            this,
+            preflight,
+            asv_status,
+            step,
+            bisection,
+            published,
+            site.unreadable,
+            fail_on_open,
         )
         say(outcome.lines())
         return outcome

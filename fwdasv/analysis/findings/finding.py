@@ -119,7 +119,17 @@ class Finding:
             "verdict": None if self.verdict is None else self.verdict.to_json(),
             "re_measured": self.re_measured(),
             "culprit": self.culprit(),
+            "triage": None
+            if self.verdict is None or self.verdict.triage is None
+            else self.verdict.triage.to_json(),
         }
+
+    @property
+    def triage(self) -> str | None:
+        """What a person said of it (`TriageState`: acknowledged, accepted, fixed-by,
+        invalid, open); None when nobody triaged it."""
+        record = self.verdict.triage if self.verdict is not None else None
+        return None if record is None else record.state
 
     def culprit(self) -> dict[str, str | None] | None:
         """What bisect said of the range: the first bad commit (full hash; None when it named

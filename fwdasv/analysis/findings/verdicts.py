@@ -21,6 +21,7 @@ from fwdasv.analysis.findings.verdict_file import (
     ExplainRecord,
     FindingVerdict,
     StoredVerdicts,
+    TriageRecord,
     append_verdict,
     now_utc,
 )
@@ -51,6 +52,7 @@ def record_verdict(
     confirmation: ConfirmationRecord | None = None,
     explain: ExplainRecord | None = None,
     culprit: CulpritRecord | None = None,
+    triage: TriageRecord | None = None,
 ) -> None:
     """Append one verdict line about `finding`: its status (None: the line says none, as
     bisect's), and its re-measure, diff or culprit."""
@@ -66,5 +68,6 @@ def record_verdict(
             confirmation=confirmation,
             explain=explain,
             culprit=culprit,
+            triage=triage,
         ),
     )

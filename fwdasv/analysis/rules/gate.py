@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fwdasv.analysis.rules.status import CompareStatus, Status, StatusWord
+from fwdasv.analysis.rules.status import CompareStatus, Status, StatusWord, TriageState
 from fwdasv.core.errors import EXIT_FINDING, EXIT_OK, EXIT_UNREADABLE
 
 
@@ -84,6 +84,16 @@ def inside_steps(
             if where == machine and prefix in commits
         )
     return out
+
+
+def counts_tonight(triage: str | None, fail_on_open: bool = False) -> bool:
+    """Whether a failing finding in that triage state fails the nightly gate: one nobody
+    triaged (a regression first seen tonight is one) always; an acknowledged one (known,
+    still open) only with `fail_on_open`; accepted, fixed-by or invalid never: they are
+    listed, not counted."""
+    if triage is None or triage == TriageState.OPEN:
+        return True
+    return fail_on_open and triage == TriageState.ACKNOWLEDGED
 
 
 def strict(gate: Gate, fail_on_suspected: bool = True) -> Gate:

@@ -77,6 +77,16 @@ class BisectStatus(StatusWord):
     FAILED = "failed"  # the benchmark did not measure
 
 
+class TriageState(StatusWord):
+    """What a person said of a finding (`fwdasv triage`), kept beside its status."""
+
+    ACKNOWLEDGED = "acknowledged"  # known, being looked at (a note, an issue link)
+    ACCEPTED = "accepted"  # an intended trade-off: the new level is the level
+    FIXED_BY = "fixed-by"  # a later commit brought the old level back, re-measured
+    INVALID = "invalid"  # not a regression of the code (a broken benchmark, a setup change)
+    OPEN = "open"  # untriaged again (an earlier state withdrawn)
+
+
 GROUPS: tuple[type[StatusWord], ...] = (Status, ReMeasureStatus, CompareStatus, BisectStatus)
 
 
