@@ -102,3 +102,12 @@ def test_an_unreadable_file_inside_a_steps_range_is_named_with_the_step() -> Non
     ]
     assert inside_steps(paths, [step, other, elsewhere]) == [(paths[0], step[0])]
     assert inside_steps([], [step]) == [] and inside_steps(paths, []) == []
+
+
+def test_nightly_counts_what_nobody_triaged_and_acknowledged_only_when_strict() -> None:
+    from fwdasv.analysis.rules.gate import counts_tonight
+
+    assert counts_tonight(None) and counts_tonight("open")
+    assert not counts_tonight("acknowledged") and counts_tonight("acknowledged", True)
+    for closed in ("accepted", "fixed-by", "invalid"):
+        assert not counts_tonight(closed) and not counts_tonight(closed, fail_on_open=True)
