@@ -84,10 +84,14 @@ class Diagnosis:
     bad: str
     bisected: BisectResult | None
     diff: KernelDiff
+    recorded: str | None = None  # the culprit an earlier run's bisect recorded, reused
 
     @property
     def culprit(self) -> str | None:
-        """The one commit named: bisect's first bad one, or the step's only commit."""
+        """The one commit named: bisect's first bad one (this run's or an earlier one's),
+        or the step's only commit."""
+        if self.recorded is not None:
+            return self.recorded
         if self.bisected is not None:
             return self.bisected.first_bad if self.bisected.reproducible else None
         return self.bad if len(self.finding.commits) <= 1 else None
@@ -357,7 +361,14 @@ class _Steps:
 
         good, bad = worst.commit_range()
         bisected = None
-        if bisect_regressions and len(worst.commits) > 1:
+        recorded = recorded_culprit(worst)
+        if bisect_regressions and recorded is not None:
+            good, bad = recorded
+            self.say(
+                f"6/7 bisect: {bad[:8]} named by an earlier run's bisect (recorded with the "
+                "finding); not searched again"
+            )
+        elif bisect_regressions and len(worst.commits) > 1:
             bisected = self.bisect(worst)
             if bisected is not None:  # its culprit (or why none) in the verdicts file
                 record_verdict(self.project, worst, status=None, culprit=bisected.culprit_record())
@@ -374,7 +385,7 @@ class _Steps:
         _lines(self.indented, table.splitlines())
         record = explain_record(diff, good, bad, explained.profile_dir, with_commits=True)
         record_verdict(self.project, worst, status=worst.status, explain=record)
-        return Diagnosis(worst, good, bad, bisected, diff)
+        return Diagnosis(worst, good, bad, bisected, diff, recorded[1] if recorded else None)
 
     def confirm(self, read: Found, pending: Sequence[Finding]) -> list[Finding]:
         """Step 5: an interleaved A/B re-measure of each finding not yet re-measured
@@ -421,6 +432,20 @@ class _Steps:
             return None
         self.indented(result.summary())
         return result
+
+
+def recorded_culprit(finding: Finding) -> tuple[str, str] | None:
+    """(last good, first bad) where an earlier bisect of the finding's range named its
+    first bad commit (`fwdasv.analysis.bisect.from_findings.settled`); None otherwise."""
+    from fwdasv.analysis.bisect.from_findings import settled
+
+    culprit = finding.verdict.culprit if finding.verdict is not None else None
+    if culprit is None or culprit.commit is None or not settled(finding):
+        return None
+    chain = [finding.before_commit, *(c.hash for c in finding.commits)]
+    if culprit.commit not in chain[1:]:
+        return None
+    return chain[chain.index(culprit.commit) - 1], culprit.commit
 
 
 def measure_between(noise_pct: float, stood_out: bool) -> bool:
