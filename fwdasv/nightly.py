@@ -189,11 +189,11 @@ def run_nightly(
     machine_file: str | None = None,
     confirm: bool | None = None,
     fail_on_suspected: bool = False,
-    fail_on_open: bool = False,
     explain: bool = True,
     bisect: bool = True,
     skip_unreadable: bool = False,
     echo: Callable[[str], None] = print,
+    fail_on_open: bool = False,  # an acknowledged regression gates too
 ) -> NightlyOutcome:
     """The seven steps, each returning what it found; the `[nightly]` lines are printed from
     those values (a step's first line before its work, whose own output is indented).

@@ -13,6 +13,7 @@ import click
 
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.format import format_findings
+from fwdasv.analysis.rules import confirm as confirm_rule
 from fwdasv.analysis.rules.gate import FINDINGS, Gate, inside_steps
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, AnalysisCommand, CliError, end, warn_unreadable
@@ -91,6 +92,17 @@ def refuse_one_commit(project: AsvProject, a: str, b: str, names: str, what: str
             "the earlier first (a finding's pair: `fwdasv regressions` lists them)",
             EXIT_USAGE,
         )
+
+
+def max_processes_option(what: str) -> Callable[[F], F]:
+    """`--max-processes` (confirm, triage fixed-by): bench processes a side at most."""
+    return click.option(
+        "--max-processes",
+        type=click.IntRange(min=1),
+        default=confirm_rule.MAX_PROCESSES,
+        show_default=True,
+        help=f"{what}Bench processes per side at most (measured 3 at a time while undecided).",
+    )
 
 
 def explain_option(f: F) -> F:

@@ -15,14 +15,18 @@ from pathlib import Path
 import click
 
 from fwdasv.analysis import triage
-from fwdasv.analysis.commands.common import analysis_command, progress, show_bench_option
+from fwdasv.analysis.commands.common import (
+    analysis_command,
+    max_processes_option,
+    progress,
+    show_bench_option,
+)
 from fwdasv.analysis.compare.stored import resolve_commit
 from fwdasv.analysis.confirm.fix import check_fix
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.findings.verdict_file import TriageRecord
 from fwdasv.analysis.findings.verdicts import record_verdict
-from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.status import TriageState
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import bench_option, config_option, machine_option
@@ -58,13 +62,7 @@ def named(found: tuple[Finding, ...], commit: str) -> list[Finding]:
     metavar="COMMIT",
     help="fixed-by: the commit that fixes it; re-measured against the old level first.",
 )
-@click.option(
-    "--max-processes",
-    type=click.IntRange(min=1),
-    default=confirm.MAX_PROCESSES,
-    show_default=True,
-    help="fixed-by: bench processes per side at most for the re-measure.",
-)
+@max_processes_option("For fixed-by's re-measure. ")
 @show_bench_option
 def triage_command(
     state: str,
