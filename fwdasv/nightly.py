@@ -2,17 +2,17 @@
 
 In order: optional hardware setup (locked clocks, persistence), this machine's asv
 entry, the pre-flight checks, `asv run` (the new commits, or one prepared build with
-`--set-commit-hash`), the findings, their confirmation by an interleaved A/B re-measure
-(suspected ones too: a step on the newest commits is decided the night it lands) and the
-kernel diff of a confirmed one, bisect of every finding whose range holds unmeasured
-commits (the culprit recorded with it), `asv publish`, the gate
-(`fwdasv.analysis.rules.gate.nightly_gate`), and the hardware reset, which runs whatever
+`--set-commit-hash`), the findings (one read of the results, `fwdasv.analysis.triage`),
+their confirmation by an interleaved A/B re-measure (suspected ones too) and the kernel
+diff of a confirmed one, bisect of every finding whose range holds unmeasured commits and
+no culprit yet, `asv publish`, the gate (`rules.gate.nightly_gate` over what nobody
+triaged, `rules.gate.counts_tonight`), and the hardware reset, which runs whatever
 happened before (a failure, Ctrl-C). Each step returns a value (`MachineStep`,
-`PreflightStep`, `ConfirmStep`, `BisectStep`, `run_nightly`'s `NightlyOutcome`); what it
-prints is read from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 no
-confirmed regression left untriaged, 1 a confirmed one nobody triaged (any, without
-confirmation; a suspected one too with `fail_on_suspected`, an acknowledged one with
-`fail_on_open`: `fwdasv.analysis.rules.gate.counts_tonight`), 2 no run or an unreadable result file, 4 a pre-flight failure.
+`PreflightStep`, `ConfirmStep`, `BisectStep`, `NightlyOutcome`); what it prints is read
+from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 none below, 1 a confirmed
+regression nobody triaged (any, without confirmation; a suspected one too with
+`fail_on_suspected`, an acknowledged one with `fail_on_open`), 2 no run or an unreadable
+result file, 4 a pre-flight failure.
 """
 
 from __future__ import annotations

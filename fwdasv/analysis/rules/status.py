@@ -4,16 +4,15 @@ A member is the `str` the JSON, the verdicts file and the tables show (`StatusWo
 `enum.StrEnum` for Python 3.10). One enum per question:
 
     Status            a finding's: regression, suspected, improvement, drift, confirmed,
-                      not-reproduced
+                      not-reproduced (decided in `finding_status` alone)
     ReMeasureStatus   an A/B re-measure's: confirmed, not-reproduced, undecided
     CompareStatus     a comparison's: worse, improved, unchanged, not-significant,
                       telemetry (shown, never counted), fixed, unknown, failed
     BisectStatus      a bisect's: a comparison different, same, unknown; a probe good,
                       bad, part-way, unknown, failed
+    TriageState       what a person said: acknowledged, accepted, fixed-by, invalid, open
 
-`unknown` and `failed` mean the same in compare and bisect. A finding's status is
-decided in `finding_status` alone; what fails CI in `fwdasv.analysis.rules.gate`; what a
-finding's status means: docs/verdicts.md.
+What fails CI: `fwdasv.analysis.rules.gate`; what each word means: docs/verdicts.md.
 """
 
 from __future__ import annotations
