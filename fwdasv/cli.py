@@ -78,6 +78,12 @@ def main() -> None:
     help="Exit 1 on a suspected finding left after the re-measure (undecided), too "
     "[default: only a confirmed regression, or any regression with --no-confirm].",
 )
+@click.option(
+    "--fail-on-open",
+    is_flag=True,
+    help="Exit 1 on an acknowledged regression too (known, not fixed) [default: only one "
+    "nobody triaged; accepted, fixed-by and invalid ones never gate].",
+)
 @explain_option
 @click.option(
     "--bisect/--no-bisect",
@@ -99,15 +105,17 @@ def nightly_command(
     machine_file: str | None,
     confirm: bool | None,
     fail_on_suspected: bool,
+    fail_on_open: bool,
     explain: bool,
     bisect: bool,
     skip_unreadable: bool,
 ) -> None:
     """Setup, machine file, asv run, findings, confirm, bisect, publish, gate, reset (always).
 
-    Exit status: 0 no confirmed regression, 1 a confirmed regression (with
-    --no-confirm: any regression; a suspected one, a step among the newest 1-3
-    commits, is re-measured the same night), 2 the run could not be made (asv failed)
+    Exit status: 0 no confirmed regression left untriaged, 1 a confirmed regression
+    first seen tonight or that nobody triaged (`fwdasv triage`; with --no-confirm: any
+    such regression; a suspected one, a step among the newest 1-3 commits, is
+    re-measured the same night), 2 the run could not be made (asv failed)
     or a result file could not be read, whatever else was found (named in the
     listing; --skip-unreadable to pass anyway), 4 a pre-flight check failed.
     """
@@ -126,6 +134,7 @@ def nightly_command(
         machine_file=machine_file,
         confirm=confirm,
         fail_on_suspected=fail_on_suspected,
+        fail_on_open=fail_on_open,
         explain=explain,
         bisect=bisect,
         skip_unreadable=skip_unreadable,

@@ -2,16 +2,17 @@
 
 In order: optional hardware setup (locked clocks, persistence), this machine's asv
 entry, the pre-flight checks, `asv run` (the new commits, or one prepared build with
-`--set-commit-hash`), the findings, their confirmation by an interleaved A/B re-measure
-(suspected ones too: a step on the newest commits is decided the night it lands) and the
-kernel diff of a confirmed one, bisect of every finding whose range holds unmeasured
-commits (the culprit recorded with it), `asv publish`, the gate
-(`fwdasv.analysis.rules.gate.nightly_gate`), and the hardware reset, which runs whatever
+`--set-commit-hash`), the findings (one read of the results, `fwdasv.analysis.triage`),
+their confirmation by an interleaved A/B re-measure (suspected ones too) and the kernel
+diff of a confirmed one, bisect of every finding whose range holds unmeasured commits and
+no culprit yet, `asv publish`, the gate (`rules.gate.nightly_gate` over what nobody
+triaged, `rules.gate.counts_tonight`), and the hardware reset, which runs whatever
 happened before (a failure, Ctrl-C). Each step returns a value (`MachineStep`,
-`PreflightStep`, `ConfirmStep`, `BisectStep`, `run_nightly`'s `NightlyOutcome`); what it
-prints is read from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 no
-confirmed regression, 1 a confirmed one (any, without confirmation; a suspected one too
-with `fail_on_suspected`), 2 no run or an unreadable result file, 4 a pre-flight failure.
+`PreflightStep`, `ConfirmStep`, `BisectStep`, `NightlyOutcome`); what it prints is read
+from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 none below, 1 a confirmed
+regression nobody triaged (any, without confirmation; a suspected one too with
+`fail_on_suspected`, an acknowledged one with `fail_on_open`), 2 no run or an unreadable
+result file, 4 a pre-flight failure.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.analysis.bisect.from_findings import bisect_findings, range_groups
-from fwdasv.analysis.confirm.reproduce import confirm_findings
-from fwdasv.analysis.findings import findings
+from fwdasv.analysis import triage
+from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.publish.publish import publish
-from fwdasv.analysis.rules.gate import inside_steps, nightly_gate
+from fwdasv.analysis.rules.gate import counts_tonight, inside_steps, nightly_gate
 from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.history import Problem
@@ -158,10 +158,22 @@ class NightlyOutcome:
     bisection: BisectStep | None = None
     findings: tuple[Finding, ...] = ()
     unreadable: tuple[Problem, ...] = ()  # result files the findings could not read
+    fail_on_open: bool = False  # an acknowledged finding gates too
+
+    @property
+    def triaged(self) -> list[Finding]:
+        """The gating findings someone triaged that the gate does not count: listed only."""
+        return [
+            f for f in self.findings if f.gating and not counts_tonight(f.triage, self.fail_on_open)
+        ]
 
     def lines(self) -> list[str]:
         listing = format_findings(self.findings, "table", self.unreadable)
-        return [f"  {line}" for line in listing.splitlines()]
+        out = [f"  {line}" for line in listing.splitlines()]
+        if self.triaged:
+            states = ", ".join(f"{f.key.name} {f.range_label}: {f.triage}" for f in self.triaged)
+            out.append(f"[nightly] triaged, listed, not gating: {states}")
+        return out
 
 
 def run_nightly(
@@ -181,6 +193,7 @@ def run_nightly(
     bisect: bool = True,
     skip_unreadable: bool = False,
     echo: Callable[[str], None] = print,
+    fail_on_open: bool = False,  # an acknowledged regression gates too
 ) -> NightlyOutcome:
     """The seven steps, each returning what it found; the `[nightly]` lines are printed from
     those values (a step's first line before its work, whose own output is indented).
@@ -214,28 +227,25 @@ def run_nightly(
         asv_status = _measure(project, this.name, spec, existing_python, commit, echo)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
-        found = findings.find(project, machine=this.name)
+        # The night's one read of the results; confirm and bisect add only verdicts.
+        found = triage.read(project, machine=this.name)
         step = ConfirmStep(
             confirm=confirm and not existing_python,
-            pending=sum(f.status in TO_CONFIRM for f in found),
+            pending=sum(f.status in TO_CONFIRM for f in found.findings),
             existing=bool(confirm and existing_python),
         )
         say(step.lines())
         if step.runs:
-            confirm_findings(
+            found = triage.confirm(
                 project, found, run_explain=explain, echo=lambda line: echo(f"  {line}")
             )
-        ranges = range_groups(findings.find(project, machine=this.name))
+        ranges = range_groups(found.findings)
         bisection = BisectStep(
             bisect and not existing_python, len(ranges), bool(bisect and existing_python)
         )
         say(bisection.lines())
         if bisection.runs:
-            bisect_findings(
-                project,
-                findings.find(project, machine=this.name),
-                echo=lambda line: echo(f"  {line}"),
-            )
+            triage.bisect(project, found, echo=lambda line: echo(f"  {line}"))
         echo("[nightly] 7/7 asv publish with the findings")
         site = publish(project, echo=None)
         published = tuple(f for f in site.findings if f.key.machine == this.name)
@@ -244,11 +254,20 @@ def run_nightly(
         counted = (
             len(inside_steps(unreadable, site.steps())) if skip_unreadable else len(unreadable)
         )
+        # Only what nobody triaged gates (an acknowledged one too with fail_on_open).
         gate = nightly_gate(step.confirm, fail_on_suspected).exit_status(
-            (f.status for f in published), counted
+            (f.status for f in published if counts_tonight(f.triage, fail_on_open)), counted
         )
         outcome = NightlyOutcome(
-            gate, this, preflight, asv_status, step, bisection, published, site.unreadable
+            gate,
+            this,
+            preflight,
+            asv_status,
+            step,
+            bisection,
+            published,
+            site.unreadable,
+            fail_on_open,
         )
         say(outcome.lines())
         return outcome

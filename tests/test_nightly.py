@@ -188,3 +188,24 @@ def test_nightly_fails_when_a_stored_result_cannot_be_read(project) -> None:
     skipped = CliRunner().invoke(main, [*args, "--skip-unreadable"])
     assert skipped.exit_code == 0, skipped.output
     assert str(path) in skipped.stderr
+
+
+def test_one_night_reads_the_results_once_for_its_findings_and_once_for_the_site(
+    project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Confirm and bisect go on from the night's one read (`fwdasv.analysis.triage`); only
+    the site, of every machine, reads them again."""
+    from fwdasv.analysis.findings import series as series_module
+
+    reads: list[str] = []
+
+    class CountedHistory(series_module.History):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            reads.append(str(kwargs.get("machines")))
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(series_module, "History", CountedHistory)
+    config = str(project.config_path)
+    night = CliRunner().invoke(main, ["nightly", "--config", config, "--machine", "nightlybox"])
+    assert night.exit_code == 0, night.output
+    assert reads == ["['nightlybox']", "()"], reads

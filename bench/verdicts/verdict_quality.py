@@ -40,7 +40,7 @@ from fwdasv.analysis import simulate as sim
 from fwdasv.analysis.rules.detect import detect
 from fwdasv.analysis.rules.drift import mark_drift
 from fwdasv.analysis.rules.noise import estimate_noise
-from fwdasv.analysis.rules.status import TO_CONFIRM, Status
+from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
 from fwdasv.analysis.rules.step import HEAD, START, Step
 
 ASV_THRESHOLDS = (0.05, 0.01, 0.005)
@@ -161,8 +161,8 @@ def judge_series(
     for finding in (f for f in findings if f.status in TO_CONFIRM):
         verdict = sim.confirm_step(history, finding, noise, rng)
         processes.append(verdict.processes_a)
-        undecided += verdict.status == Status.UNDECIDED
-        if verdict.status == Status.CONFIRMED:
+        undecided += verdict.status == ReMeasureStatus.UNDECIDED
+        if verdict.status == ReMeasureStatus.CONFIRMED:
             confirmed.append(finding)
     noop = None
     if scenario == "none":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import datetime
 import io
 import itertools
 import json
@@ -137,8 +138,6 @@ def _markdown_cell(value: object) -> str:
 def history_order(record: Record) -> tuple[float, str, str, str, str]:
     """A table's row order: the commit's date (oldest first, undated last), then the
     machine, benchmark and case; not the result files' hash order."""
-    import datetime
-
     try:
         stamp = datetime.datetime.fromisoformat(str(record.commit_date).replace("Z", "+00:00"))
         when = stamp.timestamp()

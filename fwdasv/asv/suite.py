@@ -252,14 +252,14 @@ class ForwardSuite(abc.ABC):
         return SuiteCache(tuple(cases.values()), config, str(directory))
 
     def run_config(self) -> RunConfig:
-        from fwdasv.backends import RunConfig
+        from fwdasv.backends import RunConfig, backend_spec
 
         model = self.model
         env = dict(self.env)
         if self.target_path:
             given = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
             env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([*self.target_path, *given]))
-        if self.backend == "vllm":
+        if backend_spec(self.backend).local_models:
             model_dir = os.environ.get(ENV_MODEL_DIR)
             if model_dir and self.local_model:
                 model = os.path.join(model_dir, self.local_model)

@@ -5,24 +5,78 @@ process (or torchrun group) that writes vLLM's results JSON: `torch` runs
 fwdasv's own engine on a target from the project under test, `vllm` runs
 vLLM's `bench forward`. `run_bench` launches it through `fwdasv.launch` and
 then checks what the bench itself did not: that every case ran with exactly
-the requested shapes.
+the requested shapes. What differs between backends is said once, in `REGISTRY`
+(`BackendSpec`: what it measures, which telemetry it reads, how a commit is
+installed); nothing else compares a backend's name.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
 from fwdasv.core.errors import UserError
 from fwdasv.launch import run_captured
 
-BACKENDS = ("torch", "vllm")
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """What one backend is: the module that launches it and what sets it apart."""
+
+    name: str
+    module: str  # the `Backend` module (imported when a bench is launched)
+    measures: str  # what a case's time is, in words
+    # "engine": the bench reads the GPU (clock, power) at every block boundary itself;
+    # "sampled": fwdasv samples NVML beside the bench (`fwdasv.backends.telemetry`).
+    telemetry: Literal["engine", "sampled"]
+    # How asv installs a commit: "build" (the project's own install), or "python-over-base"
+    # (the commit's Python over a compiled base when one is named: `fwdasv.asv.vllm_base`).
+    installs: Literal["build", "python-over-base"]
+    reference: bool = False  # can run fwdasv's fixed workload beside each replay
+    steady_malloc: bool = False  # the engine's host allocator settings (engine.hostmem)
+    local_models: bool = False  # a model name is looked up under FWDASV_MODEL_DIR
+    explain_entry: str | None = None  # the entry that names each kernel's op (explain)
+
+
+REGISTRY: dict[str, BackendSpec] = {
+    spec.name: spec
+    for spec in (
+        BackendSpec(
+            "torch",
+            "fwdasv.backends.torch",
+            measures="fwdasv's engine: a target's forward, CUDA-graph or host timed",
+            telemetry="engine",
+            installs="build",
+            reference=True,
+            steady_malloc=True,
+        ),
+        BackendSpec(
+            "vllm",
+            "fwdasv.backends.vllm",
+            measures="vLLM's `bench forward`: the model runner's forward",
+            telemetry="sampled",
+            installs="python-over-base",
+            local_models=True,
+            explain_entry="explain",
+        ),
+    )
+}
+BACKENDS = tuple(REGISTRY)
+
+
+def backend_spec(name: str) -> BackendSpec:
+    """The registry's entry for `name`; a UserError naming the known ones otherwise."""
+    spec = REGISTRY.get(name)
+    if spec is None:
+        raise UserError(f"Unknown backend {name!r}; use one of {', '.join(BACKENDS)}")
+    return spec
 
 
 class BackendUnavailable(UserError):
@@ -67,11 +121,10 @@ class RunConfig:
     entry: str = "cli"
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise UserError(f"Unknown backend {self.backend!r}; use one of {', '.join(BACKENDS)}")
+        spec = backend_spec(self.backend)
         if not self.cases:
             raise UserError("A bench configuration needs at least one case")
-        if self.reference and self.backend != "torch":
+        if self.reference and not spec.reference:
             raise UserError("reference (fwdasv's workload beside each replay) is for torch suites")
         if self.iters < 1 or self.samples < 1 or self.pipeline_stages < 1:
             raise UserError(
@@ -90,15 +143,8 @@ class Backend(Protocol):
 
 def get_backend(name: str) -> Backend:
     """The backend module of that name (a module is the `Backend` protocol's value)."""
-    if name == "torch":
-        from fwdasv.backends import torch as torch_backend
-
-        return torch_backend
-    if name == "vllm":
-        from fwdasv.backends import vllm as vllm_backend
-
-        return vllm_backend
-    raise UserError(f"Unknown backend {name!r}; use one of {', '.join(BACKENDS)}")
+    module: Backend = importlib.import_module(backend_spec(name).module)  # type: ignore[assignment]
+    return module
 
 
 def find_module(python: str, module: str, extra_path: Sequence[str] = ()) -> str | None:
@@ -200,13 +246,14 @@ def launch_bench(
     """Launch the bench once, its availability already checked; raises LaunchError."""
     from fwdasv.launch import LaunchSpec, launch
 
+    kind = backend_spec(config.backend)
     backend = get_backend(config.backend)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     output_json = workdir / f"{tag}.json"
     log_path = workdir / f"{tag}.log"
     env = dict(config.env)
-    if config.backend == "torch":
+    if kind.steady_malloc:
         from fwdasv.engine.hostmem import STEADY_MALLOC_ENV
 
         env = {**STEADY_MALLOC_ENV, **env}
@@ -218,8 +265,8 @@ def launch_bench(
         timeout_s=config.timeout_s,
     )
     names = [c.name for c in config.cases]
-    if config.backend != "vllm":
-        # fwdasv's engine reads the GPU at every block boundary itself.
+    if kind.telemetry == "engine":
+        # The engine reads the GPU at every block boundary itself.
         outcome = launch(spec, output_json, log_path, echo=echo, cases=names)
         return RunOutcome(config, outcome, log_path, shape_problems(config, outcome))
     from fwdasv.backends import telemetry

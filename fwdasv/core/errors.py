@@ -23,9 +23,10 @@ EXIT_INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 EXIT_RULE = """\
 Exit status, every command:
   0  nothing to report
-  1  a finding the command gates on: a regression (regressions, confirm, nightly), a
-     slower commit (compare, explain), a step's first commit not named for sure
-     (bisect), the injected commit not named (demo)
+  1  a finding the command gates on: a regression (regressions, confirm; nightly: one
+     nobody triaged), a slower commit (compare, explain), a step's first commit not
+     named for sure (bisect), the injected commit not named (demo), a fix whose
+     re-measure does not show the old level back (triage fixed-by)
   2  bad input, or input that cannot be read: a wrong option or path, a result file
      that cannot be read (whatever else was found; --skip-unreadable passes), a range
      bisect cannot search

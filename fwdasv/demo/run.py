@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # the analysis is imported when the demo runs, not when its s
     from fwdasv.analysis.bisect.outcome import BisectResult
     from fwdasv.analysis.explain.kernel_diff import KernelDiff
     from fwdasv.analysis.findings.finding import Finding
+    from fwdasv.analysis.findings.findings import Found
 
 SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
@@ -65,9 +66,13 @@ class Measured:
     """What step 3 measured: the commits, the findings on them, and why it widened (if it did)."""
 
     commits: list[str]
-    found: list[Finding]
+    read: Found  # the findings on them, with the read they came from
     # The noisiest case and its noise_pct, when the commits between were measured too.
     widened_for: tuple[str, float] | None = None
+
+    @property
+    def found(self) -> list[Finding]:
+        return list(self.read.findings)
 
 
 @dataclass(frozen=True)
@@ -79,10 +84,14 @@ class Diagnosis:
     bad: str
     bisected: BisectResult | None
     diff: KernelDiff
+    recorded: str | None = None  # the culprit an earlier run's bisect recorded, reused
 
     @property
     def culprit(self) -> str | None:
-        """The one commit named: bisect's first bad one, or the step's only commit."""
+        """The one commit named: bisect's first bad one (this run's or an earlier one's),
+        or the step's only commit."""
+        if self.recorded is not None:
+            return self.recorded
         if self.bisected is not None:
             return self.bisected.first_bad if self.bisected.reproducible else None
         return self.bad if len(self.finding.commits) <= 1 else None
@@ -108,14 +117,13 @@ class DemoOutcome:
         return bool(self.injected) and self.culprit == self.injected
 
 
-def _noisiest_case(project: asv_project.AsvProject, machine: str) -> tuple[str, float]:
+def _noisiest_case(read: Found) -> tuple[str, float]:
     """The demo's judged case (its latency, or its paced ratio) with the most run-to-run
     noise, and its noise_pct."""
     from fwdasv.analysis.findings.findings import judged_series
-    from fwdasv.analysis.findings.series import load_series
     from fwdasv.analysis.rules.noise import estimate_noise
 
-    _, series = load_series(project, machine)
+    series = read.series
     noise = [
         (key.case, estimate_noise(series[key].history).noise_pct)
         for key in judged_series(series)
@@ -180,7 +188,7 @@ def run_demo(
             names = ", ".join(f"{f.key.case} at {f.after_commit[:8]}" for f in settled)
             say(f"5/7 {names}: {settled[0].status} by an earlier run's re-measure")
         # As nightly: a suspected finding is re-measured too, and only what holds goes on.
-        confirmed = steps.confirm(pending) if pending else []
+        confirmed = steps.confirm(measured.read, pending) if pending else []
         held = [*settled, *(f for f in confirmed if FINDINGS.fails(f.status))]
         if not held:
             say(
@@ -314,7 +322,7 @@ class _Steps:
         """Step 3: every `every`-th commit, as a nightly job; the commits in between too on
         a noisy machine where nothing stood out yet, or where a series is too noisy for its
         levels of 2 commits to show a step."""
-        from fwdasv.analysis.findings import findings
+        from fwdasv.analysis import triage
         from fwdasv.analysis.rules.gate import FINDINGS
 
         project, machine = self.project, self.machine
@@ -324,12 +332,12 @@ class _Steps:
             "like a nightly job); stored results are reused"
         )
         asv_project.run_commits(project, nightly, machine, echo=self.indented)
-        found = findings.find(project, machine=machine, bench=JUDGED)
+        found = triage.read(project, machine=machine, bench=JUDGED)
         rest = [h for h in hashes if h not in nightly]
         if not rest:
             return Measured(nightly, found)
-        case, noise_pct = _noisiest_case(project, machine)
-        stood_out = any(FINDINGS.fails(f.status) for f in found)
+        case, noise_pct = _noisiest_case(found)
+        stood_out = any(FINDINGS.fails(f.status) for f in found.findings)
         if not measure_between(noise_pct, stood_out):
             return Measured(nightly, found)
         # A level needs MIN_SEGMENT measured commits, and a threshold Studentized with
@@ -341,7 +349,7 @@ class _Steps:
         if not missing:
             return Measured(list(hashes), found, widened_for=(case, noise_pct))
         asv_project.run_commits(project, missing, machine, echo=self.indented)
-        found = findings.find(project, machine=machine, bench=JUDGED)
+        found = triage.read(project, machine=machine, bench=JUDGED)
         return Measured(list(hashes), found, widened_for=(case, noise_pct))
 
     def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:
@@ -353,7 +361,14 @@ class _Steps:
 
         good, bad = worst.commit_range()
         bisected = None
-        if bisect_regressions and len(worst.commits) > 1:
+        recorded = recorded_culprit(worst)
+        if bisect_regressions and recorded is not None:
+            good, bad = recorded
+            self.say(
+                f"6/7 bisect: {bad[:8]} named by an earlier run's bisect (recorded with the "
+                "finding); not searched again"
+            )
+        elif bisect_regressions and len(worst.commits) > 1:
             bisected = self.bisect(worst)
             if bisected is not None:  # its culprit (or why none) in the verdicts file
                 record_verdict(self.project, worst, status=None, culprit=bisected.culprit_record())
@@ -370,22 +385,25 @@ class _Steps:
         _lines(self.indented, table.splitlines())
         record = explain_record(diff, good, bad, explained.profile_dir, with_commits=True)
         record_verdict(self.project, worst, status=worst.status, explain=record)
-        return Diagnosis(worst, good, bad, bisected, diff)
+        return Diagnosis(worst, good, bad, bisected, diff, recorded[1] if recorded else None)
 
-    def confirm(self, pending: Sequence[Finding]) -> list[Finding]:
+    def confirm(self, read: Found, pending: Sequence[Finding]) -> list[Finding]:
         """Step 5: an interleaved A/B re-measure of each finding not yet re-measured
-        (`regression` and `suspected`, as nightly); the findings as now judged."""
-        from fwdasv.analysis.confirm.reproduce import confirm_findings
-        from fwdasv.analysis.findings import findings
+        (`regression` and `suspected`, as nightly), from step 3's read; the findings as now
+        judged."""
+        from fwdasv.analysis import triage
 
         names = ", ".join(f"{f.key.case} at {f.after_commit[:8]} ({f.status})" for f in pending)
         self.say(f"5/7 confirm {names}: A/B interleaved on this machine")
-        confirm_findings(
-            self.project, pending, max_processes=6, run_explain=False, echo=self.indented
+        judged = triage.confirm(
+            self.project,
+            read,
+            pending=pending,
+            max_processes=6,
+            run_explain=False,
+            echo=self.indented,
         )
-        again = {
-            f.ident: f for f in findings.find(self.project, machine=self.machine, bench=JUDGED)
-        }
+        again = {f.ident: f for f in judged.findings}
         return [again.get(f.ident, f) for f in pending]
 
     def bisect(self, worst: Finding) -> BisectResult | None:
@@ -414,6 +432,20 @@ class _Steps:
             return None
         self.indented(result.summary())
         return result
+
+
+def recorded_culprit(finding: Finding) -> tuple[str, str] | None:
+    """(last good, first bad) where an earlier bisect of the finding's range named its
+    first bad commit (`fwdasv.analysis.bisect.from_findings.settled`); None otherwise."""
+    from fwdasv.analysis.bisect.from_findings import settled
+
+    culprit = finding.verdict.culprit if finding.verdict is not None else None
+    if culprit is None or culprit.commit is None or not settled(finding):
+        return None
+    chain = [finding.before_commit, *(c.hash for c in finding.commits)]
+    if culprit.commit not in chain[1:]:
+        return None
+    return chain[chain.index(culprit.commit) - 1], culprit.commit
 
 
 def measure_between(noise_pct: float, stood_out: bool) -> bool:

@@ -198,11 +198,13 @@ def test_the_demo_builds_its_project_through_init(
 def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) -> None:
     """What `fwdasv demo` weighs before measuring the commits in between: the noisiest of its
     judged cases on this machine (the paced ones on a CPU), from the stored results."""
+    from fwdasv.analysis import triage
     from fwdasv.analysis.rules.noise import estimate_noise
     from fwdasv.demo.run import BENCHMARK, CASES, RELATIVE_BENCHMARK, _noisiest_case
 
     assert (demo_history.latency, demo_history.benchmark) == (BENCHMARK, RELATIVE_BENCHMARK)
-    case, noise_pct = _noisiest_case(demo_history.project, demo_history.machine)
+    read = triage.read(demo_history.project, machine=demo_history.machine)
+    case, noise_pct = _noisiest_case(read)
     _, series = load_series(demo_history.project, demo_history.machine)
     each = {
         key.case: estimate_noise(s.history).noise_pct

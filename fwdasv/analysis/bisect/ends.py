@@ -21,7 +21,7 @@ from fwdasv.analysis.bisect.rules import (
     sides_agree,
 )
 from fwdasv.analysis.bisect.session import Session, Track
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
 
 
 def check_ends(session: Session) -> None:
@@ -100,12 +100,12 @@ def judge_ends(session: Session, track: Track) -> bool:
     )
     # As for a probe: nearly all of each end's processes on its side of the midpoint
     # (odd processes at BAD once made a step-free range's ends "confirmed" at +12%).
-    apart = sides_agree(g, b, b, Status.BAD, direction) and sides_agree(
-        g, g, b, Status.GOOD, direction
+    apart = sides_agree(g, b, b, BisectStatus.BAD, direction) and sides_agree(
+        g, g, b, BisectStatus.GOOD, direction
     )
-    if verdict.status == Status.CONFIRMED and robust(b, g, noise) and apart:
+    if verdict.status == ReMeasureStatus.CONFIRMED and robust(b, g, noise) and apart:
         return True
-    if verdict.status == Status.NOT_REPRODUCED and min(len(g), len(b)) >= ROBUST_PROCESSES:
+    if verdict.status == ReMeasureStatus.NOT_REPRODUCED and min(len(g), len(b)) >= ROBUST_PROCESSES:
         track.answer = Answer.NOT_REPRODUCIBLE
         track.reason = (
             f"GOOD {session.good[:8]} and BAD {session.bad[:8]} re-measured interleaved do not "

@@ -19,7 +19,7 @@ from fwdasv.analysis.bisect.rules import (
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.findings.series import LATENCY_METRIC, RELATIVE_METRIC
 from fwdasv.analysis.remeasure import RemeasureError
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus
 
 
 def recheck(session: Session) -> None:
@@ -28,7 +28,7 @@ def recheck(session: Session) -> None:
     a verdict is `undecided`. Three processes of one commit all odd, reading at the other
     end's level, once placed a bad commit good (a step within what odd processes reach);
     a huge step's probes need no re-check (`robust`)."""
-    owners: dict[str, list[tuple[Track, Status]]] = {}
+    owners: dict[str, list[tuple[Track, BisectStatus]]] = {}
     last = len(session.line) - 1
     for track in session.tracks:
         if not track.active or magnitude_pct(track.change_pct) > ODD_PROCESS_PCT:

@@ -4,7 +4,8 @@
 than one commit (after `asv run --steps N` the commits between two measured ones were
 never measured) and groups them by machine and range: a confirmed finding's range is
 the pair its confirmation re-measured (the step is inside it), any other its own pair.
-A finding bisected before over the same range is left out (`again` takes it too, and
+A finding bisected before is left out (`settled`: a culprit recorded over its range, its
+own pair or its confirmation's, or naming a commit in it; `again` takes it too, and
 measures afresh rather than going on with the processes an earlier search kept).
 `bisect_findings` runs one search per group for all its series (each bench process
 measures them all, `fwdasv.analysis.bisect.driver`) and appends each finding's answer to
@@ -14,7 +15,7 @@ why ("not reproducible", "undecided").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from fwdasv.analysis.bisect.driver import bisect_series
@@ -22,7 +23,7 @@ from fwdasv.analysis.bisect.environment import BisectError
 from fwdasv.analysis.bisect.outcome import BisectResult
 from fwdasv.analysis.bisect.series import follow_finding
 from fwdasv.analysis.findings.finding import Finding
-from fwdasv.analysis.findings.series import load_series
+from fwdasv.analysis.findings.series import Series, SeriesKey
 from fwdasv.analysis.findings.verdicts import record_verdict
 from fwdasv.analysis.rules.status import Status
 from fwdasv.asv.project import AsvProject
@@ -50,6 +51,18 @@ def finding_range(finding: Finding) -> tuple[str, str]:
     return finding.before_commit, finding.after_commit
 
 
+def settled(finding: Finding) -> bool:
+    """Whether bisect already answered for the finding's range: a culprit recorded over it
+    (the confirmation's pair, or the finding's own: the demo and `bisect G..B` search
+    that one), or one naming a commit inside it."""
+    culprit = finding.verdict.culprit if finding.verdict is not None else None
+    if culprit is None:
+        return False
+    if (culprit.good, culprit.bad) in (finding_range(finding), finding.commit_range()):
+        return True
+    return culprit.commit is not None and culprit.commit in {c.hash for c in finding.commits}
+
+
 def range_groups(found: Sequence[Finding], *, again: bool = False) -> list[RangeGroup]:
     """The ranges to bisect, in the order their first finding appears."""
     grouped: dict[tuple[str, str, str], list[Finding]] = {}
@@ -57,8 +70,7 @@ def range_groups(found: Sequence[Finding], *, again: bool = False) -> list[Range
         if finding.status not in TO_BISECT or len(finding.commits) <= 1:
             continue
         good, bad = finding_range(finding)
-        culprit = finding.verdict.culprit if finding.verdict is not None else None
-        if culprit is not None and (culprit.good, culprit.bad) == (good, bad) and not again:
+        if settled(finding) and not again:
             continue
         grouped.setdefault((finding.key.machine, good, bad), []).append(finding)
     return [RangeGroup(*where, tuple(members)) for where, members in grouped.items()]
@@ -77,13 +89,15 @@ class Bisected:
 def bisect_findings(
     project: AsvProject,
     found: Sequence[Finding],
+    all_series: Mapping[SeriesKey, Series],
     *,
     again: bool = False,
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
     **options: object,
 ) -> list[Bisected]:
-    """Bisect every range of `found` that holds several commits; record each culprit."""
+    """Bisect every range of `found` that holds several commits, from the read that found
+    them (`all_series`); record each culprit."""
 
     def say(line: str) -> None:
         if echo is not None:
@@ -96,7 +110,6 @@ def bisect_findings(
             + ("" if again else " without a culprit recorded")
         )
         return []
-    _, all_series = load_series(project)
     out = []
     for number, group in enumerate(groups, 1):
         names = ", ".join(f.key.name for f in group.findings)

@@ -10,10 +10,9 @@ file keeps beside a named culprit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from fwdasv.analysis.findings.verdict_file import CulpritRecord
-from fwdasv.analysis.rules.status import Status, StatusWord
+from fwdasv.analysis.rules.status import BisectStatus, StatusWord
 from fwdasv.core import stats
 from fwdasv.core.tables import human_value
 
@@ -28,7 +27,9 @@ class Answer(StatusWord):
 class Probe:
     commit: str
     subject: str | None
-    verdict: Status  # good / bad; failed (skipped: untestable or failed); unknown (not placed)
+    verdict: (
+        BisectStatus  # good / bad; failed (skipped: untestable or failed); unknown (not placed)
+    )
     processes: int = 0  # this commit's processes judged
     median: float | None = None  # the median of its process medians
     text: str = ""  # the two comparisons behind the verdict, or why it was skipped
@@ -96,7 +97,7 @@ class BisectResult:
 
     def evidence(self) -> str:
         """One line of why the named commit is the culprit (the verdicts file keeps it)."""
-        placed = [p for p in self.probes if p.verdict in (Status.GOOD, Status.BAD)]
+        placed = [p for p in self.probes if p.verdict in (BisectStatus.GOOD, BisectStatus.BAD)]
         return (
             f"GOOD {self.good[:8]} -> BAD {self.bad[:8]}: {self.ends}; last good "
             f"{self.last_good[:8]}, first bad {self.first_bad[:8]}; {len(placed)} probe(s) "
@@ -125,7 +126,7 @@ class BisectResult:
             f"{human_value(self.after_median, self.unit)} ({self.percent:+.1f}%); {self.cost()}"
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "benchmark": self.benchmark,
             "case": self.case,

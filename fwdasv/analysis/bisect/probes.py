@@ -27,7 +27,7 @@ from fwdasv.analysis.bisect.rules import (
 )
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.remeasure import RemeasureError
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus
 
 
 def next_index(session: Session) -> int | None:
@@ -56,7 +56,7 @@ def place(session: Session, index: int) -> None:
             f"[{number}] {commit[:8]} {title or ''}: untestable ({why}); skipped unmeasured, "
             "as `git bisect skip` does: the candidate nearest the middle is next"
         )
-        probe = Probe(commit, title, Status.FAILED, text=why, decided_by="untestable")
+        probe = Probe(commit, title, BisectStatus.FAILED, text=why, decided_by="untestable")
         skip(index, tracks, probe)
         return
     # A step beyond what one odd process can fake is placed from one process.
@@ -77,7 +77,7 @@ def place(session: Session, index: int) -> None:
             top_up(session, commit, min(next_look(taken), session.max_processes))
     except RemeasureError as error:
         session.say(f"[{number}] {commit[:8]} {title or ''}: not measured ({error}); skipped")
-        probe = Probe(commit, title, Status.FAILED, text=str(error), decided_by="failed")
+        probe = Probe(commit, title, BisectStatus.FAILED, text=str(error), decided_by="failed")
         skip(index, tracks, probe)
         return
     for track in tracks:
@@ -85,7 +85,7 @@ def place(session: Session, index: int) -> None:
         values = session.values(commit, track)[:count]
         verdict, decided_by = judgment.verdict, "processes"
         if not placed(judgment):
-            verdict, decided_by = Status.UNKNOWN, "undecided"
+            verdict, decided_by = BisectStatus.UNKNOWN, "undecided"
             if group is not None and not contradicts(judgment, group):
                 # One step, several series: one that cannot place the probe takes the
                 # verdict of those that do, unless its own processes lean the other way.

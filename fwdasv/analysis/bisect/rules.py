@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from fwdasv.analysis.rules.confirm import ALPHA, CLIP_SD, STEP_PROCESSES, Confirmation, judge_ab
 from fwdasv.analysis.rules.judgment import pooled_spread
 from fwdasv.analysis.rules.noise import Noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
 from fwdasv.core import stats
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
@@ -115,7 +115,7 @@ def sides_agree(
     good: Sequence[float],
     probe: Sequence[float],
     bad: Sequence[float],
-    verdict: Status,
+    verdict: BisectStatus,
     direction: int,
 ) -> bool:
     """Whether nearly all of the probe's processes lie on `verdict`'s side of the midpoint
@@ -123,7 +123,7 @@ def sides_agree(
     a level read from the median and mean of a few processes can be carried by odd ones
     (3 of 6 processes 30-55% slow beside a neighbour put a good commit at BAD's level)."""
     middle = (math.log(stats.median(good)) + math.log(stats.median(bad))) / 2
-    sign = direction if verdict == Status.BAD else -direction
+    sign = direction if verdict == BisectStatus.BAD else -direction
     beyond = sum(sign * (math.log(v) - middle) > 0 for v in probe)
     return beyond >= len(probe) - len(probe) // 5
 
@@ -132,7 +132,7 @@ def sides_agree(
 class ProbeJudgment:
     """One probe M between the ends: its verdict and the two comparisons behind it."""
 
-    verdict: Status  # good / bad / part-way / unknown
+    verdict: BisectStatus  # good / bad / part-way / unknown
     from_good: Confirmation  # GOOD -> M: is M beyond GOOD in the step's direction?
     to_bad: Confirmation  # M -> BAD: is BAD beyond M?
 
@@ -140,7 +140,7 @@ class ProbeJudgment:
     def between(self) -> bool:
         """Both comparisons rule the step out: M lies within half the step of both ends,
         which a real step of that size cannot leave room for (the ends are not a step apart)."""
-        return self.from_good.status == self.to_bad.status == Status.NOT_REPRODUCED
+        return self.from_good.status == self.to_bad.status == ReMeasureStatus.NOT_REPRODUCED
 
     def text(self) -> str:
         return (
@@ -175,27 +175,27 @@ def judge_probe(
     down = judge_step(
         probe, bad, noise, direction, claimed_pct=None, min_effect_pct=floor, alpha=alpha
     )
-    confirmed, ruled_out = Status.CONFIRMED, Status.NOT_REPRODUCED
+    confirmed, ruled_out = ReMeasureStatus.CONFIRMED, ReMeasureStatus.NOT_REPRODUCED
     outcomes = (up.status, down.status)
-    bad_side = sides_agree(good, probe, bad, Status.BAD, direction)
-    good_side = sides_agree(good, probe, bad, Status.GOOD, direction)
+    bad_side = sides_agree(good, probe, bad, BisectStatus.BAD, direction)
+    good_side = sides_agree(good, probe, bad, BisectStatus.GOOD, direction)
     if outcomes == (confirmed, ruled_out) and robust(probe, good, noise) and bad_side:
-        verdict = Status.BAD
+        verdict = BisectStatus.BAD
     elif outcomes == (ruled_out, confirmed) and robust(probe, bad, noise) and good_side:
-        verdict = Status.GOOD
+        verdict = BisectStatus.GOOD
     elif (
         outcomes == (confirmed, confirmed)
         and robust(probe, good, noise)
         and robust(probe, bad, noise)
     ):
-        verdict = Status.PART_WAY
+        verdict = BisectStatus.PART_WAY
     else:
-        verdict = Status.UNKNOWN
+        verdict = BisectStatus.UNKNOWN
     return ProbeJudgment(verdict, up, down)
 
 
 def placed(judgment: ProbeJudgment) -> bool:
-    return judgment.verdict in (Status.GOOD, Status.BAD)
+    return judgment.verdict in (BisectStatus.GOOD, BisectStatus.BAD)
 
 
 def settled(judgment: ProbeJudgment) -> bool:
@@ -203,7 +203,7 @@ def settled(judgment: ProbeJudgment) -> bool:
     return placed(judgment) or judgment.between
 
 
-def group_verdict(judgments: Sequence[ProbeJudgment]) -> Status | None:
+def group_verdict(judgments: Sequence[ProbeJudgment]) -> BisectStatus | None:
     """The probe's verdict for all the series of one search: that of the series that place
     it, when they agree and none of the others leans the other way; None otherwise."""
     verdicts = {j.verdict for j in judgments if placed(j)}
@@ -215,12 +215,12 @@ def group_verdict(judgments: Sequence[ProbeJudgment]) -> Status | None:
     return verdict
 
 
-def contradicts(judgment: ProbeJudgment, verdict: Status) -> bool:
+def contradicts(judgment: ProbeJudgment, verdict: BisectStatus) -> bool:
     """Whether one series' comparisons lean against `verdict` (bad: the probe is not beyond
     GOOD, or BAD is beyond it; good: the other way round)."""
-    confirmed, ruled_out = Status.CONFIRMED, Status.NOT_REPRODUCED
+    confirmed, ruled_out = ReMeasureStatus.CONFIRMED, ReMeasureStatus.NOT_REPRODUCED
     up, down = judgment.from_good.status, judgment.to_bad.status
-    if verdict == Status.BAD:
+    if verdict == BisectStatus.BAD:
         return up == ruled_out or down == confirmed
     return up == confirmed or down == ruled_out
 
@@ -230,11 +230,11 @@ def next_look(taken: int) -> int:
     return ROBUST_PROCESSES if taken < ROBUST_PROCESSES else taken + STEP_PROCESSES
 
 
-def bounds(decisions: dict[int, Status], last: int) -> tuple[int, int]:
+def bounds(decisions: dict[int, BisectStatus], last: int) -> tuple[int, int]:
     """The range the decisions leave: after the last good index, up to the first bad one
     beyond it (0 and `last` are GOOD and BAD)."""
-    lo = max([0, *(i for i, v in decisions.items() if v == Status.GOOD)])
-    hi = min([last, *(i for i, v in decisions.items() if v == Status.BAD and i > lo)])
+    lo = max([0, *(i for i, v in decisions.items() if v == BisectStatus.GOOD)])
+    hi = min([last, *(i for i, v in decisions.items() if v == BisectStatus.BAD and i > lo)])
     return lo, hi
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from fwdasv.analysis.bisect.outcome import Probe
 from fwdasv.analysis.bisect.rules import bounds, next_probe
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Search:
     each step builds a new mapping)."""
 
     commits: tuple[str, ...]
-    decisions: Mapping[int, Status] = field(default_factory=dict)
+    decisions: Mapping[int, BisectStatus] = field(default_factory=dict)
     skipped: frozenset[int] = frozenset()
     probes: tuple[Probe, ...] = ()
 
@@ -53,7 +53,7 @@ class Search:
         """With one more probe: decided when it is good or bad, else skipped (as `git bisect
         skip`: untestable, failed, or not placed by its processes)."""
         probes = (*self.probes, probe)
-        if probe.verdict not in (Status.GOOD, Status.BAD):
+        if probe.verdict not in (BisectStatus.GOOD, BisectStatus.BAD):
             return replace(self, skipped=self.skipped | {index}, probes=probes)
         return replace(self, decisions={**self.decisions, index: probe.verdict}, probes=probes)
 

@@ -8,7 +8,8 @@ written); compare 0 nothing worse, 1 something worse (or newly failing); explain
 nothing slower stands out, 1 a slowdown stands out of the noise; bisect 0 found, 1
 found but uncertain (a probe decided by the closer median, or an unmeasurable commit
 next to the step), 2 cannot bisect; export 0 written, 1 a result file unreadable under
---strict, 2 bad input. A user error is one `Error: ...` line and status 2
+--strict, 2 bad input; triage 0 recorded, 1 fixed-by refused (the re-measure does not
+show the old level back), 2 bad input. A user error is one `Error: ...` line and status 2
 (`AnalysisCommand`), so "a regression was found" and "the command could not run"
 never look alike to CI.
 """
@@ -22,6 +23,7 @@ from fwdasv.analysis.commands.explain import explain_command
 from fwdasv.analysis.commands.export import export_command
 from fwdasv.analysis.commands.publish import publish_command
 from fwdasv.analysis.commands.regressions import regressions_command
+from fwdasv.analysis.commands.triage import triage_command
 
 COMMANDS = (
     regressions_command,
@@ -31,4 +33,5 @@ COMMANDS = (
     export_command,
     publish_command,
     explain_command,
+    triage_command,
 )

@@ -11,7 +11,6 @@ from pathlib import Path
 import click
 
 from fwdasv.analysis.commands.common import analysis_command, case_option, progress
-from fwdasv.analysis.findings import findings
 from fwdasv.analysis.rules.confirm import MAX_PROCESSES
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CliError, config_option, finding, machine_option
@@ -113,12 +112,11 @@ def bisect_command(
         document: object = result.to_json()
         named = result.found
     else:
-        from fwdasv.analysis.bisect.from_findings import bisect_findings
+        from fwdasv.analysis import triage
 
-        found = findings.find(project, machine=machine)
-        done = bisect_findings(
+        _, done = triage.bisect(
             project,
-            found,
+            triage.read(project, machine=machine),
             again=again,
             echo=progress,
             bench_echo=bench_echo,

@@ -6,14 +6,14 @@ Progress goes to stderr, so stdout holds only the answer (a table, JSON, Markdow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
 
 from fwdasv.analysis.findings import findings
-from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
+from fwdasv.analysis.rules import confirm as confirm_rule
 from fwdasv.analysis.rules.gate import FINDINGS, Gate, inside_steps
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, AnalysisCommand, CliError, end, warn_unreadable
@@ -73,21 +73,11 @@ def warn_environments(project: AsvProject, machine: str | None = None) -> None:
         click.echo(line, err=True)
 
 
-def confirm_and_scan(
-    project: AsvProject,
-    found: Sequence[Finding],
-    machine: str | None,
-    bench: tuple[str, ...],
-    min_effect: float | None,
-    improvements: bool = False,
-) -> findings.Found:
-    """Confirm `found` (`fwdasv.analysis.confirm.reproduce`), then read the findings again."""
-    from fwdasv.analysis.confirm.reproduce import confirm_findings
+def confirm_found(project: AsvProject, found: findings.Found) -> findings.Found:
+    """Confirm `found` (`fwdasv.analysis.triage.confirm`): the findings as now judged."""
+    from fwdasv.analysis import triage
 
-    confirm_findings(project, found, echo=progress)
-    return findings.scan(
-        project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
-    )
+    return triage.confirm(project, found, echo=progress)
 
 
 def refuse_one_commit(project: AsvProject, a: str, b: str, names: str, what: str) -> None:
@@ -102,6 +92,17 @@ def refuse_one_commit(project: AsvProject, a: str, b: str, names: str, what: str
             "the earlier first (a finding's pair: `fwdasv regressions` lists them)",
             EXIT_USAGE,
         )
+
+
+def max_processes_option(what: str) -> Callable[[F], F]:
+    """`--max-processes` (confirm, triage fixed-by): bench processes a side at most."""
+    return click.option(
+        "--max-processes",
+        type=click.IntRange(min=1),
+        default=confirm_rule.MAX_PROCESSES,
+        show_default=True,
+        help=f"{what}Bench processes per side at most (measured 3 at a time while undecided).",
+    )
 
 
 def explain_option(f: F) -> F:

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import click
-
+from fwdasv.analysis import triage
 from fwdasv.analysis.commands.common import (
     analysis_command,
     explain_option,
     gate_findings,
+    max_processes_option,
     progress,
     show_bench_option,
 )
-from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.format import FORMATS
-from fwdasv.analysis.rules import confirm
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import (
     bench_option,
@@ -32,13 +30,7 @@ from fwdasv.core.clitools import (
 @machine_option("Only this machine's findings [default: every machine with results].")
 @bench_option
 @format_option(FORMATS, "How the findings are listed after the re-measure.")
-@click.option(
-    "--max-processes",
-    type=click.IntRange(min=1),
-    default=confirm.MAX_PROCESSES,
-    show_default=True,
-    help="Bench processes per side at most (measured 3 at a time while undecided).",
-)
+@max_processes_option("")
 @explain_option
 @show_bench_option
 @skip_unreadable_option
@@ -65,16 +57,13 @@ def confirm_command(
     file (named on stderr; --skip-unreadable to pass anyway).
     """
 
-    from fwdasv.analysis.confirm.reproduce import confirm_findings
-
     project = AsvProject.load(config)
-    found = findings.find(project, machine=machine, bench=bench)
-    confirm_findings(
+    found = triage.confirm(
         project,
-        found,
+        triage.read(project, machine=machine, bench=bench),
         max_processes=max_processes,
         run_explain=explain,
         echo=progress,
         bench_echo=progress if show_bench else None,
     )
-    gate_findings(findings.scan(project, machine=machine, bench=bench), fmt, skip_unreadable)
+    gate_findings(found, fmt, skip_unreadable)

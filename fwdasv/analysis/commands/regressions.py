@@ -9,7 +9,7 @@ import click
 
 from fwdasv.analysis.commands.common import (
     analysis_command,
-    confirm_and_scan,
+    confirm_found,
     gate_findings,
     warn_environments,
 )
@@ -99,5 +99,5 @@ def regressions_command(
         project, machine=machine, bench=bench, min_effect_pct=min_effect, improvements=improvements
     )
     if run_confirm:
-        found = confirm_and_scan(project, found.findings, machine, bench, min_effect, improvements)
+        found = confirm_found(project, found)
     gate_findings(found, fmt, skip_unreadable, findings_gate(fail_on_suspected))

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
 
 from fwdasv.analysis.findings.series import LATENCY_UNIT, RELATIVE_UNIT
 from fwdasv.analysis.rules.judgment import (
@@ -31,7 +30,7 @@ from fwdasv.analysis.rules.judgment import (
     sample_test,
 )
 from fwdasv.analysis.rules.noise import Noise
-from fwdasv.analysis.rules.status import COMPARISON_STATUSES, Status
+from fwdasv.analysis.rules.status import COMPARISON_STATUSES, CompareStatus, Status
 from fwdasv.analysis.rules.student_t import t_sf
 from fwdasv.asv.history import Record, RecordStatus
 from fwdasv.core.numbers import finite_or_none
@@ -61,7 +60,7 @@ class Measurement:
     ci_99_b: float | None = None
     samples: tuple[float, ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """One side as `fwdasv compare --format json` shows it."""
         return {
             "commit": self.commit,
@@ -92,7 +91,7 @@ class Measurement:
 class Judgement:
     """What the samples say about before -> after."""
 
-    verdict: Status  # one of COMPARISON_STATUSES
+    verdict: CompareStatus  # one of COMPARISON_STATUSES
     ratio: float | None = None  # after / before, medians
     p_value: float | None = None  # Mann-Whitney, when the samples were tested
     method: str = "none"  # "mann-whitney", "ci-overlap", "none"
@@ -127,12 +126,12 @@ def judge(
     """
     if before.status == "failed" or after.status == "failed":
         if before.status == "failed" and after.status == "failed":
-            return Judgement(Status.UNKNOWN, reason="failed at both commits")
+            return Judgement(CompareStatus.UNKNOWN, reason="failed at both commits")
         if after.status == "failed":
-            return Judgement(Status.FAILED, reason="fails at the second commit")
-        return Judgement(Status.FIXED, reason="failed at the first commit")
+            return Judgement(CompareStatus.FAILED, reason="fails at the second commit")
+        return Judgement(CompareStatus.FIXED, reason="failed at the first commit")
     if before.median is None or after.median is None:
-        return Judgement(Status.UNKNOWN, reason="skipped (no value)")
+        return Judgement(CompareStatus.UNKNOWN, reason="skipped (no value)")
     ratio = after.median / before.median if before.median else math.inf
     different: bool | None = None
     p_value = None
@@ -162,7 +161,11 @@ def judge(
                         "(`asv run --append-samples`) to decide"
                     )
                 return Judgement(
-                    Status.NOT_SIGNIFICANT, ratio, by_process.p_value, "noise+processes", reason
+                    CompareStatus.NOT_SIGNIFICANT,
+                    ratio,
+                    by_process.p_value,
+                    "noise+processes",
+                    reason,
                 )
     elif before.samples and after.samples:
         tested = sample_test(before.samples, after.samples, alpha)
@@ -181,15 +184,17 @@ def judge(
         else:
             counts = f"{len(before.samples)} vs {len(after.samples)} samples"
             reason = f"too few samples to test ({counts}) and no finite CI"
-        return Judgement(Status.UNKNOWN, ratio, reason=reason)
+        return Judgement(CompareStatus.UNKNOWN, ratio, reason=reason)
     if not different:
         reason = _not_significant(ratio, p_value, alpha, method, factor, noise)
-        return Judgement(Status.NOT_SIGNIFICANT, ratio, p_value, method, reason)
+        return Judgement(CompareStatus.NOT_SIGNIFICANT, ratio, p_value, method, reason)
     if before.median < after.median / factor:
-        return Judgement(Status.WORSE, ratio, p_value, method)
+        return Judgement(CompareStatus.WORSE, ratio, p_value, method)
     if after.median < before.median / factor:
-        return Judgement(Status.IMPROVED, ratio, p_value, method)
-    return Judgement(Status.UNCHANGED, ratio, p_value, method, "significant but within the factor")
+        return Judgement(CompareStatus.IMPROVED, ratio, p_value, method)
+    return Judgement(
+        CompareStatus.UNCHANGED, ratio, p_value, method, "significant but within the factor"
+    )
 
 
 def _not_significant(
@@ -244,7 +249,7 @@ class PairFinding:
     gating: bool  # it fails the findings' check (`gate.FINDINGS`)
     confirmation: str | None = None  # the stored re-measure's one-line summary
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
     def label(self) -> str:
@@ -264,13 +269,13 @@ class Comparison:
     unit: str | None
     before: Measurement | None
     after: Measurement | None
-    judgement: Judgement = field(default_factory=lambda: Judgement(Status.UNKNOWN))
+    judgement: Judgement = field(default_factory=lambda: Judgement(CompareStatus.UNKNOWN))
     noise: Noise | None = None  # the series' noise, when judged by it
     # The history's findings between A and B in this series (`PairFinding`).
     findings: tuple[PairFinding, ...] = ()
 
     @property
-    def verdict(self) -> Status:
+    def verdict(self) -> CompareStatus:
         return self.judgement.verdict
 
     @property
@@ -283,7 +288,7 @@ class Comparison:
     def name(self) -> str:
         return f"{self.benchmark}({self.case})" if self.case else self.benchmark
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "benchmark": self.benchmark,
             "case": self.case,
@@ -338,7 +343,7 @@ def pair(
         after = Measurement.from_record(rb) if rb else None
         if before is None or after is None:
             where = "the first commit" if before is None else "the second commit"
-            judgement = Judgement(Status.UNKNOWN, reason=f"not measured at {where}")
+            judgement = Judgement(CompareStatus.UNKNOWN, reason=f"not measured at {where}")
         else:
             judgement = judge(
                 before,
@@ -370,20 +375,20 @@ def pair(
 def _as_telemetry(judgement: Judgement, unit: str | None) -> Judgement:
     """A telemetry series' judgement: what it did, in the note; never worse or better."""
     did = {
-        Status.WORSE: "moved up",
-        Status.IMPROVED: "moved down",
-        Status.FAILED: "failed at the second commit",
-        Status.FIXED: "failed at the first commit",
-    }.get(judgement.verdict, "steady" if judgement.verdict != Status.UNKNOWN else "unknown")
+        CompareStatus.WORSE: "moved up",
+        CompareStatus.IMPROVED: "moved down",
+        CompareStatus.FAILED: "failed at the second commit",
+        CompareStatus.FIXED: "failed at the first commit",
+    }.get(judgement.verdict, "steady" if judgement.verdict != CompareStatus.UNKNOWN else "unknown")
     detail = f"; {judgement.reason}" if judgement.reason else ""
     return replace(
         judgement,
-        verdict=Status.TELEMETRY,
+        verdict=CompareStatus.TELEMETRY,
         reason=f"telemetry ({unit or 'no unit'}), not counted: {did}{detail}",
     )
 
 
-def counts(comparisons: Iterable[Comparison]) -> dict[Status, int]:
+def counts(comparisons: Iterable[Comparison]) -> dict[CompareStatus, int]:
     tally = dict.fromkeys(COMPARISON_STATUSES, 0)
     for comparison in comparisons:
         tally[comparison.verdict] += 1

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from fwdasv.analysis.compare.compare import DEFAULT_FACTOR, Comparison, counts
 from fwdasv.analysis.rules.judgment import DEFAULT_ALPHA
-from fwdasv.analysis.rules.status import COMPARISON_STATUSES, Status
+from fwdasv.analysis.rules.status import COMPARISON_STATUSES, CompareStatus
 from fwdasv.core.tables import human_value, markdown_table, text_table
 
 FORMATS = ("table", "json", "markdown")
@@ -50,14 +50,19 @@ def _row(c: Comparison) -> list[str]:
 
 
 def _ordered(comparisons: Sequence[Comparison], only_changed: bool) -> list[Comparison]:
-    hidden = (Status.UNCHANGED, Status.NOT_SIGNIFICANT, Status.UNKNOWN, Status.TELEMETRY)
+    hidden = (
+        CompareStatus.UNCHANGED,
+        CompareStatus.NOT_SIGNIFICANT,
+        CompareStatus.UNKNOWN,
+        CompareStatus.TELEMETRY,
+    )
     shown = [c for c in comparisons if not only_changed or c.verdict not in hidden]
     return sorted(shown, key=lambda c: (COMPARISON_STATUSES.index(c.verdict), c.name, c.machine))
 
 
 def unmeasured(c: Comparison) -> bool:
     """A telemetry series with no value at either commit (nothing this machine measures)."""
-    return c.verdict == Status.TELEMETRY and all(
+    return c.verdict == CompareStatus.TELEMETRY and all(
         m is None or m.median is None for m in (c.before, c.after)
     )
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from fwdasv.analysis.findings.series import RELATIVE_METRIC, SeriesKey
 from fwdasv.analysis.remeasure import RemeasureError, Remeasurer, resolve_cases
 from fwdasv.asv.project import AsvProject
+from fwdasv.hw.devices import machine_devices
 
 PROCESSES_FILE = "processes.jsonl"  # in the workdir: one measured process a line
 CONFIRM_DIR = ".fwdasv-confirm"  # beside asv.conf.json: each confirmed pair's processes
@@ -103,8 +104,6 @@ class ProcessPool:
         """CUDA_VISIBLE_DEVICES of the machine's GPUs for every process, said once."""
         if self.machine is None:
             return {}
-        from fwdasv.hw.devices import machine_devices
-
         choice = machine_devices(self.project.results_dir, self.machine)
         if self.echo is not None and choice.reason is not None:
             self.echo(f"  {choice.reason}")

@@ -22,14 +22,13 @@ from dataclasses import dataclass
 
 from fwdasv.analysis.confirm.processes import CONFIRM_DIR, Cursor, ProcessPool, SeriesRef, kept_dir
 from fwdasv.analysis.explain import explain
-from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding
-from fwdasv.analysis.findings.series import Series, SeriesKey, load_series
+from fwdasv.analysis.findings.series import Series, SeriesKey
 from fwdasv.analysis.findings.verdict_file import ConfirmationRecord
 from fwdasv.analysis.findings.verdicts import record_verdict
 from fwdasv.analysis.remeasure import load_suite_class, processes_per_commit
 from fwdasv.analysis.rules import confirm
-from fwdasv.analysis.rules.status import TO_CONFIRM, Status
+from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
 from fwdasv.asv.project import AsvProject
 
 __all__ = ["PairGroup", "confirm_findings", "pair_groups", "processes_per_commit"]
@@ -67,15 +66,18 @@ def pair_groups(
 def confirm_findings(
     project: AsvProject,
     found: Sequence[Finding],
+    order: Sequence[str],
+    all_series: Mapping[SeriesKey, Series],
     *,
     max_processes: int = confirm.MAX_PROCESSES,
     start: int = confirm.MIN_PROCESSES,
     run_explain: bool = True,
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
-) -> list[Finding]:
+) -> None:
     """Re-measure every `regression` and `suspected` among `found`, one interleaved A/B per
-    pair; returns the findings as now judged."""
+    pair, from the read that found them (`order`, `all_series`); each verdict is appended
+    to the verdicts file (`fwdasv.analysis.triage` applies them)."""
 
     def say(line: str) -> None:
         if echo is not None:
@@ -84,8 +86,7 @@ def confirm_findings(
     pending = [f for f in found if f.status in TO_CONFIRM]
     if not pending:
         say("nothing to confirm: no finding has status 'regression' or 'suspected'")
-        return list(found)
-    order, all_series = load_series(project)
+        return
     groups = pair_groups(pending, order, all_series)
     number = 0
     for group in groups:
@@ -141,7 +142,7 @@ def confirm_findings(
                 status=verdict.status,
                 confirmation=ConfirmationRecord.of(verdict, group.a, group.b, reason),
             )
-            if verdict.status == Status.CONFIRMED:
+            if verdict.status == ReMeasureStatus.CONFIRMED:
                 confirmed.append((finding, group.a))
         say(
             f"pair {group.a[:8]}..{group.b[:8]}: {len(group.findings)} finding(s) judged from "
@@ -151,7 +152,6 @@ def confirm_findings(
         if run_explain:
             for finding, _ in confirmed:
                 _explain(project, finding, group.a, group.b, echo, bench_echo)
-    return findings.find(project)
 
 
 def _explain(

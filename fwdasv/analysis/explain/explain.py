@@ -31,8 +31,9 @@ from fwdasv.analysis.explain.kernel_diff import (
 )
 from fwdasv.analysis.explain.kernel_diff_format import format_diff, headline, name_label
 from fwdasv.analysis.findings.verdict_file import ExplainRecord
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import ReMeasureStatus
 from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.backends import backend_spec
 from fwdasv.core.kernels import ProfileError, load_summary, profile_paths, safe_case_name
 
 TOP_RECORDED = 10  # rows of the explain record a page shows
@@ -196,11 +197,10 @@ def explain_commits(
     if rounds < 1:
         raise ProfileError(f"rounds must be at least 1, got {rounds}")
     target = resolve(project, bench, case)
-    if target.config.backend == "vllm":
-        # vLLM's bench with the eager pass that names each kernel's op and line.
-        target = dataclasses.replace(
-            target, config=dataclasses.replace(target.config, entry="explain")
-        )
+    entry = backend_spec(target.config.backend).explain_entry
+    if entry is not None:
+        # The bench with the eager pass that names each kernel's op and line (vLLM's).
+        target = dataclasses.replace(target, config=dataclasses.replace(target.config, entry=entry))
     good_hash, bad_hash = resolve_commits(project, good, bad)
     root = (
         Path(profile_dir)
@@ -271,7 +271,7 @@ def undecided_note(project: AsvProject, suite: str, case: str, good: str, bad: s
     if newest is None or newest.confirmation is None:
         return ""
     record = newest.confirmation
-    if record.figures.status != Status.UNDECIDED:
+    if record.figures.status != ReMeasureStatus.UNDECIDED:
         return ""
     return (
         f"the step is not established: confirm left {record.a_commit[:8]}..{record.b_commit[:8]} "

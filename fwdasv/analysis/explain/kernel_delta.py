@@ -15,7 +15,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from fwdasv.core.kernels import KernelRow, SourceFrame
 
@@ -70,7 +69,7 @@ class KernelDelta:
         """Where BAD calls it (GOOD, for a row that vanished)."""
         return self.source_after or self.source_before
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         source = self.source
         return {
             "name": self.name,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from fwdasv.analysis.explain.kernel_delta import (
     KernelDelta,
@@ -26,7 +25,7 @@ from fwdasv.analysis.explain.kernel_delta import (
     median,
     spread,
 )
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus
 from fwdasv.core.kernels import KernelRow, KernelSummary, ProfileError
 
 TOP_EXPLAINED = 5
@@ -58,14 +57,14 @@ class KernelDiff:
     net_noise_us: float | None = None
     rounds_before: int = 1
     rounds_after: int = 1
-    verdict: Status = Status.UNCHANGED
+    verdict: CompareStatus = CompareStatus.UNCHANGED
     notes: tuple[str, ...] = ()
     change_link: str | None = None  # the commit's diff, where the project has a commit URL
 
     @property
     def slower(self) -> bool:
         """What stands out makes BAD slower than GOOD, beyond its noise."""
-        return self.verdict == Status.WORSE
+        return self.verdict == CompareStatus.WORSE
 
     @property
     def net_us(self) -> float:
@@ -82,7 +81,7 @@ class KernelDiff:
         rows = [row for row in self.kernels if row.structural]
         return min(rows, key=lambda r: (-abs(r.delta_us), r.name)) if rows else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "unit": self.unit,
             "kernels": [row.to_json() for row in self.kernels],
@@ -205,7 +204,7 @@ def _verdict(
     sides: dict[str, tuple[Side, Side]],
     net: float,
     rounds: tuple[int, int],
-) -> tuple[Status, float | None]:
+) -> tuple[CompareStatus, float | None]:
     """The rows that stand out, summed per process: a slowdown when every BAD process spends
     more on them than every GOOD one (the other way round: a speed-up); and the larger
     spread of those sums (None with one process a side)."""
@@ -214,11 +213,11 @@ def _verdict(
     per_bad = [sum(sides[n][1].values[j] for n in standing) for j in range(rounds[1])]
     single = rounds[0] < 2 or rounds[1] < 2
     net_noise = None if single else round(max(spread(per_good), spread(per_bad)), 2)
-    verdict = Status.UNCHANGED
+    verdict = CompareStatus.UNCHANGED
     if standing and net > 0 and min(per_bad) > max(per_good):
-        verdict = Status.WORSE
+        verdict = CompareStatus.WORSE
     elif standing and net < 0 and max(per_bad) < min(per_good):
-        verdict = Status.IMPROVED
+        verdict = CompareStatus.IMPROVED
     return verdict, net_noise
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from fwdasv.analysis.explain.kernel_delta import FASTER, NOISE, SAME, SLOWER, KernelDelta
 from fwdasv.analysis.explain.kernel_diff import TOP_EXPLAINED, KernelDiff
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus
 from fwdasv.core.tables import markdown_cell, markdown_table, text_table
 
 FORMATS = ("table", "json", "markdown")
@@ -85,9 +85,9 @@ def _rounds(diff: KernelDiff) -> str:
 def headline(diff: KernelDiff, good: str = "GOOD", bad: str = "BAD") -> str:
     """One line: what stands out (or that nothing does), then the one total and its split."""
     structural = [row for row in diff.kernels if row.structural]
-    if diff.verdict == Status.WORSE:
+    if diff.verdict == CompareStatus.WORSE:
         what = f"slower: {diff.net_us:+.2f} us per forward stands out"
-    elif diff.verdict == Status.IMPROVED:
+    elif diff.verdict == CompareStatus.IMPROVED:
         what = f"faster: {diff.net_us:+.2f} us per forward stands out"
     elif structural:
         what = (

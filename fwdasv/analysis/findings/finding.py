@@ -11,7 +11,6 @@ findings' gate (`fwdasv.analysis.rules.gate.FINDINGS`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwdasv.analysis.findings.graph_paths import graph_file_path
 from fwdasv.analysis.findings.series import SeriesKey
@@ -84,7 +83,7 @@ class Finding:
         """The best value since the step (asv's `best`): the old level, or the latest if lower."""
         return self.step.before if self.latest is None else min(self.step.before, self.latest)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "benchmark": self.key.benchmark,
             "entry": self.key.name,
@@ -120,7 +119,17 @@ class Finding:
             "verdict": None if self.verdict is None else self.verdict.to_json(),
             "re_measured": self.re_measured(),
             "culprit": self.culprit(),
+            "triage": None
+            if self.verdict is None or self.verdict.triage is None
+            else self.verdict.triage.to_json(),
         }
+
+    @property
+    def triage(self) -> str | None:
+        """What a person said of it (`TriageState`: acknowledged, accepted, fixed-by,
+        invalid, open); None when nobody triaged it."""
+        record = self.verdict.triage if self.verdict is not None else None
+        return None if record is None else record.state
 
     def culprit(self) -> dict[str, str | None] | None:
         """What bisect said of the range: the first bad commit (full hash; None when it named

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypedDict
 
 from fwdasv.analysis.findings.finding import (
@@ -215,6 +215,17 @@ class Found:
     # What the read could not do, for the commands to show (the repository gone: the
     # commits' subjects unknown).
     warnings: tuple[str, ...] = ()
+    # The read itself, for the steps after it (confirm, bisect): the commit order, every
+    # series, and the findings before any stored verdict (`with_verdicts`).
+    order: tuple[str, ...] = ()
+    series: Mapping[SeriesKey, Series] = field(default_factory=dict)
+    judged: tuple[Finding, ...] = ()
+
+    def with_verdicts(self, project: AsvProject) -> Found:
+        """The same read with the verdicts file's newest lines applied: what a re-measure or
+        a bisect recorded since, without reading the results again."""
+        verdicts = read_verdicts(verdicts_path(project))
+        return replace(self, findings=tuple(apply_verdict(f, verdicts) for f in self.judged))
 
     def steps(self) -> list[tuple[str, str, list[str]]]:
         """Each finding as `fwdasv.analysis.rules.gate.inside_steps` reads it: a label, its
@@ -270,7 +281,6 @@ def scan(
     if min_effect_pct < 0:
         raise FindingsError(f"--min-effect {min_effect_pct}: must be >= 0 (percent)")
     order, all_series, unreadable = read_series(project, machine)
-    verdicts = read_verdicts(verdicts_path(project))
 
     def selected(key: SeriesKey) -> bool:
         return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
@@ -292,11 +302,12 @@ def scan(
         where = (finding.key.machine, finding.key.env_name)
         if where not in graphs:
             graphs[where] = graph_params(project, *where)
-        out.append(apply_verdict(replace(finding, graph_params=graphs[where]), verdicts))
+        out.append(replace(finding, graph_params=graphs[where]))
     warnings: list[str] = []
     if subjects:
         out = attach_commits(out, project, warnings.append)
-    return Found(tuple(out), unreadable, tuple(warnings))
+    read = Found((), unreadable, tuple(warnings), tuple(order), all_series, tuple(out))
+    return read.with_verdicts(project)
 
 
 def _process_sizes(project: AsvProject, all_series: Mapping[SeriesKey, Series]) -> dict[str, int]:

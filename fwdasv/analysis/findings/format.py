@@ -76,6 +76,17 @@ def _row(finding: Finding) -> list[str]:
 
 RE_MEASURED_HEADER = "re-measured"
 CULPRIT_HEADER = "culprit"
+TRIAGE_HEADER = "triage"
+
+
+def triage_label(finding: Finding) -> str:
+    """What a person said (`acknowledged: note <issue>`, `fixed-by abcd1234`), or ""."""
+    record = finding.verdict.triage if finding.verdict is not None else None
+    if record is None:
+        return ""
+    cell = record.state + (f" {record.fixed_by[:8]}" if record.fixed_by else "")
+    said = " ".join(p for p in (record.note, f"<{record.issue}>" if record.issue else "") if p)
+    return f"{cell}: {said}" if said else cell
 
 
 def _re_measured_cell(finding: Finding) -> str:
@@ -136,6 +147,10 @@ def format_findings(
         # The commit bisect named inside a range of several commits.
         headers = (*headers, CULPRIT_HEADER)
         rows = [[*row, _culprit_cell(f)] for row, f in zip(rows, findings, strict=True)]
+    if any(f.triage for f in findings):
+        # What a person said: a triaged finding is listed, and nightly does not gate on it.
+        headers = (*headers, TRIAGE_HEADER)
+        rows = [[*row, triage_label(f)] for row, f in zip(rows, findings, strict=True)]
     counts: defaultdict[Status, int] = defaultdict(int)
     for f in findings:
         counts[f.status] += 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from fwdasv.analysis.rules.noise import commit_medians
 from fwdasv.asv.history import History, Problem, Record
@@ -98,8 +99,6 @@ def commit_order(project: AsvProject, records: Iterable[Record]) -> list[str]:
 def _date_key(value: str | None) -> float:
     if value is None:
         return math.inf
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:

@@ -19,7 +19,9 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import Status, finding_status
+from fwdasv.asv.project import AsvError
+from fwdasv.asv.ranenv import load_records
 
 if TYPE_CHECKING:
     from fwdasv.analysis.findings.finding import Finding
@@ -70,7 +72,9 @@ def hold_back(finding: Finding, changed: Sequence[str], imported: Collection[str
     reach none of `imported`; else unchanged. Pure: the caller knows it is host-timed."""
     if finding.status != Status.REGRESSION or reaching(changed, imported):
         return finding
-    return dataclasses.replace(finding, status=Status.SUSPECTED, note=NOTE)
+    return dataclasses.replace(
+        finding, status=finding_status(finding.status, untouched=True), note=NOTE
+    )
 
 
 def _imports(records: Sequence[RanRecord], finding: Finding) -> tuple[str, ...] | None:
@@ -95,9 +99,6 @@ def _imports(records: Sequence[RanRecord], finding: Finding) -> tuple[str, ...] 
 def hold_back_untouched(project: AsvProject, found: Sequence[Finding]) -> list[Finding]:
     """Each `regression` of `found` timed on the host whose range (git's diff of its two
     commits) changes no file its bench imported, as `suspected`; the rest as they are."""
-    from fwdasv.asv.project import AsvError
-    from fwdasv.asv.ranenv import load_records
-
     if project.local_repo is None or not any(f.status == Status.REGRESSION for f in found):
         return list(found)
     records = load_records(project.results_dir)

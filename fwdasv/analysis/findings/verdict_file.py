@@ -11,7 +11,7 @@ repository shared by several machines merges it line by line:
 name the range the line is about, so it also holds for a narrower range of the same
 series found later (a bisect measured inside it). `confirmation` is the A/B re-measure
 (`ConfirmationRecord`), `culprit` what bisect said of the range (`CulpritRecord`), `explain`
-the kernel diff (`ExplainRecord`). Lines about one finding merge in file order, a later
+the kernel diff (`ExplainRecord`), `triage` what a person said of it (`TriageRecord`). Lines about one finding merge in file order, a later
 line's keys over an earlier one's (`FindingVerdict`); a line may carry no status.
 """
 
@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fwdasv.analysis.rules.confirm import Confirmation
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import status_word
 from fwdasv.core.errors import UserError
 
 VERDICTS_FILE = "fwdasv-verdicts.jsonl"
@@ -211,6 +211,34 @@ class ExplainRecord:
 
 
 @dataclass(frozen=True)
+class TriageRecord:
+    """What a person said of a finding (`fwdasv triage`): its state (`TriageState`), a
+    note and an issue link; for `fixed-by`, the fix's commit and the re-measure that
+    showed the old level back at it."""
+
+    state: str
+    note: str | None = None
+    issue: str | None = None
+    fixed_by: str | None = None
+    fix_check: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return dict(sorted(asdict(self).items()))
+
+    @classmethod
+    def from_json(cls, raw: object) -> TriageRecord:
+        if not isinstance(raw, dict):
+            raise ValueError("'triage' is not an object")
+        texts = {}
+        for key in ("note", "issue", "fixed_by", "fix_check"):
+            value = raw.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"triage: {key!r} is {value!r}")
+            texts[key] = value
+        return cls(_text(raw, "state"), **texts)
+
+
+@dataclass(frozen=True)
 class FindingVerdict:
     """One line of the verdicts file, or the merge of the lines about one finding.
 
@@ -226,6 +254,7 @@ class FindingVerdict:
     confirmation: ConfirmationRecord | None = None
     explain: ExplainRecord | None = None
     culprit: CulpritRecord | None = None
+    triage: TriageRecord | None = None
 
     def to_json(self) -> dict[str, object]:
         """The verdict as `fwdasv regressions --format json` shows it (the line without
@@ -243,6 +272,8 @@ class FindingVerdict:
             document["explain"] = self.explain.to_json()
         if self.culprit is not None:
             document["culprit"] = self.culprit.to_json()
+        if self.triage is not None:
+            document["triage"] = self.triage.to_json()
         return dict(sorted(document.items()))
 
     def to_line(self) -> str:
@@ -268,7 +299,7 @@ class FindingVerdict:
         if status is not None and not isinstance(status, str):
             raise ValueError(f"'status' is {status!r}")
         confirmation, explain = raw.get("confirmation"), raw.get("explain")
-        culprit = raw.get("culprit")
+        culprit, triage = raw.get("culprit"), raw.get("triage")
         return cls(
             ident=FindingIdent.from_json(raw.get("finding")),
             recorded_at=recorded_at,
@@ -280,6 +311,7 @@ class FindingVerdict:
             else ConfirmationRecord.from_json(confirmation),
             explain=None if explain is None else ExplainRecord.from_json(explain),
             culprit=None if culprit is None else CulpritRecord.from_json(culprit),
+            triage=None if triage is None else TriageRecord.from_json(triage),
         )
 
     def then(self, later: FindingVerdict) -> FindingVerdict:
@@ -290,6 +322,7 @@ class FindingVerdict:
             confirmation=later.confirmation or self.confirmation,
             explain=later.explain or self.explain,
             culprit=later.culprit or self.culprit,
+            triage=later.triage or self.triage,
         )
 
 
@@ -368,6 +401,6 @@ def _number(raw: Mapping[str, object], key: str) -> float:
 
 def _status_word(word: str | None) -> str | None:
     try:
-        return None if word is None else Status(word)
+        return None if word is None else status_word(word)
     except ValueError:
         return word  # a word of a newer fwdasv: kept, never applied

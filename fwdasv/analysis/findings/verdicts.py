@@ -21,14 +21,12 @@ from fwdasv.analysis.findings.verdict_file import (
     ExplainRecord,
     FindingVerdict,
     StoredVerdicts,
+    TriageRecord,
     append_verdict,
     now_utc,
 )
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import ReMeasureStatus, Status, finding_status
 from fwdasv.asv.project import AsvProject
-
-# The stored statuses that replace a detected one (an undecided re-measure leaves it).
-RE_MEASURED = (Status.CONFIRMED, Status.NOT_REPRODUCED)
 
 
 def verdicts_path(project: AsvProject) -> Path:
@@ -41,11 +39,8 @@ def apply_verdict(finding: Finding, verdicts: StoredVerdicts) -> Finding:
     stored = verdicts.about(finding.ident, finding.before_commit)
     if stored is None or finding.status in (Status.DRIFT, Status.IMPROVEMENT):
         return finding
-    status = stored.status
     return replace(
-        finding,
-        status=Status(status) if status in RE_MEASURED else finding.status,
-        verdict=stored,
+        finding, status=finding_status(finding.status, re_measured=stored.status), verdict=stored
     )
 
 
@@ -53,10 +48,11 @@ def record_verdict(
     project: AsvProject,
     finding: Finding,
     *,
-    status: Status | None,
+    status: Status | ReMeasureStatus | None,
     confirmation: ConfirmationRecord | None = None,
     explain: ExplainRecord | None = None,
     culprit: CulpritRecord | None = None,
+    triage: TriageRecord | None = None,
 ) -> None:
     """Append one verdict line about `finding`: its status (None: the line says none, as
     bisect's), and its re-measure, diff or culprit."""
@@ -72,5 +68,6 @@ def record_verdict(
             confirmation=confirmation,
             explain=explain,
             culprit=culprit,
+            triage=triage,
         ),
     )

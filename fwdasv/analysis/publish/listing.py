@@ -23,6 +23,7 @@ from typing import Any
 
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.graph_paths import graph_file_path
+from fwdasv.asv.result_files import param_label
 from fwdasv.asv.unmeasured import summary_tables
 from fwdasv.core.files import write_atomic
 
@@ -35,8 +36,6 @@ def entry_name(finding: Finding, index: Mapping[str, Any]) -> tuple[str, int | N
     params = info.get("params") or []
     if not params:
         return finding.key.benchmark, None
-    from fwdasv.asv.result_files import param_label
-
     for position, combo in enumerate(itertools.product(*params)):
         if ", ".join(param_label(v) for v in combo) == finding.key.case:
             return f"{finding.key.benchmark}({', '.join(combo)})", position

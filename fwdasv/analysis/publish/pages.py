@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fwdasv.analysis.findings.finding import Finding
-from fwdasv.analysis.findings.format import status_label
+from fwdasv.analysis.findings.format import status_label, triage_label
 from fwdasv.analysis.findings.verdict_file import ExplainRecord
 from fwdasv.core.files import write_atomic
 
@@ -130,7 +130,8 @@ def _finding_row(item: SiteFinding, short: Mapping[str, str], length: int) -> st
     summary = confirmation.summary if confirmation is not None else ""
     return (
         f"<tr id='finding-{item.ident}'>"
-        f"<td class='{finding.status}'>{html.escape(status_label(finding))}</td>"
+        f"<td class='{finding.status}'>{html.escape(status_label(finding))}"
+        f"{'<br>' + html.escape(triage_label(finding)) if finding.triage else ''}</td>"
         f"<td>{series}</td><td>{html.escape(finding.key.machine)}</td>"
         f"<td>{commits or html.escape(finding.range_label)}</td><td>{finding.percent:+.2f}%</td>"
         f"<td>{finding.noise.noise_pct:.3f}%</td>"

@@ -36,7 +36,7 @@ from fwdasv.analysis.publish.pages import (
     write_explain_page,
     write_findings_page,
 )
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import Status, TriageState
 from fwdasv.asv.project import AsvError, AsvProject, publish_site
 from fwdasv.asv.site_patches import keep_entry_order, link_commits
 from fwdasv.core.errors import UserError
@@ -50,6 +50,15 @@ ROW_ORDER = (
     Status.SUSPECTED,
     Status.NOT_REPRODUCED,
     Status.DRIFT,
+)
+# Then grouped by what a person said (`fwdasv triage`): untriaged first, closed last.
+TRIAGE_ORDER = (
+    None,
+    TriageState.OPEN,
+    TriageState.ACKNOWLEDGED,
+    TriageState.ACCEPTED,
+    TriageState.FIXED_BY,
+    TriageState.INVALID,
 )
 SUBJECTS_PER_GIT = 500  # commits per `git log --no-walk` (an argv stays far below its limit)
 
@@ -155,7 +164,9 @@ def asv_entries(
         latest = finding.latest if finding.latest is not None else finding.step.after
         out.append(
             [
-                status_name(name, finding.status),
+                status_name(
+                    name, finding.status + (f", {finding.triage}" if finding.triage else "")
+                ),
                 graph_path,
                 varying,
                 param_index,
@@ -168,9 +179,18 @@ def asv_entries(
 
 
 def ordered(found: Sequence[Finding]) -> list[Finding]:
-    """What gates first (ROW_ORDER; any other status after), the largest change first."""
+    """Grouped by triage state (TRIAGE_ORDER: untriaged first), then what gates first
+    (ROW_ORDER; any other status after), the largest change first."""
     rank = {status: at for at, status in enumerate(ROW_ORDER)}
-    return sorted(found, key=lambda f: (rank.get(f.status, len(ROW_ORDER)), -f.percent))
+    state: dict[str | None, int] = {word: at for at, word in enumerate(TRIAGE_ORDER)}
+    return sorted(
+        found,
+        key=lambda f: (
+            state.get(f.triage, len(TRIAGE_ORDER)),
+            rank.get(f.status, len(ROW_ORDER)),
+            -f.percent,
+        ),
+    )
 
 
 def status_name(name: str, status: str) -> str:

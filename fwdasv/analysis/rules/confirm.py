@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fwdasv.analysis.rules.noise import Noise
-from fwdasv.analysis.rules.status import CONFIRMATION_STATUSES, Status
+from fwdasv.analysis.rules.status import CONFIRMATION_STATUSES, ReMeasureStatus
 from fwdasv.analysis.rules.step import Step
 from fwdasv.analysis.rules.student_t import t_isf
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
@@ -49,7 +49,7 @@ PRIOR_DOF = 4.0
 class Confirmation:
     """What an A/B re-measure says about B vs A (percentages are B over A)."""
 
-    status: Status  # one of CONFIRMATION_STATUSES
+    status: ReMeasureStatus  # one of CONFIRMATION_STATUSES
     percent: float  # 100 (exp(d) - 1)
     lower_pct: float  # one-sided (1 - alpha) lower bound
     upper_pct: float  # one-sided (1 - alpha) upper bound
@@ -158,10 +158,10 @@ def _count(raw: Mapping[str, object], name: str, default: int | None = None) -> 
     raise _wrong(name, value, "int")
 
 
-def _status(word: str) -> Status:
+def _status(word: str) -> ReMeasureStatus:
     if word not in CONFIRMATION_STATUSES:
         raise ValueError(f"confirmation: status {word!r} is not one of a confirmation")
-    return Status(word)
+    return ReMeasureStatus(word)
 
 
 def _text(raw: Mapping[str, object], name: str) -> str:
@@ -297,17 +297,17 @@ def judge_ab(
     # Whether a real step of the minimum effect could have come out below the tested one.
     noise_limited = q * se >= min_effect_log > 0
     if lower > 0 and d >= math.log1p(min_effect_pct / 200):
-        status = Status.CONFIRMED
+        status = ReMeasureStatus.CONFIRMED
         noise_limited = False
     elif (upper < tested_log and not noise_limited) or (
         claimed_pct is not None and claimed_pct > 0 and upper < math.log1p(claimed_pct / 100)
     ):
         # The reported step itself lies above the interval: ruled out, however wide.
-        status = Status.NOT_REPRODUCED
+        status = ReMeasureStatus.NOT_REPRODUCED
         noise_limited = False
     else:
         noise_limited = noise_limited and upper < tested_log
-        status = Status.UNDECIDED
+        status = ReMeasureStatus.UNDECIDED
         # q sqrt(2 v / n) <= width  <=>  n >= 2 v (q / width)^2, width tested / 2, or
         # below the minimum effect where that is what the run could not resolve.
         width = min(tested_log / 2, min_effect_log * 0.9) if noise_limited else tested_log / 2
@@ -361,7 +361,7 @@ def run_confirmation(
             a, b, noise, claimed_pct=claimed_pct, min_effect_pct=min_effect_pct, alpha=alpha
         )
         taken = min(len(a), len(b))
-        if verdict.status != Status.UNDECIDED or taken >= max_processes:
+        if verdict.status != ReMeasureStatus.UNDECIDED or taken >= max_processes:
             return verdict
         more_a, more_b = measure(min(step, max_processes - taken))
         a.extend(more_a)

@@ -22,7 +22,7 @@ import numpy as np
 
 from fwdasv.analysis.rules.levels import despike, valid_logs
 from fwdasv.analysis.rules.noise import Noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import Status, finding_status
 from fwdasv.analysis.rules.step import Step
 
 DRIFT_TOLERANCE = 1  # commits between a finding and the canary's step
@@ -117,7 +117,9 @@ def mark_drift(
             ):
                 drift = True
                 break
-        out.append(replace(step, status=Status.DRIFT) if drift else step)
+        out.append(
+            replace(step, status=finding_status(step.status, machine_moved=True)) if drift else step
+        )
     return out
 
 
@@ -133,5 +135,9 @@ def mark_environment_drift(
         before = environments[step.before_index] if step.before_index < len(environments) else None
         after = environments[step.after_index] if step.after_index < len(environments) else None
         changed = before is not None and after is not None and before != after
-        out.append(replace(step, status=Status.DRIFT) if changed else step)
+        out.append(
+            replace(step, status=finding_status(step.status, environment_changed=True))
+            if changed
+            else step
+        )
     return out

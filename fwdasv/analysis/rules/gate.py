@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus, Status, StatusWord, TriageState
 from fwdasv.core.errors import EXIT_FINDING, EXIT_OK, EXIT_UNREADABLE
 
 
@@ -29,10 +29,10 @@ class Gate:
     """The statuses that fail a check (`failing`), named for help texts and reports."""
 
     name: str
-    failing: frozenset[Status]
+    failing: frozenset[StatusWord]
 
     def __post_init__(self) -> None:
-        wrong = [s for s in self.failing if not isinstance(s, Status)]
+        wrong = [s for s in self.failing if not isinstance(s, StatusWord)]
         assert not wrong, f"gate {self.name}: not status words: {wrong}"
 
     def fails(self, status: str) -> bool:
@@ -54,13 +54,14 @@ class Gate:
         return EXIT_OK
 
     def describe(self) -> str:
-        """The failing statuses, in `Status` order: `regression or confirmed`."""
-        return " or ".join(str(s) for s in Status if s in self.failing)
+        """The failing statuses, in their group's order: `regression or confirmed`."""
+        ordered = sorted(self.failing, key=lambda s: [*type(s).__members__.values()].index(s))
+        return " or ".join(str(s) for s in ordered)
 
 
 FINDINGS = Gate("findings", frozenset({Status.REGRESSION, Status.CONFIRMED}))
 CONFIRMED_ONLY = Gate("confirmed-only", frozenset({Status.CONFIRMED}))
-COMPARISON = Gate("comparison", frozenset({Status.WORSE, Status.FAILED}))
+COMPARISON = Gate("comparison", frozenset({CompareStatus.WORSE, CompareStatus.FAILED}))
 
 
 def inside_steps(
@@ -83,6 +84,16 @@ def inside_steps(
             if where == machine and prefix in commits
         )
     return out
+
+
+def counts_tonight(triage: str | None, fail_on_open: bool = False) -> bool:
+    """Whether a failing finding in that triage state fails the nightly gate: one nobody
+    triaged (a regression first seen tonight is one) always; an acknowledged one (known,
+    still open) only with `fail_on_open`; accepted, fixed-by or invalid never: they are
+    listed, not counted."""
+    if triage is None or triage == TriageState.OPEN:
+        return True
+    return fail_on_open and triage == TriageState.ACKNOWLEDGED
 
 
 def strict(gate: Gate, fail_on_suspected: bool = True) -> Gate:

@@ -1,17 +1,18 @@
-"""The status words of every verdict, each defined once.
+"""The status words of every verdict, each defined once, grouped by the question answered.
 
 A member is the `str` the JSON, the verdicts file and the tables show (`StatusWord`:
-`enum.StrEnum` for Python 3.10). Who says which:
+`enum.StrEnum` for Python 3.10). One enum per question:
 
-    findings   regression, suspected, improvement, drift, confirmed, not-reproduced
-    confirm    confirmed, not-reproduced, undecided (the A/B re-measure)
-    compare    worse, improved, unchanged, not-significant, unknown, failed, fixed;
-               telemetry (a series shown, never counted)
-    bisect     a comparison: different, same, unknown; a probe: good, bad, part-way,
-               unknown, failed
+    Status            a finding's: regression, suspected, improvement, drift, confirmed,
+                      not-reproduced (decided in `finding_status` alone)
+    ReMeasureStatus   an A/B re-measure's: confirmed, not-reproduced, undecided
+    CompareStatus     a comparison's: worse, improved, unchanged, not-significant,
+                      telemetry (shown, never counted), fixed, unknown, failed
+    BisectStatus      a bisect's: a comparison different, same, unknown; a probe good,
+                      bad, part-way, unknown, failed
+    TriageState       what a person said: acknowledged, accepted, fixed-by, invalid, open
 
-`unknown` and `failed` mean the same in compare and bisect. What fails CI is decided
-in `fwdasv.analysis.rules.gate`; what a finding's status means: docs/verdicts.md.
+What fails CI: `fwdasv.analysis.rules.gate`; what each word means: docs/verdicts.md.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class StatusWord(str, Enum):
 
 
 class Status(StatusWord):
-    # A finding's status (fwdasv.analysis.findings.findings).
+    """A finding's status (`fwdasv.analysis.findings.findings`, decided by `finding_status`)."""
+
     REGRESSION = "regression"  # detected, not (yet) re-measured
     # At an edge of the history, the new level not held yet; or a large step the
     # history's noise is too uncertain to decide (fwdasv.analysis.rules.detect).
@@ -39,24 +41,63 @@ class Status(StatusWord):
     DRIFT = "drift"  # the machine changed, not the code
     CONFIRMED = "confirmed"  # the A/B re-measure reproduced it
     NOT_REPRODUCED = "not-reproduced"  # the A/B re-measure ruled it out
-    # The A/B re-measure that neither confirms nor rules out (fwdasv.analysis.rules.confirm).
-    UNDECIDED = "undecided"
-    # Two commits compared (fwdasv.analysis.compare.compare).
+
+
+class ReMeasureStatus(StatusWord):
+    """What an interleaved A/B re-measure said (`fwdasv.analysis.rules.confirm`)."""
+
+    CONFIRMED = "confirmed"
+    NOT_REPRODUCED = "not-reproduced"
+    UNDECIDED = "undecided"  # neither confirms nor rules out
+
+
+class CompareStatus(StatusWord):
+    """Two commits compared, per series (`fwdasv.analysis.compare.compare`)."""
+
     WORSE = "worse"
     IMPROVED = "improved"
     UNCHANGED = "unchanged"  # significant, but within the factor (the floor)
     NOT_SIGNIFICANT = "not-significant"  # the noise (or the samples) cannot tell it from none
     TELEMETRY = "telemetry"  # clock, power, spread ...: shown, never counted worse or better
     FIXED = "fixed"  # failed at the first commit, measured at the second
-    # Compare and bisect alike.
     UNKNOWN = "unknown"  # the samples cannot decide
-    FAILED = "failed"  # the benchmark did not measure (compare: at the second commit)
-    # Bisect (fwdasv.analysis.bisect.rules): one comparison, then one probe.
+    FAILED = "failed"  # the benchmark did not measure at the second commit
+
+
+class BisectStatus(StatusWord):
+    """Bisect's words (`fwdasv.analysis.bisect.rules`): one comparison, then one probe."""
+
     DIFFERENT = "different"
     SAME = "same"
     GOOD = "good"
     BAD = "bad"
     PART_WAY = "part-way"
+    UNKNOWN = "unknown"  # the samples cannot decide
+    FAILED = "failed"  # the benchmark did not measure
+
+
+class TriageState(StatusWord):
+    """What a person said of a finding (`fwdasv triage`), kept beside its status."""
+
+    ACKNOWLEDGED = "acknowledged"  # known, being looked at (a note, an issue link)
+    ACCEPTED = "accepted"  # an intended trade-off: the new level is the level
+    FIXED_BY = "fixed-by"  # a later commit brought the old level back, re-measured
+    INVALID = "invalid"  # not a regression of the code (a broken benchmark, a setup change)
+    OPEN = "open"  # untriaged again (an earlier state withdrawn)
+
+
+GROUPS: tuple[type[StatusWord], ...] = (Status, ReMeasureStatus, CompareStatus, BisectStatus)
+
+
+def status_word(word: str) -> StatusWord:
+    """The word as its group's member (a finding's first: `confirmed` is one); ValueError
+    for a word no group has."""
+    for group in GROUPS:
+        try:
+            return group(word)
+        except ValueError:
+            continue
+    raise ValueError(f"{word!r} is not a status word")
 
 
 # The words each verdict may take, in the order they are listed.
@@ -70,17 +111,58 @@ FINDING_STATUSES = (
 )
 # The findings a confirmation re-measures: detected slowdowns not yet re-measured.
 TO_CONFIRM = (Status.REGRESSION, Status.SUSPECTED)
-CONFIRMATION_STATUSES = (Status.CONFIRMED, Status.NOT_REPRODUCED, Status.UNDECIDED)
+CONFIRMATION_STATUSES = tuple(ReMeasureStatus)
+# The stored re-measures that replace a detected status (an undecided one leaves it).
+RE_MEASURED = (ReMeasureStatus.CONFIRMED, ReMeasureStatus.NOT_REPRODUCED)
+
+
+def finding_status(
+    detected: Status,
+    *,
+    machine_moved: bool = False,
+    environment_changed: bool = False,
+    untouched: bool = False,
+    re_measured: str | None = None,
+) -> Status:
+    """A finding's status from what each rule found; the one place it is decided.
+
+    `detected`: the history's rules' (`fwdasv.analysis.rules.detect`: regression,
+    suspected, improvement), or the status so far; `machine_moved`: a canary or the GPU
+    clock stepped with it (`rules.drift.mark_drift`); `environment_changed`: the recorded
+    torch, driver or CUDA differs across it (`mark_environment_drift`); `untouched`: a
+    host-timed step whose commits change nothing the bench imported
+    (`fwdasv.analysis.findings.untouched`); `re_measured`: the newest stored A/B verdict.
+    Applied all at once or one fact at a time, the answer is the same.
+    """
+    if environment_changed:
+        return Status.DRIFT
+    if detected in (Status.DRIFT, Status.IMPROVEMENT):
+        return detected  # a faster step is never drift by a canary, nor re-measured
+    if machine_moved:
+        return Status.DRIFT
+    if re_measured in RE_MEASURED:
+        return Status(re_measured)
+    if untouched and detected == Status.REGRESSION:
+        return Status.SUSPECTED
+    return detected
+
+
 # compare's display order: what needs attention first.
 COMPARISON_STATUSES = (
-    Status.WORSE,
-    Status.FAILED,
-    Status.IMPROVED,
-    Status.FIXED,
-    Status.UNKNOWN,
-    Status.NOT_SIGNIFICANT,
-    Status.UNCHANGED,
-    Status.TELEMETRY,
+    CompareStatus.WORSE,
+    CompareStatus.FAILED,
+    CompareStatus.IMPROVED,
+    CompareStatus.FIXED,
+    CompareStatus.UNKNOWN,
+    CompareStatus.NOT_SIGNIFICANT,
+    CompareStatus.UNCHANGED,
+    CompareStatus.TELEMETRY,
 )
-STEP_OUTCOMES = (Status.DIFFERENT, Status.SAME, Status.UNKNOWN)
-PROBE_VERDICTS = (Status.GOOD, Status.BAD, Status.PART_WAY, Status.UNKNOWN, Status.FAILED)
+STEP_OUTCOMES = (BisectStatus.DIFFERENT, BisectStatus.SAME, BisectStatus.UNKNOWN)
+PROBE_VERDICTS = (
+    BisectStatus.GOOD,
+    BisectStatus.BAD,
+    BisectStatus.PART_WAY,
+    BisectStatus.UNKNOWN,
+    BisectStatus.FAILED,
+)

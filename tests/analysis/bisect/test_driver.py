@@ -24,7 +24,7 @@ from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.bisect.series import Followed
 from fwdasv.analysis.confirm.processes import ProcessPool, SeriesRef
 from fwdasv.analysis.rules.noise import Noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus
 
 QUIET, NOISY = SeriesRef("forward.M", "decode"), SeriesRef("forward.M", "prefill")
 
@@ -135,7 +135,7 @@ def test_a_noisy_case_takes_the_verdict_of_the_cases_that_place_a_probe() -> Non
     quiet, noisy = bisector.run()
     assert quiet.first_bad == noisy.first_bad == bisector.line[6], (quiet, noisy)
     assert {p.decided_by for p in noisy.probes} == {"group"}
-    assert all(p.verdict in (Status.GOOD, Status.BAD) for p in quiet.probes)
+    assert all(p.verdict in (BisectStatus.GOOD, BisectStatus.BAD) for p in quiet.probes)
 
 
 def test_a_bisect_of_a_confirmed_pair_starts_its_ends_from_confirms_processes(

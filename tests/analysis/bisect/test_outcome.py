@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from fwdasv.analysis.bisect.outcome import Answer, BisectResult, Probe
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus
 
 
 def _result(**changes: object) -> BisectResult:
@@ -28,7 +28,10 @@ def _result(**changes: object) -> BisectResult:
         ends="confirmed: B +100.00% vs A [+90.00%, +110.00%], 1+1 processes",
         bench_runs=3,
         bench_processes=4,
-        probes=(Probe("b" * 40, None, Status.GOOD, 1, 2e-3), Probe("c" * 40, None, Status.BAD)),
+        probes=(
+            Probe("b" * 40, None, BisectStatus.GOOD, 1, 2e-3),
+            Probe("c" * 40, None, BisectStatus.BAD),
+        ),
     )
     return dataclasses.replace(result, **changes)  # type: ignore[arg-type]
 

@@ -20,7 +20,7 @@ from fwdasv.analysis.bisect.rules import (
     sides_agree,
 )
 from fwdasv.analysis.rules.noise import Noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
 
 
 def _processes(level: float, seed: int, n: int, sd: float = 0.001) -> list[float]:
@@ -44,17 +44,17 @@ def test_a_probe_is_placed_by_both_comparisons() -> None:
     """1% step at 0.1% a process (an H200 decode): three processes of a probe place it against 3+3 ends."""
     good, bad = _processes(1.0, 1, 3), _processes(1.01, 2, 3)
     at_good = judge_probe(good, _processes(1.0, 3, 3), bad, NOISE, 1, change_pct=1.0)
-    assert at_good.verdict == Status.GOOD, at_good.text()
-    assert at_good.from_good.status == Status.NOT_REPRODUCED
-    assert at_good.to_bad.status == Status.CONFIRMED
+    assert at_good.verdict == BisectStatus.GOOD, at_good.text()
+    assert at_good.from_good.status == ReMeasureStatus.NOT_REPRODUCED
+    assert at_good.to_bad.status == ReMeasureStatus.CONFIRMED
     at_bad = judge_probe(good, _processes(1.01, 4, 3), bad, NOISE, 1, change_pct=1.0)
-    assert at_bad.verdict == Status.BAD, at_bad.text()
+    assert at_bad.verdict == BisectStatus.BAD, at_bad.text()
     # Half way: both comparisons confirm a step; no end is named.
     half = judge_probe(good, _processes(1.005, 5, 12), bad, NOISE, 1, change_pct=1.0)
-    assert half.verdict in (Status.PART_WAY, Status.UNKNOWN), half.text()
+    assert half.verdict in (BisectStatus.PART_WAY, BisectStatus.UNKNOWN), half.text()
     # A speed-up: the faster side is "bad".
     faster = judge_probe(bad, _processes(1.0, 6, 3), good, NOISE, -1, change_pct=-1.0)
-    assert faster.verdict == Status.BAD, faster.text()
+    assert faster.verdict == BisectStatus.BAD, faster.text()
 
 
 def test_one_process_decides_a_huge_step_only() -> None:
@@ -64,9 +64,9 @@ def test_one_process_decides_a_huge_step_only() -> None:
     good, bad = [1.0], [2.0]
     assert robust([2.02], good, busy) and not robust([1.15], good, busy)
     huge = judge_probe(good, [1.97], bad, busy, 1, change_pct=100.0)
-    assert huge.verdict == Status.BAD, huge.text()
+    assert huge.verdict == BisectStatus.BAD, huge.text()
     small = judge_probe([1.0], [1.16], [1.15], busy, 1, change_pct=15.0)
-    assert small.verdict == Status.UNKNOWN, small.text()
+    assert small.verdict == BisectStatus.UNKNOWN, small.text()
 
 
 def test_odd_processes_do_not_carry_a_probe_to_the_other_side() -> None:
@@ -75,9 +75,9 @@ def test_odd_processes_do_not_carry_a_probe_to_the_other_side() -> None:
     busy = Noise(3.0, 3.0, None, 50, "history", 30.0)
     good, bad = _processes(1.0, 7, 6, 0.02), _processes(1.15, 8, 6, 0.02)
     odd = [1.02, 0.95, 0.81, 1.55, 1.32, 1.42]
-    assert not sides_agree(good, odd, bad, Status.BAD, 1)
-    assert judge_probe(good, odd, bad, busy, 1, change_pct=15.0).verdict == Status.UNKNOWN
-    assert sides_agree(good, _processes(1.15, 9, 6, 0.02), bad, Status.BAD, 1)
+    assert not sides_agree(good, odd, bad, BisectStatus.BAD, 1)
+    assert judge_probe(good, odd, bad, busy, 1, change_pct=15.0).verdict == BisectStatus.UNKNOWN
+    assert sides_agree(good, _processes(1.15, 9, 6, 0.02), bad, BisectStatus.BAD, 1)
 
 
 def test_ends_and_the_run_s_own_noise() -> None:
@@ -87,7 +87,7 @@ def test_ends_and_the_run_s_own_noise() -> None:
     step = judge_step(
         [1.0, 1.001, 0.999], [1.02, 1.021, 1.019], NOISE, 1, claimed_pct=None, min_effect_pct=0.3
     )
-    assert step.status == Status.CONFIRMED and 1.9 < step.percent < 2.1
+    assert step.status == ReMeasureStatus.CONFIRMED and 1.9 < step.percent < 2.1
     same = judge_step(
         _processes(1.0, 10, 6),
         _processes(1.0, 11, 6),
@@ -96,12 +96,14 @@ def test_ends_and_the_run_s_own_noise() -> None:
         claimed_pct=2.0,
         min_effect_pct=0.3,
     )
-    assert same.status == Status.NOT_REPRODUCED
+    assert same.status == ReMeasureStatus.NOT_REPRODUCED
 
 
 def test_bounds_and_probe_order() -> None:
     assert bounds({}, 16) == (0, 16)
-    assert bounds({8: Status.BAD, 4: Status.GOOD, 6: Status.BAD, 5: Status.GOOD}, 16) == (5, 6)
+    assert bounds(
+        {8: BisectStatus.BAD, 4: BisectStatus.GOOD, 6: BisectStatus.BAD, 5: BisectStatus.GOOD}, 16
+    ) == (5, 6)
     assert next_probe(0, 6) == 3
     assert next_probe(0, 1) is None
     assert next_probe(0, 6, {3}) == 2

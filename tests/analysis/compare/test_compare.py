@@ -9,11 +9,11 @@ import random
 from fwdasv.analysis.compare.compare import DEFAULT_FACTOR, Measurement, judge
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus
 
-FAILED, FIXED, IMPROVED = Status.FAILED, Status.FIXED, Status.IMPROVED
-UNCHANGED, UNKNOWN, WORSE = Status.UNCHANGED, Status.UNKNOWN, Status.WORSE
-NOT_SIGNIFICANT = Status.NOT_SIGNIFICANT
+FAILED, FIXED, IMPROVED = CompareStatus.FAILED, CompareStatus.FIXED, CompareStatus.IMPROVED
+UNCHANGED, UNKNOWN, WORSE = CompareStatus.UNCHANGED, CompareStatus.UNKNOWN, CompareStatus.WORSE
+NOT_SIGNIFICANT = CompareStatus.NOT_SIGNIFICANT
 
 # --- the rule, on numbers ----------------------------------------------------------------
 
@@ -150,7 +150,7 @@ def test_a_4x_speed_up_that_two_processes_a_side_cannot_resolve_is_never_unchang
     before = Measurement("a" * 40, "ok", 40e-3, samples=tuple(loaded + quiet))
     after_samples = _process(12e-3, 3) + _process(5.5e-3, 4)
     after = Measurement("b" * 40, "ok", 8e-3, samples=tuple(after_samples))
-    assert judge(before, after, noise=noise).verdict == Status.IMPROVED
+    assert judge(before, after, noise=noise).verdict == CompareStatus.IMPROVED
     judged = judge(before, after, noise=noise, process_size=10)
     assert judged.verdict == NOT_SIGNIFICANT, judged
     assert judged.verdict != UNCHANGED and 0.002 < judged.p_value < 0.2, judged

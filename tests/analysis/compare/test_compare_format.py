@@ -8,7 +8,7 @@ import json
 
 from fwdasv.analysis.compare.compare import Comparison, Judgement, Measurement
 from fwdasv.analysis.compare.format import format_comparisons
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus, Status
 
 
 def _side(commit: str, median: float | None) -> Measurement:
@@ -26,10 +26,10 @@ def _row(benchmark: str, unit: str, before: float | None, after: float | None, v
 
 def test_telemetry_measured_at_neither_commit_is_counted_in_one_line() -> None:
     rows = [
-        _row("forward.TinyLM.track_latency", "seconds", 0.042, 0.067, Status.WORSE),
-        _row("forward.TinyLM.track_spread_pct", "%", 36.8, 65.6, Status.TELEMETRY),
+        _row("forward.TinyLM.track_latency", "seconds", 0.042, 0.067, CompareStatus.WORSE),
+        _row("forward.TinyLM.track_spread_pct", "%", 36.8, 65.6, CompareStatus.TELEMETRY),
         *(
-            _row(f"forward.TinyLM.{name}", "MHz", None, None, Status.TELEMETRY)
+            _row(f"forward.TinyLM.{name}", "MHz", None, None, CompareStatus.TELEMETRY)
             for name in ("track_sm_clock_mhz", "track_sm_clock_min_mhz", "track_power_capped_pct")
         ),
     ]

@@ -22,12 +22,12 @@ from click.testing import CliRunner
 
 from fwdasv.analysis.compare.compare import DEFAULT_FACTOR
 from fwdasv.analysis.compare.stored import compare_commits
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus
 from fwdasv.cli import main
 
-FAILED, FIXED, IMPROVED = Status.FAILED, Status.FIXED, Status.IMPROVED
-UNCHANGED, UNKNOWN, WORSE = Status.UNCHANGED, Status.UNKNOWN, Status.WORSE
-NOT_SIGNIFICANT = Status.NOT_SIGNIFICANT
+FAILED, FIXED, IMPROVED = CompareStatus.FAILED, CompareStatus.FIXED, CompareStatus.IMPROVED
+UNCHANGED, UNKNOWN, WORSE = CompareStatus.UNCHANGED, CompareStatus.UNKNOWN, CompareStatus.WORSE
+NOT_SIGNIFICANT = CompareStatus.NOT_SIGNIFICANT
 
 
 # --- real asv results with a known effect -----------------------------------------------
@@ -294,7 +294,7 @@ def test_a_telemetry_only_move_is_shown_not_counted_and_exits_0(telemetry_moved)
     project, hashes = telemetry_moved.project, telemetry_moved.hashes
     found = {c.benchmark: c for c in compare_commits(project, hashes[-2], hashes[-1])}
     power = found["bench.Telemetry.track_power_capped_pct"]
-    assert power.verdict == Status.TELEMETRY, power
+    assert power.verdict == CompareStatus.TELEMETRY, power
     assert power.judgement.ratio > 1.4 and "moved up" in power.judgement.reason
     assert found[telemetry_moved.benchmark].verdict in (NOT_SIGNIFICANT, UNCHANGED)
     for method in ("noise", "mann-whitney"):

@@ -15,6 +15,7 @@ from fwdasv.analysis.explain.explain import diff_files
 from fwdasv.analysis.explain.kernel_diff import diff_summaries
 from fwdasv.analysis.explain.kernel_diff_format import format_diff
 from fwdasv.analysis.rules.gate import COMPARISON
+from fwdasv.analysis.rules.status import ReMeasureStatus
 from fwdasv.core.kernels import load_summary
 
 
@@ -113,7 +114,7 @@ def test_an_undecided_confirm_makes_explain_say_the_step_is_not_established(tmp_
 
     record(Status.CONFIRMED, "2026-01-01T00:00:00+00:00")
     assert undecided_note(project, "forward.TinyLM", "prefill_512", a, b) == ""
-    record(Status.UNDECIDED, "2026-01-02T00:00:00+00:00")
+    record(ReMeasureStatus.UNDECIDED, "2026-01-02T00:00:00+00:00")
     note = undecided_note(project, "forward.TinyLM", "prefill_512", a, b)
     assert note.startswith("the step is not established: confirm left aaaaaaaa..bbbbbbbb undecided")
     assert undecided_note(project, "forward.TinyLM", "decode", a, b) == ""  # another case

@@ -14,7 +14,7 @@ from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Commit
 from fwdasv.analysis.findings.verdict_file import VERDICTS_FILE
 from fwdasv.analysis.findings.verdicts import record_verdict
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import ReMeasureStatus, Status
 
 
 @pytest.mark.slow
@@ -52,8 +52,8 @@ def test_verdicts_are_appended_and_the_last_one_sets_the_status(stepped, tmp_pat
     # The last line about a finding wins; an undecided re-measure is no verdict: the
     # finding is a (gating) regression again, with that re-measure attached.
     undecided = confirmation_record([1.01, 1.03, 0.99], drawn)
-    assert undecided.figures.status == Status.UNDECIDED, undecided.summary
-    record_verdict(project, drawn, status=Status.UNDECIDED, confirmation=undecided)
+    assert undecided.figures.status == ReMeasureStatus.UNDECIDED, undecided.summary
+    record_verdict(project, drawn, status=ReMeasureStatus.UNDECIDED, confirmation=undecided)
     second = path.read_bytes()
     assert second.startswith(first) and len(second.splitlines()) == 3
     result = invoke_cli(project, "--format", "json")

@@ -12,6 +12,7 @@ from fwdasv.analysis.findings.verdict_file import (
     ExplainRecord,
     FindingIdent,
     FindingVerdict,
+    TriageRecord,
     VerdictFileError,
     append_verdict,
     read_verdicts,
@@ -75,6 +76,29 @@ def test_lines_about_one_finding_merge_the_last_one_winning(tmp_path: Path) -> N
     append_verdict(path, _verdict(status=Status.NOT_REPRODUCED, recorded_at="2026-12-04"))
     (merged,) = read_verdicts(path).by_finding.values()
     assert merged.status == Status.NOT_REPRODUCED and merged.confirmation == CONFIRMATION
+
+
+def test_a_triage_line_keeps_the_status_and_a_later_one_replaces_the_state(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "fwdasv-verdicts.jsonl"
+    append_verdict(path, _verdict(status=Status.CONFIRMED, confirmation=CONFIRMATION))
+    said = TriageRecord("acknowledged", "being fixed", "https://example.org/issues/7")
+    append_verdict(path, _verdict(recorded_at="2026-12-03", triage=said))
+    (merged,) = read_verdicts(path).by_finding.values()
+    assert merged.status == Status.CONFIRMED and merged.confirmation == CONFIRMATION
+    assert merged.triage == said
+    assert json.loads(path.read_text().splitlines()[-1])["triage"] == {
+        "fix_check": None,
+        "fixed_by": None,
+        "issue": "https://example.org/issues/7",
+        "note": "being fixed",
+        "state": "acknowledged",
+    }
+    fixed = TriageRecord("fixed-by", fixed_by=B, fix_check="A aaaaaaaa vs fix bbbbbbbb: ...")
+    append_verdict(path, _verdict(recorded_at="2026-12-04", triage=fixed))
+    (merged,) = read_verdicts(path).by_finding.values()
+    assert merged.triage == fixed and merged.status == Status.CONFIRMED
 
 
 def test_a_verdict_on_a_wider_range_holds_for_a_narrower_finding() -> None:

@@ -18,9 +18,13 @@ from fwdasv.analysis.rules.confirm import (
 )
 from fwdasv.analysis.rules.detect import detect
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import ReMeasureStatus, Status
 
-CONFIRMED, NOT_REPRODUCED, UNDECIDED = Status.CONFIRMED, Status.NOT_REPRODUCED, Status.UNDECIDED
+CONFIRMED, NOT_REPRODUCED, UNDECIDED = (
+    Status.CONFIRMED,
+    Status.NOT_REPRODUCED,
+    ReMeasureStatus.UNDECIDED,
+)
 
 
 def _processes(rng: np.random.Generator, level: float, sd_pct: float, n: int) -> list[float]:
@@ -140,7 +144,7 @@ def test_a_run_too_noisy_to_see_a_min_effect_step_is_undecided_at_this_noise() -
     b = [0.85, 0.80, 0.90]
     verdict = judge_ab(a, b, 1.0, min_effect_pct=5.0)
     assert verdict.upper_pct < 0
-    assert verdict.status == Status.UNDECIDED and verdict.noise_limited
+    assert verdict.status == ReMeasureStatus.UNDECIDED and verdict.noise_limited
     assert verdict.label == "undecided at this noise"
     assert "could not have excluded a +5% (min-effect) step" in verdict.summary()
     assert verdict.more_processes > 0

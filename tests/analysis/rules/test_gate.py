@@ -15,7 +15,7 @@ from fwdasv.analysis.rules.gate import (
     inside_steps,
     nightly_gate,
 )
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus, ReMeasureStatus, Status
 from fwdasv.core.errors import EXIT_FINDING, EXIT_OK, EXIT_UNREADABLE
 
 
@@ -38,10 +38,15 @@ def test_nightly_with_confirmation_fails_only_on_confirmed_ones() -> None:
 
 
 def test_comparisons_fail_on_worse_or_newly_failing() -> None:
-    assert COMPARISON.exit_status([Status.IMPROVED, Status.UNCHANGED, Status.UNKNOWN]) == 0
-    assert COMPARISON.exit_status([Status.FIXED]) == 0
-    assert COMPARISON.exit_status([Status.UNCHANGED, Status.WORSE]) == 1
-    assert COMPARISON.exit_status([Status.FAILED]) == 1
+    assert (
+        COMPARISON.exit_status(
+            [CompareStatus.IMPROVED, CompareStatus.UNCHANGED, CompareStatus.UNKNOWN]
+        )
+        == 0
+    )
+    assert COMPARISON.exit_status([CompareStatus.FIXED]) == 0
+    assert COMPARISON.exit_status([CompareStatus.UNCHANGED, CompareStatus.WORSE]) == 1
+    assert COMPARISON.exit_status([CompareStatus.FAILED]) == 1
     assert COMPARISON.describe() == "worse or failed"
 
 
@@ -49,9 +54,10 @@ def test_a_gate_is_a_frozen_value_of_status_words() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         FINDINGS.failing = frozenset()  # type: ignore[misc]
     # Extending a rule is one more word in `failing`.
-    wider = dataclasses.replace(FINDINGS, failing=FINDINGS.failing | {Status.UNDECIDED})
+    wider = dataclasses.replace(FINDINGS, failing=FINDINGS.failing | {ReMeasureStatus.UNDECIDED})
     assert (
-        wider.exit_status([Status.UNDECIDED]) == 1 and FINDINGS.exit_status([Status.UNDECIDED]) == 0
+        wider.exit_status([ReMeasureStatus.UNDECIDED]) == 1
+        and FINDINGS.exit_status([ReMeasureStatus.UNDECIDED]) == 0
     )
     with pytest.raises(AssertionError, match="not status words"):
         Gate("typo", frozenset({"regresion"}))  # type: ignore[arg-type]
@@ -96,3 +102,12 @@ def test_an_unreadable_file_inside_a_steps_range_is_named_with_the_step() -> Non
     ]
     assert inside_steps(paths, [step, other, elsewhere]) == [(paths[0], step[0])]
     assert inside_steps([], [step]) == [] and inside_steps(paths, []) == []
+
+
+def test_nightly_counts_what_nobody_triaged_and_acknowledged_only_when_strict() -> None:
+    from fwdasv.analysis.rules.gate import counts_tonight
+
+    assert counts_tonight(None) and counts_tonight("open")
+    assert not counts_tonight("acknowledged") and counts_tonight("acknowledged", True)
+    for closed in ("accepted", "fixed-by", "invalid"):
+        assert not counts_tonight(closed) and not counts_tonight(closed, fail_on_open=True)

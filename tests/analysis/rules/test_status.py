@@ -1,4 +1,5 @@
-"""The status words: one enum whose members are the strings the files and tables always held."""
+"""The status words: one enum per question, whose members are the strings the files and tables
+always held."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ from fwdasv.analysis.rules.status import (
     COMPARISON_STATUSES,
     CONFIRMATION_STATUSES,
     FINDING_STATUSES,
+    GROUPS,
     PROBE_VERDICTS,
     STEP_OUTCOMES,
+    BisectStatus,
+    CompareStatus,
+    ReMeasureStatus,
     Status,
+    status_word,
 )
 
 # Every word as the JSON, the verdicts file and the tables wrote it before the enum.
@@ -40,27 +46,41 @@ WORDS = {
 }
 
 
-def test_each_word_is_defined_once_with_its_old_string() -> None:
-    assert {s.name: s.value for s in Status} == WORDS
-    # One member per string: unknown and failed are the same word in compare and bisect.
-    assert len({s.value for s in Status}) == len(Status)
+def test_each_word_keeps_its_old_string_in_the_group_of_its_question() -> None:
+    assert {s.name: s.value for group in GROUPS for s in group} == WORDS
+    assert [s.value for s in Status] == [
+        "regression",
+        "suspected",
+        "improvement",
+        "drift",
+        "confirmed",
+        "not-reproduced",
+    ]
+    assert [s.value for s in ReMeasureStatus] == ["confirmed", "not-reproduced", "undecided"]
+    # A word two questions share is one string: equal, and one key in a dict.
+    assert ReMeasureStatus.CONFIRMED == Status.CONFIRMED
+    assert {Status.CONFIRMED: 1}[ReMeasureStatus.CONFIRMED] == 1
+    assert CompareStatus.UNKNOWN == BisectStatus.UNKNOWN == "unknown"
 
 
 def test_json_csv_and_text_write_the_plain_value() -> None:
-    document = {"status": Status.NOT_REPRODUCED, "counts": {Status.WORSE: 2}}
+    document = {"status": Status.NOT_REPRODUCED, "counts": {CompareStatus.WORSE: 2}}
     assert json.dumps(document) == '{"status": "not-reproduced", "counts": {"worse": 2}}'
     assert json.dumps(document, sort_keys=True, indent=None).count("Status") == 0
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow([Status.PART_WAY, Status.GOOD])
+    csv.writer(buffer, lineterminator="\n").writerow([BisectStatus.PART_WAY, BisectStatus.GOOD])
     assert buffer.getvalue() == "part-way,good\n"
     assert str(Status.CONFIRMED) == f"{Status.CONFIRMED}" == f"{Status.CONFIRMED}"
-    assert f"{Status.BAD:>5}|" == "  bad|"
+    assert f"{BisectStatus.BAD:>5}|" == "  bad|"
     assert Status.CONFIRMED == "confirmed" and "confirmed" in {Status.CONFIRMED}
 
 
 def test_a_stored_word_reads_back_as_its_member() -> None:
-    for status in Status:
-        assert Status(json.loads(json.dumps(status))) is status
+    for group in GROUPS:
+        for status in group:
+            assert status_word(json.loads(json.dumps(status))) == status
+    assert status_word("undecided") is ReMeasureStatus.UNDECIDED
+    assert status_word("confirmed") is Status.CONFIRMED
 
 
 def test_each_verdict_takes_its_own_words() -> None:
@@ -84,7 +104,33 @@ def test_each_verdict_takes_its_own_words() -> None:
         "telemetry",
     ]
     assert [str(s) for s in STEP_OUTCOMES] == ["different", "same", "unknown"]
-    assert set(PROBE_VERDICTS) == {Status.GOOD, Status.BAD, Status.PART_WAY} | {
-        Status.UNKNOWN,
-        Status.FAILED,
+    assert set(PROBE_VERDICTS) == {BisectStatus.GOOD, BisectStatus.BAD, BisectStatus.PART_WAY} | {
+        CompareStatus.UNKNOWN,
+        CompareStatus.FAILED,
     }
+
+
+def test_a_findings_status_is_the_same_decided_at_once_or_fact_by_fact() -> None:
+    """`finding_status`: drift by the environment over everything, an improvement kept, a
+    canary's drift over a re-measure, a re-measure over the untouched hold-back."""
+    import itertools
+
+    from fwdasv.analysis.rules.status import finding_status
+
+    facts = ("environment_changed", "machine_moved", "untouched")
+    for detected in (Status.REGRESSION, Status.SUSPECTED, Status.IMPROVEMENT):
+        for flags in itertools.product((False, True), repeat=3):
+            for stored in (None, "confirmed", "not-reproduced", "undecided"):
+                given = dict(zip(facts, flags, strict=True))
+                at_once = finding_status(detected, re_measured=stored, **given)
+                # As the findings apply them: drift, then the hold-back, then the verdict.
+                step = detected
+                for name in ("machine_moved", "environment_changed", "untouched"):
+                    if given[name]:
+                        step = finding_status(step, **{name: True})
+                step = finding_status(step, re_measured=stored)
+                assert at_once == step, (detected, given, stored, at_once, step)
+    assert finding_status(Status.REGRESSION, untouched=True) == Status.SUSPECTED
+    assert finding_status(Status.SUSPECTED, re_measured="confirmed") == Status.CONFIRMED
+    assert finding_status(Status.IMPROVEMENT, machine_moved=True) == Status.IMPROVEMENT
+    assert finding_status(Status.IMPROVEMENT, environment_changed=True) == Status.DRIFT

@@ -1,0 +1,84 @@
+"""Whether a fix brought a finding's old level back: its old level and the fix re-measured.
+
+`check_fix` measures A (the commit the finding's confirmation measured at the old level,
+else its own last old commit) and FIX interleaved, A FIX A FIX ..., by confirm's A/B rule
+(`fwdasv.analysis.rules.confirm.run_confirmation`, the finding's own step claimed): the
+step `not-reproduced` between them is the old level back at FIX; `confirmed` is the slow
+level still there; `undecided` tells neither. The processes are kept beside confirm's
+(`CONFIRM_DIR`), as a confirmation's are. `fwdasv triage fixed-by` records the state only
+when the level is back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from fwdasv.analysis.confirm.processes import CONFIRM_DIR, Cursor, ProcessPool, SeriesRef, kept_dir
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.series import Series, SeriesKey
+from fwdasv.analysis.remeasure import load_suite_class, processes_per_commit
+from fwdasv.analysis.rules import confirm
+from fwdasv.analysis.rules.status import ReMeasureStatus
+from fwdasv.asv.project import AsvProject
+
+
+@dataclass(frozen=True)
+class FixCheck:
+    """The re-measure of A (the old level) against FIX."""
+
+    a: str
+    fix: str
+    verdict: confirm.Confirmation
+
+    @property
+    def level_back(self) -> bool:
+        return self.verdict.status == ReMeasureStatus.NOT_REPRODUCED
+
+    def summary(self) -> str:
+        """One line: `A abcd1234 vs fix ef012345: not-reproduced: ...`."""
+        return f"A {self.a[:8]} vs fix {self.fix[:8]}: {self.verdict.summary()}"
+
+
+def old_level_commit(finding: Finding) -> str:
+    """The commit at the finding's old level its confirmation measured, else its own."""
+    record = finding.verdict.confirmation if finding.verdict is not None else None
+    return record.a_commit if record is not None else finding.before_commit
+
+
+def check_fix(
+    project: AsvProject,
+    finding: Finding,
+    fix: str,
+    all_series: Mapping[SeriesKey, Series],
+    *,
+    max_processes: int = confirm.MAX_PROCESSES,
+    echo: Callable[[str], None] | None = print,
+    bench_echo: Callable[[str], None] | None = None,
+) -> FixCheck:
+    """Re-measure the finding's old level against `fix` (a full hash), interleaved."""
+    a = old_level_commit(finding)
+    ref = SeriesRef.of(finding.key)
+    pool = ProcessPool(
+        project,
+        (ref,),
+        kept_dir(project, CONFIRM_DIR, a, fix),
+        echo=echo,
+        bench_echo=bench_echo,
+        machine=finding.key.machine,
+        keep=True,
+    )
+    _, suite_class = load_suite_class(project, finding.key.suite)
+    samples = pool.measurers[finding.key.suite].target.config.samples
+    launches = int(getattr(suite_class, "launches", 1)) or 1
+    series = all_series.get(finding.key)
+    processes = processes_per_commit(series.history if series else [], samples, launches)
+    verdict = confirm.run_confirmation(
+        Cursor(pool, a, fix, ref).measure,
+        finding.noise.per_process(processes),
+        claimed_pct=finding.percent,
+        min_effect_pct=finding.min_effect_pct,
+        start=min(confirm.MIN_PROCESSES, max_processes),
+        max_processes=max_processes,
+    )
+    return FixCheck(a, fix, verdict)

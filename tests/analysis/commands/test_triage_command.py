@@ -1,0 +1,131 @@
+"""`fwdasv triage` and nightly's gate on what is new or untriaged, over the demo's real history.
+
+The demo history (12 commits measured by real asv) holds a step at the injected slow
+commit in both cases. One is confirmed (recorded as `fwdasv confirm` records it, so
+nightly has nothing to re-measure): nightly exits 1; once it is `acknowledged` the next
+night exits 0 and lists it (1 with --fail-on-open); the table, the JSON and the site
+show the state; a second confirmed regression that night gates again. `fixed-by` with
+the slow commit itself as the fix is re-measured (old level against it, interleaved) and
+refused: nothing recorded, exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import measuring_priority
+
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.verdict_file import VERDICTS_FILE
+from fwdasv.analysis.findings.verdicts import record_verdict
+from fwdasv.analysis.rules.status import TO_CONFIRM, Status
+from fwdasv.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_an_acknowledged_regression_is_listed_not_gating_and_a_new_one_gates(
+    demo_history, tmp_path: Path
+) -> None:
+    project = demo_history.new_project(tmp_path / "asv")
+    config = str(project.config_path)
+    found = findings.find(project)
+    slow = [
+        f
+        for f in found
+        if f.key.benchmark == demo_history.benchmark and f.after_commit == demo_history.slow_commit
+    ]
+    assert len(slow) == 2, f"both cases step at the injected commit: {[f.key.name for f in found]}"
+    ours, other = slow
+    record_verdict(project, ours, status=Status.CONFIRMED)
+    for finding in found:  # the rest ruled out: nothing left for nightly to re-measure
+        if finding.status in TO_CONFIRM and finding.ident != ours.ident:
+            record_verdict(project, finding, status=Status.NOT_REPRODUCED)
+
+    def run(*args: str):
+        return CliRunner().invoke(main, [*args, "--config", config])
+
+    def nightly(*args: str):
+        machine_file = str(tmp_path / "machine.json")
+        return run("nightly", "--machine", "testbox", "--machine-file", machine_file, *args)
+
+    first = nightly()
+    assert first.exit_code == 1, first.output  # confirmed tonight, nobody triaged it
+    case = ours.key.case
+    said = run(
+        "triage",
+        "acknowledged",
+        ours.after_commit[:8],
+        "--bench",
+        case,
+        "--note",
+        "being fixed",
+        "--issue",
+        "https://example.org/issues/7",
+    )
+    assert said.exit_code == 0, said.output
+    assert "acknowledged: being fixed <https://example.org/issues/7>" in said.output
+
+    second = nightly()
+    assert second.exit_code == 0, second.output
+    assert f"[nightly] triaged, listed, not gating: {ours.key.name}" in second.output
+    assert "acknowledged" in second.output
+    strict = nightly("--fail-on-open")
+    assert strict.exit_code == 1, strict.output
+
+    listed = run("regressions", "--format", "json")
+    shown = {r["entry"]: r for r in json.loads(listed.stdout)["regressions"]}
+    assert shown[ours.key.name]["triage"] == {
+        "state": "acknowledged",
+        "note": "being fixed",
+        "issue": "https://example.org/issues/7",
+        "fixed_by": None,
+        "fix_check": None,
+    }
+
+    # The site: asv's Regressions page names the state, untriaged rows first.
+    def site_row(finding: Finding) -> tuple[int, str]:
+        """Where the finding stands on the site's Regressions page, and its name there."""
+        site = json.loads((project.html_dir / "regressions.json").read_text())["regressions"]
+        names = [row[0] for row in site]
+        return next((i, n) for i, n in enumerate(names) if f"'{finding.key.case}'" in n)
+
+    assert site_row(ours)[1].endswith(" [confirmed, acknowledged]"), site_row(ours)
+
+    # A regression confirmed tonight that nobody triaged gates again.
+    record_verdict(project, other, status=Status.CONFIRMED)
+    third = nightly()
+    assert third.exit_code == 1, third.output
+    assert site_row(other)[1].endswith(" [confirmed]"), site_row(other)
+    assert site_row(other)[0] < site_row(ours)[0]  # untriaged rows first
+
+
+def test_fixed_by_is_refused_unless_a_re_measure_shows_the_level_back(
+    demo_history, tmp_path: Path
+) -> None:
+    project = demo_history.new_project(tmp_path / "asv")
+    config = str(project.config_path)
+    ours = next(
+        f
+        for f in findings.find(project)
+        if f.key.benchmark == demo_history.benchmark and f.after_commit == demo_history.slow_commit
+    )
+    record_verdict(project, ours, status=Status.CONFIRMED)
+    before = (project.results_dir / VERDICTS_FILE).read_text()
+    args = ["triage", "fixed-by", ours.after_commit[:8], "--bench", ours.key.case]
+    missing = CliRunner().invoke(main, [*args, "--config", config])
+    assert missing.exit_code == 2, missing.output
+    assert "--fix COMMIT goes with fixed-by" in missing.output
+    # The slow commit itself as the "fix": the re-measure finds the slow level still there.
+    with measuring_priority():
+        refused = CliRunner().invoke(
+            main,
+            [*args, "--fix", demo_history.slow_commit, "--max-processes", "3", "--config", config],
+        )
+    assert refused.exit_code == 1, refused.output
+    assert f"fixed-by {demo_history.slow_commit[:8]} refused" in refused.output
+    assert (project.results_dir / VERDICTS_FILE).read_text() == before
