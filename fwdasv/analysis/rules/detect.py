@@ -23,12 +23,14 @@ import numpy as np
 from fwdasv.analysis.rules.edges import edge_threshold, edges, rejudge_edge
 from fwdasv.analysis.rules.levels import (
     EDGE_MAX,
+    MIN_SEGMENT,
     Z_THRESHOLD,
     level_steps,
     undecided_steps,
     valid_logs,
 )
 from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.segment import changes
 from fwdasv.analysis.rules.short import excursions, short_history_steps, short_level_steps
 from fwdasv.analysis.rules.status import Status
 from fwdasv.analysis.rules.step import HEAD, START, Step
@@ -47,6 +49,7 @@ def detect(
     edge: bool = True,
     improvements: bool = False,
     undecided: bool = True,
+    samples: Sequence[Sequence[float]] | None = None,
 ) -> list[Step]:
     """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
 
@@ -59,6 +62,10 @@ def detect(
     `suspected` or `regression`); with `improvements`, the downward steps
     too (status `improvement`, negative percent); with `undecided`, the large
     settled steps the noise estimate is too uncertain to decide (`suspected`).
+    Then every change of the whole-series segmentation (`segment.changes`, each
+    commit weighed by its own `samples` where given) that those rules left
+    unreported, and their `suspected` steps the segmentation finds beyond doubt made
+    `regression` (`with_segments`).
     """
     if min_effect_pct < 0:
         raise ValueError(f"min_effect_pct {min_effect_pct} must be >= 0")
@@ -87,7 +94,45 @@ def detect(
     out = sorted([*out, *short], key=_order)
     if edge:
         out = _with_edges(out, medians, noise, min_effect_pct, undecided, improvements, cuts)
-    return out
+    found = changes(medians, noise, samples, min_effect_pct=min_effect_pct)
+    return with_segments(out, found, improvements=improvements, edge=edge)
+
+
+def with_segments(
+    out: Sequence[Step], found: Sequence[Step], *, improvements: bool, edge: bool = True
+) -> list[Step]:
+    """`out` (the rules' steps) with the segmentation's changes (`found`) they lack: a
+    change at a commit where `out` has a step of its sign upgrades that step's status
+    to `regression` when the change is beyond doubt; a change within EDGE_MAX commits
+    of one of its sign is that step, placed by the rules; any other is added (faster
+    ones only with `improvements`, one newest commit alone only with `edge`)."""
+    kept = list(out)
+    for change in found:
+        faster = change.status == Status.IMPROVEMENT
+        if faster and not improvements:
+            continue
+        if change.edge is not None and not edge:
+            continue
+        same = [s for s in kept if (s.status == Status.IMPROVEMENT) == faster]
+        here = [s for s in same if s.after_index == change.after_index]
+        if here:
+            if change.status == Status.REGRESSION:
+                kept = [
+                    dataclasses.replace(s, status=Status.REGRESSION)
+                    if s in here and s.status == Status.SUSPECTED
+                    else s
+                    for s in kept
+                ]
+            continue
+        near = [s for s in same if abs(s.after_index - change.after_index) <= EDGE_MAX]
+        if any(s.edge is None and min(s.commits_before, s.commits_after) >= MIN_SEGMENT
+               for s in near):
+            continue  # two levels that hold: the fit's step, placed by it
+        # A step beside a short level or at an edge, placed by a rule that sees only
+        # part of the series: the segmentation's change, judged on all of it.
+        kept = [s for s in kept if s not in near]
+        kept.append(change)
+    return sorted(kept, key=_order)
 
 
 def _with_edges(
