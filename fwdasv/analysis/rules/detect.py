@@ -101,38 +101,49 @@ def detect(
 def with_segments(
     out: Sequence[Step], found: Sequence[Step], *, improvements: bool, edge: bool = True
 ) -> list[Step]:
-    """`out` (the rules' steps) with the segmentation's changes (`found`) they lack: a
-    change at a commit where `out` has a step of its sign upgrades that step's status
-    to `regression` when the change is beyond doubt; a change within EDGE_MAX commits
-    of one of its sign is that step, placed by the rules; any other is added (faster
-    ones only with `improvements`, one newest commit alone only with `edge`)."""
-    kept = list(out)
-    for change in found:
-        faster = change.status == Status.IMPROVEMENT
-        if faster and not improvements:
-            continue
-        if change.edge is not None and not edge:
-            continue
-        same = [s for s in kept if (s.status == Status.IMPROVEMENT) == faster]
-        here = [s for s in same if s.after_index == change.after_index]
-        if here:
-            if change.status == Status.REGRESSION:
-                kept = [
-                    dataclasses.replace(s, status=Status.REGRESSION)
-                    if s in here and s.status == Status.SUSPECTED
-                    else s
-                    for s in kept
-                ]
-            continue
-        near = [s for s in same if abs(s.after_index - change.after_index) <= EDGE_MAX]
-        if any(s.edge is None and min(s.commits_before, s.commits_after) >= MIN_SEGMENT
-               for s in near):
-            continue  # two levels that hold: the fit's step, placed by it
-        # A step beside a short level or at an edge, placed by a rule that sees only
-        # part of the series: the segmentation's change, judged on all of it.
-        kept = [s for s in kept if s not in near]
-        kept.append(change)
+    """`out` (the rules' steps) with the segmentation's changes (`found`). A step at a
+    change's commit, of its sign, stays, made `regression` where the change is beyond
+    doubt; a step beside a short level or at an edge (placed by a rule that sees only
+    part of the series) with a change of its sign within EDGE_MAX commits is replaced
+    by that change; a change within EDGE_MAX commits of a step between two levels that
+    hold is that step. Faster changes only with `improvements`, one newest or first
+    commit alone only with `edge`."""
+    changes_ = [
+        c
+        for c in found
+        if (improvements or c.status != Status.IMPROVEMENT) and (edge or c.edge is None)
+    ]
+
+    def sign(step: Step) -> bool:
+        return step.status == Status.IMPROVEMENT
+
+    at = {(c.after_index, sign(c)): c for c in changes_}
+    kept: list[Step] = []
+    for step in out:
+        change = at.pop((step.after_index, sign(step)), None)
+        if change is not None:
+            if change.status == Status.REGRESSION and step.status == Status.SUSPECTED:
+                step = dataclasses.replace(step, status=Status.REGRESSION)
+            kept.append(step)
+        elif _holds_levels(step) or not any(
+            sign(c) == sign(step) and abs(c.after_index - step.after_index) <= EDGE_MAX
+            for c in changes_
+        ):
+            kept.append(step)
+    for change in at.values():
+        if not any(
+            _holds_levels(s)
+            and sign(s) == sign(change)
+            and abs(s.after_index - change.after_index) <= EDGE_MAX
+            for s in kept
+        ):
+            kept.append(change)
     return sorted(kept, key=_order)
+
+
+def _holds_levels(step: Step) -> bool:
+    """A step of the fit between two levels of MIN_SEGMENT commits or more."""
+    return step.edge is None and min(step.commits_before, step.commits_after) >= MIN_SEGMENT
 
 
 def _with_edges(
