@@ -50,6 +50,7 @@ def detect(
     improvements: bool = False,
     undecided: bool = True,
     samples: Sequence[Sequence[float]] | None = None,
+    segments: bool = True,
 ) -> list[Step]:
     """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
 
@@ -62,7 +63,7 @@ def detect(
     `suspected` or `regression`); with `improvements`, the downward steps
     too (status `improvement`, negative percent); with `undecided`, the large
     settled steps the noise estimate is too uncertain to decide (`suspected`).
-    Then every change of the whole-series segmentation (`segment.changes`, each
+    With `edge` and `segments`, every change of the whole-series segmentation (`segment.changes`, each
     commit weighed by its own `samples` where given) that those rules left
     unreported, and their `suspected` steps the segmentation finds beyond doubt made
     `regression` (`with_segments`).
@@ -94,8 +95,10 @@ def detect(
     out = sorted([*out, *short], key=_order)
     if edge:
         out = _with_edges(out, medians, noise, min_effect_pct, undecided, improvements, cuts)
+    if not (edge and segments):
+        return out  # the steps between levels that hold only, or the rules alone
     found = changes(medians, noise, samples, min_effect_pct=min_effect_pct)
-    return with_segments(out, found, improvements=improvements, edge=edge)
+    return with_segments(out, found, improvements=improvements)
 
 
 def with_segments(

@@ -23,6 +23,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from fwdasv.analysis.rules.levels import MIN_SEGMENT
 from fwdasv.analysis.rules.noise import Noise
 from fwdasv.analysis.rules.status import Status
 from fwdasv.analysis.rules.step import HEAD, START, Step
@@ -263,10 +264,10 @@ def changes(
         elif _beyond_doubt(f, k, z, doubt):
             status = Status.REGRESSION
         before_n, after_n = a.b - a.a, b.b - b.a
-        edge = None
-        if k + 1 == len(levels) - 1 and after_n == 1:
+        edge = None  # a level at an end too short for the fit of `levels` to hold
+        if k + 1 == len(levels) - 1 and after_n < MIN_SEGMENT:
             edge = HEAD
-        elif k == 0 and before_n == 1:
+        elif k == 0 and before_n < MIN_SEGMENT:
             edge = START
         out.append(
             Step(
