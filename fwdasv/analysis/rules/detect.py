@@ -108,8 +108,8 @@ def with_segments(
     change's commit, of its sign, stays, made `regression` where the change is beyond
     doubt; a step beside a short level or at an edge (placed by a rule that sees only
     part of the series) with a change of its sign within EDGE_MAX commits is replaced
-    by that change; a change within EDGE_MAX commits of a step between two levels that
-    hold is that step. Faster changes only with `improvements`, one newest or first
+    by that change (`_displaces`); a change within EDGE_MAX commits of a step between
+    two levels that hold, or of one it does not displace, is that step. Faster changes only with `improvements`, one newest or first
     commit alone only with `edge`."""
     changes_ = [
         c
@@ -122,26 +122,37 @@ def with_segments(
 
     at = {(c.after_index, sign(c)): c for c in changes_}
     kept: list[Step] = []
+    matched: list[Step] = []  # the rules' steps at a change's commit: that change
     for step in out:
         change = at.pop((step.after_index, sign(step)), None)
         if change is not None:
             if change.status == Status.REGRESSION and step.status == Status.SUSPECTED:
                 step = dataclasses.replace(step, status=Status.REGRESSION)
             kept.append(step)
+            matched.append(step)
         elif _holds_levels(step) or not any(
-            sign(c) == sign(step) and abs(c.after_index - step.after_index) <= EDGE_MAX
+            sign(c) == sign(step)
+            and abs(c.after_index - step.after_index) <= EDGE_MAX
+            and _displaces(c, step)
             for c in changes_
         ):
             kept.append(step)
     for change in at.values():
         if not any(
-            _holds_levels(s)
+            (_holds_levels(s) or not _displaces(change, s))
+            and s not in matched
             and sign(s) == sign(change)
             and abs(s.after_index - change.after_index) <= EDGE_MAX
             for s in kept
         ):
             kept.append(change)
     return sorted(kept, key=_order)
+
+
+def _displaces(change: Step, step: Step) -> bool:
+    """Whether the segmentation's `change` stands in for the rules' `step` near it: not
+    a `suspected` change for a `regression` step."""
+    return not (change.status == Status.SUSPECTED and step.status == Status.REGRESSION)
 
 
 def _holds_levels(step: Step) -> bool:

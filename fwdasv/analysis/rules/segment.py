@@ -50,6 +50,7 @@ ODD_SPREADS = 20.0
 EACH_Z = 1.5  # each commit of a level of 2-3 commits stands this many sd beyond its neighbour
 MIN_INSIDE = 2  # commits of a level inside the history
 TAU_ITERATIONS = 3
+ODD_PASSES = 2  # fits that may set odd commits aside
 
 
 @dataclass(frozen=True)
@@ -108,9 +109,11 @@ def class_prior_pct(spread: float, noise: Noise) -> float:
     return max(CLASS_RATIO * 100 * spread, PRIOR_FLOOR_PCT)
 
 
-def partition(logs: np.ndarray, weights: np.ndarray, penalty: float) -> list[int]:
+def partition(
+    logs: np.ndarray, weights: np.ndarray, penalty: float, min_inside: int = MIN_INSIDE
+) -> list[int]:
     """Start positions of the levels of the weighted least-squares fit with `penalty`
-    per change: levels of MIN_INSIDE commits or more, the first and the last of 1+."""
+    per change: levels of `min_inside` commits or more, the first and the last of 1+."""
     n = logs.size
     w1 = np.concatenate(([0.0], np.cumsum(weights)))
     wx = np.concatenate(([0.0], np.cumsum(weights * logs)))
@@ -121,7 +124,7 @@ def partition(logs: np.ndarray, weights: np.ndarray, penalty: float) -> list[int
     for j in range(1, n + 1):
         starts = np.arange(0, j)
         lengths = j - starts
-        allowed = (lengths >= MIN_INSIDE) | (starts == 0) | (j == n)
+        allowed = (lengths >= min_inside) | (starts == 0) | (j == n)
         starts = starts[allowed]
         w = w1[j] - w1[starts]
         s = wx[j] - wx[starts]
@@ -188,31 +191,62 @@ def fit(
     noise: Noise,
     samples: Sequence[Sequence[float]] | None = None,
 ) -> Fit:
-    """The series' segmentation, tau learned from its levels (see the module)."""
+    """The series' segmentation, tau learned from its levels (see the module). A commit
+    alone inside the history, beyond the levels on both its sides (`_odd_commits`), is
+    one odd process: set aside, as a failed commit is, and the fit made again."""
     kept = [i for i, m in enumerate(medians) if m is not None and math.isfinite(m) and m > 0]
     index = np.asarray(kept, dtype=np.int64)
     logs = np.log(np.asarray([medians[i] for i in kept], dtype=np.float64))
     errs, spread = commit_errors(samples, len(medians), noise.within_pct)
     errors = np.asarray([errs[i] for i in kept], dtype=np.float64)
     prior = class_prior_pct(spread, noise) / 100
-    # The first fit takes the prior as known (a step that stands out of the machine
-    # class's noise is cut); tau is then learned from the levels it leaves, and the
-    # fit redone with tau's own degrees of freedom.
-    tau, dof = prior, math.inf
-    levels = _levels(logs, np.ones(logs.size), [0]) if logs.size else []
-    for _ in range(TAU_ITERATIONS):
-        if logs.size < 2:
+    use = np.ones(logs.size, dtype=bool)
+    for _ in range(ODD_PASSES):
+        tau, dof, levels = _fit_levels(logs[use], errors[use], prior)
+        odd = _odd_commits(logs[use], errors[use], tau, dof)
+        if not odd:
             break
+        use[np.flatnonzero(use)[odd]] = False
+    tau, dof, levels = _fit_levels(logs[use], errors[use], prior)
+    return Fit(index[use], logs[use], errors[use], tau, dof, spread, levels)
+
+
+def _fit_levels(
+    logs: np.ndarray, errors: np.ndarray, prior: float
+) -> tuple[float, float, list[Level]]:
+    """(tau, its dof, the levels): the fit made with tau learned from its own levels."""
+    # Each fit takes tau as known (its penalty the normal quantile): first the prior,
+    # then tau learned from the levels the fit before left. Each change is then judged
+    # with tau's own degrees of freedom (`changes`).
+    tau, dof = prior, PRIOR_DOF
+    if logs.size < 2:
+        return tau, dof, _levels(logs, np.ones(logs.size), [0]) if logs.size else []
+    penalty = detection_threshold(int(logs.size), math.inf) ** 2
+    for _ in range(TAU_ITERATIONS):
         weights = 1 / (errors**2 + tau**2)
-        threshold = detection_threshold(int(logs.size), dof)
-        levels = _levels(logs, weights, partition(logs, weights, threshold**2))
+        levels = _levels(logs, weights, partition(logs, weights, penalty))
         history, used = _tau_from_levels(logs, errors, levels)
         tau, dof = _blend(history, used, prior)
     weights = 1 / (errors**2 + tau**2)
-    if logs.size:
-        threshold = detection_threshold(int(logs.size), dof)
-        levels = _levels(logs, weights, partition(logs, weights, threshold**2))
-    return Fit(index, logs, errors, tau, dof, spread, levels)
+    return tau, dof, _levels(logs, weights, partition(logs, weights, penalty))
+
+
+def _odd_commits(logs: np.ndarray, errors: np.ndarray, tau: float, dof: float) -> list[int]:
+    """Positions of the commits the fit with levels of 1 commit inside the history sets
+    alone, above (or below) the levels on both sides, which are one level (the step
+    from one to the other below the fit's threshold): one odd process each."""
+    if logs.size < 3:
+        return []
+    weights = 1 / (errors**2 + tau**2)
+    penalty = detection_threshold(int(logs.size), math.inf) ** 2
+    levels = _levels(logs, weights, partition(logs, weights, penalty, min_inside=1))
+    out = []
+    for before, level, after in zip(levels, levels[1:], levels[2:], strict=False):
+        if level.b - level.a != 1 or (level.mean - before.mean) * (level.mean - after.mean) <= 0:
+            continue
+        if _z(before, after) < math.sqrt(penalty):  # the level comes back: not a step's first
+            out.append(level.a)
+    return out
 
 
 def _z(a: Level, b: Level) -> float:
