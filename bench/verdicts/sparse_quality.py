@@ -20,6 +20,7 @@ of any size and of at least 5% (its publish default). Seeds: (seed, family, inde
 
 from __future__ import annotations
 
+import itertools
 import math
 import multiprocessing
 import sys
@@ -83,7 +84,9 @@ def spec(machine: str, rng: np.random.Generator) -> sim.SeriesSpec:
         return sim.random_spec(rng)
     return sim.SeriesSpec(
         base_s=2e-3,
-        between_pct=float(math.exp(rng.uniform(*np.log(CPU_BETWEEN_PCT)))),
+        between_pct=float(
+            math.exp(rng.uniform(math.log(CPU_BETWEEN_PCT[0]), math.log(CPU_BETWEEN_PCT[1])))
+        ),
         within_pct=float(rng.uniform(*CPU_WITHIN_PCT)),
         outlier_rate=CPU_OUTLIER_RATE,
         outlier_pct=CPU_OUTLIER_PCT,
@@ -94,7 +97,7 @@ def places(rng: np.random.Generator, commits: int, steps: int) -> list[int]:
     """`steps` first commits of new levels: levels inside of 2+ commits, the ends of 1+."""
     for _ in range(1000):
         at = sorted(int(i) for i in rng.choice(np.arange(1, commits), steps, replace=False))
-        if all(b - a >= 2 for a, b in zip(at, at[1:], strict=False)):
+        if all(b - a >= 2 for a, b in itertools.pairwise(at)):
             return at
     raise ValueError(f"{steps} steps do not fit {commits} commits")
 
@@ -130,7 +133,7 @@ def asv_changes(history: sim.SimHistory) -> list[tuple[int, float]]:
         else:
             graph.add_data_point(revision, stored["median"], get_weight(stored))
     steps = graph.get_steps()
-    return [(int(b[0]), b[2] / a[2] - 1) for a, b in zip(steps, steps[1:], strict=False)]
+    return [(int(b[0]), b[2] / a[2] - 1) for a, b in itertools.pairwise(steps)]
 
 
 def run(task: tuple[str, int, int]) -> Outcome:
@@ -146,11 +149,12 @@ def run(task: tuple[str, int, int]) -> Outcome:
         commits = int(rng.integers(family.commits[0], family.commits[1] + 1))
         count = int(rng.integers(family.steps[0], family.steps[1] + 1))
         at = places(rng, commits, count)
-        sizes = np.exp(rng.uniform(*np.log(STEP_NOISE), len(at)))
+        low, high = (math.log(v) for v in STEP_NOISE)
+        sizes = np.exp(rng.uniform(low, high, len(at)))
         signs = rng.choice([-1.0, 1.0], len(at))
-        factors = [math.exp(s * z * series.true_noise_pct / 100) for s, z in zip(signs, sizes)]
-        if family.fixed is None:
-            pass
+        factors = [
+            math.exp(s * z * series.true_noise_pct / 100) for s, z in zip(signs, sizes, strict=True)
+        ]
     shifts = [sim.Shift(i, 100 * (f - 1)) for i, f in zip(at, factors, strict=True)]
     history = sim.simulate(series, rng, commits, shifts)
     truths = tuple(
@@ -175,10 +179,12 @@ def run(task: tuple[str, int, int]) -> Outcome:
         truths=truths,
         found=tuple(bool(at_truth(t)) for t in truths),
         status=tuple(
-            any(s in ((Status.REGRESSION, Status.SUSPECTED) if t.up else (Status.IMPROVEMENT,))
-                for s in at_truth(t))
+            any(
+                s in ((Status.REGRESSION, Status.SUSPECTED) if t.up else (Status.IMPROVEMENT,))
+                for s in at_truth(t)
+            )
             for t in truths
-        ),  # fmt: skip
+        ),
         regression=tuple(Status.REGRESSION in at_truth(t) for t in truths),
         false_any=bool(false),
         false_regression=any(f.status == Status.REGRESSION for f in false),
@@ -264,8 +270,13 @@ def main(seed: int, histories: int, workers: int, only: tuple[str, ...], markdow
         lines += ["| " + " | ".join(r) + " |" for r in table]
     else:
         widths = [max(len(x) for x in col) for col in zip(HEADERS, *table, strict=True)]
-        lines = ["  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True)) for r in [list(HEADERS), *table]]
-    lines.append(f"\nseed {seed}, {histories} histories per family, {seconds:.0f} s on {workers} worker(s)")
+        lines = [
+            "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True))
+            for r in [list(HEADERS), *table]
+        ]
+    lines.append(
+        f"\nseed {seed}, {histories} histories per family, {seconds:.0f} s on {workers} worker(s)"
+    )
     click.echo("\n".join(lines))
 
 

@@ -16,10 +16,10 @@ Studentized threshold that grows with the commits searched. Status by the eviden
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
@@ -144,7 +144,7 @@ def partition(
 def _levels(logs: np.ndarray, weights: np.ndarray, starts: list[int]) -> list[Level]:
     bounds = [*starts, logs.size]
     out = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         w = float(np.sum(weights[a:b]))
         out.append(Level(a, b, float(np.sum(weights[a:b] * logs[a:b]) / w), w))
     return out
