@@ -74,8 +74,8 @@ FAMILIES = {
     "gpu 6-8, 2 steps": Family("gpu", (6, 8), (2, 2)),
     "gpu 9-12, 0-3 steps": Family("gpu", (9, 12), (0, 3)),
     "gpu 6-12, none": Family("gpu", (6, 12), (0, 0)),
-    "2|3 x2 at 0.2%": Family("gpu", (5, 5), (1, 1), fixed=(2, 3)),
-    "1|2 x2 at 0.2%": Family("gpu", (3, 3), (1, 1), fixed=(1, 2)),
+    "2+3 x2 at 0.2%": Family("gpu", (5, 5), (1, 1), fixed=(2, 3)),
+    "1+2 x2 at 0.2%": Family("gpu", (3, 3), (1, 1), fixed=(1, 2)),
 }
 
 
