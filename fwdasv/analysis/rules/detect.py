@@ -4,8 +4,10 @@
 large settled steps the noise estimate is too uncertain to decide (`suspected`), the
 steps beside levels of 2-3 commits (`short`: a short history, a short level), and
 the steps at the history's head and start that no level holds yet (`edges`), an edge
-near a fitted step counted once. Input: a series' medians in commit order (None or
-NaN for a failed commit) and its `Noise` (`fwdasv.analysis.rules.noise`); output: `Step`s,
+near a fitted step counted once; then every change of the whole-series segmentation
+(`segment`) those rules left out or placed on part of the series. Input: a series'
+medians in commit order (None or NaN for a failed commit), its `Noise`
+(`fwdasv.analysis.rules.noise`) and optionally each commit's samples; output: `Step`s,
 oldest first. Drift is marked afterwards (`fwdasv.analysis.rules.drift`). Where asv's
 publish flags a fixed 5% of the level, a GPU series' noise spans 0.05-5%: here the
 threshold is a z-score on the series' own noise plus a minimum effect in percent.
@@ -101,21 +103,15 @@ def detect(
     return with_segments(out, found, improvements=improvements)
 
 
-def with_segments(
-    out: Sequence[Step], found: Sequence[Step], *, improvements: bool, edge: bool = True
-) -> list[Step]:
+def with_segments(out: Sequence[Step], found: Sequence[Step], *, improvements: bool) -> list[Step]:
     """`out` (the rules' steps) with the segmentation's changes (`found`). A step at a
     change's commit, of its sign, stays, made `regression` where the change is beyond
     doubt; a step beside a short level or at an edge (placed by a rule that sees only
     part of the series) with a change of its sign within EDGE_MAX commits is replaced
     by that change (`_displaces`); a change within EDGE_MAX commits of a step between
-    two levels that hold, or of one it does not displace, is that step. Faster changes only with `improvements`, one newest or first
-    commit alone only with `edge`."""
-    changes_ = [
-        c
-        for c in found
-        if (improvements or c.status != Status.IMPROVEMENT) and (edge or c.edge is None)
-    ]
+    two levels that hold, or of one it does not displace, is that step. Faster changes
+    only with `improvements`."""
+    changes_ = [c for c in found if improvements or c.status != Status.IMPROVEMENT]
 
     def sign(step: Step) -> bool:
         return step.status == Status.IMPROVEMENT
