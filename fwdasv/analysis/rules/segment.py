@@ -7,11 +7,12 @@ levels (the spread of commits about the level they sit in), shrunk towards a pri
 for the machine class (`class_prior_pct`: a multiple of the in-run spread, which
 tells an H200 decode from a busy CPU) when the history is short. The segmentation
 is the exact weighted least-squares piecewise-constant fit (optimal partitioning)
-with a penalty per change: levels of 2+ commits, the first and the newest of 1+.
-Each change is judged on its own: z of the two levels' weighted means, at least a
-Studentized threshold that grows with the commits searched. Status by the evidence
-(`Change.status`): `regression` only when the samples leave no doubt, else
-`suspected`; a faster level `improvement`. The method: docs/verdicts.md, "Segments".
+with a penalty per change: levels of 2+ commits, the first and the newest of 1+; a
+commit alone between two equal levels is one odd process, set aside. Each change is
+judged on its own: z of the two levels' weighted means, at least a Studentized
+threshold that grows with the commits searched. Status by the evidence (`changes`):
+`regression` only when the samples leave no doubt, else `suspected`; a faster level
+`improvement`. The method and its figures: docs/verdicts.md, "Segments".
 """
 
 from __future__ import annotations
@@ -32,14 +33,13 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
 MAD_TO_SD = 1.4826
 MEDIAN_SE = math.sqrt(math.pi / 2)  # the standard error of a median, per sd / sqrt(n)
-# The history's false findings: a step-free series of any length gets one in about
-# SEGMENT_ALPHA of cases (Bonferroni over the commits searched; simulated,
-# docs/verdicts.md "Segments").
+# The nominal chance of a false change in a step-free Gaussian series, split over the
+# places searched (Bonferroni): the one-sided tail SEGMENT_ALPHA / (n - 1) per place.
 SEGMENT_ALPHA = 0.004
 # A change beyond doubt: this one-sided tail, Studentized by tau's degrees of freedom.
 DOUBT_P = 1e-7
 # The machine-class prior of tau: this many times the in-run spread of one sample,
-# within a factor PRIOR_FACTOR, worth PRIOR_DOF settled differences.
+# worth PRIOR_DOF degrees of freedom of the settled levels' spread.
 CLASS_RATIO = 1.0
 PRIOR_FLOOR_PCT = 0.02  # tau's prior never below this (a resolution floor)
 PRIOR_DOF = 3.0
@@ -177,7 +177,9 @@ def _tau_from_levels(
 
 
 def _blend(history: float | None, dof: int, prior: float) -> tuple[float, float]:
-    """tau (ln) shrunk towards `prior` in ln by precision: (tau, its dof)."""
+    """tau (ln) shrunk towards `prior` in ln by degrees of freedom: (tau, its dof). Levels
+    that spread no more than their commits' own samples count as tau = prior / 4; no
+    level of 2+ commits, the prior alone."""
     if history is None or history <= 0:
         history = prior / 4 if history is not None else None
     if history is None:
