@@ -151,7 +151,7 @@ def judge_series(
 ) -> Outcome:
     """Run both detectors (and the confirmation) on one simulated series."""
     noise = estimate_noise(history.samples)
-    findings = detect(history.medians(), noise)
+    findings = detect(history.medians(), noise, samples=history.samples)
     if canary is not None:
         findings = mark_drift(findings, canary.medians(), estimate_noise(canary.samples))
     regressions = [f for f in findings if f.status == Status.REGRESSION]
@@ -265,7 +265,7 @@ def run_short(task: tuple[str, int, int]) -> ShortOutcome:
     shifts = () if shape.at is None else (sim.Shift(shape.at, shape.pct),)
     history = sim.simulate(spec, rng, shape.commits, shifts)
     noise = estimate_noise(history.samples)
-    findings = detect(history.medians(), noise, improvements=True)
+    findings = detect(history.medians(), noise, improvements=True, samples=history.samples)
     slower = [f for f in findings if f.status != Status.IMPROVEMENT]
     at = [f for f in slower if _near(f.after_index, shape.at)]
     confirmed = [

@@ -176,7 +176,13 @@ def judge_series(
         quiet = quiet_history(series.history, (process_sizes or {}).get(key.benchmark), order)
         noise = estimate_noise(quiet.history)
         medians = commit_medians(quiet.history)
-        steps = detect(medians, noise, min_effect_pct=min_effect_pct, improvements=improvements)
+        steps = detect(
+            medians,
+            noise,
+            min_effect_pct=min_effect_pct,
+            improvements=improvements,
+            samples=quiet.history,
+        )
         for canary_medians, canary_noise in _drift_series(key, all_series):
             steps = mark_drift(steps, canary_medians, canary_noise)
         steps = mark_environment_drift(steps, series.environments)

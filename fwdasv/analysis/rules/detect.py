@@ -4,8 +4,10 @@
 large settled steps the noise estimate is too uncertain to decide (`suspected`), the
 steps beside levels of 2-3 commits (`short`: a short history, a short level), and
 the steps at the history's head and start that no level holds yet (`edges`), an edge
-near a fitted step counted once. Input: a series' medians in commit order (None or
-NaN for a failed commit) and its `Noise` (`fwdasv.analysis.rules.noise`); output: `Step`s,
+near a fitted step counted once; then every change of the whole-series segmentation
+(`segment`) those rules left out or placed on part of the series. Input: a series'
+medians in commit order (None or NaN for a failed commit), its `Noise`
+(`fwdasv.analysis.rules.noise`) and optionally each commit's samples; output: `Step`s,
 oldest first. Drift is marked afterwards (`fwdasv.analysis.rules.drift`). Where asv's
 publish flags a fixed 5% of the level, a GPU series' noise spans 0.05-5%: here the
 threshold is a z-score on the series' own noise plus a minimum effect in percent.
@@ -23,12 +25,14 @@ import numpy as np
 from fwdasv.analysis.rules.edges import edge_threshold, edges, rejudge_edge
 from fwdasv.analysis.rules.levels import (
     EDGE_MAX,
+    MIN_SEGMENT,
     Z_THRESHOLD,
     level_steps,
     undecided_steps,
     valid_logs,
 )
 from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.segment import changes
 from fwdasv.analysis.rules.short import excursions, short_history_steps, short_level_steps
 from fwdasv.analysis.rules.status import Status
 from fwdasv.analysis.rules.step import HEAD, START, Step
@@ -47,6 +51,8 @@ def detect(
     edge: bool = True,
     improvements: bool = False,
     undecided: bool = True,
+    samples: Sequence[Sequence[float]] | None = None,
+    segments: bool = True,
 ) -> list[Step]:
     """Upward steps of one series (commit order; None/NaN for failed commits), oldest first.
 
@@ -59,6 +65,10 @@ def detect(
     `suspected` or `regression`); with `improvements`, the downward steps
     too (status `improvement`, negative percent); with `undecided`, the large
     settled steps the noise estimate is too uncertain to decide (`suspected`).
+    With `edge` and `segments`, every change of the whole-series segmentation (`segment.changes`, each
+    commit weighed by its own `samples` where given) that those rules left
+    unreported, and their `suspected` steps the segmentation finds beyond doubt made
+    `regression` (`with_segments`).
     """
     if min_effect_pct < 0:
         raise ValueError(f"min_effect_pct {min_effect_pct} must be >= 0")
@@ -87,7 +97,63 @@ def detect(
     out = sorted([*out, *short], key=_order)
     if edge:
         out = _with_edges(out, medians, noise, min_effect_pct, undecided, improvements, cuts)
-    return out
+    if not (edge and segments):
+        return out  # the steps between levels that hold only, or the rules alone
+    found = changes(medians, noise, samples, min_effect_pct=min_effect_pct)
+    return with_segments(out, found, improvements=improvements)
+
+
+def with_segments(out: Sequence[Step], found: Sequence[Step], *, improvements: bool) -> list[Step]:
+    """`out` (the rules' steps) with the segmentation's changes (`found`). A step at a
+    change's commit, of its sign, stays, made `regression` where the change is beyond
+    doubt; a step beside a short level or at an edge (placed by a rule that sees only
+    part of the series) with a change of its sign within EDGE_MAX commits is replaced
+    by that change (`_displaces`); a change within EDGE_MAX commits of a step between
+    two levels that hold, or of one it does not displace, is that step. Faster changes
+    only with `improvements`."""
+    changes_ = [c for c in found if improvements or c.status != Status.IMPROVEMENT]
+
+    def sign(step: Step) -> bool:
+        return step.status == Status.IMPROVEMENT
+
+    at = {(c.after_index, sign(c)): c for c in changes_}
+    kept: list[Step] = []
+    matched: list[Step] = []  # the rules' steps at a change's commit: that change
+    for step in out:
+        change = at.pop((step.after_index, sign(step)), None)
+        if change is not None:
+            if change.status == Status.REGRESSION and step.status == Status.SUSPECTED:
+                step = dataclasses.replace(step, status=Status.REGRESSION)
+            kept.append(step)
+            matched.append(step)
+        elif _holds_levels(step) or not any(
+            sign(c) == sign(step)
+            and abs(c.after_index - step.after_index) <= EDGE_MAX
+            and _displaces(c, step)
+            for c in changes_
+        ):
+            kept.append(step)
+    for change in at.values():
+        if not any(
+            (_holds_levels(s) or not _displaces(change, s))
+            and s not in matched
+            and sign(s) == sign(change)
+            and abs(s.after_index - change.after_index) <= EDGE_MAX
+            for s in kept
+        ):
+            kept.append(change)
+    return sorted(kept, key=_order)
+
+
+def _displaces(change: Step, step: Step) -> bool:
+    """Whether the segmentation's `change` stands in for the rules' `step` near it: not
+    a `suspected` change for a `regression` step."""
+    return not (change.status == Status.SUSPECTED and step.status == Status.REGRESSION)
+
+
+def _holds_levels(step: Step) -> bool:
+    """A step of the fit between two levels of MIN_SEGMENT commits or more."""
+    return step.edge is None and min(step.commits_before, step.commits_after) >= MIN_SEGMENT
 
 
 def _with_edges(

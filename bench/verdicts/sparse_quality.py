@@ -1,0 +1,284 @@
+#!/usr/bin/env python
+"""Verdicts on sparse series (a night of `asv run --steps N`): every step of either sign,
+fwdasv's detector beside asv's `step_detect` on the same medians.
+
+    python bench/verdicts/sparse_quality.py --seed 1 --histories 1000 [--markdown]
+
+Families (FAMILIES): 6-12 measured commits, 0-3 steps of either sign at any place (levels
+inside the history of 2+ commits, the first and the newest of 1+), each step's size
+log-uniform in 3-30 times the series' true noise; CPU-like (a commit's process offset
+1-3%, in-run spread of a sample 1-3%, 5% odd processes +5-15%) and GPU-like
+(`simulate.random_spec`: 0.05-0.5%, 3% odd processes +1-3%) noise; and the doubled
+forward at 0.2% noise with 2|3 and 1|2 commits. Per family: steps found at their commit
+with the right sign (all, and those >= 10x the noise), with the right status (a slower
+step `regression` or `suspected`, a faster one `improvement`; and as `regression`),
+histories with a false finding (at no step's commit, or of the wrong sign) and with a
+false `regression`; asv's `step_detect` (as `asv publish` weighs the points) on the
+same medians: a change of its fitted levels at the step's commit with the right sign,
+of any size and of at least 5% (its publish default). Seeds: (seed, family, index).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import multiprocessing
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import numpy as np
+
+try:
+    import fwdasv  # noqa: F401
+except ImportError:  # a checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from asv._stats import get_weight
+from asv.graph import Graph
+
+from fwdasv.analysis import simulate as sim
+from fwdasv.analysis.rules.detect import detect
+from fwdasv.analysis.rules.noise import estimate_noise
+from fwdasv.analysis.rules.status import Status
+
+STEP_NOISE = (3.0, 30.0)  # a step's size, log-uniform, in multiples of the true noise
+LARGE = 10.0  # the must-show: steps >= this many times the noise
+ASV_THRESHOLD = 0.05
+CPU_BETWEEN_PCT = (1.0, 3.0)
+CPU_WITHIN_PCT = (1.0, 3.0)
+CPU_OUTLIER_RATE = 0.05
+CPU_OUTLIER_PCT = (5.0, 15.0)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Histories of `commits` (a range) with `steps` (a range) steps on `machine` noise;
+    `fixed`: a doubled forward at 0.2% noise, (commits before, after)."""
+
+    machine: str  # "cpu" or "gpu"
+    commits: tuple[int, int]
+    steps: tuple[int, int]
+    fixed: tuple[int, int] | None = None
+
+
+FAMILIES = {
+    "cpu 6-8, 1 step": Family("cpu", (6, 8), (1, 1)),
+    "cpu 6-8, 2 steps": Family("cpu", (6, 8), (2, 2)),
+    "cpu 9-12, 0-3 steps": Family("cpu", (9, 12), (0, 3)),
+    "cpu 6-12, none": Family("cpu", (6, 12), (0, 0)),
+    "gpu 6-8, 1 step": Family("gpu", (6, 8), (1, 1)),
+    "gpu 6-8, 2 steps": Family("gpu", (6, 8), (2, 2)),
+    "gpu 9-12, 0-3 steps": Family("gpu", (9, 12), (0, 3)),
+    "gpu 6-12, none": Family("gpu", (6, 12), (0, 0)),
+    "2+3 x2 at 0.2%": Family("gpu", (5, 5), (1, 1), fixed=(2, 3)),
+    "1+2 x2 at 0.2%": Family("gpu", (3, 3), (1, 1), fixed=(1, 2)),
+}
+
+
+def spec(machine: str, rng: np.random.Generator) -> sim.SeriesSpec:
+    if machine == "gpu":
+        return sim.random_spec(rng)
+    return sim.SeriesSpec(
+        base_s=2e-3,
+        between_pct=float(
+            math.exp(rng.uniform(math.log(CPU_BETWEEN_PCT[0]), math.log(CPU_BETWEEN_PCT[1])))
+        ),
+        within_pct=float(rng.uniform(*CPU_WITHIN_PCT)),
+        outlier_rate=CPU_OUTLIER_RATE,
+        outlier_pct=CPU_OUTLIER_PCT,
+    )
+
+
+def places(rng: np.random.Generator, commits: int, steps: int) -> list[int]:
+    """`steps` first commits of new levels: levels inside of 2+ commits, the ends of 1+."""
+    for _ in range(1000):
+        at = sorted(int(i) for i in rng.choice(np.arange(1, commits), steps, replace=False))
+        if all(b - a >= 2 for a, b in itertools.pairwise(at)):
+            return at
+    raise ValueError(f"{steps} steps do not fit {commits} commits")
+
+
+@dataclass(frozen=True)
+class Truth:
+    index: int
+    up: bool
+    large: bool  # >= LARGE times the noise
+
+
+@dataclass(frozen=True)
+class Outcome:
+    family: str
+    truths: tuple[Truth, ...]
+    found: tuple[bool, ...]  # per truth: a finding at its commit, right sign
+    status: tuple[bool, ...]  # ... and the right status
+    regression: tuple[bool, ...]  # ... as `regression` (slower steps)
+    false_any: bool
+    false_regression: bool
+    asv_any: tuple[bool, ...]
+    asv_5: tuple[bool, ...]
+    asv_false: bool  # a change of asv's levels of 5%+ at no step's commit
+
+
+def asv_changes(history: sim.SimHistory) -> list[tuple[int, float]]:
+    """asv's `step_detect` on the stored medians, weighted as `asv publish` weighs them:
+    (first commit of each new level, relative change)."""
+    graph = Graph("sim.track_latency", {"machine": "sim"})
+    for revision, stored in enumerate(history.asv_stored()):
+        if stored is None:
+            graph.add_data_point(revision, None, None)
+        else:
+            graph.add_data_point(revision, stored["median"], get_weight(stored))
+    steps = graph.get_steps()
+    return [(int(b[0]), b[2] / a[2] - 1) for a, b in itertools.pairwise(steps)]
+
+
+def run(task: tuple[str, int, int]) -> Outcome:
+    name, seed, index = task
+    family = FAMILIES[name]
+    rng = np.random.default_rng([seed, 2000 + list(FAMILIES).index(name), index])
+    if family.fixed is not None:
+        before, after = family.fixed
+        series = sim.random_spec(rng, between_pct=0.2)
+        commits, at, factors = before + after, [before], [2.0]
+    else:
+        series = spec(family.machine, rng)
+        commits = int(rng.integers(family.commits[0], family.commits[1] + 1))
+        count = int(rng.integers(family.steps[0], family.steps[1] + 1))
+        at = places(rng, commits, count)
+        low, high = (math.log(v) for v in STEP_NOISE)
+        sizes = np.exp(rng.uniform(low, high, len(at)))
+        signs = rng.choice([-1.0, 1.0], len(at))
+        factors = [
+            math.exp(s * z * series.true_noise_pct / 100) for s, z in zip(signs, sizes, strict=True)
+        ]
+    shifts = [sim.Shift(i, 100 * (f - 1)) for i, f in zip(at, factors, strict=True)]
+    history = sim.simulate(series, rng, commits, shifts)
+    truths = tuple(
+        Truth(i, f > 1, abs(math.log(f)) >= LARGE * series.true_noise_pct / 100)
+        for i, f in zip(at, factors, strict=True)
+    )
+    noise = estimate_noise(history.samples)
+    findings = detect(history.medians(), noise, improvements=True, samples=history.samples)
+
+    def up(step_status: Status) -> bool:
+        return step_status != Status.IMPROVEMENT
+
+    def at_truth(t: Truth) -> list[Status]:
+        return [f.status for f in findings if f.after_index == t.index and up(f.status) == t.up]
+
+    good = {(t.index, t.up) for t in truths}
+    false = [f for f in findings if (f.after_index, up(f.status)) not in good]
+    changes = asv_changes(history)
+    asv_good = [(i, r) for i, r in changes if (i, r > 0) in good]
+    return Outcome(
+        family=name,
+        truths=truths,
+        found=tuple(bool(at_truth(t)) for t in truths),
+        status=tuple(
+            any(
+                s in ((Status.REGRESSION, Status.SUSPECTED) if t.up else (Status.IMPROVEMENT,))
+                for s in at_truth(t)
+            )
+            for t in truths
+        ),
+        regression=tuple(Status.REGRESSION in at_truth(t) for t in truths),
+        false_any=bool(false),
+        false_regression=any(f.status == Status.REGRESSION for f in false),
+        asv_any=tuple(any(i == t.index and (r > 0) == t.up for i, r in changes) for t in truths),
+        asv_5=tuple(
+            any(i == t.index and (r > 0) == t.up and abs(r) >= ASV_THRESHOLD for i, r in changes)
+            for t in truths
+        ),
+        asv_false=any(abs(r) >= ASV_THRESHOLD for i, r in changes if (i, r) not in asv_good),
+    )
+
+
+def _share(flags: Iterable[bool]) -> str:
+    values = list(flags)
+    if not values:
+        return "-"
+    return f"{100 * sum(values) / len(values):.1f}% ({sum(values)}/{len(values)})"
+
+
+HEADERS = (
+    "family",
+    "steps found at their commit, right sign",
+    "of those >= 10x noise",
+    "right status",
+    "slower ones as regression",
+    "false finding (histories)",
+    "false regression",
+    "asv step_detect: found (any size)",
+    "asv: >= 10x noise",
+    "asv: found at 5%",
+    "asv: false change >= 5%",
+)
+
+
+def rows(outcomes: list[Outcome]) -> list[list[str]]:
+    out = []
+    for name in FAMILIES:
+        mine = [o for o in outcomes if o.family == name]
+        if not mine:
+            continue
+        pairs = [(o, k) for o in mine for k in range(len(o.truths))]
+        large = [(o, k) for o, k in pairs if o.truths[k].large]
+        slower = [(o, k) for o, k in pairs if o.truths[k].up]
+        out.append(
+            [
+                name,
+                _share(o.found[k] for o, k in pairs),
+                _share(o.found[k] for o, k in large),
+                _share(o.status[k] for o, k in pairs),
+                _share(o.regression[k] for o, k in slower),
+                _share(o.false_any for o in mine),
+                _share(o.false_regression for o in mine),
+                _share(o.asv_any[k] for o, k in pairs),
+                _share(o.asv_any[k] for o, k in large),
+                _share(o.asv_5[k] for o, k in pairs),
+                _share(o.asv_false for o in mine),
+            ]
+        )
+    return out
+
+
+def evaluate(seed: int, histories: int, workers: int, only: tuple[str, ...]) -> list[Outcome]:
+    todo = [(n, seed, i) for n in FAMILIES if not only or n in only for i in range(histories)]
+    if workers > 1:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            return pool.map(run, todo, chunksize=32)
+    return [run(t) for t in todo]
+
+
+@click.command()
+@click.option("--seed", default=1, show_default=True)
+@click.option("--histories", default=1000, show_default=True, help="Histories per family.")
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 2))
+@click.option("--family", "only", multiple=True, type=click.Choice(list(FAMILIES)))
+@click.option("--markdown", is_flag=True, help="A Markdown table for docs/measurements.md.")
+def main(seed: int, histories: int, workers: int, only: tuple[str, ...], markdown: bool) -> None:
+    """Every step of sparse series: fwdasv beside asv's step_detect."""
+    started = time.perf_counter()
+    table = rows(evaluate(seed, histories, workers, only))
+    seconds = time.perf_counter() - started
+    if markdown:
+        lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+        lines += ["| " + " | ".join(r) + " |" for r in table]
+    else:
+        widths = [max(len(x) for x in col) for col in zip(HEADERS, *table, strict=True)]
+        lines = [
+            "  ".join(x.ljust(w) for x, w in zip(r, widths, strict=True))
+            for r in [list(HEADERS), *table]
+        ]
+    lines.append(
+        f"\nseed {seed}, {histories} histories per family, {seconds:.0f} s on {workers} worker(s)"
+    )
+    click.echo("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
