@@ -280,6 +280,13 @@ class Comparison:
         return "finding" if any(f.gating for f in self.findings) else "pair"
 
     @property
+    def decision(self) -> Status:
+        """The pair's one verdict: the gating finding's status where the history holds one
+        between A and B (`decided_by` "finding"), else the pair's own."""
+        gating = [f.status for f in self.findings if f.gating]
+        return gating[0] if gating else self.verdict
+
+    @property
     def name(self) -> str:
         return f"{self.benchmark}({self.case})" if self.case else self.benchmark
 
@@ -292,6 +299,7 @@ class Comparison:
             "env_name": self.env_name,
             "unit": self.unit,
             "verdict": self.verdict,
+            "decision": self.decision,
             "ratio": finite_or_none(self.judgement.ratio),
             "p_value": self.judgement.p_value,
             "method": self.judgement.method,
