@@ -8,7 +8,8 @@ verdict (worse first, as `COMPARISON_STATUSES` lists them), benchmark and machin
 finding decides. Telemetry with a value at neither commit (a GPU's clocks on a CPU box) is
 left out of the table and Markdown, counted in one line. Where the history holds findings
 between the two commits, two columns say which rule decided each row (`pair` or
-`finding`) and what the history found. The JSON is strict (no NaN or infinity) and holds
+`finding`) and what the history found. `*` in n: a side read from the bench processes
+bisect or confirm kept (`compare.kept`). The JSON is strict (no NaN or infinity) and holds
 every row and count.
 """
 
@@ -34,7 +35,10 @@ def _finding_cells(c: Comparison) -> list[str]:
 
 def _row(c: Comparison) -> list[str]:
     j = c.judgement
-    n = "/".join(str(len(m.samples)) if m else "-" for m in (c.before, c.after))
+    n = "/".join(
+        (str(len(m.samples)) + ("*" if m.remeasured else "")) if m else "-"
+        for m in (c.before, c.after)
+    )
     p = f"{j.p_value:.2g}" if j.p_value is not None else ("ci" if j.method == "ci-overlap" else "")
     if j.method == "noise" and c.noise is not None:
         p += f" (noise {c.noise.noise_pct:.2f}%)"
@@ -88,6 +92,17 @@ def _unmeasured_line(comparisons: Sequence[Comparison]) -> str:
     )
 
 
+KEPT_NOTE = (
+    "* bench processes bisect or confirm kept (no asv result is stored for that commit): "
+    "one process median a sample"
+)
+
+
+def _kept_line(comparisons: Sequence[Comparison]) -> str:
+    kept = any(m is not None and m.remeasured for c in comparisons for m in (c.before, c.after))
+    return KEPT_NOTE if kept else ""
+
+
 def summary(comparisons: Sequence[Comparison]) -> str:
     tally = counts(comparisons)
     line = ", ".join(f"{n} {verdict}" for verdict, n in tally.items() if n) or "nothing compared"
@@ -132,7 +147,7 @@ def format_comparisons(
     if any(c.findings for c in listed):
         headers = (*HEADERS, *FINDING_HEADERS)
         rows = [[*row, *_finding_cells(c)] for row, c in zip(rows, listed, strict=True)]
-    left_out = _unmeasured_line(shown)
+    left_out = "\n".join(filter(None, [_unmeasured_line(shown), _kept_line(listed)]))
     if fmt == "markdown":
         title = f"### Benchmarks: `{a[:8]}` -> `{b[:8]}` ({summary(comparisons)})\n\n"
         body = markdown_table(headers, rows) if rows else "Nothing to show."

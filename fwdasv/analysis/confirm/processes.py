@@ -170,6 +170,8 @@ class ProcessPool:
         if self.resume or self.keep:
             self.workdir.mkdir(parents=True, exist_ok=True)
             line = {"commit": commit, "values": {ref.name: v for ref, v in values.items()}}
+            if self.machine is not None:
+                line["machine"] = self.machine  # compare reads them as the commit's results
             with open(self.workdir / PROCESSES_FILE, "a", encoding="utf-8") as stream:
                 stream.write(json.dumps(line, sort_keys=True) + "\n")
         return values
