@@ -12,17 +12,31 @@ changed line is marked; the headline's figure has the step's sign. About a minut
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from helpers import git
 from script_model import _MODEL, FAST_BODY, TARGET, write_target
-from test_explain_source_lines import BENCH, CASE, run, shown
+from test_explain_source_lines import BENCH, CASE, shown
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 HELPER = "    def squash(self, x):\n        return torch.tanh(x)\n\n"
 CALL = "x = self.squash(x)"
+
+
+def run(home: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    """A command as a user runs it (its own process, no index), with this checkout's fwdasv
+    first on the path: the environment's link would give the installed one."""
+    env = {k: v for k, v in os.environ.items() if k != "FWDASV_SOURCE_ROOTS"}
+    env.update(HOME=str(home), PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
 
 
 def build(repo: Path) -> tuple[str, str, int, int]:
