@@ -7,8 +7,8 @@ its medians per forward, noise band and what changed), each that stands out with
 share; one total that adds up (slower + faster + within the noise); and a verdict,
 worse / improved / unchanged, that follows only the rows that stand out, summed per
 process. `mark_changed` marks the rows whose call the commit changed, by line (`Changes`:
-the first frame of the call's stack on a changed line names it). Pure: no files, no processes. How each row and the verdict are decided:
-docs/verdicts.md ("explain").
+the first frame of the call's stack on a changed line names it). Pure: no files, no
+processes. How each row and the verdict are decided: docs/verdicts.md ("explain").
 """
 
 from __future__ import annotations
@@ -329,14 +329,6 @@ class Changes:
             {k: frozenset(v) for k, v in before.items()},
         )
 
-    def holds(self, frame: SourceFrame, side: Mapping[str, frozenset[int]]) -> bool:
-        """Whether `frame` (its file named as installed) is on a changed line of `side`."""
-        return any(
-            frame.line in lines
-            for path, lines in side.items()
-            if path == frame.file or path.endswith("/" + frame.file)
-        )
-
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -346,13 +338,20 @@ def _span(at: int, count: int) -> range:
     return range(at, at + count) if count else range(max(at, 1), at + 2)
 
 
-def _changed_frame(
-    source: SourceFrame, side: Mapping[str, frozenset[int]], changes: Changes
-) -> SourceFrame | None:
+def _on_changed_line(frame: SourceFrame, side: Mapping[str, frozenset[int]]) -> bool:
+    """Whether `frame` (its file named as installed) is on a changed line of `side`."""
+    return any(
+        frame.line in lines
+        for path, lines in side.items()
+        if path == frame.file or path.endswith("/" + frame.file)
+    )
+
+
+def _changed_frame(source: SourceFrame, side: Mapping[str, frozenset[int]]) -> SourceFrame | None:
     """The first frame from the call site outwards (its `stack`) on a changed line: where a
     commit added a call to an unchanged helper, the caller's line, not the helper's."""
     for depth, frame in enumerate((source, *source.stack)):
-        if changes.holds(frame, side):
+        if _on_changed_line(frame, side):
             return replace(frame, calls=source.calls, stack=source.stack[depth:])
     return None
 
@@ -374,14 +373,12 @@ def mark_changed(
         if not isinstance(changed, Changes):
             here = in_changed_file(source.file, changed)
             return replace(row, changed_here=here, kernels=kernels)
-        if row.source_after is not None:
-            frame = _changed_frame(row.source_after, changed.after, changed)
-            named = {"source_after": frame}
-        else:
-            frame = _changed_frame(source, changed.before, changed)
-            named = {"source_before": frame}
+        after = row.source_after is not None
+        frame = _changed_frame(source, changed.after if after else changed.before)
         if frame is None:
             return replace(row, changed_here=False, kernels=kernels)
-        return replace(row, changed_here=True, kernels=kernels, **named)  # type: ignore[arg-type]
+        if after:
+            return replace(row, changed_here=True, kernels=kernels, source_after=frame)
+        return replace(row, changed_here=True, kernels=kernels, source_before=frame)
 
     return replace(diff, kernels=tuple(marked(row) for row in diff.kernels), change_link=link)
