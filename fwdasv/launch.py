@@ -1,17 +1,18 @@
 """The one place a subprocess is started: a bench (one process or a torchrun group), or a
 short helper command (git, a Python probe: `run_captured`).
 
-fwdasv never runs a forward bench in its own process: the bench owns the GPU, may need
-several ranks and may hang in NCCL or crash. `launch` starts it from an argv list (never
-a shell) with a clean environment, copies its output to a log file and, line by line, to
-`echo` (asv kills a benchmark that stays silent too long), and past the timeout kills
-every process it started (`fwdasv.process_tree`). It returns the bench's results JSON
-parsed: a missing or partial file is a failure even after exit status 0, and a failure
-names the rank and error its output shows (`fwdasv.torchrun_output`).
+A bench never runs in fwdasv's process: it owns the GPU, may need several ranks and may
+hang in NCCL or crash. `launch` starts it from an argv list (never a shell) with a clean
+environment, copies its output to a log file and, line by line, to `echo` (asv kills a
+benchmark that stays silent too long), past the timeout kills every process it started
+(`fwdasv.process_tree`), and returns the bench's results JSON parsed: a missing or partial
+file is a failure even after exit status 0, and a failure names the rank and error its
+output shows (`fwdasv.torchrun_output`). Every child runs with PYTHONSAFEPATH (`-P`,
+Python >= 3.11; inherited by torchrun's workers and asv's benchmark processes): no import
+comes from the caller's working directory, where a folder named `fwdasv/` (a clone's
+parent) would stand in for the installed package.
 
-    spec = LaunchSpec(["-m", "fwdasv.engine", "--case", "d=8*1@1024",
-                       "--output-json", str(out)], nproc_per_node=2, timeout_s=600)
-    results = launch(spec, out, log, echo=print, cases=["d"])
+    results = launch(LaunchSpec(["-m", "fwdasv.engine", ...]), out, log, cases=["d"])
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ STRIPPED_ENV = (
     "MASTER_ADDR",
     "MASTER_PORT",
 )
+# Python's `-P` as an environment variable, so torchrun's workers and asv's benchmark
+# processes inherit it: no working directory (or script's folder) first on sys.path.
+SAFE_PATH_ENV = {"PYTHONSAFEPATH": "1"}
 # TORCHELASTIC_* is set by torchrun for its workers; PET_* sets torchrun's own
 # options (`--nnodes` ...), which must come from the spec alone.
 STRIPPED_ENV_PREFIXES = ("TORCHELASTIC_", "PET_")
@@ -205,6 +209,7 @@ class LaunchSpec:
                 env[name] = base[name]
         # Progress must reach `echo` as it happens, not when a buffer fills.
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(SAFE_PATH_ENV)
         env.update(self.env)
         return env
 
@@ -295,7 +300,7 @@ def run_captured(
     return subprocess.run(
         list(argv),
         cwd=cwd,
-        env=None if env is None else dict(env),
+        env={**(os.environ if env is None else env), **SAFE_PATH_ENV},
         capture_output=True,
         text=text,
         timeout=timeout_s,

@@ -122,3 +122,20 @@ def build_repo(
         git(path, "commit", "-q", "-m", subject)
         hashes.append(git(path, "rev-parse", "HEAD"))
     return hashes
+
+
+# A setup.py as some research repositories have one: it names no package or module (an
+# explicit empty list: no auto-discovery), so pip installs a package without `model`.
+EMPTY_SETUP = """from setuptools import find_packages, setup
+
+setup(name="ngmodel", version="0.1", packages=find_packages())
+"""
+
+
+def add_empty_setup(path: str | os.PathLike[str]) -> str:
+    """Commit EMPTY_SETUP at the repository's root; returns the new HEAD."""
+    path = Path(path)
+    (path / "setup.py").write_text(EMPTY_SETUP)
+    git(path, "add", "setup.py")
+    git(path, "commit", "-q", "-m", "Add a setup.py")
+    return git(path, "rev-parse", "HEAD")

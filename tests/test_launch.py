@@ -190,3 +190,27 @@ def test_timeout_reaches_a_descendant_in_another_session(tmp_path: Path, clean_e
     finally:
         if not gone(sleeper):
             os.kill(sleeper, signal.SIGKILL)
+
+
+def test_a_bench_never_imports_from_the_callers_working_directory(
+    tmp_path: Path, clean_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run from a folder that holds a `fwdasv/` (a clone's parent, another checkout), a
+    bench process still imports the installed fwdasv, as every re-measure starts it."""
+    shadow = tmp_path / "fwdasv"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text(
+        "raise ImportError('imported from the working directory')\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "out" / "bench.json"
+    out.parent.mkdir()
+    bench = ["--case", "p=4", "--device", "cpu", "--iters", "3", "--samples", "2"]
+    spec = LaunchSpec(
+        ["-m", "fwdasv.engine", *bench, "--warmup-s", "0", "--output-json", str(out)],
+        env={"PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"},
+        timeout_s=300,
+    )
+    (measured,) = launch(spec, out, tmp_path / "out" / "log", cases=["p"])
+    assert measured.ok, measured.error

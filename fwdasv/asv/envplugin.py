@@ -7,7 +7,9 @@ it to the parent environment (`fwdasv.asv.envlink`: torch, fwdasv and asv's
 runner come from there) and installs only the project at each commit, with
 `--no-deps --no-build-isolation --no-index` (`fwdasv init` writes the
 configuration: `"plugins": [".fwdasv.asv.envplugin"], "environment_type":
-"fwdasv"`, the parent's Python in `"pythons"`). Importing it only defines the class.
+"fwdasv"`, the parent's Python in `"pythons"`). Importing it defines the class and
+makes asv's tables show values in other units than seconds and bytes briefly
+(`fwdasv.asv.value_format`).
 
 With `"fwdasv": {"vllm_base": PATH}` nothing is built: each commit's vllm/ goes
 over the compiled base (`fwdasv.asv.vllm_base.VllmCache`), first on sys.path; a
@@ -25,7 +27,7 @@ from asv import util
 from asv.console import log
 from asv.plugins.virtualenv import Virtualenv
 
-from fwdasv.asv import vllm_base
+from fwdasv.asv import value_format, vllm_base
 from fwdasv.asv.envlink import env_site_packages, link
 from fwdasv.asv.settings import VllmBaseSettings
 
@@ -40,6 +42,8 @@ INSTALL_COMMAND = [
     "--no-compile --disable-pip-version-check {build_dir}"
 ]
 UNINSTALL_COMMAND: list[str] = []
+
+value_format.install()
 
 
 class RefusedInstall(util.ProcessError):

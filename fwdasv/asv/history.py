@@ -277,11 +277,13 @@ class History:
         out: list[ResultFile] = []
         for machine in self.machines:
             folder = self.results_dir / machine
+            # Whatever is at a result's name (a dangling link, a directory, a FIFO) is
+            # listed: reading it names it as a problem, where skipping it would drop a
+            # commit's results unsaid.
             names = sorted(
                 entry.name
                 for entry in os.scandir(folder)
                 if entry.name.endswith(".json")
-                and entry.is_file()
                 and entry.name != "machine.json"
                 and not entry.name.startswith(".")
             )

@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fwdasv.core.files import read_regular
+
 RAN_DIR = ".fwdasv-ran"
 # The machine entry's keys that name software, and the recorded field each must match.
 COMPARED = {"torch": "torch", "vllm": "vllm"}
@@ -204,7 +206,7 @@ def load_records(results_dir: str | os.PathLike[str]) -> list[RanRecord]:
     found = []
     for path in sorted((Path(results_dir) / RAN_DIR).glob("*.jsonl")):
         try:
-            lines = path.read_text().splitlines()
+            lines = read_regular(path).decode("utf-8", "replace").splitlines()
         except OSError:
             continue
         for line in lines:
@@ -264,7 +266,7 @@ def disagreements(
             if path.name == "machine.json":
                 continue
             try:
-                data = json.loads(path.read_text())
+                data = json.loads(read_regular(path))
                 commit, env_name = data["commit_hash"], data["env_name"]
                 params = data.get("params") or {}
                 mtime = path.stat().st_mtime

@@ -6,8 +6,10 @@ remote (`web_commit_url`: GitHub, GitLab, Bitbucket, over https or ssh).
 `check_target` imports the target from a copy of HEAD's tree, builds it and
 prepares every case, in a child (`python -m fwdasv.targets.check`: torch and the
 model stay out of this process), on the import path asv's environment gives a
-commit: the suite's target_path, then the tree (`import_root`: the tree or its
-src/), or the tree install's import paths (`fwdasv.asv.treeinstall`).
+commit: the suite's target_path, then what pip installs from the tree (a package:
+installed into a scratch directory as asv installs each commit, so a setup.py that
+installs no module fails here, with the fix), or the tree install's import paths
+(`fwdasv.asv.treeinstall`).
 """
 
 from __future__ import annotations
@@ -155,15 +157,60 @@ def import_root(tree: Path, package: str) -> Path | None:
     return None
 
 
-def _repo_roots(tree: Path, package: str, import_paths: Sequence[str] | None) -> list[Path]:
+# pip as fwdasv's environment runs it per commit (`fwdasv.asv.envplugin.INSTALL_COMMAND`).
+PIP_INSTALL = [
+    "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "--no-compile",
+    "--disable-pip-version-check", "--quiet",
+]  # fmt: skip
+
+
+def _pip_install(tree: Path, target: Path, python: str, timeout_s: float) -> str | None:
+    """The package in `tree` pip-installed into `target`, as asv installs each commit; the
+    failure's last line, or None."""
+    from fwdasv.launch import LaunchError, LaunchSpec, run_process
+
+    spec = LaunchSpec(
+        args=[*PIP_INSTALL, "--target", str(target), str(tree)],
+        python=python,
+        timeout_s=timeout_s,
+        cwd=str(tree.parent),
+    )
+    try:
+        completed = run_process(spec, tree.parent / "pip.log")
+    except LaunchError as error:
+        return error.summary
+    if completed.returncode == 0:
+        return None
+    lines = [line.strip() for line in completed.lines if line.strip()]
+    return lines[-1] if lines else f"exit status {completed.returncode}"
+
+
+def _repo_roots(tree: Path, import_paths: Sequence[str] | None, installed: Path) -> list[Path]:
     """Where the commit's modules are imported from, as asv's environment will have them:
-    the tree install's `import_paths`, or for a package the tree (or its src/)."""
+    the tree install's `import_paths`, or for a package what pip installed (`installed`)."""
     if import_paths is not None:
         return [tree / treeinstall.check_import_path(p) for p in import_paths]
-    base = import_root(tree, package)
-    if base is not None:
-        return [base]
-    return [tree / "src"] if (tree / "src").is_dir() else [tree]
+    return [installed]
+
+
+def _holds(base: Path, package: str) -> bool:
+    return (base / package).is_dir() or (base / f"{package}.py").is_file()
+
+
+def _refuse_uninstalled(repo: Repository, suite: SuiteSpec, tree: Path, module: str) -> None:
+    """InitError with the fix when the checkout holds `module` and the package pip makes of
+    it does not: every commit would fail `No module named ...` where a check of the tree
+    passes."""
+    in_tree = import_root(tree, module)
+    if in_tree is None:
+        return
+    where = "." if in_tree == tree else "src"
+    raise InitError(
+        f"--target {suite.target}: {module!r} is in {repo.root.name}'s checkout but not in the "
+        f"package pip installs from its {repo.packaging()}, so every commit would fail `No "
+        f"module named {module!r}`; pass --import-path {where} to put each checkout on the "
+        "import path instead (or make the package install it)"
+    )
 
 
 def check_target(
@@ -178,9 +225,10 @@ def check_target(
 
     Runs `python -m fwdasv.targets.check` in a child (torch and the model stay
     out of this process) on a copy of HEAD's tree, on the import path asv's
-    environment gives a commit: the suite's target_path, then the tree (its
-    `import_paths` for a repository that is not a package); returns the child's
-    summary line, or raises InitError with its last lines.
+    environment gives a commit: the suite's target_path, then what pip installs from
+    the tree (or its `import_paths`, given or for a repository that is not a package);
+    returns the child's summary line, or raises InitError with its last lines (and
+    `--import-path` when the checkout holds a module the installed package lacks).
     """
     from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
@@ -195,16 +243,24 @@ def check_target(
                 f"--import-path {missing[0]}: no such directory in {repo.root} at {commit}; "
                 "name directories of the repository (`.` for its root)"
             )
-        roots = _repo_roots(tree, suite.package, import_paths)
+        installed = Path(tmp) / "installed"
+        if import_paths is None:
+            failed = _pip_install(tree, installed, python, timeout_s)
+            if failed is not None:
+                raise InitError(
+                    f"--target {suite.target} at {commit}: pip cannot install {repo.root.name} "
+                    f"({repo.packaging()}) as asv will at each commit: {failed}; fix its "
+                    "packaging, or pass --import-path . to put each checkout on the import "
+                    "path instead"
+                )
+        roots = _repo_roots(tree, import_paths, installed)
         outside = [Path(p) for p in suite.target_path]
-        found = [
-            base
-            for base in (*outside, *roots)
-            if (base / suite.package).is_dir() or (base / f"{suite.package}.py").is_file()
-        ]
+        found = [base for base in (*outside, *roots) if _holds(base, suite.package)]
+        if not found and import_paths is None:
+            _refuse_uninstalled(repo, suite, tree, suite.package)
         if not found:
             looked = (
-                "./ and src/"
+                f"what pip installs from its {repo.packaging()}"
                 if import_paths is None
                 else ", ".join("./" if p in (".", "./") else f"{p}/" for p in import_paths)
             )
@@ -238,9 +294,12 @@ def check_target(
                 f"--target {suite.target} at {commit}: the check {error}; pass --no-check to "
                 "skip it"
             ) from None
-    if completed.returncode != 0:
         lines = [line for line in completed.lines if line.strip()]
         why = lines[-1] if lines else f"exit status {completed.returncode}"
+        unfound = re.search(r"No module named '([A-Za-z0-9_]+)'", why)
+        if completed.returncode != 0 and unfound and import_paths is None:
+            _refuse_uninstalled(repo, suite, tree, unfound.group(1))
+    if completed.returncode != 0:
         raise InitError(
             f"--target {suite.target} at {commit} of {repo.root}: {why.removeprefix('fwdasv: ')} "
             "(fix the target, or pass --no-check when it needs a build first)"

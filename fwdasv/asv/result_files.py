@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.core.errors import UserError
+from fwdasv.core.files import NotRegularFileError, read_regular
 
 RESULTS_API_VERSION = 2  # asv.results.Results.api_version in asv 0.6.6
 
@@ -89,9 +90,10 @@ class BenchmarkInfo:
 
 
 def load_json(path: Path) -> object:
+    """The JSON at `path`; OSError (NotRegularFileError: a FIFO, a directory, a dangling
+    link, never waited on) or ValueError when it cannot be read."""
     # Python's json reads asv's NaN / Infinity / -Infinity tokens as floats.
-    with open(path, "rb") as f:
-        return json.loads(f.read())
+    return json.loads(read_regular(path))
 
 
 def load_benchmarks(results_dir: Path) -> dict[str, BenchmarkInfo]:
@@ -158,6 +160,8 @@ def parse_result_file(path: Path) -> ResultJson:
     """The file's fields, or ResultFileError saying why it is not asv's v2 results JSON."""
     try:
         data = load_json(path)
+    except NotRegularFileError as error:
+        raise ResultFileError(f"{error}; asv writes a result file here") from None
     except (OSError, ValueError) as error:
         raise ResultFileError(f"not readable JSON ({error}); truncated or corrupt") from None
     if not isinstance(data, dict):

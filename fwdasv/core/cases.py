@@ -51,8 +51,15 @@ class BenchRequest:
     chunked: bool = False
 
     def __post_init__(self) -> None:
-        if self.query_len < 1 or self.kv_len < self.query_len or self.num_draft_tokens < 0:
-            raise CaseError(f"Invalid request: {self}")
+        if self.query_len < 1:
+            raise CaseError(f"Invalid request: {self.query_len} query tokens (Q is at least 1)")
+        if self.kv_len < self.query_len:
+            raise CaseError(
+                f"Invalid request {self.query_len}@{self.kv_len}: the KV length K counts the "
+                f"query, so it is at least Q ({self.query_len}@{self.query_len} or more)"
+            )
+        if self.num_draft_tokens < 0:
+            raise CaseError(f"Invalid request: {self.num_draft_tokens} draft tokens (D >= 0)")
         if self.query_len > MAX_TOKENS or self.kv_len > MAX_KV_LEN:
             raise CaseError(
                 f"Request too large: {self} (at most {MAX_TOKENS} query tokens and a KV "

@@ -5,6 +5,8 @@ to a temporary file beside the target and renamed onto it, so an interrupted
 write leaves the old file (or none), never half a file. Only a regular file is
 ever replaced: a symlink, FIFO or device node at the path is refused, not
 overwritten (run as root, a rename onto `/dev/full` would replace the device).
+`read_regular` is the reading side: a FIFO or device where a file is read is
+refused, never waited on.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from fwdasv.core.errors import UserError
 
 class OutputPathError(UserError, ValueError):
     """A path fwdasv will not write to (not a regular file, or no such directory)."""
+
+
+class NotRegularFileError(OSError):
+    """A path read as a file holds something else (a FIFO, a directory, a dangling link)."""
 
 
 def _kind(mode: int) -> str:
@@ -171,3 +177,28 @@ def write_atomic(
     """Write `text` to `path` through a temporary file and a rename."""
     with atomic_output(path, make_parents=make_parents, what=what) as stream:
         stream.write(text)
+
+
+def read_regular(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the regular file at `path` (a symlink to one is followed).
+
+    A FIFO, device, socket or directory there, or a symlink to nothing, raises
+    NotRegularFileError naming what is there; a missing path, FileNotFoundError.
+    Opened non-blocking and checked before a byte is read: a FIFO with no writer
+    would otherwise hold the reader until it is killed.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise NotRegularFileError(
+                f"a symbolic link to {os.readlink(path)}, which does not exist"
+            ) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegularFileError(f"{_kind(mode)}, not a regular file")
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as stream:
+        return stream.read()

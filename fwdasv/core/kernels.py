@@ -18,7 +18,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +54,16 @@ class ProfileError(UserError, ValueError):
 @dataclass(frozen=True)
 class SourceFrame:
     """Where a row was called: the first frame in the tracked repository (file relative to
-    the repository's package root, line, function, that line's code) and how often."""
+    the repository's package root, line, function, that line's code) and how often;
+    `stack`: the frames of the repository that called it, innermost first (explain names
+    the first one a commit changed)."""
 
     file: str
     line: int
     function: str
     code: str = ""
     calls: int = 0
+    stack: tuple[SourceFrame, ...] = ()
 
     @property
     def label(self) -> str:
@@ -73,17 +76,35 @@ class SourceFrame:
         return (self.file, self.function, self.code)
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        data: dict[str, object] = {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "code": self.code,
+            "calls": self.calls,
+        }
+        if self.stack:
+            data["stack"] = [
+                {"file": f.file, "line": f.line, "function": f.function, "code": f.code}
+                for f in self.stack
+            ]
+        return data
 
     @classmethod
     def from_json(cls, data: object, where: str) -> SourceFrame:
         data = _object(data, where, "an object")
+        stack = data.get("stack") or []
+        if not isinstance(stack, list):
+            raise ProfileError(f"{where}: 'stack' must be a list")
         return cls(
             file=_field(data, "file", str, where),
             line=_field(data, "line", int, where),
             function=_field(data, "function", str, where),
             code=str(data.get("code", "")),
             calls=int(data.get("calls", 0) or 0),
+            stack=tuple(
+                cls.from_json(frame, f"{where}: stack[{i}]") for i, frame in enumerate(stack)
+            ),
         )
 
 

@@ -23,7 +23,7 @@ import sys
 import sysconfig
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ SOURCE_LABEL = "fwdasv::src#"
 FORWARD_LABEL = "fwdasv::forward"  # the attribution forward's range
 SOURCE_ROOTS_ENV = "FWDASV_SOURCE_ROOTS"
 MAX_SOURCES = 5  # per row
+MAX_STACK = 8  # the repository's frames kept above a call site
 MAX_SHAPES = 8  # distinct input-shape signatures kept per row
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 CPU_OP = "cpu_op"
@@ -93,22 +94,30 @@ def source_roots(
 
 def first_frame(frame: Any, roots: Sequence[Root]) -> SourceFrame | None:
     """The innermost frame (from `frame` outwards) whose file is under a root, or None; its
-    function by qualified name (`Qwen3Attention.forward`)."""
-    while frame is not None:
+    function by qualified name (`Qwen3Attention.forward`), and in its `stack` the frames
+    under a root that called it, innermost first (up to MAX_STACK): where a commit added
+    a call to an unchanged helper, the changed line is one of those."""
+    found: list[SourceFrame] = []
+    while frame is not None and len(found) <= MAX_STACK:
         code = frame.f_code
         filename = code.co_filename
         real = os.path.realpath(filename) if not filename.startswith("<") else ""
         for root in roots:
             if real and root.holds(real):
                 line = frame.f_lineno
-                return SourceFrame(
-                    file=os.path.relpath(real, root.base),
-                    line=line,
-                    function=getattr(code, "co_qualname", code.co_name),
-                    code=linecache.getline(filename, line).strip()[:160],
+                found.append(
+                    SourceFrame(
+                        file=os.path.relpath(real, root.base),
+                        line=line,
+                        function=getattr(code, "co_qualname", code.co_name),
+                        code=linecache.getline(filename, line).strip()[:160],
+                    )
                 )
+                break
         frame = frame.f_back
-    return None
+    if not found:
+        return None
+    return replace(found[0], stack=tuple(found[1:]))
 
 
 @dataclass(frozen=True)
@@ -278,10 +287,7 @@ def frames_of(weights: Mapping[int, float], calls: Sequence[Call]) -> tuple[Sour
         entry[1] += weight
         entry[2] += 1
     ranked = sorted(merged.values(), key=lambda e: (-e[1], e[0].file, e[0].line))
-    return tuple(
-        SourceFrame(f.file, f.line, f.function, f.code, calls=count)
-        for f, _, count in ranked[:MAX_SOURCES]
-    )
+    return tuple(replace(f, calls=count) for f, _, count in ranked[:MAX_SOURCES])
 
 
 def top_shapes(counts: Counter[str] | None) -> tuple[str, ...]:

@@ -191,7 +191,7 @@ def test_an_existing_project_is_refused_unless_force_and_results_are_kept(
         (["--case", "a=8", "--case", "a=16"], "Two cases are named 'a'"),
         (
             ["--target", "fwdasv.targets.decoder:tiny"],
-            "package 'fwdasv' is not in {repo} at {head} (looked in ./ and src/)",
+            "package 'fwdasv' is not in {repo} at {head} (looked in what pip installs from its pyproject.toml)",
         ),
         (
             ["--target", "mymodel.nothere:target"],
@@ -297,6 +297,35 @@ def test_a_repository_without_packaging_goes_on_the_path_and_init_says_so(
         "--env {env_dir} --path ."
     ]
     assert suite_of(project)["target_path"] == (str(bench),)
+
+
+def test_a_setup_py_that_installs_no_module_fails_the_check_with_the_fix(
+    tmp_path: Path,
+) -> None:
+    """A script repository with a setup.py that installs no module (`model.py` at the root):
+    the check imports what pip installs, as asv installs each commit, so it fails at HEAD
+    naming `--import-path .`, where a check of the tree passed and every commit failed
+    `No module named 'model'`. With `--import-path .` the check passes."""
+    from script_model import TARGET as SCRIPT_TARGET
+    from script_model import add_empty_setup, write_target
+    from script_model import build_repo as build_script_repo
+
+    repo = tmp_path / "ngmodel"
+    build_script_repo(repo, commits=2, slow_index=1)
+    add_empty_setup(repo)
+    bench = write_target(tmp_path / "ngbench")
+    args = ["--repo", str(repo), "--target", SCRIPT_TARGET, "--target-path", str(bench)]
+    args += ["--case", "prefill_16=16"]
+    refused = init(*args, "--dir", str(tmp_path / "p"))
+    assert refused.exit_code == 2, refused.output
+    line = init_error_line(refused)
+    assert "'model' is in ngmodel's checkout but not in the package pip installs" in line
+    assert "from its setup.py" in line and "pass --import-path . " in line
+    assert not (tmp_path / "p" / "asv.conf.json").exists()
+    fixed = init(*args, "--dir", str(tmp_path / "p"), "--import-path", ".")
+    assert fixed.exit_code == 0, fixed.output
+    assert "imports, builds on cpu (float32) and prepares prefill_16" in fixed.stdout
+    assert "each commit's checkout goes on the import path (the checkout's root)" in fixed.stdout
 
 
 def test_a_package_keeps_the_pip_install(repo: Path, tmp_path: Path) -> None:

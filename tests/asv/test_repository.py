@@ -69,3 +69,15 @@ def test_init_sets_asvs_commit_url_where_the_clone_has_one(tmp_path: Path) -> No
     assert "show_commit_url" not in json.loads(
         (tmp_path / "without-asv" / "asv.conf.json").read_text()
     )
+
+
+def test_inits_check_installs_with_the_flags_each_commit_is_installed_with() -> None:
+    """The check's pip install (`repository.PIP_INSTALL`) is the environment's per commit
+    (`envplugin.INSTALL_COMMAND`), less the quiet flag and the target directory."""
+    from fwdasv.asv.envplugin import INSTALL_COMMAND
+    from fwdasv.asv.repository import PIP_INSTALL
+
+    (command,) = INSTALL_COMMAND
+    words = command.split()
+    at = words.index("-m")
+    assert words[at:-1] == [w for w in PIP_INSTALL if w != "--quiet"], (words, PIP_INSTALL)

@@ -84,8 +84,8 @@ def test_parse_case_verify_tokens():
     ("text", "message"),
     [
         # Q < 1, K < Q, (D < 0 cannot be written: digits only)
-        ("x=0", "Invalid request: "),
-        ("x=8@4", "Invalid request: "),
+        ("x=0", "Invalid request: 0 query tokens (Q is at least 1)"),
+        ("x=8@4", "Invalid request 8@4: the KV length K counts the query, so it is at least Q"),
         # D > 0 on a row that is not a decode
         ("x=4@4:3", "Verify needs query_len == 1 + num_draft_tokens and a prefix"),
         ("x=5@40:3", "Verify needs query_len == 1 + num_draft_tokens and a prefix"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,24 @@ def test_write_atomic_gives_the_file_the_usual_permissions(tmp_path: Path) -> No
     assert (tmp_path / "page.html").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "page.html").read_text() == "<html></html>\n"
     assert [p.name for p in tmp_path.iterdir()] == ["page.html"]
+
+
+def test_read_regular_names_what_is_there_and_never_waits(tmp_path: Path) -> None:
+    from fwdasv.core.files import NotRegularFileError, read_regular
+
+    (tmp_path / "file.json").write_text("{}")
+    (tmp_path / "link.json").symlink_to(tmp_path / "file.json")
+    assert read_regular(tmp_path / "file.json") == read_regular(tmp_path / "link.json") == b"{}"
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "gone.json")
+    (tmp_path / "folder.json").mkdir()
+    os.mkfifo(tmp_path / "fifo.json")  # no writer: a blocking open would wait forever
+    expected = {
+        "dangling.json": f"a symbolic link to {tmp_path / 'gone.json'}, which does not exist",
+        "folder.json": "a directory, not a regular file",
+        "fifo.json": "a FIFO, not a regular file",
+    }
+    for name, message in expected.items():
+        with pytest.raises(NotRegularFileError, match=re.escape(message)):
+            read_regular(tmp_path / name)
+    with pytest.raises(FileNotFoundError):
+        read_regular(tmp_path / "missing.json")

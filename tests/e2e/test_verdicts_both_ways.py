@@ -73,13 +73,22 @@ def test_compare_reports_the_historys_finding_between_its_commits_and_fails_on_i
     assert compared.exit_code == 1, compared.output
     (row,) = json.loads(compared.output)["comparisons"]
     assert row["verdict"] == "not-significant", row  # the pair alone cannot tell it
-    assert row["decided_by"] == "finding"
+    assert (row["decided_by"], row["decision"]) == ("finding", "regression")
     (shown,) = row["findings"]
     assert (shown["status"], shown["after_commit"], shown["gating"]) == ("regression", b, True)
     table = invoke_cli(history.project, a, b, command="compare")
     assert table.exit_code == 1
     assert "decided by" in table.output and "regression +" in table.output
     assert "decided by the history's finding" in table.output
+    # One verdict per pair, in its row: the finding's word first, the pair's own in the note.
+    (line,) = [ln for ln in table.output.splitlines() if "bench.Drawn" in ln]
+    assert line.split()[0] == "regression", table.output
+    assert "the pair alone: not-significant" in line
+    # Reversed (B before A), refused as bisect refuses a reversed range.
+    backwards = invoke_cli(history.project, b, a, command="compare")
+    assert backwards.exit_code == 2, backwards.output
+    assert "are reversed" in backwards.stderr and f"fwdasv compare {a} {b}" in backwards.stderr
+    assert len(backwards.stderr.strip().splitlines()) == 1
     # A pair that holds no finding of the history: the pair's own verdict decides.
     quiet = invoke_cli(history.project, history.hashes[7], history.hashes[8], command="compare")
     assert quiet.exit_code == 0 and "decided by" not in quiet.output, quiet.output

@@ -115,6 +115,11 @@ def test_fwdasv_forward_without_output_json_still_prints(tmp_path, monkeypatch):
 BAD_INPUTS = {
     "malformed case": (["--case", "x=4@10:3c"], "'x=4@10:3c'"),
     "zero requests": (["--case", "x=0*4"], "'x=0*4'"),
+    # The reason in the grammar's terms, not the request's repr.
+    "kv shorter than the query": (
+        ["--case", "x=512@128"],
+        "Case 'x=512@128': Invalid request 512@128: the KV length K counts the query",
+    ),
     "unknown target module": (["--case", "p=4", "--target", "nosuch_pkg.mod:f"], "nosuch_pkg"),
     "target without colon": (
         ["--case", "p=4", "--target", "fwdasv.targets.decoder"],

@@ -113,6 +113,13 @@ class Bisector(Session):
         ends.check_ends(self)
         probes.search(self)
         final_pair.recheck(self)
+        if self.pool.failed and not self.pool.measured:
+            # Nothing was measured: an answer would be the failures' (every probe skipped,
+            # "undecided"), and recording it would end the search of this range.
+            raise BisectError(
+                f"every bench process of this search failed ({self.pool.failed}; the last: "
+                f"{self.pool.last_failure}); nothing recorded: fix the bench and bisect again"
+            )
         if self.pool.resumed:
             self.say(
                 f"{self.pool.resumed} process(es) taken from an earlier run of this range or "

@@ -80,16 +80,32 @@ def confirm_found(project: AsvProject, found: findings.Found) -> findings.Found:
     return triage.confirm(project, found, echo=progress)
 
 
-def refuse_one_commit(project: AsvProject, a: str, b: str, names: str, what: str) -> None:
-    """A UserError (2) when A and B (`names`: "A and B") name one commit, before anything
-    is read or measured: the pair could only come out "no change"."""
+def refuse_bad_pair(project: AsvProject, a: str, b: str, names: str, what: str) -> None:
+    """A UserError (2) when A and B (`names`: "A and B") name one commit, or B is an
+    ancestor of A (the pair reversed), before anything is read or measured: the pair could
+    only come out "no change", or every step backwards. Commits of two branches (neither
+    an ancestor of the other) pass, and so does a pair git cannot place (no clone)."""
     from fwdasv.analysis.compare.stored import resolve_commit
+    from fwdasv.git import GitError, git_run
 
     first, second = resolve_commit(project, a), resolve_commit(project, b)
     if first.startswith(second) or second.startswith(first):
         raise CliError(
             f"{names} name one commit, {first[:8]} ({a!r}, {b!r}): {what} needs two commits, "
             "the earlier first (a finding's pair: `fwdasv regressions` lists them)",
+            EXIT_USAGE,
+        )
+    repo = project.local_repo
+    if repo is None or not repo.is_dir():
+        return
+    try:
+        ancestor = git_run(repo, "merge-base", "--is-ancestor", second, first).returncode == 0
+    except GitError:
+        return
+    if ancestor:
+        raise CliError(
+            f"{names} are reversed: {b!r} ({second[:8]}) is an ancestor of {a!r} "
+            f"({first[:8]}); {what} takes the earlier commit first: `fwdasv {what} {b} {a}`",
             EXIT_USAGE,
         )
 

@@ -10,7 +10,7 @@ import click
 
 from fwdasv.analysis.commands.common import (
     analysis_command,
-    refuse_one_commit,
+    refuse_bad_pair,
     warn_environments,
 )
 from fwdasv.analysis.compare.compare import METHODS, NOISE
@@ -86,7 +86,7 @@ def compare_command(
     exits 0, asv#884).
     """
     project = AsvProject.load(config)
-    refuse_one_commit(project, a, b, "A and B", "compare")
+    refuse_bad_pair(project, a, b, "A and B", "compare")
     warn_environments(project, machine)
     if factor is None:
         factor = default_factor(project)

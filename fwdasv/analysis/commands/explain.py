@@ -11,7 +11,7 @@ from fwdasv.analysis.commands.common import (
     analysis_command,
     case_option,
     progress,
-    refuse_one_commit,
+    refuse_bad_pair,
     show_bench_option,
 )
 from fwdasv.analysis.explain.explain import diff_files, explain_commits
@@ -98,7 +98,7 @@ def explain_command(
                 "give BENCH (e.g. forward.TinyLM.track_latency), or --files A B", EXIT_USAGE
             )
         project = AsvProject.load(config)
-        refuse_one_commit(project, good, bad, "GOOD and BAD", "explain")
+        refuse_bad_pair(project, good, bad, "GOOD and BAD", "explain")
         done = explain_commits(
             project,
             good,

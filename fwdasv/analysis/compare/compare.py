@@ -59,11 +59,15 @@ class Measurement:
     ci_99_a: float | None = None
     ci_99_b: float | None = None
     samples: tuple[float, ...] = ()
+    # The bench processes bisect or confirm kept (`compare.kept`): each sample is a
+    # process median, no asv result is stored for the commit.
+    remeasured: bool = False
 
     def to_json(self) -> dict[str, object]:
         """One side as `fwdasv compare --format json` shows it."""
         return {
             "commit": self.commit,
+            "source": "re-measure" if self.remeasured else "asv",
             "status": self.status,
             "median": self.median,
             # Strict JSON: an unbounded CI (one sample) is null, not Infinity.
@@ -72,7 +76,7 @@ class Measurement:
         }
 
     @classmethod
-    def from_record(cls, record: Record) -> Measurement:
+    def from_record(cls, record: Record, remeasured: bool = False) -> Measurement:
         return cls(
             commit=record.commit_hash,
             status=record.status,
@@ -80,6 +84,7 @@ class Measurement:
             ci_99_a=record.ci_99_a,
             ci_99_b=record.ci_99_b,
             samples=tuple(record.sample_values()),
+            remeasured=remeasured,
         )
 
     @property
@@ -285,6 +290,13 @@ class Comparison:
         return "finding" if any(f.gating for f in self.findings) else "pair"
 
     @property
+    def decision(self) -> Status | CompareStatus:
+        """The pair's one verdict: the gating finding's status where the history holds one
+        between A and B (`decided_by` "finding"), else the pair's own."""
+        gating = [f.status for f in self.findings if f.gating]
+        return gating[0] if gating else self.verdict
+
+    @property
     def name(self) -> str:
         return f"{self.benchmark}({self.case})" if self.case else self.benchmark
 
@@ -297,6 +309,7 @@ class Comparison:
             "env_name": self.env_name,
             "unit": self.unit,
             "verdict": self.verdict,
+            "decision": self.decision,
             "ratio": finite_or_none(self.judgement.ratio),
             "p_value": self.judgement.p_value,
             "method": self.judgement.method,
@@ -320,13 +333,15 @@ def pair(
     alpha: float = DEFAULT_ALPHA,
     noises: Mapping[SeriesId, Noise] | None = None,
     process_sizes: Mapping[str, int] | None = None,
+    remeasured: frozenset[str] = frozenset(),
 ) -> list[Comparison]:
     """Pair history records by (machine, env, benchmark, case) and judge each pair.
 
     `noises` (by that key) makes `judge` use each series' noise; a series
     missing from it is judged by asv's rule. `process_sizes` (samples per process,
     by benchmark) adds the process-level check. A case present at one commit only
-    is `unknown` ("not measured at ...").
+    is `unknown` ("not measured at ..."). Records of a commit in `remeasured` are kept
+    bench processes (`compare.kept`), one process median a sample.
     """
 
     def key(record: Record) -> SeriesId:
@@ -339,20 +354,18 @@ def pair(
         ra, rb = side_a.get(k), side_b.get(k)
         template = ra or rb
         assert template is not None
-        before = Measurement.from_record(ra) if ra else None
-        after = Measurement.from_record(rb) if rb else None
+        before = Measurement.from_record(ra, ra.commit_hash in remeasured) if ra else None
+        after = Measurement.from_record(rb, rb.commit_hash in remeasured) if rb else None
         if before is None or after is None:
             where = "the first commit" if before is None else "the second commit"
             judgement = Judgement(CompareStatus.UNKNOWN, reason=f"not measured at {where}")
         else:
-            judgement = judge(
-                before,
-                after,
-                factor,
-                alpha,
-                (noises or {}).get(k),
-                (process_sizes or {}).get(template.benchmark),
-            )
+            # Kept processes are samples of one process median each: the process-level
+            # check needs one layout on both sides.
+            size = (process_sizes or {}).get(template.benchmark)
+            if before.remeasured or after.remeasured:
+                size = 1 if before.remeasured and after.remeasured else None
+            judgement = judge(before, after, factor, alpha, (noises or {}).get(k), size)
         if not counted(template.unit):
             judgement = _as_telemetry(judgement, template.unit)
         out.append(

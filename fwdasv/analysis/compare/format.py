@@ -1,13 +1,16 @@
 """Comparisons (`fwdasv.analysis.compare.compare.Comparison`) as text: table, JSON, Markdown.
 
-Rows are ordered by verdict (worse first, as `COMPARISON_STATUSES` lists them), then
-by benchmark and machine; `only_changed` hides unchanged, not-significant, unknown and
-telemetry rows. Telemetry with a value at neither commit (a GPU's clocks and power on a
-CPU box) is left out of the table and Markdown, counted in one line. Where the history
-holds findings between the two commits, two columns say which rule decided each row
-(`pair`, or `finding`: a gating finding of the history, as `regressions` gates it) and
-what the history found. The JSON is strict (no NaN or infinity) and holds every row and
-count.
+Each row shows the pair's one verdict (`Comparison.decision`): a gating finding of the
+history between the two commits where there is one (the note then gives the pair's own
+verdict), else the pair's. Rows are ordered: those a finding decides first, then by
+verdict (worse first, as `COMPARISON_STATUSES` lists them), benchmark and machine;
+`only_changed` hides unchanged, not-significant, unknown and telemetry rows that no
+finding decides. Telemetry with a value at neither commit (a GPU's clocks on a CPU box) is
+left out of the table and Markdown, counted in one line. Where the history holds findings
+between the two commits, two columns say which rule decided each row (`pair` or
+`finding`) and what the history found. `*` in n: a side read from the bench processes
+bisect or confirm kept (`compare.kept`). The JSON is strict (no NaN or infinity) and holds
+every row and count.
 """
 
 from __future__ import annotations
@@ -32,12 +35,20 @@ def _finding_cells(c: Comparison) -> list[str]:
 
 def _row(c: Comparison) -> list[str]:
     j = c.judgement
-    n = "/".join(str(len(m.samples)) if m else "-" for m in (c.before, c.after))
+    n = "/".join(
+        (str(len(m.samples)) + ("*" if m.remeasured else "")) if m else "-"
+        for m in (c.before, c.after)
+    )
     p = f"{j.p_value:.2g}" if j.p_value is not None else ("ci" if j.method == "ci-overlap" else "")
     if j.method == "noise" and c.noise is not None:
         p += f" (noise {c.noise.noise_pct:.2f}%)"
+    note = j.reason
+    if c.decision != j.verdict:
+        # One verdict per pair, in its row: the history's finding, the pair's own beside it.
+        alone = f"the pair alone: {j.verdict}" + (f" ({j.reason})" if j.reason else "")
+        note = f"decided by the history's finding between the commits; {alone}"
     return [
-        j.verdict,
+        c.decision,
         human_value(c.before.median if c.before else None, c.unit),
         human_value(c.after.median if c.after else None, c.unit),
         f"{j.ratio:.3f}" if j.ratio is not None else "",
@@ -45,7 +56,7 @@ def _row(c: Comparison) -> list[str]:
         n,
         c.name,
         c.machine,
-        j.reason,
+        note,
     ]
 
 
@@ -56,8 +67,17 @@ def _ordered(comparisons: Sequence[Comparison], only_changed: bool) -> list[Comp
         CompareStatus.UNKNOWN,
         CompareStatus.TELEMETRY,
     )
-    shown = [c for c in comparisons if not only_changed or c.verdict not in hidden]
-    return sorted(shown, key=lambda c: (COMPARISON_STATUSES.index(c.verdict), c.name, c.machine))
+    shown = [c for c in comparisons if not only_changed or c.decision not in hidden]
+    # A row the history's finding decides fails the check: first, as worse is.
+    return sorted(
+        shown,
+        key=lambda c: (
+            c.decided_by != "finding",
+            COMPARISON_STATUSES.index(c.verdict),
+            c.name,
+            c.machine,
+        ),
+    )
 
 
 def unmeasured(c: Comparison) -> bool:
@@ -75,6 +95,17 @@ def _unmeasured_line(comparisons: Sequence[Comparison]) -> str:
         f"{count} telemetry series with no value at either commit (not measured on this "
         "machine, e.g. GPU clocks on a CPU) not shown; --format json lists them"
     )
+
+
+KEPT_NOTE = (
+    "* bench processes bisect or confirm kept (no asv result is stored for that commit): "
+    "one process median a sample"
+)
+
+
+def _kept_line(comparisons: Sequence[Comparison]) -> str:
+    kept = any(m is not None and m.remeasured for c in comparisons for m in (c.before, c.after))
+    return KEPT_NOTE if kept else ""
 
 
 def summary(comparisons: Sequence[Comparison]) -> str:
@@ -121,7 +152,7 @@ def format_comparisons(
     if any(c.findings for c in listed):
         headers = (*HEADERS, *FINDING_HEADERS)
         rows = [[*row, *_finding_cells(c)] for row, c in zip(rows, listed, strict=True)]
-    left_out = _unmeasured_line(shown)
+    left_out = "\n".join(filter(None, [_unmeasured_line(shown), _kept_line(listed)]))
     if fmt == "markdown":
         title = f"### Benchmarks: `{a[:8]}` -> `{b[:8]}` ({summary(comparisons)})\n\n"
         body = markdown_table(headers, rows) if rows else "Nothing to show."

@@ -7,7 +7,9 @@ results"), estimates each series' noise from its whole history (`series_noise`) 
 the samples per bench process of each fwdasv suite (`remeasure.process_sizes`), and returns
 `fwdasv.analysis.compare.compare.pair`'s comparisons, each with the stored history's findings
 between A and B in its series (`attach_findings`: one verdict per pair, as
-`fwdasv regressions` gives it). A `CompareError` names what the user can fix.
+`fwdasv regressions` gives it). A commit with no stored result takes the bench processes
+bisect or confirm kept of it (`fwdasv.analysis.compare.kept`), marked as a re-measure. A
+`CompareError` names what the user can fix.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def compare_commits(
         raise CompareError(f"--method {method!r}: one of {', '.join(METHODS)}")
     hash_a, hash_b = resolve_commit(project, a), resolve_commit(project, b)
     records = load_records(project, [hash_a, hash_b], machine, bench)
+    remeasured = _fill_from_kept(project, records, machine, bench)
     machines = sorted({r.machine for rs in records.values() for r in rs})
     if machine is None and len(machines) > 1:
         raise CompareError(
@@ -132,7 +135,8 @@ def compare_commits(
             filtered = " matching --bench" if bench else ""
             raise CompareError(
                 f"no stored results{filtered} for {rev} ({commit[:8]}){where} in "
-                f"{project.results_dir}: run `asv run` for it first"
+                f"{project.results_dir}, nor bench processes bisect or confirm kept: run "
+                "`asv run` for it first"
             )
         hashes = {r.commit_hash for r in records[commit]}
         if len(hashes) > 1:
@@ -144,10 +148,37 @@ def compare_commits(
     from fwdasv.analysis.remeasure import process_sizes
 
     sizes = process_sizes(project, {r.benchmark for rs in records.values() for r in rs})
-    compared = pair(records[hash_a], records[hash_b], factor, alpha, noises, sizes)
+    compared = pair(records[hash_a], records[hash_b], factor, alpha, noises, sizes, remeasured)
     a_full = next(iter({r.commit_hash for r in records[hash_a]}))
     b_full = next(iter({r.commit_hash for r in records[hash_b]}))
     return attach_findings(project, compared, a_full, b_full, machine)
+
+
+def _fill_from_kept(
+    project: AsvProject,
+    records: dict[str, list[Record]],
+    machine: str | None,
+    bench: Sequence[str],
+) -> frozenset[str]:
+    """A commit without stored results takes the bench processes bisect or confirm kept
+    of it (`compare.kept`), shaped as its series' stored records; the commits that did."""
+    from fwdasv.analysis.compare.kept import kept_processes, kept_records, series_templates
+
+    filled = set()
+    for commit, found in records.items():
+        if found:
+            continue
+        kept = kept_processes(project, commit, machine)
+        if not kept.values:
+            continue
+        known = [r for rs in records.values() for r in rs]
+        names = {f"{r.benchmark}({r.case})" if r.case else r.benchmark for r in known}
+        unknown = sorted(set(kept.values) - names)
+        templates = known + (series_templates(project, unknown, machine, bench) if unknown else [])
+        records[commit] = kept_records(kept, templates)
+        if records[commit]:
+            filled.add(kept.commit)
+    return frozenset(filled)
 
 
 def attach_findings(

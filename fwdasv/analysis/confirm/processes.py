@@ -78,6 +78,9 @@ class ProcessPool:
     resume: bool = False  # keep each process in PROCESSES_FILE, and take those kept first
     keep: bool = False  # keep each process in PROCESSES_FILE (for a later bisect), take none
     resumed: int = 0  # processes taken from the file instead of launched
+    measured: int = 0  # processes launched that measured
+    failed: int = 0  # processes launched that failed (a `RemeasureError`)
+    last_failure: str = ""  # the last one's error
     _kept: dict[str, list[dict[SeriesRef, float]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -156,10 +159,18 @@ class ProcessPool:
         if self._kept.get(commit):
             self.resumed += 1
             return self._kept[commit].pop(0)
-        values = self._launch(commit)
+        try:
+            values = self._launch(commit)
+        except RemeasureError as error:
+            self.failed += 1
+            self.last_failure = str(error)
+            raise
+        self.measured += 1
         if self.resume or self.keep:
             self.workdir.mkdir(parents=True, exist_ok=True)
             line = {"commit": commit, "values": {ref.name: v for ref, v in values.items()}}
+            if self.machine is not None:
+                line["machine"] = self.machine  # compare reads them as the commit's results
             with open(self.workdir / PROCESSES_FILE, "a", encoding="utf-8") as stream:
                 stream.write(json.dumps(line, sort_keys=True) + "\n")
         return values

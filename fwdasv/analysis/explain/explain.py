@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fwdasv.analysis.explain.kernel_diff import (
     DEFAULT_ROUNDS,
+    Changes,
     KernelDiff,
     diff_rounds,
     diff_summaries,
@@ -132,12 +133,14 @@ class Timings:
         }
 
 
-def changed_files(project: AsvProject, good: str, bad: str) -> tuple[str, ...] | None:
-    """`git diff --name-only GOOD BAD` in the project's repository; None when git cannot."""
+def changed_lines(project: AsvProject, good: str, bad: str) -> Changes | None:
+    """The lines GOOD..BAD changed (`git diff -U0` in the project's repository); None when
+    git cannot say."""
     try:
-        return tuple(project.git("diff", "--name-only", good, bad).splitlines())
+        text = project.git("diff", "-U0", "--no-color", "--no-ext-diff", good, bad)
     except AsvError:
         return None
+    return Changes.parse(text)
 
 
 def change_link(project: AsvProject, good: str, bad: str) -> str | None:
@@ -231,7 +234,7 @@ def explain_commits(
     goods = [load_summary(path) for path in paths["good"]]
     bads = [load_summary(path) for path in paths["bad"]]
     diff = diff_rounds(goods, bads)
-    changed = changed_files(project, good_hash, bad_hash)
+    changed = changed_lines(project, good_hash, bad_hash)
     if changed is not None:
         diff = mark_changed(diff, changed, change_link(project, good_hash, bad_hash))
     note = undecided_note(project, target.suite, target.case, good_hash, bad_hash)

@@ -6,15 +6,16 @@ process a side (several: `explain_commits` interleaves them; one: two files). Ou
 its medians per forward, noise band and what changed), each that stands out with its
 share; one total that adds up (slower + faster + within the noise); and a verdict,
 worse / improved / unchanged, that follows only the rows that stand out, summed per
-process. `mark_changed` marks the rows whose source line is in a file the
-commit changed. Pure: no files, no processes. How each row and the verdict are decided:
-docs/verdicts.md ("explain").
+process. `mark_changed` marks the rows whose call the commit changed, by line (`Changes`:
+the first frame of the call's stack on a changed line names it). Pure: no files, no
+processes. How each row and the verdict are decided: docs/verdicts.md ("explain").
 """
 
 from __future__ import annotations
 
+import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from fwdasv.analysis.explain.kernel_delta import (
@@ -26,7 +27,7 @@ from fwdasv.analysis.explain.kernel_delta import (
     spread,
 )
 from fwdasv.analysis.rules.status import CompareStatus
-from fwdasv.core.kernels import KernelRow, KernelSummary, ProfileError
+from fwdasv.core.kernels import KernelRow, KernelSummary, ProfileError, SourceFrame
 
 TOP_EXPLAINED = 5
 MIN_ROW_PCT = 0.5  # a time-only change stands out when it is at least this % of GOOD's op time
@@ -287,25 +288,96 @@ def with_note(diff: KernelDiff, note: str) -> KernelDiff:
     return replace(diff, notes=(note, *diff.notes))
 
 
-def in_changed_file(file: str, changed: Sequence[str]) -> bool:
+def in_changed_file(file: str, changed: Iterable[str]) -> bool:
     """Whether a source file (named as installed: `vllm/...`, `model.py`, `tinylm/x.py`) is
     one of the repository's `changed` paths, or the tail of one (`src/tinylm/x.py`)."""
     return any(path == file or path.endswith("/" + file) for path in changed)
 
 
-def mark_changed(diff: KernelDiff, changed: Sequence[str], link: str | None = None) -> KernelDiff:
-    """The diff with each row that stands out (and kernel under it) whose source line is in a
-    file the commit changed (`changed`: `git diff --name-only GOOD BAD`) marked
-    `changed_here`; `link`: the commit's diff, where the project has a commit URL."""
+@dataclass(frozen=True)
+class Changes:
+    """What a commit changed, by line: per repository path, BAD's lines it added or changed
+    (`after`) and GOOD's it removed or changed (`before`), from `git diff -U0 GOOD BAD`."""
+
+    after: Mapping[str, frozenset[int]]
+    before: Mapping[str, frozenset[int]]
+
+    @classmethod
+    def parse(cls, diff_text: str) -> Changes:
+        """`git diff -U0`'s hunks; a hunk that only removes lines marks the lines either
+        side of where they were."""
+        after: dict[str, set[int]] = {}
+        before: dict[str, set[int]] = {}
+        old_path = new_path = ""
+        for line in diff_text.splitlines():
+            if line.startswith("--- "):
+                old_path = line[4:].removeprefix("a/")
+            elif line.startswith("+++ "):
+                new_path = line[4:].removeprefix("b/")
+            elif line.startswith("@@"):
+                match = _HUNK.match(line)
+                if match is None:
+                    continue
+                old_at, old_n, new_at, new_n = (
+                    int(g) if g is not None else 1 for g in match.groups()
+                )
+                before.setdefault(old_path, set()).update(_span(old_at, old_n))
+                after.setdefault(new_path, set()).update(_span(new_at, new_n))
+        return cls(
+            {k: frozenset(v) for k, v in after.items()},
+            {k: frozenset(v) for k, v in before.items()},
+        )
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+
+
+def _span(at: int, count: int) -> range:
+    """The lines a hunk side covers; none (a removal's other side): the lines around it."""
+    return range(at, at + count) if count else range(max(at, 1), at + 2)
+
+
+def _on_changed_line(frame: SourceFrame, side: Mapping[str, frozenset[int]]) -> bool:
+    """Whether `frame` (its file named as installed) is on a changed line of `side`."""
+    return any(
+        frame.line in lines
+        for path, lines in side.items()
+        if path == frame.file or path.endswith("/" + frame.file)
+    )
+
+
+def _changed_frame(source: SourceFrame, side: Mapping[str, frozenset[int]]) -> SourceFrame | None:
+    """The first frame from the call site outwards (its `stack`) on a changed line: where a
+    commit added a call to an unchanged helper, the caller's line, not the helper's."""
+    for depth, frame in enumerate((source, *source.stack)):
+        if _on_changed_line(frame, side):
+            return replace(frame, calls=source.calls, stack=source.stack[depth:])
+    return None
+
+
+def mark_changed(
+    diff: KernelDiff, changed: Sequence[str] | Changes, link: str | None = None
+) -> KernelDiff:
+    """The diff with each row that stands out (and kernel under it) marked `changed_here`
+    where the commit changed its call: with `Changes` (by line), the first frame of its
+    call stack on a changed line becomes its source; with paths only (`git diff
+    --name-only`), a source in a changed file. `link`: the commit's diff, where the project
+    has a commit URL."""
 
     def marked(row: KernelDelta) -> KernelDelta:
+        kernels = tuple(marked(kernel) for kernel in row.kernels)
         source = row.source
-        return replace(
-            row,
-            changed_here=row.stands_out
-            and source is not None
-            and in_changed_file(source.file, changed),
-            kernels=tuple(marked(kernel) for kernel in row.kernels),
-        )
+        if not row.stands_out or source is None:
+            return replace(row, changed_here=False, kernels=kernels)
+        if not isinstance(changed, Changes):
+            here = in_changed_file(source.file, changed)
+            return replace(row, changed_here=here, kernels=kernels)
+        after = row.source_after is not None
+        frame = _changed_frame(source, changed.after if after else changed.before)
+        if frame is None:
+            return replace(row, changed_here=False, kernels=kernels)
+        if after:
+            return replace(row, changed_here=True, kernels=kernels, source_after=frame)
+        return replace(row, changed_here=True, kernels=kernels, source_before=frame)
 
     return replace(diff, kernels=tuple(marked(row) for row in diff.kernels), change_link=link)

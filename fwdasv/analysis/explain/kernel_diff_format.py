@@ -1,12 +1,13 @@
 """A kernel diff (`fwdasv.analysis.explain.kernel_diff.KernelDiff`) as text: table, JSON, Markdown.
 
-`headline` is one line (what stands out, the largest structural change with its op and
-line, then the one total and its split), `contributors` the rows that stand out with their
-shares and call sites, and `format_diff` the whole: `table` for a terminal, `json` the
-stable contract (`KernelDiff.to_json` with GOOD's and BAD's labels), `markdown` for a
-pull-request comment (names in code spans: kernel names hold `<...>`). A kernel shows its
-launching op (`kernel <- aten::op`); a source line in a file the commit changed is marked
-`changed here` (a link to the commit's diff in Markdown, where there is one).
+`headline` is one line (what stands out and its share of GOOD's time, so its sign is the
+verdict's; the largest structural change with its op and line; then the one total and its
+split), `contributors` the rows that stand out with their shares and call sites, and
+`format_diff` the whole: `table` for a terminal, `json` the stable contract
+(`KernelDiff.to_json` with GOOD's and BAD's labels), `markdown` for a pull-request comment
+(names in code spans: kernel names hold `<...>`). A kernel shows its launching op (`kernel
+<- aten::op`); a row whose call the commit changed (by line: `kernel_diff.mark_changed`) is
+marked `changed here` (a link to the commit's diff in Markdown, where there is one).
 """
 
 from __future__ import annotations
@@ -85,10 +86,17 @@ def _rounds(diff: KernelDiff) -> str:
 def headline(diff: KernelDiff, good: str = "GOOD", bad: str = "BAD") -> str:
     """One line: what stands out (or that nothing does), then the one total and its split."""
     structural = [row for row in diff.kernels if row.structural]
+    # The figure first is what stands out, so its sign is the verdict's: the total below
+    # also holds the rows within the noise, which a neighbour's load can move either way.
+    net_pct = 100 * diff.net_us / diff.busy_before_us if diff.busy_before_us else 0.0
     if diff.verdict == CompareStatus.WORSE:
-        what = f"slower: {diff.net_us:+.2f} us per forward stands out"
+        what = (
+            f"slower: {diff.net_us:+.2f} us per forward ({net_pct:+.1f}% of GOOD's time) stands out"
+        )
     elif diff.verdict == CompareStatus.IMPROVED:
-        what = f"faster: {diff.net_us:+.2f} us per forward stands out"
+        what = (
+            f"faster: {diff.net_us:+.2f} us per forward ({net_pct:+.1f}% of GOOD's time) stands out"
+        )
     elif structural:
         what = (
             f"no change of time stands out of the noise ({diff.net_us:+.2f} us"
@@ -106,13 +114,19 @@ def headline(diff: KernelDiff, good: str = "GOOD", bad: str = "BAD") -> str:
             f"; largest structural change: {where(largest)} ({largest.change}, {calls}, "
             f"{largest.delta_us:+.2f} us)"
         )
+    against = ""
+    if (
+        diff.verdict in (CompareStatus.WORSE, CompareStatus.IMPROVED)
+        and diff.total_delta_us * diff.net_us < 0
+    ):
+        against = " (the rows within the noise moved the total the other way)"
     return (
         f"{good} -> {bad} ({_rounds(diff)}): {what}; {diff.unit} time per forward "
         f"{diff.busy_before_us:.1f} -> {diff.busy_after_us:.1f} us "
         f"({diff.total_delta_us:+.2f} us, {diff.total_delta_pct:+.1f}% = "
         f"{diff.slower_us:+.2f} slower {diff.faster_us:+.2f} faster "
         f"{diff.noise_sum_us:+.2f} {'within the noise' if diff.net_noise_us is not None else 'unjudged'}), span "
-        f"{diff.span_before_us:.1f} -> {diff.span_after_us:.1f} us"
+        f"{diff.span_before_us:.1f} -> {diff.span_after_us:.1f} us{against}"
     )
 
 

@@ -8,11 +8,11 @@ finding links to the graph asv wrote.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.result_files import load_json
 
 
 def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dict[str, object]:
@@ -26,7 +26,7 @@ def graph_params(project: AsvProject, machine: str, env_name: str | None) -> dic
     params: dict[str, object] = {"machine": machine}
     for path in sorted((project.results_dir / machine).glob(f"*-{env_name}.json")):
         try:
-            data = json.loads(path.read_text())
+            data = load_json(path)
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and isinstance(data.get("params"), dict):

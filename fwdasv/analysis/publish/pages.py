@@ -5,7 +5,7 @@ graph at the step's commits, commits, change, noise, confirmation, culprit, a li
 its kernel diff), each row an anchor (`#finding-<id>`); under it, every published
 commit and every one in a finding's range, newest first, each an anchor named as asv
 shows the hash (`#<hash_length characters>`: with no commit URL, asv's links land here,
-`fwdasv.asv.site_patches`) with its date, subject and the findings whose range holds it.
+`fwdasv.asv.site_patches`) and as the whole hash (the Atom feed's links) with its date, subject and the findings whose range holds it.
 Where git cannot give the subjects (the repository moved away) the page says so.
 `html/fwdasv/explain/<id>.html` is a kernel diff: the headline, the rows that stand
 out (op, source line, "changed here"), the table wrapped to the page, and where the
@@ -158,8 +158,11 @@ def _commit_rows(commits: Sequence[SiteCommit], shown: Sequence[SiteFinding], le
             for item in at.get(commit.hash, [])
         )
         measured = "" if commit.revision is not None else " <i>(not measured)</i>"
+        # Two anchors: asv's links name the hash as asv shows it, the Atom feed's (asv's
+        # feed code) the whole hash.
+        whole = f" id='{html.escape(commit.hash)}'" if len(commit.hash) > length else ""
         rows.append(
-            f"<tr id='{html.escape(commit.hash[:length])}'><td><code>{commit.hash}</code>"
+            f"<tr id='{html.escape(commit.hash[:length])}'><td><code{whole}>{commit.hash}</code>"
             f"{measured}</td><td>{date}</td><td>{html.escape(commit.subject or '')}</td>"
             f"<td>{links}</td></tr>"
         )

@@ -227,3 +227,24 @@ def test_bisect_finds_the_injected_commit_by_bench_processes(
     envs = Path(project.config_path).parent / ".fwdasv-envs"
     assert {p.commit[:12] for p in result.probes} <= {d.name for d in envs.iterdir()}
     assert {p.name: p.read_bytes() for p in project.results_dir.rglob("*.json")} == history
+
+
+def test_a_search_whose_every_process_failed_records_nothing() -> None:
+    """The ends kept from confirm, every probe's bench process failing (a bench that cannot
+    import fwdasv): no answer (it would be the failures' "undecided"), one error instead."""
+    from fwdasv.analysis.bisect.environment import BisectError
+    from fwdasv.analysis.remeasure import RemeasureError
+
+    bisector = _bisector({QUIET: _step(9, 5, 2.0)}, {QUIET: 0.02}, {QUIET: 100.0})
+    line, pool = bisector.line, bisector.pool
+    pool._kept = {
+        c: [{QUIET: level} for _ in range(6)] for c, level in ((line[0], 0.6), (line[-1], 1.2))
+    }
+
+    def failing(commit: str) -> dict[SeriesRef, float]:
+        raise RemeasureError(f"{commit[:8]}: the bench failed: exited with status 1")
+
+    pool._launch = failing  # type: ignore[method-assign]
+    with pytest.raises(BisectError, match="every bench process of this search failed"):
+        bisector.run()
+    assert pool.failed > 0 and pool.measured == 0 and pool.resumed > 0

@@ -40,3 +40,14 @@ def test_one_commit_twice_is_refused_before_anything_runs(
             f"{head[:8]} ({a!r}, {b!r}): {name} needs two commits, the earlier first (a "
             "finding's pair: `fwdasv regressions` lists them)"
         ]
+    # Reversed (the later commit first): refused with the command the right way round.
+    first = git(repo, "rev-parse", "HEAD~1")
+    result = CliRunner().invoke(
+        main, [name, "main", first[:10], *bench, *options, "--config", str(config)]
+    )
+    assert result.exit_code == 2, result.output
+    names = "GOOD and BAD" if name == "explain" else "A and B"
+    assert result.stderr.splitlines() == [
+        f"Error: {names} are reversed: {first[:10]!r} ({first[:8]}) is an ancestor of 'main' "
+        f"({head[:8]}); {name} takes the earlier commit first: `fwdasv {name} {first[:10]} main`"
+    ]

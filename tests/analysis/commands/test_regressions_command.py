@@ -460,6 +460,36 @@ def test_only_the_steps_result_truncated_exits_2_even_when_skipped(stepped, tmp_
 
 
 @pytest.mark.slow
+def test_odd_files_at_result_paths_are_named_and_unreadable(stepped, tmp_path: Path) -> None:
+    """A dangling symlink, a directory and a FIFO where asv's result files were: each named
+    on stderr and counted unreadable (exit 2), and the FIFO never waited on."""
+    import os
+    import subprocess
+    import sys
+
+    project = copy_project(stepped, tmp_path)
+    dangling, folder, fifo = (result_file(project, c) for c in stepped.hashes[1:4])
+    for path in (dangling, folder, fifo):
+        path.unlink()
+    dangling.symlink_to(tmp_path / "gone.json")
+    folder.mkdir()
+    os.mkfifo(fifo)
+    command = [sys.executable, "-m", "fwdasv", "regressions", "--config"]
+    command += [str(project.config_path), "--format", "json"]
+    listed = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 2, listed.stderr
+    assert f"{dangling}: a symbolic link to {tmp_path / 'gone.json'}" in listed.stderr
+    assert f"{folder}: a directory, not a regular file" in listed.stderr
+    assert f"{fifo}: a FIFO, not a regular file" in listed.stderr
+    document = json.loads(listed.stdout)
+    assert document["unreadable_count"] == 3
+    # Outside the step's range: asked to skip them, still named, no longer failing.
+    skipped = subprocess.run([*command, "--skip-unreadable"], capture_output=True, timeout=120)
+    assert skipped.returncode == 1, skipped.stderr
+    assert str(fifo).encode() in skipped.stderr
+
+
+@pytest.mark.slow
 def test_a_missing_result_is_no_problem(step_free, tmp_path: Path) -> None:
     project = copy_project(step_free, tmp_path)
     result_file(project, step_free.hashes[STEP_INDEX]).unlink()  # never built

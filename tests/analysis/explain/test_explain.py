@@ -123,12 +123,12 @@ def test_an_undecided_confirm_makes_explain_say_the_step_is_not_established(tmp_
     assert json.loads(format_diff(diff, "json"))["notes"][0] == note
 
 
-def test_the_commits_changed_files_and_its_diff_link_come_from_the_projects_repository(tmp_path):
+def test_the_commits_changed_lines_and_its_diff_link_come_from_the_projects_repository(tmp_path):
     from types import SimpleNamespace
 
     from helpers import git
 
-    from fwdasv.analysis.explain.explain import change_link, changed_files
+    from fwdasv.analysis.explain.explain import change_link, changed_lines
     from fwdasv.asv.project import AsvError
 
     repo = tmp_path / "repo"
@@ -150,9 +150,12 @@ def test_the_commits_changed_files_and_its_diff_link_come_from_the_projects_repo
 
     url = "https://github.com/o/r/commit/"
     project = Project(raw={"show_commit_url": url})
-    assert changed_files(project, hashes[0], hashes[1]) == ("README.md",)
-    assert set(changed_files(project, hashes[0], hashes[2])) == {"README.md", "model.py"}
-    assert changed_files(project, hashes[0], "f" * 40) is None  # git cannot: no marks
+    readme = changed_lines(project, hashes[0], hashes[1])
+    assert readme is not None and dict(readme.after) == {"README.md": frozenset({1})}
+    both = changed_lines(project, hashes[0], hashes[2])
+    assert both is not None and set(both.after) == {"README.md", "model.py"}
+    assert both.before["model.py"] == frozenset({1})
+    assert changed_lines(project, hashes[0], "f" * 40) is None  # git cannot: no marks
     # GOOD is BAD's parent: BAD's page; a longer range: the compare page.
     assert change_link(project, hashes[1], hashes[2]) == url + hashes[2]
     assert change_link(project, hashes[0], hashes[2]) == (
@@ -220,7 +223,9 @@ def test_explain_commits_runs_a_vllm_suite_through_the_eager_pass_and_marks_the_
     (repo / "vllm/model_executor/models").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     commits = []
-    for text in ("base\n", "base\ncast\n"):
+    # BAD adds the cast at ADDED_LINE: "changed here" is per changed line.
+    before = "base\n" * (ADDED_LINE - 1)
+    for text in (before + "rest\n", before + "cast\nrest\n"):
         (repo / QWEN3).write_text(text)
         git(repo, "add", "-A")
         git(repo, "commit", "-qm", "x")

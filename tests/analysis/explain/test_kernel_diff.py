@@ -196,3 +196,49 @@ def json_row(diff, name):
     import json
 
     return next(r for r in json.loads(format_diff(diff, "json"))["kernels"] if r["name"] == name)
+
+
+def test_a_call_added_to_an_unchanged_helper_is_named_at_the_changed_line():
+    """The op's innermost frame is the helper (unchanged); the stack above it holds the
+    line the commit added: that line names the row, marked; a row of the same file whose
+    stack holds no changed line is not marked (per line, not per file)."""
+    from dataclasses import replace
+
+    from fwdasv.analysis.explain.kernel_diff import Changes, mark_changed
+    from fwdasv.core.kernels import SourceFrame
+
+    caller = SourceFrame("model.py", 191, "Attention.forward", "freqs = precompute(x)")
+    helper = SourceFrame("model.py", 242, "precompute", "return torch.polar(a, b)", 8, (caller,))
+    other = SourceFrame("model.py", 195, "Attention.forward", "y = x @ w", 4)
+    sites = {"aten::polar": helper, "aten::mm": other}
+
+    def at(rows):
+        kernels = tuple(replace(row, sources=(sites[row.name],)) for row in rows.kernels)
+        return replace(rows, kernels=kernels)
+
+    good = at(summary_of({"aten::mm": (100.0, 4)}))
+    bad = at(summary_of({"aten::mm": (130.0, 8), "aten::polar": (9.0, 8)}))
+    changes = Changes.parse(
+        "diff --git a/model.py b/model.py\n--- a/model.py\n+++ b/model.py\n"
+        "@@ -190,0 +191 @@ class Attention:\n+        freqs = precompute(x)\n"
+    )
+    assert dict(changes.after) == {"model.py": frozenset({191})}
+    diff = mark_changed(diff_summaries(good, bad), changes)
+    rows = {row.name: row for row in diff.kernels}
+    assert rows["aten::polar"].changed_here and rows["aten::polar"].source.line == 191
+    assert rows["aten::polar"].source.function == "Attention.forward"
+    assert rows["aten::mm"].stands_out and not rows["aten::mm"].changed_here
+    assert "model.py:191 Attention.forward [changed here]" in format_diff(diff, "table")
+
+
+def test_the_headlines_first_figure_has_the_verdicts_sign_under_load():
+    """GOOD's processes ran beside a neighbour, BAD's alone: every op within the noise reads
+    faster, and the one op the commit added stands out. The total is negative; the
+    headline leads with what stands out (slower, +) and says the total moved the other way."""
+    goods = rounds_of(BASE, (1.0, 1.6, 1.2))
+    bads = rounds_of(BASE, (0.9, 1.1, 1.0), bmm=(100.0, 8))
+    diff = diff_rounds(goods, bads)
+    assert diff.verdict == "worse" and diff.total_delta_us < 0 < diff.net_us, diff.to_json()
+    line = headline(diff)
+    assert f"slower: {diff.net_us:+.2f} us per forward (+" in line, line
+    assert "the rows within the noise moved the total the other way" in line

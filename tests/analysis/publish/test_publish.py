@@ -63,8 +63,12 @@ def test_publish_puts_the_findings_into_asvs_regressions_page_and_feed(
     for entry in feed.iter(f"{atom}entry"):
         link = entry.find(f"{atom}link").attrib["href"]
         assert f"commits={step}" in link and "index.html#bench." in link, link
+        # The commit's link (asv's feed code: the whole hash) lands on the commit's row.
+        content = entry.find(f"{atom}content").text
+        assert f'href="fwdasv/findings.html#{step}"' in content, content
 
     page = (html / "fwdasv" / "findings.html").read_text()
+    assert f"<code id='{step}'>{step}</code>" in page
     assert "bench.Drawn.track_latency(decode_bs8)" in page
     assert "<td class='confirmed'>confirmed</td>" in page
     assert "<td class='regression'>regression</td>" in page
