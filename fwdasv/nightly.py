@@ -30,6 +30,7 @@ from fwdasv.analysis.rules.gate import inside_steps, nightly_gate
 from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.history import Problem
+from fwdasv.asv.project_machine import project_machine
 from fwdasv.core.errors import EXIT_HARDWARE, UserError
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks as hw_checks
@@ -43,7 +44,11 @@ NOTHING_SELECTED = "No commit hashes selected"
 
 
 def _run_new(
-    project: asv_project.AsvProject, spec: str, machine: str, echo: Callable[[str], None]
+    project: asv_project.AsvProject,
+    spec: str,
+    machine: str,
+    echo: Callable[[str], None],
+    machine_file: str | None = None,
 ) -> int:
     """`asv run SPEC`; a night without new commits is not a failure (asv exits 1 then)."""
     lines: list[str] = []
@@ -53,7 +58,7 @@ def _run_new(
         echo(f"  {line}")
 
     try:
-        return asv_project.run_spec(project, spec, machine, echo=say)
+        return asv_project.run_spec(project, spec, machine, echo=say, machine_file=machine_file)
     except asv_project.AsvError:
         if not any(NOTHING_SELECTED in line for line in lines):
             raise
@@ -197,6 +202,8 @@ def run_nightly(
         for line in lines:
             echo(line)
 
+    # The project's machine, before anything runs: another box is refused, not a new series.
+    machine = project_machine(project, machine, gpus)
     locked = False
     try:
         if lock_clocks:
@@ -211,7 +218,7 @@ def run_nightly(
         say(preflight.lines())
         if preflight.failed:
             return NightlyOutcome(EXIT_HARDWARE, this, preflight)
-        asv_status = _measure(project, this.name, spec, existing_python, commit, echo)
+        asv_status = _measure(project, this.name, spec, existing_python, commit, echo, machine_file)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
         found = findings.find(project, machine=this.name)
@@ -282,11 +289,13 @@ def _measure(
     existing_python: str | None,
     commit: str | None,
     echo: Callable[[str], None],
+    machine_file: str | None = None,
 ) -> int:
-    """Step 4: `asv run` of the new commits, or of the existing environment's one build."""
+    """Step 4: `asv run` of the new commits, or of the existing environment's one build
+    (asv reading `machine_file` for the machine, when given)."""
     if not existing_python:
         echo(f"[nightly] 4/7 asv run {spec}")
-        return _run_new(project, spec, name, echo)
+        return _run_new(project, spec, name, echo, machine_file)
     echo(f"[nightly] 4/7 asv run on the existing environment {existing_python}, commit {commit}")
     return asv_project.run_asv(
         project,
@@ -303,4 +312,5 @@ def _measure(
         "--show-stderr",
         echo=lambda line: echo(f"  {line}"),
         check_codes=(0, 2),
+        machine_file=machine_file,
     )

@@ -18,6 +18,7 @@ from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.format import FORMATS
 from fwdasv.analysis.rules import confirm
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project_machine import project_machine
 from fwdasv.core.clitools import (
     bench_option,
     config_option,
@@ -29,7 +30,10 @@ from fwdasv.core.clitools import (
 
 @analysis_command("confirm")
 @config_option()
-@machine_option("Only this machine's findings [default: every machine with results].")
+@machine_option(
+    "Only this machine's findings [default: the project's machine (`fwdasv init` records it; "
+    "another box is refused), else every machine with results]."
+)
 @bench_option
 @format_option(FORMATS, "How the findings are listed after the re-measure.")
 @click.option(
@@ -68,6 +72,7 @@ def confirm_command(
     from fwdasv.analysis.confirm.reproduce import confirm_findings
 
     project = AsvProject.load(config)
+    machine = project_machine(project, machine)
     found = findings.find(project, machine=machine, bench=bench)
     confirm_findings(
         project,
