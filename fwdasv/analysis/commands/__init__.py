@@ -8,7 +8,7 @@ written); compare 0 nothing worse, 1 something worse (or newly failing); explain
 nothing slower stands out, 1 a slowdown stands out of the noise; bisect 0 found, 1
 found but uncertain (a probe decided by the closer median, or an unmeasurable commit
 next to the step), 2 cannot bisect; export 0 written, 1 a result file unreadable under
---strict, 2 bad input. A user error is one `Error: ...` line and status 2
+--strict, 2 bad input; check 0 no slowdown beyond min_effect_pct, 1 one, 2 bad input. A user error is one `Error: ...` line and status 2
 (`AnalysisCommand`), so "a regression was found" and "the command could not run"
 never look alike to CI.
 """
@@ -16,6 +16,7 @@ never look alike to CI.
 from __future__ import annotations
 
 from fwdasv.analysis.commands.bisect import bisect_command
+from fwdasv.analysis.commands.check import check_command
 from fwdasv.analysis.commands.compare import compare_command
 from fwdasv.analysis.commands.confirm import confirm_command
 from fwdasv.analysis.commands.explain import explain_command
@@ -31,4 +32,5 @@ COMMANDS = (
     export_command,
     publish_command,
     explain_command,
+    check_command,
 )
