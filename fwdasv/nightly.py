@@ -25,6 +25,7 @@ from fwdasv.analysis.confirm.reproduce import confirm_findings
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
+from fwdasv.analysis.publish import notify as notify_module
 from fwdasv.analysis.publish.publish import publish
 from fwdasv.analysis.rules.gate import inside_steps, nightly_gate
 from fwdasv.analysis.rules.status import TO_CONFIRM
@@ -185,11 +186,15 @@ def run_nightly(
     explain: bool = True,
     bisect: bool = True,
     skip_unreadable: bool = False,
+    notify: tuple[str, ...] = (),
+    site_url: str | None = None,
     echo: Callable[[str], None] = print,
 ) -> NightlyOutcome:
     """The seven steps, each returning what it found; the `[nightly]` lines are printed from
     those values (a step's first line before its work, whose own output is indented).
-    The outcome's `status` is the exit status (see the module)."""
+    The outcome's `status` is the exit status (see the module). With `notify` URLs, the
+    findings the night brought are POSTed to each (`fwdasv.analysis.publish.notify`),
+    after the gate, which a failed POST never changes."""
     project = asv_project.AsvProject.load(config)
     if confirm is None:
         confirm = project.verdict_settings().confirm
@@ -218,6 +223,8 @@ def run_nightly(
         say(preflight.lines())
         if preflight.failed:
             return NightlyOutcome(EXIT_HARDWARE, this, preflight)
+        # What the findings were before the night's run: the message tells only what is new.
+        before = notify_module.seen(findings.find(project, machine=this.name)) if notify else None
         asv_status = _measure(project, this.name, spec, existing_python, commit, echo, machine_file)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
@@ -258,11 +265,36 @@ def run_nightly(
             gate, this, preflight, asv_status, step, bisection, published, site.unreadable
         )
         say(outcome.lines())
+        if before is not None:
+            _notify(project, this.name, before, outcome, notify, site_url, echo)
         return outcome
     finally:
         if locked:
             echo("[nightly] reset: restoring the saved GPU state")
             hw_setup.reset(state_file, echo=echo)
+
+
+def _notify(
+    project: asv_project.AsvProject,
+    machine: str,
+    before: frozenset[tuple[object, str]],
+    outcome: NightlyOutcome,
+    urls: tuple[str, ...],
+    site_url: str | None,
+    echo: Callable[[str], None],
+) -> None:
+    """One document to each URL when the night brought a finding; none on a quiet night."""
+    new = notify_module.news(before, outcome.findings)
+    if not new:
+        echo("[nightly] notify: nothing new tonight, no message")
+        return
+    name = str(project.raw.get("project", project.config_path.parent.name))
+    document = notify_module.night_document(name, machine, new, outcome.status, site_url)
+    for url in urls:
+        sent = notify_module.post(url, document, echo=lambda line: echo(f"  {line}"))
+        echo(
+            f"[nightly] notify {url}: {len(new)} new finding(s) " + ("sent" if sent else "NOT sent")
+        )
 
 
 def _machine_step(
