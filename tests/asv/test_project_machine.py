@@ -65,3 +65,58 @@ def test_a_project_without_a_record_keeps_the_older_default() -> None:
 def test_a_malformed_record_is_one_line_naming_the_key() -> None:
     with pytest.raises(UserError, match=r"asv.conf.json: 'fwdasv'.machine must be an object"):
         recorded_machine({"fwdasv": {"machine": "fwdasv-demo"}})
+
+
+def _elsewhere(tmp_path):
+    """A project whose recorded machine is this host under another torch: another box."""
+    import json
+    import platform
+
+    from fwdasv.asv.project_machine import ProjectMachine
+
+    other = {"machine": "benchbox", "host": platform.node(), "torch": "0.0-elsewhere"}
+    raw = project_config(str(tmp_path / "repo"), "p", machine=ProjectMachine.of(other))
+    (tmp_path / "asv.conf.json").write_text(json.dumps(raw))
+    return tmp_path / "asv.conf.json"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["nightly", "--no-confirm"],
+        ["confirm"],
+        ["bisect"],
+        ["explain", "A", "B", "forward.TinyLM"],
+        ["check", "A", "B"],
+    ],
+    ids=lambda args: args[0],
+)
+def test_every_measuring_command_refuses_another_box_in_one_line(tmp_path, args) -> None:
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+
+    config = _elsewhere(tmp_path)
+    result = CliRunner().invoke(main, [*args, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "not the project's machine 'benchbox'" in lines[0]
+    assert "torch" in lines[0] and "0.0-elsewhere" in lines[0]
+
+
+def test_the_demo_rerun_takes_the_recorded_machine_or_refuses_another_box(tmp_path) -> None:
+    import json
+
+    from fwdasv.demo.run import MACHINE, demo_machine
+    from fwdasv.hw.machine import this_machine
+
+    assert demo_machine(tmp_path, None) == MACHINE  # a first run: the demo's name
+    _elsewhere(tmp_path)
+    with pytest.raises(MachineMismatch, match="not the project's machine 'benchbox'"):
+        demo_machine(tmp_path, None)
+    assert demo_machine(tmp_path, "newbox") == "newbox"  # told
+    here = ProjectMachine.of(this_machine("demo-box"))
+    raw = project_config(str(tmp_path / "repo"), "p", machine=here)
+    (tmp_path / "asv.conf.json").write_text(json.dumps(raw))
+    assert demo_machine(tmp_path, None) == "demo-box"
