@@ -1,16 +1,15 @@
 """`fwdasv check` on pull requests that change no forward: README-only commits, each checked.
 
-    python bench/verdicts/check_noop_pairs.py [--pairs 20] [--max-processes 3] [--workdir DIR]
+    python bench/verdicts/check_noop_pairs.py [--pairs 20] [--max-processes 12] [--workdir DIR]
 
 Builds the demo repository (fwdasv/demo/project.py) and an asv project for it with the
 demo's paced CPU suite (tinylm's two attention-heavy cases, as `fwdasv init` writes a
 suite on a box without a GPU), adds `--pairs` commits on top that change README.md
 only, and runs `fwdasv check PARENT COMMIT` (the real command, a subprocess) on each.
 A false alarm is an exit 1 on a pair whose forward is the same code. `--max-processes`
-is check's own option (3: one look, the cheapest check; 12, the default, measures a
-no-op pair to 12 processes a side where the box's noise is far above min_effect_pct,
-about 6 minutes a pair on a busy 2-core box). Prints one line a pair (exit status,
-each case's word and change, processes, seconds), then the count that exited 0.
+is check's own option (12, its default; 3: one look, and no second to hold a slowdown).
+Prints one line a pair (exit status, each case's word and change, processes, seconds),
+then the count that exited 0.
 """
 
 from __future__ import annotations
@@ -97,7 +96,7 @@ def check(config: Path, base: str, head: str, max_processes: int) -> tuple[int, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=20, help="README-only commits to check")
-    parser.add_argument("--max-processes", type=int, default=3, help="check's, a side")
+    parser.add_argument("--max-processes", type=int, default=12, help="check's, a side")
     parser.add_argument("--workdir", type=Path, default=None, help="default: a temporary dir")
     args = parser.parse_args()
     root = Path(args.workdir or tempfile.mkdtemp(prefix="fwdasv-check-noop-")).resolve()

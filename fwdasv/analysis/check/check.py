@@ -1,16 +1,15 @@
 """`fwdasv check BASE HEAD`: would this pull request make the forward slower?
 
-Every fwdasv suite of the project (the environment canary aside: it runs none of the
-code under test) is measured at BASE and at HEAD, each installed once into an
-environment of its own, one bench process at a time, BASE HEAD BASE HEAD ...
-(`fwdasv.analysis.confirm.processes.ProcessPool`), every case of a suite in each
-process. Each case is judged by confirm's rule (`fwdasv.analysis.rules.confirm`), with
-no history: the noise prior (`estimate_noise` of nothing, worth under one degree of
-freedom) leaves the run's own processes to decide; processes are added while a case is
-undecided, up to `max_processes` a side, and a paced suite is judged on its
-forward-over-workload ratio, as the findings judge it. `rules.check.check_status` gives
-each case its word; each `worse` case is explained (the op or kernel diff, its source
-lines). On vLLM over a compiled base, a commit the base cannot serve is refused first.
+Every fwdasv suite of the project but the canary (it runs none of the code under test)
+is measured at BASE and HEAD, each installed once, one bench process at a time, BASE
+HEAD BASE HEAD ... (`confirm.processes.ProcessPool`), every case in each process. Each
+case is judged by confirm's rule (`rules.confirm.judge_ab`) with no history: the noise
+prior (`estimate_noise` of nothing, under one degree of freedom) leaves the processes to
+decide. Processes are added while a case is undecided (`_judged`), up to `max_processes`
+a side, unless its interval says no number of them within that could decide; a slowdown
+stands only if it holds at the next look too (`_held`). A paced suite is judged on its
+forward over the workload. `rules.check.check_status` gives each case its word; each
+`worse` one is explained. vLLM over a compiled base: a commit it cannot serve is refused.
 Nothing is read from, or written to, the stored results.
 """
 
@@ -30,13 +29,14 @@ from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.check import check_status
 from fwdasv.analysis.rules.confirm import Confirmation
 from fwdasv.analysis.rules.gate import COMPARISON
-from fwdasv.analysis.rules.noise import estimate_noise
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.analysis.rules.status import Status
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.suite import ForwardSuite
 from fwdasv.core.errors import UserError
 
 CHECK_DIR = ".fwdasv-check"  # beside asv.conf.json: each check's bench processes
+HOLD_PROCESSES = confirm.STEP_PROCESSES  # a side, measured again before a slowdown stands
 
 
 class CheckError(UserError):
@@ -189,13 +189,9 @@ def run_check(
             if echo is not None:
                 echo(f"  process {n}: BASE {ref.shown(a)}, HEAD {ref.shown(b)}")
 
-        verdict = confirm.run_confirmation(
-            Cursor(pool, base_hash, head_hash, ref, on_round=shown).measure,
-            noise,
-            min_effect_pct=min_effect,
-            start=min(confirm.MIN_PROCESSES, max_processes),
-            max_processes=max_processes,
-        )
+        cursor = Cursor(pool, base_hash, head_hash, ref, on_round=shown)
+        verdict = _judged(cursor, noise, min_effect, max_processes)
+        verdict = _held(verdict, cursor, noise, min_effect, max_processes, echo)
         case = CaseCheck(
             ref.suite, ref.case, ref.relative, verdict, check_status(verdict, min_effect)
         )
@@ -217,6 +213,47 @@ def run_check(
         pool.installs,
         time.perf_counter() - started,
         errors,
+    )
+
+
+def _judged(cursor: Cursor, noise: Noise, min_effect: float, max_processes: int) -> Confirmation:
+    """confirm's looks (MIN_PROCESSES a side, STEP_PROCESSES more while undecided, up to
+    `max_processes`), stopped early when the run's noise needs more processes than are left
+    (`more_processes`): a busy box's no-op pull request costs one look, not twelve."""
+    a, b = (list(side) for side in cursor.measure(min(confirm.MIN_PROCESSES, max_processes)))
+    while True:
+        verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
+        left = max_processes - min(len(a), len(b))
+        if verdict.status != Status.UNDECIDED or left < 1 or verdict.more_processes > left:
+            return verdict
+        more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
+        a.extend(more_a)
+        b.extend(more_b)
+
+
+def _held(
+    verdict: Confirmation,
+    cursor: Cursor,
+    noise: Noise,
+    min_effect: float,
+    max_processes: int,
+    echo: Callable[[str], None] | None,
+) -> Confirmation:
+    """A slowdown that holds at the next look too: HOLD_PROCESSES more a side, judged with
+    all the processes. On a shared box a neighbour's burst can slow one side's few
+    processes (seen: +15.7% on a README-only pair at 3 a side); it rarely does so twice."""
+    more = min(HOLD_PROCESSES, max_processes - cursor.taken)
+    if check_status(verdict, min_effect) != Status.WORSE or more < 1:
+        return verdict
+    if echo is not None:
+        echo(f"  {verdict.summary()}; {more} more a side: a slowdown must hold")
+    cursor.measure(more)
+    pool, taken = cursor.pool, cursor.taken
+    return confirm.judge_ab(
+        pool.values(cursor.a, cursor.ref)[:taken],
+        pool.values(cursor.b, cursor.ref)[:taken],
+        noise,
+        min_effect_pct=min_effect,
     )
 
 

@@ -148,3 +148,50 @@ def test_readme_only_pairs_pass(demo, measuring) -> None:
         if result.exit_code != 0:
             failed.append((head[:8], result.exit_code, result.stdout[-2000:]))
     assert not failed, f"{len(failed)}/{NOOP_PAIRS} README-only pairs failed the check: {failed}"
+
+
+class _Cursor:
+    """confirm's Cursor over given process medians (BASE's, HEAD's), counting what is taken."""
+
+    def __init__(self, base: list[float], head: list[float]) -> None:
+        self.a, self.b, self.ref, self.taken = "base", "head", "ref", 0
+        self.sides = {"base": base, "head": head}
+        self.pool = self
+
+    def values(self, commit: str, ref: str) -> list[float]:
+        return self.sides[commit]
+
+    def measure(self, k: int) -> tuple[list[float], list[float]]:
+        start, self.taken = self.taken, self.taken + k
+        return self.sides["base"][start : self.taken], self.sides["head"][start : self.taken]
+
+
+def test_a_slowdown_must_hold_at_the_next_look() -> None:
+    from fwdasv.analysis.check.check import _held, _judged
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    noise = estimate_noise(())
+    # Three HEAD processes slowed by a neighbour's burst, then the next three as BASE's.
+    base = [1.00, 1.01, 0.99, 1.00, 1.01, 0.99]
+    head = [1.15, 1.16, 1.15, 1.00, 1.01, 0.99]
+    cursor = _Cursor(base, head)
+    first = _judged(cursor, noise, 0.3, 12)  # type: ignore[arg-type]
+    assert check_status(first, 0.3).value == "worse" and cursor.taken == 3
+    held = _held(first, cursor, noise, 0.3, 12, None)  # type: ignore[arg-type]
+    assert cursor.taken == 6 and check_status(held, 0.3).value != "worse"
+    # A real slowdown holds.
+    steady = _Cursor(base, [v * 1.15 for v in base])
+    verdict = _judged(steady, estimate_noise(()), 0.3, 12)  # type: ignore[arg-type]
+    held = _held(verdict, steady, noise, 0.3, 12, None)  # type: ignore[arg-type]
+    assert check_status(held, 0.3).value == "worse" and steady.taken == 6
+
+
+def test_a_case_too_noisy_for_the_budget_stops_at_the_first_look() -> None:
+    from fwdasv.analysis.check.check import _judged
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    base = [1.0, 1.3, 0.8] * 4
+    cursor = _Cursor(base, [1.1, 0.9, 1.2] * 4)
+    verdict = _judged(cursor, estimate_noise(()), 0.3, 12)  # type: ignore[arg-type]
+    assert check_status(verdict, 0.3).value == "undecided"
+    assert cursor.taken == 3  # 12 a side could not resolve 0.3% at this noise: one look
