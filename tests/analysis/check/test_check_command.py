@@ -195,3 +195,21 @@ def test_a_case_too_noisy_for_the_budget_stops_at_the_first_look() -> None:
     verdict = _judged(cursor, estimate_noise(()), 0.3, 12)  # type: ignore[arg-type]
     assert check_status(verdict, 0.3).value == "undecided"
     assert cursor.taken == 3  # 12 a side could not resolve 0.3% at this noise: one look
+
+
+def test_a_pull_request_that_changes_compiled_sources_is_refused_in_one_line(tmp_path) -> None:
+    """vLLM over a compiled base (a vLLM-shaped repository, tests/vllm_shaped.py): HEAD's
+    csrc/ differs from the base's, so no environment can hold it: refused before anything
+    is installed or measured."""
+    from vllm_shaped import CSRC, build, write_project
+
+    history = build(tmp_path)
+    config = write_project(tmp_path, history)
+    csrc = history.commits[history.index(CSRC)]
+    result = CliRunner().invoke(main, ["check", history.commits[0], csrc, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert f"HEAD {csrc[:8]} cannot be checked over the compiled base" in lines[0]
+    assert "compiled code differs" in lines[0]
+    assert not (config.parent / ".fwdasv-check").exists()
