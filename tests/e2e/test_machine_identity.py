@@ -120,7 +120,7 @@ def test_cron_nightly_with_defaults_measures_the_same_machine_and_series(fresh) 
     assert list(before) == ["benchbox"] and len(before["benchbox"]) == 2, before
     new = _commit(repo, "Add notes")
     # cron: no --machine, no --config (the project's directory), nothing of this shell.
-    night = _run([str(BIN / "fwdasv"), "nightly", "--no-confirm", "--no-bisect"], env, project)
+    night = _run([str(BIN / "fwdasv"), "nightly"], env, project)
     assert night.returncode == 0, night.stdout[-3000:] + night.stderr[-3000:]
     assert "[nightly] 2/7 machine benchbox" in night.stdout
     after = _stored(project / "results")
