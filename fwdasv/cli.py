@@ -93,6 +93,21 @@ def main() -> None:
     "commits asv left unmeasured (`asv run --steps`), the culprit recorded with it.",
 )
 @skip_unreadable_option
+@click.option(
+    "--notify",
+    "notify",
+    multiple=True,
+    metavar="URL",
+    help="POST one JSON document (Slack's `text` and `blocks`, and the findings under "
+    "`fwdasv`) to this webhook when the night brings a new finding; repeatable. A failed "
+    "POST is retried, logged and never changes the exit status.",
+)
+@click.option(
+    "--site-url",
+    metavar="URL",
+    default=None,
+    help="Where html/ is served, for the message's links to each finding's row.",
+)
 def nightly_command(
     config: str,
     machine: str | None,
@@ -109,6 +124,8 @@ def nightly_command(
     explain: bool,
     bisect: bool,
     skip_unreadable: bool,
+    notify: tuple[str, ...],
+    site_url: str | None,
 ) -> None:
     """Setup, machine file, asv run, findings, confirm, bisect, publish, gate, reset (always).
 
@@ -138,6 +155,8 @@ def nightly_command(
         explain=explain,
         bisect=bisect,
         skip_unreadable=skip_unreadable,
+        notify=notify,
+        site_url=site_url,
         echo=click.echo,
     )
     warn_unreadable(outcome.unreadable, skip_unreadable)

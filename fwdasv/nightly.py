@@ -25,11 +25,13 @@ from fwdasv.analysis import triage
 from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
+from fwdasv.analysis.publish import notify as notify_module
 from fwdasv.analysis.publish.publish import publish
 from fwdasv.analysis.rules.gate import counts_tonight, inside_steps, nightly_gate
 from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.history import Problem
+from fwdasv.asv.project_machine import project_machine
 from fwdasv.core.errors import EXIT_HARDWARE, UserError
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks as hw_checks
@@ -43,7 +45,11 @@ NOTHING_SELECTED = "No commit hashes selected"
 
 
 def _run_new(
-    project: asv_project.AsvProject, spec: str, machine: str, echo: Callable[[str], None]
+    project: asv_project.AsvProject,
+    spec: str,
+    machine: str,
+    echo: Callable[[str], None],
+    machine_file: str | None = None,
 ) -> int:
     """`asv run SPEC`; a night without new commits is not a failure (asv exits 1 then)."""
     lines: list[str] = []
@@ -53,7 +59,7 @@ def _run_new(
         echo(f"  {line}")
 
     try:
-        return asv_project.run_spec(project, spec, machine, echo=say)
+        return asv_project.run_spec(project, spec, machine, echo=say, machine_file=machine_file)
     except asv_project.AsvError:
         if not any(NOTHING_SELECTED in line for line in lines):
             raise
@@ -192,12 +198,16 @@ def run_nightly(
     explain: bool = True,
     bisect: bool = True,
     skip_unreadable: bool = False,
+    notify: tuple[str, ...] = (),
+    site_url: str | None = None,
     echo: Callable[[str], None] = print,
     fail_on_open: bool = False,  # an acknowledged regression gates too
 ) -> NightlyOutcome:
     """The seven steps, each returning what it found; the `[nightly]` lines are printed from
     those values (a step's first line before its work, whose own output is indented).
-    The outcome's `status` is the exit status (see the module)."""
+    The outcome's `status` is the exit status (see the module). With `notify` URLs, the
+    findings the night brought are POSTed to each (`fwdasv.analysis.publish.notify`),
+    after the gate, which a failed POST never changes."""
     project = asv_project.AsvProject.load(config)
     if confirm is None:
         confirm = project.verdict_settings().confirm
@@ -210,6 +220,8 @@ def run_nightly(
         for line in lines:
             echo(line)
 
+    # The project's machine, before anything runs: another box is refused, not a new series.
+    machine = project_machine(project, machine, gpus)
     locked = False
     try:
         if lock_clocks:
@@ -224,7 +236,9 @@ def run_nightly(
         say(preflight.lines())
         if preflight.failed:
             return NightlyOutcome(EXIT_HARDWARE, this, preflight)
-        asv_status = _measure(project, this.name, spec, existing_python, commit, echo)
+        # What the findings were before the night's run: the message tells only what is new.
+        before = notify_module.seen(findings.find(project, machine=this.name)) if notify else None
+        asv_status = _measure(project, this.name, spec, existing_python, commit, echo, machine_file)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
         # The night's one read of the results; confirm and bisect add only verdicts.
@@ -270,11 +284,36 @@ def run_nightly(
             fail_on_open,
         )
         say(outcome.lines())
+        if before is not None:
+            _notify(project, this.name, before, outcome, notify, site_url, echo)
         return outcome
     finally:
         if locked:
             echo("[nightly] reset: restoring the saved GPU state")
             hw_setup.reset(state_file, echo=echo)
+
+
+def _notify(
+    project: asv_project.AsvProject,
+    machine: str,
+    before: frozenset[tuple[object, str]],
+    outcome: NightlyOutcome,
+    urls: tuple[str, ...],
+    site_url: str | None,
+    echo: Callable[[str], None],
+) -> None:
+    """One document to each URL when the night brought a finding; none on a quiet night."""
+    new = notify_module.news(before, outcome.findings)
+    if not new:
+        echo("[nightly] notify: nothing new tonight, no message")
+        return
+    name = str(project.raw.get("project", project.config_path.parent.name))
+    document = notify_module.night_document(name, machine, new, outcome.status, site_url)
+    for url in urls:
+        sent = notify_module.post(url, document, echo=lambda line: echo(f"  {line}"))
+        echo(
+            f"[nightly] notify {url}: {len(new)} new finding(s) " + ("sent" if sent else "NOT sent")
+        )
 
 
 def _machine_step(
@@ -301,11 +340,13 @@ def _measure(
     existing_python: str | None,
     commit: str | None,
     echo: Callable[[str], None],
+    machine_file: str | None = None,
 ) -> int:
-    """Step 4: `asv run` of the new commits, or of the existing environment's one build."""
+    """Step 4: `asv run` of the new commits, or of the existing environment's one build
+    (asv reading `machine_file` for the machine, when given)."""
     if not existing_python:
         echo(f"[nightly] 4/7 asv run {spec}")
-        return _run_new(project, spec, name, echo)
+        return _run_new(project, spec, name, echo, machine_file)
     echo(f"[nightly] 4/7 asv run on the existing environment {existing_python}, commit {commit}")
     return asv_project.run_asv(
         project,
@@ -322,4 +363,5 @@ def _measure(
         "--show-stderr",
         echo=lambda line: echo(f"  {line}"),
         check_codes=(0, 2),
+        machine_file=machine_file,
     )

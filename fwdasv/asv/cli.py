@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project_machine import ProjectMachine
 from fwdasv.asv.scaffold import (
     DEFAULT_THRESHOLD,
     Initialized,
@@ -17,15 +18,16 @@ from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec, paced_by_d
 from fwdasv.core.clitools import CONTEXT, Command
 
 
-def _machine_name() -> str:
-    """The name `fwdasv hw machine` gives this box (its GPUs, or its CPU)."""
+def _this_machine(name: str | None) -> ProjectMachine | None:
+    """This box, under `name` or as `fwdasv hw machine` names it (its GPUs, or its CPU);
+    None if unreadable."""
     from fwdasv.core.errors import UserError
     from fwdasv.hw.machine import this_machine
 
     try:
-        return this_machine()["machine"]
+        return ProjectMachine.of(this_machine(name))
     except UserError:
-        return "NAME"
+        return None
 
 
 @click.command("init", cls=Command, context_settings=CONTEXT)
@@ -109,6 +111,15 @@ def _machine_name() -> str:
     help="asv's project name. [default: pyproject.toml's name, else the repository's folder]",
 )
 @click.option(
+    "--machine",
+    default=None,
+    metavar="NAME",
+    help="The project's machine: the asv name its results are stored under, recorded with "
+    "what identifies this box (its GPU UUIDs, or its host and torch); nightly, confirm, "
+    "bisect, explain and check measure under it and refuse another box unless given "
+    "--machine. [default: the name `fwdasv hw machine` gives this box]",
+)
+@click.option(
     "--force",
     is_flag=True,
     help="Replace an existing asv.conf.json and benchmarks/forward.py (results are kept).",
@@ -148,6 +159,7 @@ def init_command(
     directory: Path,
     branch: str | None,
     project: str | None,
+    machine: str | None,
     force: bool,
     no_check: bool,
     canary: bool,
@@ -175,6 +187,7 @@ def init_command(
             project=project,
             branch=branch,
             force=force,
+            machine=_this_machine(machine),
         )
         _said_vllm(written, base, commit)
         return
@@ -203,6 +216,7 @@ def init_command(
         canary=canary,
         echo=lambda line: click.echo(line, err=True),
         import_paths=import_paths or None,
+        machine=_this_machine(machine),
     )
     _said_init(done, canary)
 
@@ -268,8 +282,11 @@ def _next_steps(
 ) -> None:
     """Print the commands to run next, after a `cd` into `project_dir` unless already there:
     name the machine (`machine_why`), `asv run` every commit (`run`: its extra arguments and
-    why), `more`, and the regressions."""
-    machine = _machine_name()
+    why), `more`, and the regressions. The machine is the one recorded in the project."""
+    from fwdasv.asv.project_machine import recorded_machine
+
+    recorded = recorded_machine(AsvProject.load(project_dir / "asv.conf.json").raw)
+    machine = recorded.name if recorded is not None else "NAME"
     run_args, run_why = run
     steps = [
         (f"fwdasv hw machine --name {machine}", machine_why),
@@ -280,6 +297,11 @@ def _next_steps(
     here = Path.cwd().resolve()
     if project_dir != here:
         steps = [(f"cd {_shown(project_dir, here)}", ""), *steps]
+    if recorded is not None:
+        click.echo(
+            f"machine {machine}: recorded in asv.conf.json; nightly, confirm, bisect, explain "
+            "and check measure under it (another box is refused unless --machine NAME)"
+        )
     width = max(len(command) for command, _ in steps)
     click.echo("next:")
     for command, why in steps:

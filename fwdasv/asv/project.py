@@ -167,19 +167,27 @@ def run_asv(
     env: dict[str, str] | None = None,
     check_codes: Sequence[int] = (0,),
     timeout_s: float = ASV_TIMEOUT_S,
+    machine_file: str | os.PathLike[str] | None = None,
 ) -> int:
     """Run `asv COMMAND --config ... ARGS` through `fwdasv.launch`; returns its exit status.
 
     Its output streams to `echo` and to a log beside the results
     (`.fwdasv-logs/asv-COMMAND-<pid>.log`); a status outside `check_codes` is an
-    AsvError with the log's tail.
+    AsvError with the log's tail. asv has no option for its machine file: with
+    `machine_file`, asv runs under `fwdasv.asv.locked_machine`, which reads that one.
     """
+    from fwdasv.asv.locked_machine import MACHINE_FILE_ENV
+    from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
     from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
+    module, extra_env = "asv", {}
+    if machine_file is not None:
+        module = LOCKED_ASV
+        extra_env = {MACHINE_FILE_ENV: str(Path(machine_file).expanduser().resolve())}
     spec = LaunchSpec(
-        args=["-m", "asv", command, "--config", str(project.config_path), *args],
+        args=["-m", module, command, "--config", str(project.config_path), *args],
         python=python,
-        env=env or {},
+        env={**(env or {}), **extra_env},
         timeout_s=timeout_s,
         cwd=str(project.config_path.parent),
     )
@@ -255,6 +263,7 @@ def run_spec(
     python: str = sys.executable,
     echo: Callable[[str], None] | None = print,
     env: dict[str, str] | None = None,
+    machine_file: str | os.PathLike[str] | None = None,
 ) -> int:
     """`asv run SPEC` (a range `A..B`, a branch, `HASHFILE:f`); returns asv's exit status.
 
@@ -266,7 +275,15 @@ def run_spec(
         spec, machine, bench=bench, append_samples=append_samples, skip_existing=skip_existing
     )
     return run_asv(
-        project, "run", *args, *extra, python=python, echo=echo, env=env, check_codes=RUN_OK
+        project,
+        "run",
+        *args,
+        *extra,
+        python=python,
+        echo=echo,
+        env=env,
+        check_codes=RUN_OK,
+        machine_file=machine_file,
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from fwdasv.asv import envplugin, treeinstall
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project_machine import MACHINE_KEY, ProjectMachine
 from fwdasv.asv.repository import Repository, check_target
 from fwdasv.asv.settings import FwdasvSettings, VllmBaseSettings
 from fwdasv.asv.suitespec import (
@@ -56,13 +57,15 @@ def project_config(
     import_paths: Sequence[str] | None = None,
     settings: FwdasvSettings | None = None,
     commit_url: str | None = None,
+    machine: ProjectMachine | None = None,
 ) -> dict[str, Any]:
     """asv.conf.json for a repository installed per commit into fwdasv's environment.
 
     `import_paths` None: pip installs the repository (a package); else its checkout
     goes on the import path, these directories of it (`fwdasv.asv.treeinstall`).
     `settings` None: the default `"fwdasv"` block. `commit_url`: asv's
-    `show_commit_url` (and its repository page, `project_url`), when known.
+    `show_commit_url` (and its repository page, `project_url`), when known. `machine`:
+    the project's machine (`fwdasv.asv.project_machine`), recorded in the block.
     """
     install = (
         envplugin.INSTALL_COMMAND
@@ -98,7 +101,8 @@ def project_config(
             ".*track_graph_vs_eager.*": None,
             ".*track_clock_uncertainty_us.*": None,
         },
-        "fwdasv": (settings or FwdasvSettings()).to_json(),
+        "fwdasv": (settings or FwdasvSettings()).to_json()
+        | ({MACHINE_KEY: machine.to_json()} if machine is not None else {}),
     } | _commit_links(commit_url)
 
 
@@ -272,6 +276,7 @@ def init_project(
     canary: bool = True,
     echo: Callable[[str], None] | None = None,
     import_paths: Sequence[str] | None = None,
+    machine: ProjectMachine | None = None,
 ) -> Initialized:
     """Write an asv project in `directory` that times `suite` at each commit of `repo`.
 
@@ -282,7 +287,7 @@ def init_project(
     by putting its checkout on the import path; the suite's `target_path`
     (directories outside the repository) must exist.
     With `canary` (the default) the suite module also holds the environment
-    canary (`canary_suite`).
+    canary (`canary_suite`). `machine`: the project's machine, recorded in asv.conf.json.
     """
     if canary and suite.name == CANARY_CLASS:
         raise InitError(
@@ -308,6 +313,7 @@ def init_project(
         regression_threshold=regression_threshold,
         import_paths=paths,
         commit_url=repository.commit_url(),
+        machine=machine,
     )
     suites = [suite.source()] + ([canary_suite(suite).source()] if canary else [])
     written = write_project(root, config, suites)
@@ -355,6 +361,7 @@ def init_vllm_project(
     project: str | None = None,
     branch: str | None = None,
     force: bool = False,
+    machine: ProjectMachine | None = None,
 ) -> tuple[AsvProject, str]:
     """Write an asv project measuring a vLLM clone's commits over a compiled base.
 
@@ -373,6 +380,7 @@ def init_vllm_project(
         branch=branch,
         settings=FwdasvSettings(vllm=vllm),
         commit_url=VLLM_COMMIT_URL,
+        machine=machine,
     )
     benchmarks = root / "benchmarks"
     benchmarks.mkdir(parents=True, exist_ok=True)

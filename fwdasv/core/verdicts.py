@@ -24,6 +24,8 @@ from fwdasv.core.errors import UserError
 SETTINGS_KEY = "fwdasv"
 # Read by fwdasv.asv.vllm_base (the install mode), not verdicts: known here so neither is refused.
 INSTALL_KEYS = ("vllm_base", "vllm_base_commit")
+# Read by fwdasv.asv.project_machine (the project's machine): known here so it is not refused.
+PROJECT_KEYS = ("machine",)
 # The smallest step reported, whatever its significance: a 0.5% step must pass it
 # nearly always, or half of the 0.5% steps would be lost to their own estimation
 # error (fwdasv.analysis.rules.detect); below it a step is real but too small to chase on
@@ -65,11 +67,12 @@ class VerdictSettings:
         example = json.dumps(cls().to_json())
         if not isinstance(block, dict):
             raise SettingsError(f"{where} must be an object such as {example}")
-        unknown = sorted(set(block) - {"min_effect_pct", "confirm", *INSTALL_KEYS})
+        unknown = sorted(set(block) - {"min_effect_pct", "confirm", *INSTALL_KEYS, *PROJECT_KEYS})
         if unknown:
             raise SettingsError(
                 f"{where}: unknown key(s) {', '.join(unknown)} (known: {example}, and "
-                f"{', '.join(INSTALL_KEYS)} for vLLM over a compiled base)"
+                f"{', '.join(INSTALL_KEYS)} for vLLM over a compiled base, machine as `fwdasv init` "
+                "records it)"
             )
         for key in INSTALL_KEYS:
             if key in block and not (isinstance(block[key], str) and block[key]):

@@ -23,8 +23,13 @@ from fwdasv.demo.run import MACHINE, run_demo
     default=2,
     help="Measure every N-th commit (the rest is for bisect).",
 )
-@click.option("--machine", default=MACHINE, help="asv machine name for the results.")
-def demo_command(directory: str, every: int, machine: str) -> None:
+@click.option(
+    "--machine",
+    default=None,
+    help=f"asv machine name for the results [default: the one a re-run's project records, "
+    f"else {MACHINE}; another box is refused unless named here].",
+)
+def demo_command(directory: str, every: int, machine: str | None) -> None:
     """Run the whole service on a demo model repository: history, regression, bisect, site.
 
     Exits 0 when fwdasv named the commit the demo made slower, 1 when it did not

@@ -151,7 +151,7 @@ def _ordinal(n: int) -> str:
 def run_demo(
     directory: str | Path,
     every: int = 2,
-    machine: str = MACHINE,
+    machine: str | None = None,
     echo: Callable[[str], None] = print,
     bisect_regressions: bool = True,
 ) -> DemoOutcome:
@@ -173,6 +173,7 @@ def run_demo(
 
     say(f"1/7 demo project: a {HISTORY_LENGTH}-commit history of tinylm in {root / 'tinylm'}")
     hashes = build_project(root / "tinylm")
+    machine = demo_machine(root, machine)
     project, gpu = _asv_project(root, machine, indented)
     say(f"2/7 asv project {project.config_path} (machine {machine}: gpu {gpu})")
     steps = _Steps(project, machine, say, indented)
@@ -265,6 +266,9 @@ def _asv_project(
         env={"OMP_NUM_THREADS": "1"},
         doc="tinylm's forward: 8 decodes over 2048 cached tokens, and a 512-token prefill.",
     )
+    from fwdasv.asv.project_machine import ProjectMachine
+    from fwdasv.hw.machine import this_machine
+
     project = init_project(
         root,
         root / "tinylm",
@@ -272,8 +276,23 @@ def _asv_project(
         project="tinylm",
         force=True,
         echo=indented,
+        machine=ProjectMachine.of(this_machine(machine)),
     ).project
     return project, record_demo_machine(project, machine, indented).get("gpu")
+
+
+def demo_machine(root: Path, asked: str | None) -> str:
+    """The machine a run of the demo in `root` measures under: `asked`; else the one its
+    project records when this box is that machine (`fwdasv.asv.project_machine`: another
+    box is refused); else MACHINE."""
+    import json5
+
+    from fwdasv.asv.project_machine import choose_machine
+    from fwdasv.hw.machine import this_machine
+
+    config = root / "asv.conf.json"
+    raw = json5.loads(config.read_text()) if config.is_file() else {}
+    return choose_machine(raw, asked, this_machine, str(config)) or MACHINE
 
 
 def record_demo_machine(

@@ -79,7 +79,14 @@ def test_init_writes_a_project_asv_reads_and_prints_the_next_commands(
     )
 
     conf = Config.load(str(target_dir / "asv.conf.json"))  # asv keeps the unknown "fwdasv" key
+    # The block's settings, and the project's machine: this box, as `hw machine` names it.
+    from fwdasv.hw.machine import this_machine
+
+    box = this_machine()
+    recorded = conf.fwdasv.pop("machine")
     assert conf.fwdasv == FwdasvSettings().to_json()
+    assert recorded["name"] == box["machine"]
+    assert all(recorded[key] == box[key] for key in recorded if key != "name")
     assert conf.project == "mymodel"  # pyproject.toml's name
     assert conf.branches == ["main"]
     assert conf.environment_type == "fwdasv" and conf.plugins == [".fwdasv.asv.envplugin"]
@@ -98,6 +105,8 @@ def test_init_writes_a_project_asv_reads_and_prints_the_next_commands(
     assert steps[0] == f"cd {target_dir}"
     assert steps[1].startswith("fwdasv hw machine --name ")
     machine = steps[1].split()[-1]
+    assert machine == recorded["name"]
+    assert f"machine {machine}: recorded in asv.conf.json" in result.stdout
     assert steps[2:] == [
         f"asv run --record-samples --machine {machine} ALL",
         "fwdasv publish",

@@ -9,7 +9,8 @@ nothing slower stands out, 1 a slowdown stands out of the noise; bisect 0 found,
 found but uncertain (a probe decided by the closer median, or an unmeasurable commit
 next to the step), 2 cannot bisect; export 0 written, 1 a result file unreadable under
 --strict, 2 bad input; triage 0 recorded, 1 fixed-by refused (the re-measure does not
-show the old level back), 2 bad input. A user error is one `Error: ...` line and status 2
+show the old level back), 2 bad input; check 0 no slowdown beyond min_effect_pct, 1 one, 2
+bad input. A user error is one `Error: ...` line and status 2
 (`AnalysisCommand`), so "a regression was found" and "the command could not run"
 never look alike to CI.
 """
@@ -17,6 +18,7 @@ never look alike to CI.
 from __future__ import annotations
 
 from fwdasv.analysis.commands.bisect import bisect_command
+from fwdasv.analysis.commands.check import check_command
 from fwdasv.analysis.commands.compare import compare_command
 from fwdasv.analysis.commands.confirm import confirm_command
 from fwdasv.analysis.commands.explain import explain_command
@@ -34,4 +36,5 @@ COMMANDS = (
     publish_command,
     explain_command,
     triage_command,
+    check_command,
 )

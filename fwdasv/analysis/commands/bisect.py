@@ -13,6 +13,7 @@ import click
 from fwdasv.analysis.commands.common import analysis_command, case_option, progress
 from fwdasv.analysis.rules.confirm import MAX_PROCESSES
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project_machine import project_machine
 from fwdasv.core.clitools import CliError, config_option, finding, machine_option
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
@@ -23,7 +24,11 @@ from fwdasv.core.files import check_output_path, write_atomic
 @click.argument("bench", metavar="BENCH", required=False)
 @case_option("The case (parameter) to follow, e.g. decode_bs8 (with GOOD..BAD BENCH).")
 @config_option()
-@machine_option("Only this machine's findings; by hand, the machine whose history is the prior.")
+@machine_option(
+    "Only this machine's findings; by hand, the machine whose history is the prior "
+    "[default: the project's machine (`fwdasv init` records it; another box is refused), "
+    "else the only one with results]."
+)
 @click.option(
     "--max-processes",
     type=click.IntRange(min=1),
@@ -92,6 +97,7 @@ def bisect_command(
         # Before anything is measured: a path that cannot be written costs no measurement.
         check_output_path(json_path, what="--json")
     project = AsvProject.load(config)
+    machine = project_machine(project, machine)
     bench_echo = progress if show_bench else None
     if commit_range is not None and bench is not None:
         from fwdasv.analysis.bisect.driver import bisect

@@ -16,6 +16,7 @@ from fwdasv.analysis.commands.common import (
 )
 from fwdasv.analysis.findings.format import FORMATS
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project_machine import project_machine
 from fwdasv.core.clitools import (
     bench_option,
     config_option,
@@ -27,7 +28,10 @@ from fwdasv.core.clitools import (
 
 @analysis_command("confirm")
 @config_option()
-@machine_option("Only this machine's findings [default: every machine with results].")
+@machine_option(
+    "Only this machine's findings [default: the project's machine (`fwdasv init` records it; "
+    "another box is refused), else every machine with results]."
+)
 @bench_option
 @format_option(FORMATS, "How the findings are listed after the re-measure.")
 @max_processes_option("")
@@ -58,6 +62,7 @@ def confirm_command(
     """
 
     project = AsvProject.load(config)
+    machine = project_machine(project, machine)
     found = triage.confirm(
         project,
         triage.read(project, machine=machine, bench=bench),

@@ -19,7 +19,8 @@ from fwdasv.analysis.explain.kernel_diff import DEFAULT_ROUNDS
 from fwdasv.analysis.explain.kernel_diff_format import FORMATS, format_diff
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.asv.project import AsvProject
-from fwdasv.core.clitools import CliError, config_option, finding, format_option
+from fwdasv.asv.project_machine import project_machine
+from fwdasv.core.clitools import CliError, config_option, finding, format_option, machine_option
 from fwdasv.core.errors import EXIT_USAGE
 
 
@@ -29,6 +30,10 @@ from fwdasv.core.errors import EXIT_USAGE
 @click.argument("bench", metavar="BENCH", required=False)
 @case_option("The case (parameter) to profile, e.g. decode_bs8.")
 @config_option()
+@machine_option(
+    "The machine this box measures as [default: the project's machine, which `fwdasv init` "
+    "records: another box is refused unless named here]."
+)
 @format_option(FORMATS, "table: for a terminal; json: for scripts; markdown: for a PR comment.")
 @click.option(
     "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show."
@@ -61,6 +66,7 @@ def explain_command(
     bench: str | None,
     case: str | None,
     config: Path,
+    machine: str | None,
     fmt: str,
     top: int,
     profile_dir: Path | None,
@@ -98,6 +104,7 @@ def explain_command(
                 "give BENCH (e.g. forward.TinyLM.track_latency), or --files A B", EXIT_USAGE
             )
         project = AsvProject.load(config)
+        project_machine(project, machine)  # this box must be the project's machine, or named
         refuse_bad_pair(project, good, bad, "GOOD and BAD", "explain")
         done = explain_commits(
             project,

@@ -1,0 +1,1 @@
+"""The pull-request check: BASE and HEAD measured interleaved, every case, from no stored results."""

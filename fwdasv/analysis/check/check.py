@@ -1,0 +1,293 @@
+"""`fwdasv check BASE HEAD`: would this pull request make the forward slower?
+
+Every fwdasv suite of the project but the canary (it runs none of the code under test)
+is measured at BASE and HEAD, each installed once, one bench process at a time, BASE
+HEAD BASE HEAD ... (`confirm.processes.ProcessPool`), every case in each process. Each
+case is judged by confirm's rule (`rules.confirm.judge_ab`) with no history: the noise
+prior (`estimate_noise` of nothing, under one degree of freedom) leaves the processes to
+decide. Processes are added while a case is undecided (`_judged`), up to `max_processes`
+a side, unless its interval says no number of them within that could decide; a slowdown
+stands only if it holds at the next look too (`_held`). A paced suite is judged on its
+forward over the workload. `rules.check.check_status` gives each case its word; each
+`worse` one is explained. vLLM over a compiled base: a commit it cannot serve is refused.
+Nothing is read from, or written to, the stored results.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from fwdasv.analysis.confirm.processes import Cursor, ProcessPool, SeriesRef, kept_dir
+from fwdasv.analysis.explain.kernel_diff import KernelDiff
+from fwdasv.analysis.findings.series import CANARY_PREFIX
+from fwdasv.analysis.remeasure import load_suite_class, resolve_cases
+from fwdasv.analysis.rules import confirm
+from fwdasv.analysis.rules.check import check_status
+from fwdasv.analysis.rules.confirm import Confirmation
+from fwdasv.analysis.rules.gate import COMPARISON
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
+from fwdasv.analysis.rules.status import Status
+from fwdasv.asv.project import AsvProject
+from fwdasv.asv.suite import ForwardSuite
+from fwdasv.core.errors import UserError
+
+CHECK_DIR = ".fwdasv-check"  # beside asv.conf.json: each check's bench processes
+HOLD_PROCESSES = confirm.STEP_PROCESSES  # a side, measured again before a slowdown stands
+
+
+class CheckError(UserError):
+    """The pair cannot be checked (a commit the compiled base cannot serve, no suite)."""
+
+
+@dataclass(frozen=True)
+class CaseCheck:
+    """One case of HEAD against BASE: confirm's verdict and the check's word for it."""
+
+    suite: str  # "forward.TinyLM"
+    case: str
+    relative: bool  # judged on the forward over the workload (a paced suite)
+    verdict: Confirmation
+    status: Status  # `rules.check.check_status`
+
+    @property
+    def series(self) -> str:
+        return "track_relative" if self.relative else "track_latency"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "suite": self.suite,
+            "case": self.case,
+            "series": self.series,
+            "status": str(self.status),
+            "percent": self.verdict.percent,
+            "lower_pct": self.verdict.lower_pct,
+            "upper_pct": self.verdict.upper_pct,
+            "processes_base": self.verdict.processes_a,
+            "processes_head": self.verdict.processes_b,
+            "confirmation": self.verdict.to_json(),
+        }
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What a check found: a word per case, the diff of each `worse` one, and its cost."""
+
+    base: str
+    head: str
+    min_effect_pct: float
+    cases: tuple[CaseCheck, ...]
+    explained: tuple[tuple[CaseCheck, KernelDiff], ...] = ()
+    bench_processes: int = 0
+    installs: int = 0
+    wall_s: float = 0.0
+    explain_errors: tuple[str, ...] = field(default=())
+
+    @property
+    def slower(self) -> tuple[CaseCheck, ...]:
+        return tuple(c for c in self.cases if COMPARISON.fails(c.status))
+
+    @property
+    def status(self) -> int:
+        """The exit status: 1 on a slowdown beyond min_effect_pct, else 0."""
+        return COMPARISON.exit_status(c.status for c in self.cases)
+
+
+def project_suites(project: AsvProject) -> list[str]:
+    """The fwdasv suites of the project's benchmark_dir ("forward.TinyLM"), canary aside."""
+    names: list[str] = []
+    for path in sorted(project.benchmark_dir.glob("*.py")):
+        if path.stem == "__init__":
+            continue
+        module_name = f"fwdasv_project_suites.{path.stem}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        for attribute, value in sorted(vars(module).items()):
+            if (
+                isinstance(value, type)
+                and issubclass(value, ForwardSuite)
+                and bool(getattr(value, "_parsed_cases", None))
+                and not attribute.startswith(CANARY_PREFIX)
+            ):
+                names.append(f"{path.stem}.{attribute}")
+    return names
+
+
+def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -> None:
+    """On vLLM over a compiled base: CheckError, one line, for a commit it cannot serve."""
+    from fwdasv.asv.vllm_base import BaseError, compiled_guard
+
+    try:
+        guard = compiled_guard(project)
+    except BaseError as error:
+        raise CheckError(str(error)) from None
+    if guard is None:
+        return
+    for label, commit in commits:
+        reason = guard(commit)
+        if reason is not None:
+            raise CheckError(
+                f"{label} {commit[:8]} cannot be checked over the compiled base: {reason} "
+                "(build a base at a commit with these compiled sources)"
+            )
+
+
+def run_check(
+    project: AsvProject,
+    base: str,
+    head: str,
+    *,
+    bench: Sequence[str] = (),
+    machine: str | None = None,
+    max_processes: int = confirm.MAX_PROCESSES,
+    run_explain: bool = True,
+    echo: Callable[[str], None] | None = None,
+    bench_echo: Callable[[str], None] | None = None,
+) -> CheckOutcome:
+    """Measure and judge every case (see the module); `bench`: regexes a suite's name must
+    match one of (all suites when empty)."""
+    import re
+
+    started = time.perf_counter()
+    base_hash, head_hash = project.resolve(base), project.resolve(head)
+    if base_hash == head_hash:
+        raise CheckError(f"BASE {base!r} and HEAD {head!r} are one commit, {base_hash[:8]}")
+    refuse_uncompiled(project, (("BASE", base_hash), ("HEAD", head_hash)))
+    suites = [
+        s for s in project_suites(project) if not bench or any(re.search(p, s) for p in bench)
+    ]
+    if not suites:
+        raise CheckError(
+            f"no fwdasv suite under {project.benchmark_dir}"
+            + (f" matches --bench {' '.join(bench)}" if bench else "")
+        )
+    refs = _series(project, suites)
+    min_effect = project.verdict_settings().min_effect_pct
+    pool = ProcessPool(
+        project,
+        tuple(refs),
+        kept_dir(project, CHECK_DIR, base_hash, head_hash),
+        echo=echo,
+        bench_echo=bench_echo,
+        machine=machine,
+    )
+    noise = estimate_noise(())
+    checked: list[CaseCheck] = []
+    for ref in refs:
+        if echo is not None:
+            echo(
+                f"{ref.suite}({ref.case}): BASE {base_hash[:8]} and HEAD {head_hash[:8]}, interleaved"
+            )
+
+        def shown(n: int, a: float, b: float, ref: SeriesRef = ref) -> None:
+            if echo is not None:
+                echo(f"  process {n}: BASE {ref.shown(a)}, HEAD {ref.shown(b)}")
+
+        cursor = Cursor(pool, base_hash, head_hash, ref, on_round=shown)
+        verdict = _judged(cursor, noise, min_effect, max_processes)
+        verdict = _held(verdict, cursor, noise, min_effect, max_processes, echo)
+        case = CaseCheck(
+            ref.suite, ref.case, ref.relative, verdict, check_status(verdict, min_effect)
+        )
+        if echo is not None:
+            echo(f"  {case.status}: {verdict.summary()}")
+        checked.append(case)
+    explained, errors = (
+        _explain(project, base_hash, head_hash, checked, echo, bench_echo)
+        if run_explain
+        else ((), ())
+    )
+    return CheckOutcome(
+        base_hash,
+        head_hash,
+        min_effect,
+        tuple(checked),
+        explained,
+        pool.bench_processes,
+        pool.installs,
+        time.perf_counter() - started,
+        errors,
+    )
+
+
+def _judged(cursor: Cursor, noise: Noise, min_effect: float, max_processes: int) -> Confirmation:
+    """confirm's looks (MIN_PROCESSES a side, STEP_PROCESSES more while undecided, up to
+    `max_processes`), stopped early when the run's noise needs more processes than are left
+    (`more_processes`): a busy box's no-op pull request costs one look, not twelve."""
+    a, b = (list(side) for side in cursor.measure(min(confirm.MIN_PROCESSES, max_processes)))
+    while True:
+        verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
+        left = max_processes - min(len(a), len(b))
+        if verdict.status != Status.UNDECIDED or left < 1 or verdict.more_processes > left:
+            return verdict
+        more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
+        a.extend(more_a)
+        b.extend(more_b)
+
+
+def _held(
+    verdict: Confirmation,
+    cursor: Cursor,
+    noise: Noise,
+    min_effect: float,
+    max_processes: int,
+    echo: Callable[[str], None] | None,
+) -> Confirmation:
+    """A slowdown that holds at the next look too: HOLD_PROCESSES more a side, judged with
+    all the processes. On a shared box a neighbour's burst can slow one side's few
+    processes (seen: +15.7% on a README-only pair at 3 a side); it rarely does so twice."""
+    more = min(HOLD_PROCESSES, max_processes - cursor.taken)
+    if check_status(verdict, min_effect) != Status.WORSE or more < 1:
+        return verdict
+    if echo is not None:
+        echo(f"  {verdict.summary()}; {more} more a side: a slowdown must hold")
+    cursor.measure(more)
+    pool, taken = cursor.pool, cursor.taken
+    return confirm.judge_ab(
+        pool.values(cursor.a, cursor.ref)[:taken],
+        pool.values(cursor.b, cursor.ref)[:taken],
+        noise,
+        min_effect_pct=min_effect,
+    )
+
+
+def _series(project: AsvProject, suites: Sequence[str]) -> list[SeriesRef]:
+    """Each suite's judged series, every case: the forward over the workload where paced."""
+    refs: list[SeriesRef] = []
+    for suite in suites:
+        _, suite_class = load_suite_class(project, suite)
+        target = resolve_cases(project, suite, [c.name for c in suite_class._parsed_cases])
+        refs += [SeriesRef(target.suite, case, target.paced) for case in target.cases]
+    return refs
+
+
+def _explain(
+    project: AsvProject,
+    base: str,
+    head: str,
+    checked: Sequence[CaseCheck],
+    echo: Callable[[str], None] | None,
+    bench_echo: Callable[[str], None] | None,
+) -> tuple[tuple[tuple[CaseCheck, KernelDiff], ...], tuple[str, ...]]:
+    """The op (kernel) diff of each `worse` case; a failure is said, never the verdict's end."""
+    from fwdasv.analysis.explain.explain import explain_commits
+
+    done: list[tuple[CaseCheck, KernelDiff]] = []
+    errors: list[str] = []
+    for case in (c for c in checked if COMPARISON.fails(c.status)):
+        try:
+            explained = explain_commits(
+                project, base, head, case.suite, case.case, echo=echo, bench_echo=bench_echo
+            )
+        except Exception as error:  # explaining must not lose the verdict
+            why = f"{type(error).__name__}: {error}"
+            errors.append(f"{case.suite}({case.case}): explain failed: {why}")
+            continue
+        done.append((case, explained.diff))
+    return tuple(done), tuple(errors)

@@ -1,0 +1,104 @@
+"""`fwdasv check BASE HEAD`: the pull-request check (`fwdasv.analysis.check.check`), its
+outcome as a table, a pull-request comment (markdown) or JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fwdasv.analysis.commands.common import (
+    analysis_command,
+    explain_option,
+    progress,
+    show_bench_option,
+)
+from fwdasv.analysis.rules import confirm
+from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project_machine import project_machine
+from fwdasv.core.clitools import config_option, format_option, machine_option
+from fwdasv.core.files import check_output_path, write_atomic
+
+
+@analysis_command("check")
+@click.argument("base", metavar="BASE")
+@click.argument("head", metavar="HEAD")
+@config_option()
+@machine_option(
+    "The machine this box measures as [default: the project's machine, which `fwdasv init` "
+    "records: another box is refused unless named here]."
+)
+@click.option(
+    "--bench",
+    "-b",
+    multiple=True,
+    help="Regex a suite's name (forward.TinyLM) must match; repeat to keep any match "
+    "[default: every fwdasv suite of the project but the canary].",
+)
+@format_option(
+    ("table", "markdown", "json"),
+    "table: for a terminal; markdown: for a pull-request comment; json: for scripts.",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the outcome, in --format, to this file (the comment a CI job posts).",
+)
+@click.option(
+    "--max-processes",
+    type=click.IntRange(min=1),
+    default=confirm.MAX_PROCESSES,
+    show_default=True,
+    help="Bench processes per side at most (3 at a time while a case is undecided).",
+)
+@explain_option
+@show_bench_option
+def check_command(
+    base: str,
+    head: str,
+    config: Path,
+    machine: str | None,
+    bench: tuple[str, ...],
+    fmt: str,
+    output: Path | None,
+    max_processes: int,
+    explain: bool,
+    show_bench: bool,
+) -> None:
+    """Check a pull request: is HEAD's forward slower than BASE's?
+
+    BASE and HEAD (commits of the project's repository: the merge base and the pull
+    request's head) are installed once each and measured one bench process at a time,
+    BASE HEAD BASE HEAD ..., every case of each suite in each process, from no stored
+    results. Each case is judged by confirm's rule on the process medians (3 a side,
+    more while undecided, up to --max-processes): worse (slower by at least
+    asv.conf.json's min_effect_pct), unchanged, improved or undecided, with its
+    interval. Each slowdown is explained: the ops (kernels) that got slower and the
+    source lines that call them. On vLLM over a compiled base, a commit whose compiled
+    sources differ from the base's is refused. Exits 1 on a slowdown beyond
+    min_effect_pct, 0 otherwise, 2 on bad input.
+    """
+    from fwdasv.analysis.check.check import run_check
+    from fwdasv.analysis.check.format import format_check
+
+    if output is not None:
+        check_output_path(output, what="--output")  # before anything is measured
+    project = AsvProject.load(config)
+    machine = project_machine(project, machine)
+    outcome = run_check(
+        project,
+        base,
+        head,
+        bench=bench,
+        machine=machine,
+        max_processes=max_processes,
+        run_explain=explain,
+        echo=progress,
+        bench_echo=progress if show_bench else None,
+    )
+    text = format_check(outcome, fmt)
+    if output is not None:
+        write_atomic(output, text + "\n", make_parents=False, what="--output")
+    click.echo(text)
+    raise SystemExit(outcome.status)

@@ -1,0 +1,156 @@
+"""The night's message: one JSON document POSTed to each `--notify URL` when something is new.
+
+`news` picks the findings the night brought: a regression, suspected or confirmed one
+whose (finding, status) was not in the results before the night's run (a step first
+seen, or first confirmed). `night_document` is one document in the shape Slack's
+incoming webhooks take (`text`, and `blocks` of mrkdwn sections) with the same facts
+for any other webhook under `fwdasv` (each finding: series, change, range, status,
+culprit, and its row on the site: `fwdasv/findings.html#finding-<id>` under
+`--site-url`). `post` sends it with urllib only: ATTEMPTS tries, RETRY_DELAYS_S apart,
+on a refused connection, a timeout or a 5xx/429; every failure is said through `echo`
+and `post` never raises: a message that cannot be sent never changes the night's gate.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Sequence
+
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.publish.pages import PAGES
+from fwdasv.analysis.publish.publish import finding_id
+from fwdasv.analysis.rules.status import Status
+
+NEWS_STATUSES = frozenset({Status.REGRESSION, Status.SUSPECTED, Status.CONFIRMED})
+ATTEMPTS = 3
+RETRY_DELAYS_S = (2.0, 10.0)  # before the 2nd and the 3rd attempt
+TIMEOUT_S = 10.0
+RETRIED_HTTP = frozenset({408, 429, 500, 502, 503, 504})
+SHOWN = 10  # findings listed in the message's text (all of them under `fwdasv`)
+
+
+def seen(found: Iterable[Finding]) -> frozenset[tuple[object, str]]:
+    """What a night compares against: each finding's (ident, status) before its run."""
+    return frozenset((f.ident, str(f.status)) for f in found)
+
+
+def news(before: frozenset[tuple[object, str]], found: Iterable[Finding]) -> list[Finding]:
+    """The findings of `found` the night brought (see the module)."""
+    return [
+        f for f in found if f.status in NEWS_STATUSES and (f.ident, str(f.status)) not in before
+    ]
+
+
+def row_link(finding: Finding, site_url: str | None) -> str | None:
+    """The finding's row on the published site (None without a site URL)."""
+    if not site_url:
+        return None
+    return f"{site_url.rstrip('/')}/{PAGES}/findings.html#finding-{finding_id(finding)}"
+
+
+def _culprit(finding: Finding) -> str | None:
+    culprit = finding.culprit()
+    if not culprit or not culprit.get("commit"):
+        return None
+    subject = culprit.get("subject")
+    return f"{str(culprit['commit'])[:8]}" + (f" {subject}" if subject else "")
+
+
+def _finding_json(finding: Finding, site_url: str | None) -> dict[str, object]:
+    return {
+        "benchmark": finding.key.benchmark,
+        "case": finding.key.case,
+        "machine": finding.key.machine,
+        "status": str(finding.status),
+        "percent": finding.percent,
+        "range": finding.range_label,
+        "before_commit": finding.before_commit,
+        "after_commit": finding.after_commit,
+        "culprit": finding.culprit(),
+        "link": row_link(finding, site_url),
+    }
+
+
+def _line(finding: Finding, site_url: str | None) -> str:
+    name = (
+        f"{finding.key.benchmark}({finding.key.case})"
+        if finding.key.case
+        else finding.key.benchmark
+    )
+    link = row_link(finding, site_url)
+    shown = f"<{link}|{name}>" if link else f"`{name}`"
+    culprit = _culprit(finding)
+    return f"• {shown} {finding.percent:+.1f}% at `{finding.range_label}`: *{finding.status}*" + (
+        f", culprit `{culprit}`" if culprit else ""
+    )
+
+
+def night_document(
+    project: str,
+    machine: str,
+    new: Sequence[Finding],
+    status: int,
+    site_url: str | None = None,
+) -> dict[str, object]:
+    """One night's message (see the module); `status` is the night's exit status."""
+    headline = (
+        f"fwdasv nightly, {project} on {machine}: {len(new)} new finding(s), exit status {status}"
+    )
+    lines = [_line(f, site_url) for f in new[:SHOWN]]
+    if len(new) > SHOWN:
+        lines.append(f"… and {len(new) - SHOWN} more")
+    if site_url:
+        lines.append(f"<{site_url.rstrip('/')}/{PAGES}/findings.html|All findings>")
+    return {
+        "text": headline,
+        "blocks": [
+            {"type": "section", "text": {"type": "mrkdwn", "text": f"*{headline}*"}},
+            {"type": "section", "text": {"type": "mrkdwn", "text": "\n".join(lines)}},
+        ],
+        "fwdasv": {
+            "project": project,
+            "machine": machine,
+            "status": status,
+            "site": site_url,
+            "findings": [_finding_json(f, site_url) for f in new],
+        },
+    }
+
+
+def post(
+    url: str,
+    document: dict[str, object],
+    *,
+    echo: Callable[[str], None] = print,
+    attempts: int = ATTEMPTS,
+    delays_s: Sequence[float] = RETRY_DELAYS_S,
+    timeout_s: float = TIMEOUT_S,
+) -> bool:
+    """POST `document` as JSON to `url`; True once a 2xx came back. Never raises."""
+    body = json.dumps(document).encode()
+    for attempt in range(1, attempts + 1):
+        request = urllib.request.Request(
+            url, data=body, method="POST", headers={"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                response.read()
+            return True
+        except urllib.error.HTTPError as error:
+            why, again = f"HTTP {error.code} {error.reason}", error.code in RETRIED_HTTP
+        except (urllib.error.URLError, TimeoutError, OSError) as error:
+            why, again = f"{getattr(error, 'reason', error)}", True
+        except ValueError as error:  # not a URL urllib can send to
+            why, again = str(error), False
+        last = attempt == attempts or not again
+        echo(
+            f"notify {url}: attempt {attempt}/{attempts} failed ({why})"
+            + ("; not sent" if last else "; retrying")
+        )
+        if last:
+            return False
+        time.sleep(delays_s[min(attempt - 1, len(delays_s) - 1)] if delays_s else 0.0)
+    return False

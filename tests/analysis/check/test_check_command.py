@@ -1,0 +1,215 @@
+"""`fwdasv check BASE HEAD` on the demo repository: the injected slowdown fails the check
+with the op that got slower in the comment; README-only pairs pass.
+
+Real parts throughout: the demo's git history (fwdasv/demo/project.py), an asv project
+for it as `fwdasv init` writes a CPU suite (paced: the forward over fwdasv's workload),
+asv's per-commit environments, real bench processes interleaved BASE HEAD BASE HEAD.
+Load-proof: the injected commit is +40% to +110% on the paced series (several times a
+busy box's spread), and the comment's op rows are structural (new and vanished ops,
+calls), which load cannot flip.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from helpers import git
+
+from fwdasv.analysis.check.check import CaseCheck, CheckOutcome
+from fwdasv.analysis.check.format import format_check
+from fwdasv.analysis.rules.check import check_status
+from fwdasv.analysis.rules.confirm import judge_ab
+from fwdasv.asv.scaffold import init_project
+from fwdasv.asv.suitespec import SuiteSpec
+from fwdasv.cli import main
+from fwdasv.demo.project import build_project, slow_commit
+from fwdasv.demo.run import CASES
+
+SUITE = SuiteSpec(
+    "tinylm.bench:target",
+    CASES,
+    class_name="TinyLM",
+    iters=3,
+    samples=10,
+    warmup_s=0.05,
+    env={"OMP_NUM_THREADS": "1"},
+    launches=1,
+    device="cpu",
+    reference=True,
+)
+# README-only pairs checked by the `long` test (the issue asks for 20; each is about a
+# minute on a 2-core box: bench/verdicts/check_noop_pairs.py runs 20).
+NOOP_PAIRS = int(os.environ.get("FWDASV_CHECK_NOOP_PAIRS", "5"))
+
+
+def _outcome(slower: bool) -> CheckOutcome:
+    base = [1.0, 1.01, 0.99]
+    head = [v * (1.5 if slower else 1.0) for v in base]
+    verdict = judge_ab(base, head, 1.0, min_effect_pct=0.3)
+    case = CaseCheck("forward.TinyLM", "prefill_512", True, verdict, check_status(verdict, 0.3))
+    return CheckOutcome("a" * 40, "b" * 40, 0.3, (case,), bench_processes=6, installs=2)
+
+
+def test_each_format_says_the_verdict_and_the_exit_status() -> None:
+    slow, same = _outcome(True), _outcome(False)
+    assert (slow.status, same.status) == (1, 0)
+    document = json.loads(format_check(slow, "json"))
+    assert document["status"] == 1 and document["head"] == "b" * 40
+    (case,) = document["cases"]
+    assert case["status"] == "worse" and case["series"] == "track_relative"
+    assert case["lower_pct"] < case["percent"] < case["upper_pct"]
+    markdown = format_check(slow, "markdown")
+    assert markdown.startswith("## fwdasv check: bbbbbbbb against aaaaaaaa")
+    assert ":x: 1 slowdown(s) beyond +0.3%" in markdown
+    assert "| forward.TinyLM | prefill_512 | track_relative | worse | +50.00% |" in markdown
+    assert "No slowdown beyond +0.3%" in format_check(same, "table")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory, shared_asv_env: Path):
+    """The demo repository and an asv project for it (no results: check needs none)."""
+    root = tmp_path_factory.mktemp("check")
+    hashes = build_project(root / "tinylm")
+    project = init_project(
+        root / "asv",
+        root / "tinylm",
+        SUITE,
+        project="tinylm",
+        env_dir=shared_asv_env,
+        canary=False,
+        check=False,
+    ).project
+    return root, hashes, project
+
+
+@pytest.mark.slow
+def test_the_injected_pair_fails_with_the_slowdown_and_the_op(demo, measuring) -> None:
+    root, hashes, project = demo
+    slow = slow_commit(hashes)
+    base = hashes[hashes.index(slow) - 1]
+    comment = root / "comment.md"
+    with measuring():
+        result = CliRunner().invoke(
+            main,
+            [
+                "check",
+                base,
+                slow,
+                "--config",
+                str(project.config_path),
+                "--format",
+                "markdown",
+                "--output",
+                str(comment),
+            ],
+        )
+    assert result.exit_code == 1, result.output
+    text = comment.read_text()
+    assert text.strip() == result.stdout.strip()
+    assert f"## fwdasv check: {slow[:8]} against {base[:8]}" in text
+    assert "slowdown(s) beyond +0.3%" in text
+    worse = [line for line in text.splitlines() if line.startswith("| forward.TinyLM |")]
+    assert any("| worse |" in line for line in worse), worse
+    # The op table: the fused attention vanished, explicit attention ops came, each with the
+    # line of the model that calls it, in the file the commit changed.
+    assert "### Where the time went" in text
+    assert "`aten::scaled_dot_product_attention`" in text
+    assert "| vanished |" in text and "| new |" in text
+    assert "`tinylm/model.py:" in text and "changed here" in text
+    # Nothing stored: the check reads and writes no results.
+    assert not project.results_dir.exists() or not any(project.results_dir.iterdir())
+
+
+@pytest.mark.slow
+@pytest.mark.long
+def test_readme_only_pairs_pass(demo, measuring) -> None:
+    root, hashes, project = demo
+    repo = root / "tinylm"
+    commits = [hashes[-1]]
+    for number in range(1, NOOP_PAIRS + 1):
+        (repo / "README.md").write_text(
+            (repo / "README.md").read_text() + f"\nUsage note {number}.\n"
+        )
+        git(repo, "add", "README.md")
+        git(repo, "commit", "-q", "-m", f"Docs: usage note {number}")
+        commits.append(git(repo, "rev-parse", "HEAD").strip())
+    failed = []
+    for base, head in itertools.pairwise(commits):
+        with measuring():
+            result = CliRunner().invoke(
+                main,
+                ["check", base, head, "--config", str(project.config_path), "--format", "json"],
+            )
+        if result.exit_code != 0:
+            failed.append((head[:8], result.exit_code, result.stdout[-2000:]))
+    assert not failed, f"{len(failed)}/{NOOP_PAIRS} README-only pairs failed the check: {failed}"
+
+
+class _Cursor:
+    """confirm's Cursor over given process medians (BASE's, HEAD's), counting what is taken."""
+
+    def __init__(self, base: list[float], head: list[float]) -> None:
+        self.a, self.b, self.ref, self.taken = "base", "head", "ref", 0
+        self.sides = {"base": base, "head": head}
+        self.pool = self
+
+    def values(self, commit: str, ref: str) -> list[float]:
+        return self.sides[commit]
+
+    def measure(self, k: int) -> tuple[list[float], list[float]]:
+        start, self.taken = self.taken, self.taken + k
+        return self.sides["base"][start : self.taken], self.sides["head"][start : self.taken]
+
+
+def test_a_slowdown_must_hold_at_the_next_look() -> None:
+    from fwdasv.analysis.check.check import _held, _judged
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    noise = estimate_noise(())
+    # Three HEAD processes slowed by a neighbour's burst, then the next three as BASE's.
+    base = [1.00, 1.01, 0.99, 1.00, 1.01, 0.99]
+    head = [1.15, 1.16, 1.15, 1.00, 1.01, 0.99]
+    cursor = _Cursor(base, head)
+    first = _judged(cursor, noise, 0.3, 12)  # type: ignore[arg-type]
+    assert check_status(first, 0.3).value == "worse" and cursor.taken == 3
+    held = _held(first, cursor, noise, 0.3, 12, None)  # type: ignore[arg-type]
+    assert cursor.taken == 6 and check_status(held, 0.3).value != "worse"
+    # A real slowdown holds.
+    steady = _Cursor(base, [v * 1.15 for v in base])
+    verdict = _judged(steady, estimate_noise(()), 0.3, 12)  # type: ignore[arg-type]
+    held = _held(verdict, steady, noise, 0.3, 12, None)  # type: ignore[arg-type]
+    assert check_status(held, 0.3).value == "worse" and steady.taken == 6
+
+
+def test_a_case_too_noisy_for_the_budget_stops_at_the_first_look() -> None:
+    from fwdasv.analysis.check.check import _judged
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    base = [1.0, 1.3, 0.8] * 4
+    cursor = _Cursor(base, [1.1, 0.9, 1.2] * 4)
+    verdict = _judged(cursor, estimate_noise(()), 0.3, 12)  # type: ignore[arg-type]
+    assert check_status(verdict, 0.3).value == "undecided"
+    assert cursor.taken == 3  # 12 a side could not resolve 0.3% at this noise: one look
+
+
+def test_a_pull_request_that_changes_compiled_sources_is_refused_in_one_line(tmp_path) -> None:
+    """vLLM over a compiled base (a vLLM-shaped repository, tests/vllm_shaped.py): HEAD's
+    csrc/ differs from the base's, so no environment can hold it: refused before anything
+    is installed or measured."""
+    from vllm_shaped import CSRC, build, write_project
+
+    history = build(tmp_path)
+    config = write_project(tmp_path, history)
+    csrc = history.commits[history.index(CSRC)]
+    result = CliRunner().invoke(main, ["check", history.commits[0], csrc, "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert f"HEAD {csrc[:8]} cannot be checked over the compiled base" in lines[0]
+    assert "compiled code differs" in lines[0]
+    assert not (config.parent / ".fwdasv-check").exists()
