@@ -237,7 +237,9 @@ def run_nightly(
         if preflight.failed:
             return NightlyOutcome(EXIT_HARDWARE, this, preflight)
         # What the findings were before the night's run: the message tells only what is new.
-        before = notify_module.seen(findings.find(project, machine=this.name)) if notify else None
+        before = (
+            notify_module.seen(triage.read(project, machine=this.name).findings) if notify else None
+        )
         asv_status = _measure(project, this.name, spec, existing_python, commit, echo, machine_file)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")

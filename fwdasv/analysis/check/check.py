@@ -30,7 +30,7 @@ from fwdasv.analysis.rules.check import check_status
 from fwdasv.analysis.rules.confirm import Confirmation
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus, ReMeasureStatus
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.suite import ForwardSuite
 from fwdasv.core.errors import UserError
@@ -51,7 +51,7 @@ class CaseCheck:
     case: str
     relative: bool  # judged on the forward over the workload (a paced suite)
     verdict: Confirmation
-    status: Status  # `rules.check.check_status`
+    status: CompareStatus | ReMeasureStatus  # `rules.check.check_status`
 
     @property
     def series(self) -> str:
@@ -224,7 +224,7 @@ def _judged(cursor: Cursor, noise: Noise, min_effect: float, max_processes: int)
     while True:
         verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
         left = max_processes - min(len(a), len(b))
-        if verdict.status != Status.UNDECIDED or left < 1 or verdict.more_processes > left:
+        if verdict.status != ReMeasureStatus.UNDECIDED or left < 1 or verdict.more_processes > left:
             return verdict
         more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
         a.extend(more_a)
@@ -243,7 +243,7 @@ def _held(
     all the processes. On a shared box a neighbour's burst can slow one side's few
     processes (seen: +15.7% on a README-only pair at 3 a side); it rarely does so twice."""
     more = min(HOLD_PROCESSES, max_processes - cursor.taken)
-    if check_status(verdict, min_effect) != Status.WORSE or more < 1:
+    if check_status(verdict, min_effect) != CompareStatus.WORSE or more < 1:
         return verdict
     if echo is not None:
         echo(f"  {verdict.summary()}; {more} more a side: a slowdown must hold")

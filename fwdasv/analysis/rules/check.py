@@ -11,13 +11,13 @@ the whole interval below zero), `undecided` (the processes allowed could not tel
 from __future__ import annotations
 
 from fwdasv.analysis.rules.confirm import Confirmation
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import CompareStatus, ReMeasureStatus
 
 
-def check_status(verdict: Confirmation, min_effect_pct: float) -> Status:
+def check_status(verdict: Confirmation, min_effect_pct: float) -> CompareStatus | ReMeasureStatus:
     """The case's word (see the module)."""
-    if verdict.status == Status.CONFIRMED:
-        return Status.WORSE if verdict.percent >= min_effect_pct else Status.UNCHANGED
-    if verdict.status == Status.NOT_REPRODUCED:
-        return Status.IMPROVED if verdict.upper_pct < 0 else Status.UNCHANGED
-    return Status.UNDECIDED
+    if verdict.status == ReMeasureStatus.CONFIRMED:
+        return CompareStatus.WORSE if verdict.percent >= min_effect_pct else CompareStatus.UNCHANGED
+    if verdict.status == ReMeasureStatus.NOT_REPRODUCED:
+        return CompareStatus.IMPROVED if verdict.upper_pct < 0 else CompareStatus.UNCHANGED
+    return ReMeasureStatus.UNDECIDED
