@@ -13,6 +13,7 @@ from fwdasv.analysis.commands import COMMANDS as ANALYSIS_COMMANDS
 from fwdasv.analysis.commands.common import explain_option
 from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
 from fwdasv.asv.shard_cli import shard_command
+from fwdasv.fleet.cli import fleet_confirm_command
 from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
@@ -140,6 +141,7 @@ for command in (
     hw,
     *ASV_COMMANDS,
     shard_command,
+    fleet_confirm_command,
     *ANALYSIS_COMMANDS,
     demo_command,
     nightly_command,

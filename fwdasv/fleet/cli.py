@@ -1,0 +1,93 @@
+"""The fleet's commands: `fwdasv shard --ray` (its body) and `fwdasv fleet-confirm`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from fwdasv.asv.project import AsvProject
+from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
+from fwdasv.core.errors import EXIT_USAGE
+
+
+def shard_over_ray(
+    project: AsvProject,
+    commits: Sequence[str],
+    spec: str,
+    address: str,
+    bench: Sequence[str],
+    fleet_dir: str | None,
+) -> None:
+    """`fwdasv shard --ray`: the range over the cluster, its summary, its exit status."""
+    import ray
+
+    from fwdasv.fleet.run import connect, run_fleet
+
+    joined = connect(address)
+    try:
+        outcome = run_fleet(project, commits, spec, bench=bench, root=fleet_dir, echo=click.echo)
+    finally:
+        if joined:
+            ray.shutdown()
+    for line in outcome.lines():
+        click.echo(line)
+    ledger = outcome.ledger
+    if ledger.failed or ledger.queue:
+        left = len(ledger.failed) + len(ledger.queue)
+        raise CliError(
+            f"{left} commit(s) not measured (see {outcome.record}); rerun the same command "
+            "to measure only those",
+            EXIT_USAGE,
+        )
+
+
+@click.command("fleet-confirm", cls=Command, context_settings=CONTEXT)
+@click.option("--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster.")
+@config_option()
+@click.option("--machine", help="Only this machine's findings [default: every machine].")
+@bench_option
+@click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy.")
+@click.option("--max-processes", type=click.IntRange(min=3), default=6, show_default=True)
+def fleet_confirm_command(
+    address: str,
+    config: Path,
+    machine: str | None,
+    bench: tuple[str, ...],
+    fleet_dir: str | None,
+    max_processes: int,
+) -> None:
+    """Confirm each regression on the GPU that measured it, from this (the head) host.
+
+    Each finding's A/B re-measure runs on the Ray node and GPU of its machine
+    (node affinity, CUDA_VISIBLE_DEVICES its UUID); the verdicts are appended
+    to this project's verdicts file. Exit status 0, 2 when a machine's GPU is
+    in no live node.
+    """
+    import ray
+
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.rules.status import TO_CONFIRM
+    from fwdasv.fleet.remote import confirm_on_fleet
+    from fwdasv.fleet.run import connect
+
+    project = AsvProject.load(config)
+    found = [
+        f for f in findings.find(project, machine=machine, bench=bench) if f.status in TO_CONFIRM
+    ]
+    if not found:
+        click.echo("nothing to confirm: no finding has status 'regression' or 'suspected'")
+        return
+    joined = connect(address)
+    try:
+        done = confirm_on_fleet(
+            project, found, root=fleet_dir, max_processes=max_processes, echo=click.echo
+        )
+    finally:
+        if joined:
+            ray.shutdown()
+    for remote in done:
+        click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
+    if not done:
+        raise CliError("nothing confirmed", EXIT_USAGE)

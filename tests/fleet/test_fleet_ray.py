@@ -1,0 +1,290 @@
+"""`fwdasv shard --ray` on a real Ray cluster of 3 nodes on this box, through real asv.
+
+Ray binds the box's own address even when told loopback, so the tests run in a network
+namespace of their own: run plainly, the module re-runs itself once under
+`unshare -n` (loopback only; root, as in CI) and each test reports its inner result;
+without `unshare` they are skipped, saying so. Inside, `ray.cluster_utils.Cluster`
+starts 3 nodes of 1 CPU and 1 GPU each (Ray's own GPU resource; each node's GPU is an
+H200 of the fake libnvidia-ml with a UUID of its own, read through fwdasv's NVML path),
+at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch processes).
+The history is the demo's tinylm (12 commits after its first, the injected +45%
+prefill slowdown among them), one paced case, few samples. Every cluster is shut down
+by the fixture that started it.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NETNS_ENV = "FWDASV_TEST_IN_NETNS"
+IN_NETNS = os.environ.get(NETNS_ENV) == "1"
+ROOT = Path(__file__).resolve().parents[2]
+UUIDS = (
+    "GPU-11111111-2222-4333-8444-000000000000",
+    "GPU-11111111-2222-4333-8444-000000000001",
+    "GPU-11111111-2222-4333-8444-000000000002",
+)
+JUDGED = "forward.TinyLM.track_relative"
+
+pytestmark = pytest.mark.slow
+
+
+# ----------------------------------------------------------- the network namespace
+
+
+@pytest.fixture(scope="module")
+def netns_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    """This module run once under `unshare -n`: {test name: (outcome, message)}, output."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare and ip (util-linux, iproute2) for a loopback-only network")
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -n is not permitted here (not root): Ray would use the box's network")
+    folder = tmp_path_factory.mktemp("netns")
+    report = folder / "inner.xml"
+    inner = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+        str(Path(__file__)), "--basetemp", str(folder / "tmp"), f"--junitxml={report}",
+    ]  # fmt: skip
+    done = subprocess.run(
+        ["unshare", "-n", "bash", "-c", 'ip link set lo up && exec "$@"', "bash", *inner],
+        env={**os.environ, NETNS_ENV: "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    outcomes: dict[str, Any] = {}
+    if report.is_file():
+        for case in ElementTree.parse(report).iter("testcase"):
+            found = [c for c in case if c.tag in ("failure", "error", "skipped")]
+            if not found:
+                outcomes[case.get("name", "")] = ("passed", "")
+            else:
+                outcomes[case.get("name", "")] = (found[0].tag, found[0].get("message", ""))
+    return outcomes, done.stdout + done.stderr
+
+
+def delegated(request: pytest.FixtureRequest) -> bool:
+    """Outside the namespace: this test's inner outcome, reported; inside: False (run it)."""
+    if IN_NETNS:
+        return False
+    outcomes, output = request.getfixturevalue("netns_session")
+    status, message = outcomes.get(request.node.name, ("missing", "not run inside"))
+    if status == "skipped":
+        pytest.skip(message)
+    if status != "passed":
+        pytest.fail(f"inside its network namespace: {status}: {message}\n{output[-6000:]}")
+    return True
+
+
+# ----------------------------------------------------------- the cluster and history
+
+
+@dataclass
+class Fleet:
+    cluster: Any
+    nodes: list[Any]  # ray's node handles: head, node 1, node 2
+    uuids: dict[str, str]  # node id -> its GPU's UUID
+    hooks: Any
+    root: Path  # where the nodes keep their workspaces
+
+    def node_id(self, index: int) -> str:
+        return str(self.nodes[index].node_id)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory):
+    if not IN_NETNS:
+        pytest.skip("inside the network namespace only")
+    import ray
+    from fleet_fakes import fake_identity, slot_gate
+    from ray.cluster_utils import Cluster
+
+    from fwdasv.fleet.actor import Hooks
+
+    home = tmp_path_factory.mktemp("home")
+    slots = tmp_path_factory.mktemp("slots")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("HOME", str(home))
+    patch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip")))
+    patch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{ROOT / 'tests'}")  # for Ray's workers
+    patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    node_args = {"num_cpus": 1, "num_gpus": 1, "object_store_memory": 80 * 2**20}
+    cluster = Cluster(
+        initialize_head=True, head_node_args={**node_args, "include_dashboard": False}
+    )
+    try:
+        nodes = [cluster.head_node, cluster.add_node(**node_args), cluster.add_node(**node_args)]
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        uuids = {str(n.node_id): u for n, u in zip(nodes, UUIDS, strict=True)}
+        hooks = Hooks(
+            identity=functools.partial(fake_identity, uuids),
+            gate=functools.partial(slot_gate, str(slots), 2),
+        )
+        yield Fleet(cluster, nodes, uuids, hooks, tmp_path_factory.mktemp("nodes"))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        patch.undo()
+
+
+def _project(root: Path, repo: Path, name: str):
+    from fwdasv.asv.scaffold import init_project
+    from fwdasv.asv.suitespec import SuiteSpec
+
+    suite = SuiteSpec(
+        "tinylm.bench:target",
+        ("prefill_512=512",),
+        class_name="TinyLM",
+        iters=2,
+        samples=5,
+        warmup_s=0.02,
+        env={"OMP_NUM_THREADS": "1"},
+        launches=1,
+        device="cpu",
+        reference=True,
+    )
+    made = init_project(root / name, repo, suite, project=name, canary=False, check=False)
+    return made.project
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory, fleet: Fleet):
+    from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, build_project
+    from fwdasv.git import git
+
+    root = tmp_path_factory.mktemp("history")
+    hashes = build_project(root / "tinylm", commits=13)
+    subjects = git(root / "tinylm", "log", "--reverse", "--format=%s", "main").splitlines()
+    return root, hashes, hashes[subjects.index(SLOW_COMMIT_SUBJECT)]
+
+
+def _stored(project) -> dict[str, list[str]]:
+    """machine -> the 8-character commit prefixes it has a result file for."""
+    return {
+        m: sorted(p.name[:8] for p in (project.results_dir / m).glob("*-*.json"))
+        for m in project.machines()
+    }
+
+
+# ----------------------------------------------------------------------- the tests
+
+
+def test_twelve_commits_over_three_nodes_each_once_one_site_the_step_on_every_series(
+    request, fleet, history
+):
+    if delegated(request):
+        return
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.publish.publish import publish
+    from fwdasv.analysis.rules.status import Status
+    from fwdasv.fleet.run import run_fleet
+
+    root, hashes, slow = history
+    project = _project(root, root / "tinylm", "tinylm")
+    commits = hashes[1:]
+    lines: list[str] = []
+    outcome = run_fleet(
+        project, commits, "c0..c12", root=str(fleet.root), hooks=fleet.hooks, echo=lines.append
+    )
+    ledger = outcome.ledger
+    assert len(ledger.workers) == 3 and not ledger.lost_workers, lines
+    assert set(ledger.measured) == set(commits) and not ledger.failed, lines
+    stored = _stored(project)
+    assert len(stored) == 3, stored
+    every = [c for prefixes in stored.values() for c in prefixes]
+    assert sorted(every) == sorted(c[:8] for c in commits), "each commit recorded once"
+    plan = json.loads(outcome.record.read_text())
+    assert [row["commit"] for row in plan["measured_by"]] == list(commits)
+    for row in plan["measured_by"]:
+        assert row["commit"][:8] in stored[row["machine"]], row
+    assert any(line.startswith("fleet: 12/12 done") for line in lines), lines[-3:]
+    # One site over the three machines.
+    publish(project, echo=None)
+    index = json.loads((project.html_dir / "index.json").read_text())
+    assert sorted(index["params"]["machine"]) == sorted(stored), index["params"]["machine"]
+    # Findings as on one machine: the injected slowdown on every GPU's series, at its
+    # commit (between that series' nearest commits), and nothing else.
+    found = [f for f in findings.find(project) if f.key.benchmark == JUDGED]
+    flagged = [f for f in found if f.status in (Status.REGRESSION, Status.SUSPECTED)]
+    assert {f.key.machine for f in flagged} == set(stored), [f.to_json() for f in found]
+    for finding in flagged:
+        assert slow in {c.hash for c in finding.commits}, finding.to_json()
+    request.config.cache_fleet = (project, flagged)  # for the confirm test
+
+
+def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request, fleet, history):
+    if delegated(request):
+        return
+    from fwdasv.analysis.findings import findings
+    from fwdasv.fleet.remote import confirm_on_fleet
+
+    project, flagged = request.config.cache_fleet
+    node2_uuid = fleet.uuids[fleet.node_id(2)]
+    (finding,) = [f for f in flagged if node2_uuid in json.dumps(_machine_info(project, f))]
+    lines: list[str] = []
+    (done,) = confirm_on_fleet(
+        project, [finding], root=str(fleet.root), hooks=fleet.hooks, max_processes=3,
+        echo=lines.append,
+    )  # fmt: skip
+    assert done.ran_on_node == fleet.node_id(2), lines
+    assert done.worker.gpu_uuid == node2_uuid and done.visible == node2_uuid
+    assert done.verdicts, lines
+    (after,) = [
+        f for f in findings.find(project) if f.ident == finding.ident
+    ]
+    assert after.re_measured() is not None, after.to_json()
+
+
+def _machine_info(project, finding) -> dict:
+    return json.loads((project.results_dir / finding.key.machine / "machine.json").read_text())
+
+
+def test_a_node_removed_at_half_the_run_its_commits_re_run_elsewhere(request, fleet, history):
+    if delegated(request):
+        return
+    from fwdasv.fleet.run import run_fleet
+
+    root, hashes, _slow = history
+    project = _project(root, root / "tinylm", "tinylm-lost")
+    commits = hashes[1:]
+    lost_id = fleet.node_id(1)
+    removed: list[str] = []
+
+    def echo(line: str) -> None:
+        lines.append(line)
+        done = line.startswith("fleet: ") and int(line.split()[1].split("/")[0])
+        if done and done >= len(commits) // 2 and not removed:
+            removed.append(line)
+            fleet.cluster.remove_node(fleet.nodes[1], allow_graceful=False)
+
+    lines: list[str] = []
+    outcome = run_fleet(
+        project, commits, "c0..c12", root=str(fleet.root), hooks=fleet.hooks, echo=echo
+    )
+    ledger = outcome.ledger
+    assert removed, lines
+    lost_machine = next(w.machine for w in ledger.workers if w.node_id == lost_id)
+    assert list(ledger.lost_workers) == [lost_machine], lines
+    assert set(ledger.measured) == set(commits) and not ledger.failed, lines
+    every = [c for prefixes in _stored(project).values() for c in prefixes]
+    assert sorted(every) == sorted(c[:8] for c in commits), "each commit recorded once"
+    plan = json.loads(outcome.record.read_text())
+    assert plan["reruns"], lines
+    by = {row["commit"]: row for row in plan["measured_by"]}
+    for rerun in plan["reruns"]:
+        assert rerun["lost_machine"] == lost_machine
+        assert by[rerun["commit"]]["machine"] != lost_machine and by[rerun["commit"]]["rerun"]
+    assert plan["lost"] == [{"machine": lost_machine, "why": ledger.lost_workers[lost_machine]}]

@@ -1,0 +1,51 @@
+"""Seams for fleet tests on one CPU box, importable by Ray's workers (tests/ on their path).
+
+`fake_identity`: the GPU a worker holds, as the fake libnvidia-ml (tests/fake_nvml.py)
+reports it, one H200 of its own UUID per Ray node (`uuids`: node id -> UUID), read
+through fwdasv's real NVML path. `slot_gate`: at most `slots` asv runs at once on the
+box (an exclusive lock on one of `slots` files), so three fake nodes start no more than
+two torch processes at a time.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+from fwdasv.hw.shard import GpuMachine
+
+
+def fake_identity(uuids: Mapping[str, str]) -> GpuMachine:
+    import ray
+    from fake_nvml import FakeGpu, FakeNvml
+
+    from fwdasv.hw.nvml import read_inventory
+    from fwdasv.hw.shard import gpu_machines
+
+    node = ray.get_runtime_context().get_node_id()
+    FakeNvml([FakeGpu(uuids[node])]).install()
+    (gpu,) = gpu_machines(read_inventory(("0",)))
+    return gpu
+
+
+@contextmanager
+def slot_gate(folder: str, slots: int) -> Iterator[None]:
+    paths = [Path(folder) / f"slot-{i}.lock" for i in range(slots)]
+    while True:
+        for path in paths:
+            handle = open(path, "a")  # noqa: SIM115 (held until the run ends)
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+                handle.close()
+            return
+        time.sleep(0.1)
