@@ -1,11 +1,13 @@
 """The fleet's queue and record: which GPU measures which commit, what was re-run.
 
 Pure (no Ray, no files). `Ledger` holds the range's commits (oldest first), the GPUs
-(`Worker`: machine, node, GPU UUID) and, as the run goes, who measured each commit. Work
-is pulled: `next_for(worker)` hands an idle GPU the next queued commit, so a slow node
-measures fewer. A GPU lost mid-commit (`lost`) puts its unfinished commit back at the
-head of the queue, marked a re-run, for another GPU; a GPU is lost for the rest of the
-run. A commit is recorded once (`recorded` refuses a second time and says so); one
+(`Worker`: machine, node, GPU UUID) and, as the run goes, who measured each commit. Each
+GPU starts with an interleaved share, as on one host (GPU k of N: commits k, k+N, ...,
+so every GPU's series spans the range and a step shows on each); work is pulled:
+`next_for(worker)` hands an idle GPU the next commit of its share, or, its share done,
+takes one from the end of the largest share left, so a slow node measures fewer. A GPU
+lost mid-commit (`lost`) has its unfinished commit, marked a re-run, and its share taken
+first by the others; a GPU is lost for the rest of the run. A commit is recorded once (`recorded` refuses a second time and says so); one
 that no GPU could measure twice is given up (`failed`). `to_json` is the run's plan,
 written beside the results; `progress` the one line the head prints.
 """
@@ -81,13 +83,21 @@ class Ledger:
     failed: dict[str, str] = field(default_factory=dict)  # commit -> why no GPU measured it
     in_flight: dict[str, str] = field(default_factory=dict)  # machine -> commit
     tries: dict[str, int] = field(default_factory=dict)
-    queue: deque[str] = field(default_factory=deque)
+    shares: dict[str, deque[str]] = field(default_factory=dict)  # machine -> its commits left
+    orphans: deque[str] = field(default_factory=deque)  # taken first: re-runs, lost shares
 
     def __post_init__(self) -> None:
         machines = [w.machine for w in self.workers]
         assert len(set(machines)) == len(machines), f"one machine per GPU: {machines}"
-        if not self.queue and not self.measured:
-            self.queue = deque(c for c in self.commits if c not in self.before)
+        if not self.shares:
+            todo = [c for c in self.commits if c not in self.before]
+            n = len(machines)
+            self.shares = {m: deque(todo[k::n]) for k, m in enumerate(machines)}
+
+    @property
+    def queue(self) -> list[str]:
+        """Every commit not yet handed out: re-runs first, then the shares."""
+        return [*self.orphans, *(c for share in self.shares.values() for c in share)]
 
     # ----------------------------------------------------------------- the queue
 
@@ -105,9 +115,16 @@ class Ledger:
     def next_for(self, worker: Worker) -> str | None:
         """The next queued commit for `worker` (now in flight on it), or None."""
         assert worker.machine not in self.in_flight and worker.machine not in self.lost_workers
-        if not self.queue:
-            return None
-        commit = self.queue.popleft()
+        own = self.shares[worker.machine]
+        if self.orphans:
+            commit = self.orphans.popleft()
+        elif own:
+            commit = own.popleft()
+        else:
+            largest = max(self.shares.values(), key=len)
+            if not largest:
+                return None
+            commit = largest.pop()
         self.in_flight[worker.machine] = commit
         self.tries[commit] = self.tries.get(commit, 0) + 1
         return commit
@@ -129,7 +146,7 @@ class Ledger:
         if self.tries.get(commit, 0) >= TRIES:
             self.failed[commit] = why
         else:
-            self.queue.appendleft(commit)
+            self.orphans.appendleft(commit)
 
     def lost(self, machine: str, why: str) -> str | None:
         """`machine`'s GPU is gone for this run; its unfinished commit (requeued), if any."""
@@ -138,7 +155,9 @@ class Ledger:
         if commit is not None and commit not in self.measured:
             self.reruns.append(Rerun(commit, machine, why))
             self.tries[commit] = max(0, self.tries.get(commit, 1) - 1)  # not the commit's fault
-            self.queue.appendleft(commit)
+            self.orphans.appendleft(commit)
+        self.orphans.extend(self.shares[machine])
+        self.shares[machine].clear()
         return commit
 
     @property
