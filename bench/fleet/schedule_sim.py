@@ -14,8 +14,8 @@ vLLM config and engine init, 9.4 + 9.6 s). GPUs sit 4 to a node. Scenarios:
   clean        every GPU alike, nothing fails;
   stragglers   one GPU in eight 1.3x slower (a power-capped or busier one);
   node lost    stragglers, and the node of GPU 0 lost at half the clean wall time.
-Printed: wall time (h), the share of wall time lost to stragglers (against the clean
-run) and to the failure (against stragglers alone), commits re-run, and for the static
+Printed: wall time (h), the clean run's share of GPU time idle at the end (against the
+work spread evenly), the share of wall time lost to stragglers (against the clean run) and to the failure (against stragglers alone), commits re-run, and for the static
 split the wall time and the commits it leaves unmeasured when the node is lost.
 """
 
@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fwdasv.fleet.ledger import Ledger, Worker  # noqa: E402
+from fwdasv.fleet.ledger import Ledger, Worker
 
 COLD_S = 120.0
 WARM_S = 53.0
@@ -134,11 +134,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     args = parser.parse_args()
     print(
-        "| GPUs | clean wall h | stragglers wall h | lost to stragglers | node lost wall h "
+        "| GPUs | clean wall h | idle at the end | stragglers wall h | lost to stragglers "
+        "| node lost wall h "
         "| lost to the failure | re-run | static split wall h (stragglers) "
         "| static, node lost: unmeasured |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for gpus in args.gpus:
         rows: dict[str, list[float]] = {}
         for seed in range(args.repeat):
@@ -149,8 +150,10 @@ def main() -> None:
             lost = pulled(costs, speeds(gpus, True), clean.wall_s / 2)
             fixed = static(costs, speeds(gpus, True), None)
             fixed_lost = static(costs, speeds(gpus, True), clean.wall_s / 2)
+            work = sum(costs) + gpus * (COLD_S - statistics.mean(costs))
             for key, value in (
                 ("clean", clean.wall_s),
+                ("idle", (clean.wall_s - work / gpus) / clean.wall_s),
                 ("slow", slow.wall_s),
                 ("straggle", (slow.wall_s - clean.wall_s) / slow.wall_s),
                 ("lost", lost.wall_s),
@@ -162,7 +165,7 @@ def main() -> None:
                 rows.setdefault(key, []).append(value)
         m = {k: statistics.mean(v) for k, v in rows.items()}
         print(
-            f"| {gpus} | {m['clean'] / 3600:.2f} | {m['slow'] / 3600:.2f} | "
+            f"| {gpus} | {m['clean'] / 3600:.2f} | {100 * m['idle']:.1f}% | {m['slow'] / 3600:.2f} | "
             f"{100 * m['straggle']:.1f}% | {m['lost'] / 3600:.2f} | {100 * m['failure']:.1f}% | "
             f"{m['reruns']:.0f} | {m['static'] / 3600:.2f} | {m['unmeasured']:.0f} |"
         )

@@ -16,7 +16,9 @@ rewritten after every event to .fwdasv-shards/<run>-ray/plan.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -49,7 +51,7 @@ def connect(address: str) -> bool:
     if ray.is_initialized():
         return False
     try:
-        ray.init(address=address, log_to_driver=False, logging_level="warning")
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     except (ConnectionError, RuntimeError, ValueError) as error:
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise FleetError(
@@ -73,7 +75,7 @@ def start_workers(root: str, hooks: Hooks) -> list[Started]:
     nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU", 0) >= 1]
     if not nodes:
         raise FleetError("no live node of the Ray cluster advertises a GPU (ray start --num-gpus)")
-    remote = ray.remote(GpuWorker)
+    remote: Any = ray.remote(GpuWorker)
     handles = []
     for node in nodes:
         for _ in range(int(node["Resources"]["GPU"])):
@@ -101,10 +103,8 @@ def stop_workers(handles: Sequence[Any]) -> None:
     import ray
 
     for handle in handles:
-        try:
+        with contextlib.suppress(Exception):  # gone with its node already
             ray.kill(handle, no_restart=True)
-        except Exception:  # gone with its node already
-            pass
 
 
 def recorded_before(project: AsvProject, kind: Worker, commits: Sequence[str]) -> frozenset[str]:

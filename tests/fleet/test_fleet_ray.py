@@ -7,8 +7,8 @@ without `unshare` they are skipped, saying so. Inside, `ray.cluster_utils.Cluste
 starts 3 nodes of 1 CPU and 1 GPU each (Ray's own GPU resource; each node's GPU is an
 H200 of the fake libnvidia-ml with a UUID of its own, read through fwdasv's NVML path),
 at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch processes).
-The history is the demo's tinylm (12 commits after its first, the injected +45%
-prefill slowdown among them), one paced case, few samples. Every cluster is shut down
+The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
+slower from the 7th), one paced case, few samples. Every cluster is shut down
 by the fixture that started it.
 """
 
@@ -35,7 +35,8 @@ UUIDS = (
     "GPU-11111111-2222-4333-8444-000000000001",
     "GPU-11111111-2222-4333-8444-000000000002",
 )
-JUDGED = "forward.TinyLM.track_relative"
+JUDGED = "forward.Toy.track_relative"
+SLOW_INDEX = 7
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +118,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory):
     slots = tmp_path_factory.mktemp("slots")
     patch = pytest.MonkeyPatch()
     patch.setenv("HOME", str(home))
-    patch.setenv("PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip")))
+    patch.setenv(
+        "PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip"))
+    )
     patch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{ROOT / 'tests'}")  # for Ray's workers
     patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
     node_args = {"num_cpus": 1, "num_gpus": 1, "object_store_memory": 80 * 2**20}
@@ -141,14 +144,16 @@ def fleet(tmp_path_factory: pytest.TempPathFactory):
 
 
 def _project(root: Path, repo: Path, name: str):
+    from toy_model import TARGET
+
     from fwdasv.asv.scaffold import init_project
     from fwdasv.asv.suitespec import SuiteSpec
 
     suite = SuiteSpec(
-        "tinylm.bench:target",
-        ("prefill_512=512",),
-        class_name="TinyLM",
-        iters=2,
+        TARGET,
+        ("prefill_128=128",),
+        class_name="Toy",
+        iters=3,
         samples=5,
         warmup_s=0.02,
         env={"OMP_NUM_THREADS": "1"},
@@ -171,7 +176,7 @@ class Installed:
 
     def track_version(self):
         time.sleep(1.0)
-        major, minor, patch = (int(p) for p in version("tinylm").split("."))
+        major, minor, patch = (int(p) for p in version("mymodel").split("."))
         return 100 * major + 10 * minor + patch
 """
 
@@ -186,13 +191,13 @@ def _light_project(root: Path, repo: Path, name: str):
 
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory, fleet: Fleet):
-    from fwdasv.demo.project import SLOW_COMMIT_SUBJECT, build_project
-    from fwdasv.git import git
+    """tests/toy_model.py's package over 13 commits, its forward 3x slower from commit 7
+    on: a step no neighbour's load on the box hides, even on a series of 4 commits."""
+    from toy_model import build_repo
 
     root = tmp_path_factory.mktemp("history")
-    hashes = build_project(root / "tinylm", commits=13)
-    subjects = git(root / "tinylm", "log", "--reverse", "--format=%s", "main").splitlines()
-    return root, hashes, hashes[subjects.index(SLOW_COMMIT_SUBJECT)]
+    hashes = build_repo(root / "mymodel", commits=13, slow_index=SLOW_INDEX, slow_passes=3)
+    return root, hashes, hashes[SLOW_INDEX]
 
 
 def _stored(project) -> dict[str, list[str]]:
@@ -217,7 +222,7 @@ def test_twelve_commits_over_three_nodes_each_once_one_site_the_step_on_every_se
     from fwdasv.fleet.run import run_fleet
 
     root, hashes, slow = history
-    project = _project(root, root / "tinylm", "tinylm")
+    project = _project(root, root / "mymodel", "mymodel")
     commits = hashes[1:]
     lines: list[str] = []
     outcome = run_fleet(
@@ -287,9 +292,7 @@ def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request, fleet, history
     assert done.ran_on_node == fleet.node_id(index), lines
     assert done.worker.gpu_uuid == uuid and done.visible == uuid
     assert done.verdicts, lines
-    (after,) = [
-        f for f in findings.find(project) if f.ident == finding.ident
-    ]
+    (after,) = [f for f in findings.find(project) if f.ident == finding.ident]
     assert after.re_measured() is not None, after.to_json()
 
 
@@ -303,7 +306,7 @@ def test_a_node_removed_at_half_the_run_its_commits_re_run_elsewhere(request, fl
     from fwdasv.fleet.run import run_fleet
 
     root, hashes, _slow = history
-    project = _light_project(root, root / "tinylm", "tinylm-lost")
+    project = _light_project(root, root / "mymodel", "mymodel-lost")
     commits = hashes[1:]
     lost_id = fleet.node_id(1)
     removed: list[str] = []
@@ -333,3 +336,35 @@ def test_a_node_removed_at_half_the_run_its_commits_re_run_elsewhere(request, fl
         assert rerun["lost_machine"] == lost_machine
         assert by[rerun["commit"]]["machine"] != lost_machine and by[rerun["commit"]]["rerun"]
     assert plan["lost"] == [{"machine": lost_machine, "why": ledger.lost_workers[lost_machine]}]
+
+
+def test_a_head_stopped_mid_run_then_run_again_measures_only_what_is_left(request, fleet, history):
+    if delegated(request):
+        return
+    from fwdasv.fleet.run import run_fleet
+
+    root, hashes, _slow = history
+    project = _light_project(root, root / "mymodel", "mymodel-resume")
+    commits = hashes[1:7]
+
+    def stop_at_two(line: str) -> None:
+        if line.startswith("fleet: 2/"):
+            raise KeyboardInterrupt  # Ctrl-C on the head
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fleet(
+            project, commits, "c0..c6", root=str(fleet.root), hooks=fleet.hooks, echo=stop_at_two
+        )
+    first = sorted(p for prefixes in _stored(project).values() for p in prefixes)
+    assert len(first) == 2, first
+    (record,) = (project.config_path.parent / ".fwdasv-shards").glob("*-ray/plan.json")
+    assert len(json.loads(record.read_text())["measured_by"]) == 2, "the plan as it stopped"
+    lines: list[str] = []
+    again = run_fleet(
+        project, commits, "c0..c6", root=str(fleet.root), hooks=fleet.hooks, echo=lines.append
+    )
+    assert {c[:8] for c in again.ledger.before} == set(first), lines
+    assert len(again.ledger.measured) == len(commits) - 2, lines
+    every = sorted(p for prefixes in _stored(project).values() for p in prefixes)
+    assert every == sorted(c[:8] for c in commits), "each commit recorded once"
+    assert any("2 commit(s) recorded before" in line for line in lines), lines
