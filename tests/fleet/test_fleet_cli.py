@@ -21,4 +21,3 @@ def test_one_host_options_with_ray_are_one_line(tmp_path):
         assert done.exit_code == EXIT_USAGE, done.output
         (line,) = [x for x in done.output.splitlines() if x.strip()]
         assert line == "Error: --gpus and --plan-only are for one host; drop them with --ray"
-
