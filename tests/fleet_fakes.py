@@ -17,6 +17,9 @@ from pathlib import Path
 
 from fwdasv.hw.shard import GpuMachine
 
+# The hooks a test names to `fwdasv shard --ray` (FWDASV_FLEET_HOOKS=fleet_fakes:HOOKS).
+HOOKS: object = None
+
 
 def fake_identity(uuids: Mapping[str, str]) -> GpuMachine:
     import ray

@@ -1,7 +1,13 @@
-"""The fleet's commands: `fwdasv shard --ray` (its body) and `fwdasv fleet-confirm`."""
+"""The fleet's commands: `fwdasv shard --ray` (its body) and `fwdasv fleet-confirm`.
+
+FWDASV_FLEET_HOOKS=MODULE:NAME names a `fwdasv.fleet.actor.Hooks` the workers use (a
+test's fake GPU identities and gate, several fake nodes on one box); unset, none.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +16,21 @@ import click
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.fleet.actor import Hooks
+
+HOOKS_ENV = "FWDASV_FLEET_HOOKS"
+
+
+def hooks_from_env() -> Hooks | None:
+    """The `Hooks` FWDASV_FLEET_HOOKS names (MODULE:NAME), or None when it is unset."""
+    named = os.environ.get(HOOKS_ENV)
+    if not named:
+        return None
+    module, _, name = named.partition(":")
+    hooks = getattr(importlib.import_module(module), name, None)
+    if not isinstance(hooks, Hooks):
+        raise CliError(f"{HOOKS_ENV}={named} names no fwdasv.fleet.actor.Hooks", EXIT_USAGE)
+    return hooks
 
 
 def shard_over_ray(
@@ -27,7 +48,15 @@ def shard_over_ray(
 
     joined = connect(address)
     try:
-        outcome = run_fleet(project, commits, spec, bench=bench, root=fleet_dir, echo=click.echo)
+        outcome = run_fleet(
+            project,
+            commits,
+            spec,
+            bench=bench,
+            root=fleet_dir,
+            hooks=hooks_from_env(),
+            echo=click.echo,
+        )
     finally:
         if joined:
             ray.shutdown()
@@ -82,7 +111,12 @@ def fleet_confirm_command(
     joined = connect(address)
     try:
         done = confirm_on_fleet(
-            project, found, root=fleet_dir, max_processes=max_processes, echo=click.echo
+            project,
+            found,
+            root=fleet_dir,
+            hooks=hooks_from_env(),
+            max_processes=max_processes,
+            echo=click.echo,
         )
     finally:
         if joined:

@@ -346,12 +346,25 @@ def test_a_head_stopped_mid_run_then_run_again_measures_only_what_is_left(reques
     assert len(first) == 1, first
     (record,) = (project.config_path.parent / ".fwdasv-shards").glob("*-ray/plan.json")
     assert len(json.loads(record.read_text())["measured_by"]) == 1, "the plan as it stopped"
-    lines: list[str] = []
-    again = run_fleet(
-        project, commits, "c0..c4", root=str(fleet.root), hooks=fleet.hooks, echo=lines.append
-    )
-    assert {c[:8] for c in again.ledger.before} == set(first), lines
-    assert len(again.ledger.measured) == len(commits) - 1, lines
+    # Again, as a user would: the one command (the workers' fake GPUs named to it).
+    import fleet_fakes
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+    from fwdasv.fleet.cli import HOOKS_ENV
+
+    fleet_fakes.HOOKS = fleet.hooks
+    address = fleet.cluster.address
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(HOOKS_ENV, "fleet_fakes:HOOKS")
+        again = CliRunner().invoke(
+            main,
+            ["shard", "--ray", address, "--config", str(project.config_path),
+             "--fleet-dir", str(fleet.root), f"{hashes[0]}..{hashes[4]}"],
+        )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert "1 commit(s) recorded before by a GPU of this kind" in again.output
+    assert "3 commit(s) measured in" in again.output and "1 recorded before" in again.output
+    assert "GPU s over 2 GPU(s)" in again.output, again.output
     every = sorted(p for prefixes in _stored(project).values() for p in prefixes)
     assert every == sorted(c[:8] for c in commits), "each commit recorded once"
-    assert any("1 commit(s) recorded before" in line for line in lines), lines
