@@ -3,7 +3,8 @@
 `asv setup` from the command line exits with status 1 even when it built every
 environment (asv 0.6.6 returns the environments' list as the exit status), so a node
 could not tell a failed build from a good one. This builds them through asv's own
-`Setup.run` and exits 0 when it did, 1 (with asv's error) when it could not.
+`Setup.run` and exits 0 when it did, 1 (with asv's error) when it could not or when no
+environment fits this host (none of asv.conf.json's `pythons` is here).
 """
 
 from __future__ import annotations
@@ -22,9 +23,14 @@ def main(argv: list[str]) -> int:
 
     log.enable()
     try:
-        Setup.run(conf=Config.load(argv[0]), parallel=1)
+        conf = Config.load(argv[0])
+        built = Setup.run(conf=conf, parallel=1)
     except util.UserError as error:
         print(f"environment build failed: {error}", file=sys.stderr)
+        return 1
+    if not built:
+        pythons = ", ".join(conf.pythons) or "none named"
+        print(f"no environment can be built here for pythons {pythons}", file=sys.stderr)
         return 1
     return 0
 
