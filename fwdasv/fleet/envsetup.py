@@ -22,8 +22,12 @@ def main(argv: list[str]) -> int:
     from asv.console import log
 
     log.enable()
+    from asv.plugin_manager import plugin_manager
+
     try:
         conf = Config.load(argv[0])
+        for plugin in conf.plugins:  # as asv's commands load them (fwdasv's environment type)
+            plugin_manager.import_plugin(plugin)
         built = Setup.run(conf=conf, parallel=1)
     except util.UserError as error:
         print(f"environment build failed: {error}", file=sys.stderr)

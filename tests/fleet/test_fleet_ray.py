@@ -8,9 +8,10 @@ starts 3 nodes of 1 CPU and 1 GPU each (Ray's own GPU resource; each node's GPU 
 H200 of the fake libnvidia-ml with a UUID of its own, read through fwdasv's NVML path),
 at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch processes).
 The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
-slower from the 7th), one paced case, few samples. Every cluster is shut down
-by the fixture that started it.
-"""
+slower from the 7th), one paced case, few samples. In order (CI's time: one measured
+run serves the first two): the run with node 1 killed at half; confirm of a finding on
+node 2; a head stopped and run again through the command. The cluster is shut down by
+the fixture that started it."""
 
 from __future__ import annotations
 

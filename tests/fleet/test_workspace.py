@@ -55,6 +55,7 @@ def test_a_node_measures_a_commit_from_the_bundle_and_returns_its_result_files(
     local = node.prepare(Payload.of(project), bundle, ENTRY)
     assert local.config_path.parent == tmp_path / "node" / "mymodel" / ENTRY["machine"]
     assert local.repo != project.repo, "its own clone, not the head's repository"
+    assert any(local.env_dir.iterdir()), "its environment built by prepare, before any run"
     done = node.measure(local, hashes[4])
     assert done["status"] == 0, done["tail"]
     names = sorted(done["files"])
