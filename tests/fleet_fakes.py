@@ -3,8 +3,8 @@
 `fake_identity`: the GPU a worker holds, as the fake libnvidia-ml (tests/fake_nvml.py)
 reports it, one H200 of its own UUID per Ray node (`uuids`: node id -> UUID), read
 through fwdasv's real NVML path. `slot_gate`: at most `slots` asv runs at once on the
-box, first come first served (a ticket, then an exclusive lock on one of `slots` files),
-so three fake nodes start no more than two torch processes at a time and none starves.
+box, first come first served, so three fake nodes start no more than two torch processes
+at a time, none starves, and a node killed while it waits or runs blocks no one.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from fwdasv.hw.shard import GpuMachine
 
@@ -34,50 +35,60 @@ def fake_identity(uuids: Mapping[str, str]) -> GpuMachine:
     return gpu
 
 
+def _locked(path: Path) -> IO[str] | None:
+    """`path` opened and exclusively locked, or None when another process holds it."""
+    handle = open(path, "a+")  # noqa: SIM115 (the caller keeps it while it holds the lock)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
 @contextmanager
 def slot_gate(folder: str, slots: int) -> Iterator[None]:
-    """One of `slots` slots, first come first served; a holder's slot is freed when it
-    ends or dies (an flock), so a removed node's run does not keep it."""
+    """One of `slots` slots, first come first served. Each waiter holds a lock on its
+    ticket's file and each runner on its slot's: a process that dies (a removed node's
+    worker) frees its slot, and its ticket is skipped, so no one waits on it."""
     base = Path(folder)
-    with open(base / "tickets.lock", "a+") as counter:
-        fcntl.flock(counter, fcntl.LOCK_EX)
-        counter.seek(0)
-        issued, served = (int(x) for x in (counter.read().split() or ["0", "0"]))
-        mine = issued
-        counter.seek(0)
-        counter.truncate()
-        counter.write(f"{issued + 1} {served}")
-        counter.flush()
-        fcntl.flock(counter, fcntl.LOCK_UN)
-    paths = [base / f"slot-{i}.lock" for i in range(slots)]
-    while True:
-        with open(base / "tickets.lock", "a+") as counter:
-            fcntl.flock(counter, fcntl.LOCK_EX)
-            counter.seek(0)
-            issued, served = (int(x) for x in counter.read().split())
-            if served == mine:  # my turn: take a free slot, if one is
-                for path in paths:
-                    handle = open(path, "a")  # noqa: SIM115 (held until the run ends)
-                    try:
-                        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        handle.close()
-                        continue
-                    counter.seek(0)
-                    counter.truncate()
-                    counter.write(f"{issued} {served + 1}")
-                    counter.flush()
-                    fcntl.flock(counter, fcntl.LOCK_UN)
-                    break
-                else:
-                    handle = None
-            else:
-                handle = None
-        if handle is not None:
-            break
-        time.sleep(0.05)
+    counter_path = base / "tickets"
+
+    @contextmanager
+    def counter() -> Iterator[list[int]]:
+        with open(base / "tickets.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            text = counter_path.read_text() if counter_path.exists() else "0 0"
+            state = [int(x) for x in text.split()]  # issued, served
+            yield state
+            counter_path.write_text(f"{state[0]} {state[1]}")
+
+    with counter() as state:
+        mine = state[0]
+        state[0] += 1
+        ticket = _locked(base / f"ticket-{mine}.lock")
+    assert ticket is not None
+    slot = None
+    while slot is None:
+        with counter() as state:
+            served = state[1]
+            if served == mine:
+                for i in range(slots):
+                    slot = _locked(base / f"slot-{i}.lock")
+                    if slot is not None:
+                        state[1] += 1
+                        break
+            elif served < mine:
+                # The ticket being served: its holder gone (its lock free) is skipped.
+                probe = _locked(base / f"ticket-{served}.lock")
+                if probe is not None:
+                    probe.close()
+                    state[1] += 1
+        if slot is None:
+            time.sleep(0.05)
+    ticket.close()
     try:
         yield
     finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        fcntl.flock(slot, fcntl.LOCK_UN)
+        slot.close()
