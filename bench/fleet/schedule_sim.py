@@ -2,21 +2,16 @@
 
     python bench/fleet/schedule_sim.py [--commits 600] [--gpus 8 32 100] [--repeat 20]
 
-Pure Python, no Ray: an event loop hands commits to GPUs through the real `Ledger`
-(interleaved shares, pulled, a finished GPU taking the end of the largest share left,
-a lost node's in-flight commit re-run and its share taken by the others) and, beside
-it, today's static interleaved split (`fwdasv shard`: GPU k measures every Nth commit,
-nothing moves). Per-commit costs are the H200 vLLM history's, measured 2026-12-02
-(docs/measurements.md, "Per-commit cost, after"): a GPU's first commit 120 s (cold: the
-base unpacked, caches filled; 437.7 s for 7 commits less 6 warm), every later one 53 s
-with the spread seen (49-62 s), and one in ten commits changing the model file (+19 s:
-vLLM config and engine init, 9.4 + 9.6 s). GPUs sit 4 to a node. Scenarios:
-  clean        every GPU alike, nothing fails;
-  stragglers   one GPU in eight 1.3x slower (a power-capped or busier one);
-  node lost    stragglers, and the node of GPU 0 lost at half the clean wall time.
-Printed: wall time (h), the clean run's share of GPU time idle at the end (against the
-work spread evenly), the share of wall time lost to stragglers (against the clean run) and to the failure (against stragglers alone), commits re-run, and for the static
-split the wall time and the commits it leaves unmeasured when the node is lost.
+Pure Python, no Ray: the real `Ledger` (interleaved shares, pulled, stealing from the end
+of the largest share, a lost node's commit re-run) over an event loop, beside today's
+static split (`fwdasv shard`: GPU k measures every Nth commit). Per-commit costs are the
+H200 vLLM history's (docs/measurements.md, "Per-commit cost, after"): a GPU's first
+commit 120 s, later ones 49-62 s, one in ten +19 s (model file changed); 4 GPUs a node.
+Scenarios: clean; stragglers (one GPU in eight 1.3x slower); node lost (stragglers, and
+the first node lost at half the clean wall time). Printed: wall time, the clean run's GPU
+time idle at the end, the share lost to stragglers (against clean) and to the failure
+(against stragglers alone), commits re-run, and the static split's wall time and the
+commits it leaves unmeasured when the node is lost.
 """
 
 from __future__ import annotations
