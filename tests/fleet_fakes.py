@@ -1,8 +1,8 @@
 """Seams for fleet tests on one CPU box, importable by Ray's workers (tests/ on their path).
 
 `fake_identity`: the GPU a worker holds, as the fake libnvidia-ml (tests/fake_nvml.py)
-reports it, one H200 of its own UUID per Ray node (`uuids`: node id -> UUID), read
-through fwdasv's real NVML path. `slot_gate`: at most `slots` asv runs at once on the
+reports it, one H200 of its own UUID per Ray node (`uuids`: node id -> UUID; `names`:
+another model on some), read through fwdasv's real NVML path. `slot_gate`: at most `slots` asv runs at once on the
 box, first come first served, so three fake nodes start no more than two torch processes
 at a time, none starves, and a node killed while it waits or runs blocks no one.
 """
@@ -22,7 +22,7 @@ from fwdasv.hw.shard import GpuMachine
 HOOKS: object = None
 
 
-def fake_identity(uuids: Mapping[str, str]) -> GpuMachine:
+def fake_identity(uuids: Mapping[str, str], names: Mapping[str, str] | None = None) -> GpuMachine:
     import ray
     from fake_nvml import FakeGpu, FakeNvml
 
@@ -30,7 +30,8 @@ def fake_identity(uuids: Mapping[str, str]) -> GpuMachine:
     from fwdasv.hw.shard import gpu_machines
 
     node = ray.get_runtime_context().get_node_id()
-    FakeNvml([FakeGpu(uuids[node])]).install()
+    name = (names or {}).get(node)
+    FakeNvml([FakeGpu(uuids[node], name=name) if name else FakeGpu(uuids[node])]).install()
     (gpu,) = gpu_machines(read_inventory(("0",)))
     return gpu
 

@@ -10,8 +10,8 @@ at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch proce
 The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
 slower from the 7th), one paced case, few samples. In order (CI's time: one measured
 run serves the first two): the run with node 1 killed at half; confirm of a finding on
-node 2; a head stopped and run again through the command. The cluster is shut down by
-the fixture that started it."""
+node 2; a head stopped and run again through the command; GPUs of two models refused.
+The cluster is shut down by the fixture that started it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
@@ -369,3 +370,28 @@ def test_a_head_stopped_mid_run_then_run_again_measures_only_what_is_left(reques
     assert "GPU s over 2 GPU(s)" in again.output, again.output
     every = sorted(p for prefixes in _stored(project).values() for p in prefixes)
     assert every == sorted(c[:8] for c in commits), "each commit recorded once"
+
+
+def test_gpus_of_another_model_in_the_cluster_are_refused_in_one_line(request):
+    if delegated(request):
+        return
+    fleet = request.getfixturevalue("fleet")
+    import ray
+    from fleet_fakes import fake_identity
+
+    from fwdasv.fleet.actor import Hooks
+    from fwdasv.fleet.run import start_workers
+    from fwdasv.hw.shard import ShardRefused
+
+    other = {fleet.node_id(2): "NVIDIA H100 80GB HBM3"}
+    hooks = Hooks(identity=functools.partial(fake_identity, fleet.uuids, other))
+    with pytest.raises(ShardRefused) as refused:
+        start_workers(str(fleet.root), hooks)
+    said = str(refused.value)
+    assert "\n" not in said and "differ in model" in said and "NVIDIA H100" in said, said
+    assert said.startswith("the cluster's GPU "), said
+    # Every worker started was stopped: the GPUs are free again.
+    deadline = time.monotonic() + 20
+    while ray.available_resources().get("GPU", 0) < ray.cluster_resources().get("GPU", 0):
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.2)
