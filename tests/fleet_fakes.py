@@ -10,6 +10,7 @@ at a time, none starves, and a node killed while it waits or runs blocks no one.
 from __future__ import annotations
 
 import fcntl
+import os
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -62,7 +63,10 @@ def slot_gate(folder: str, slots: int) -> Iterator[None]:
             text = counter_path.read_text() if counter_path.exists() else "0 0"
             state = [int(x) for x in text.split()]  # issued, served
             yield state
-            counter_path.write_text(f"{state[0]} {state[1]}")
+            # Atomically: a worker killed while writing (its node removed) leaves the old.
+            fresh = base / f"tickets.{os.getpid()}"
+            fresh.write_text(f"{state[0]} {state[1]}")
+            os.replace(fresh, counter_path)
 
     with counter() as state:
         mine = state[0]
