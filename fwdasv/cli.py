@@ -24,6 +24,7 @@ from fwdasv.core.clitools import (
 from fwdasv.core.errors import EXIT_RULE
 from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
+from fwdasv.fleet.cli import fleet_confirm_command
 from fwdasv.hw.cli import hw
 
 
@@ -168,6 +169,7 @@ for command in (
     hw,
     *ASV_COMMANDS,
     shard_command,
+    fleet_confirm_command,
     *ANALYSIS_COMMANDS,
     demo_command,
     nightly_command,

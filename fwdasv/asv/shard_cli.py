@@ -24,8 +24,26 @@ from fwdasv.core.errors import EXIT_USAGE
     help="Only the benchmarks matching REGEX (asv's --bench), repeatable.",
 )
 @click.option("--plan-only", is_flag=True, help="Print and record the split; measure nothing.")
+@click.option(
+    "--ray",
+    "ray_address",
+    metavar="ADDRESS",
+    help="Spread the range over a Ray cluster's GPUs instead (`auto`: the cluster `ray start` "
+    "runs on this host); see README, A fleet.",
+)
+@click.option(
+    "--fleet-dir",
+    metavar="DIR",
+    help="With --ray: where each node keeps its copy of the project [default: <tmp>/fwdasv-fleet].",
+)
 def shard_command(
-    range_spec: str, config: Path, gpus: str | None, bench: tuple[str, ...], plan_only: bool
+    range_spec: str,
+    config: Path,
+    gpus: str | None,
+    bench: tuple[str, ...],
+    plan_only: bool,
+    ray_address: str | None,
+    fleet_dir: str | None,
 ) -> None:
     """`asv run RANGE` spread over this host's GPUs: one asv run per GPU at once.
 
@@ -40,6 +58,11 @@ def shard_command(
     Pipeline suites need 2 GPUs a process: measure them unsharded (`asv run
     --bench pipeline`). Confirm and bisect then re-measure each finding on its
     own machine's GPU.
+
+    With --ray ADDRESS the range goes over every GPU of a Ray cluster instead:
+    one worker per GPU, commits pulled from a queue, each result written here
+    (this host owns the project), a lost node's commits re-run on another GPU;
+    a rerun continues where a stopped one ended (`fwdasv.fleet`).
 
     Exit status: 0 every GPU's run ran (a benchmark may have failed in it:
     asv's status 2, said), 2 bad input or a run that could not (the first one
@@ -59,6 +82,15 @@ def shard_command(
 
     project = AsvProject.load(config)
     commits = range_commits(project, range_spec)
+    if ray_address is not None:
+        from fwdasv.fleet.cli import shard_over_ray
+
+        if gpus or plan_only:
+            raise CliError(
+                "--gpus and --plan-only are for one host; drop them with --ray", EXIT_USAGE
+            )
+        shard_over_ray(project, commits, range_spec, ray_address, bench, fleet_dir)
+        return
     machines = gpu_machines(read_inventory(parse_gpu_selection(gpus)))
     plan = plan_shards(machines, commits)
     for line in plan.lines():

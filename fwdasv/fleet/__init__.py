@@ -1,0 +1,8 @@
+"""A range measured over the GPUs of a Ray cluster (`fwdasv shard --ray`), and the
+re-measures of a finding run on the GPU that measured it.
+
+ledger: the pure queue and record (who measured what, what was re-run); workspace: a
+node's copy of the project (the repository from a git bundle, environments built there);
+tether: an asv run that dies with its worker; actor: the Ray side of a node; run: the
+head's loop; remote: confirm pinned to a finding's node and GPU.
+"""

@@ -1,0 +1,127 @@
+"""The fleet's commands: `fwdasv shard --ray` (its body) and `fwdasv fleet-confirm`.
+
+FWDASV_FLEET_HOOKS=MODULE:NAME names a `fwdasv.fleet.actor.Hooks` the workers use (a
+test's fake GPU identities and gate, several fake nodes on one box); unset, none.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from fwdasv.asv.project import AsvProject
+from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
+from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.fleet.actor import Hooks
+
+HOOKS_ENV = "FWDASV_FLEET_HOOKS"
+
+
+def hooks_from_env() -> Hooks | None:
+    """The `Hooks` FWDASV_FLEET_HOOKS names (MODULE:NAME), or None when it is unset."""
+    named = os.environ.get(HOOKS_ENV)
+    if not named:
+        return None
+    module, _, name = named.partition(":")
+    hooks = getattr(importlib.import_module(module), name, None)
+    if not isinstance(hooks, Hooks):
+        raise CliError(f"{HOOKS_ENV}={named} names no fwdasv.fleet.actor.Hooks", EXIT_USAGE)
+    return hooks
+
+
+def shard_over_ray(
+    project: AsvProject,
+    commits: Sequence[str],
+    spec: str,
+    address: str,
+    bench: Sequence[str],
+    fleet_dir: str | None,
+) -> None:
+    """`fwdasv shard --ray`: the range over the cluster, its summary, its exit status."""
+    import ray
+
+    from fwdasv.fleet.run import connect, run_fleet
+
+    joined = connect(address)
+    try:
+        outcome = run_fleet(
+            project,
+            commits,
+            spec,
+            bench=bench,
+            root=fleet_dir,
+            hooks=hooks_from_env(),
+            echo=click.echo,
+        )
+    finally:
+        if joined:
+            ray.shutdown()
+    for line in outcome.lines():
+        click.echo(line)
+    ledger = outcome.ledger
+    if ledger.failed or ledger.queue:
+        left = len(ledger.failed) + len(ledger.queue)
+        raise CliError(
+            f"{left} commit(s) not measured (see {outcome.record}); rerun the same command "
+            "to measure only those",
+            EXIT_USAGE,
+        )
+
+
+@click.command("fleet-confirm", cls=Command, context_settings=CONTEXT)
+@click.option("--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster.")
+@config_option()
+@click.option("--machine", help="Only this machine's findings [default: every machine].")
+@bench_option
+@click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy.")
+@click.option("--max-processes", type=click.IntRange(min=3), default=6, show_default=True)
+def fleet_confirm_command(
+    address: str,
+    config: Path,
+    machine: str | None,
+    bench: tuple[str, ...],
+    fleet_dir: str | None,
+    max_processes: int,
+) -> None:
+    """Confirm each regression on the GPU that measured it, from this (the head) host.
+
+    Each finding's A/B re-measure runs on the Ray node and GPU of its machine
+    (node affinity, CUDA_VISIBLE_DEVICES its UUID); the verdicts are appended
+    to this project's verdicts file. Exit status 0, 2 when a machine's GPU is
+    in no live node.
+    """
+    import ray
+
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.rules.status import TO_CONFIRM
+    from fwdasv.fleet.remote import confirm_on_fleet
+    from fwdasv.fleet.run import connect
+
+    project = AsvProject.load(config)
+    found = [
+        f for f in findings.find(project, machine=machine, bench=bench) if f.status in TO_CONFIRM
+    ]
+    if not found:
+        click.echo("nothing to confirm: no finding has status 'regression' or 'suspected'")
+        return
+    joined = connect(address)
+    try:
+        done = confirm_on_fleet(
+            project,
+            found,
+            root=fleet_dir,
+            hooks=hooks_from_env(),
+            max_processes=max_processes,
+            echo=click.echo,
+        )
+    finally:
+        if joined:
+            ray.shutdown()
+    for remote in done:
+        click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
+    if not done:
+        raise CliError("nothing confirmed", EXIT_USAGE)

@@ -1,0 +1,397 @@
+"""`fwdasv shard --ray` on a real Ray cluster of 3 nodes on this box, through real asv.
+
+Ray binds the box's own address even when told loopback, so the tests run in a network
+namespace of their own: run plainly, the module re-runs itself once under
+`unshare -n` (loopback only; root, as in CI) and each test reports its inner result;
+without `unshare` they are skipped, saying so. Inside, `ray.cluster_utils.Cluster`
+starts 3 nodes of 1 CPU and 1 GPU each (Ray's own GPU resource; each node's GPU is an
+H200 of the fake libnvidia-ml with a UUID of its own, read through fwdasv's NVML path),
+at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch processes).
+The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
+slower from the 7th), one paced case, few samples. In order (CI's time: one measured
+run serves the first two): the run with node 1 killed at half; confirm of a finding on
+node 2; a head stopped and run again through the command; GPUs of two models refused.
+The cluster is shut down by the fixture that started it."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+NETNS_ENV = "FWDASV_TEST_IN_NETNS"
+IN_NETNS = os.environ.get(NETNS_ENV) == "1"
+ROOT = Path(__file__).resolve().parents[2]
+UUIDS = (
+    "GPU-11111111-2222-4333-8444-000000000000",
+    "GPU-11111111-2222-4333-8444-000000000001",
+    "GPU-11111111-2222-4333-8444-000000000002",
+)
+JUDGED = "forward.Toy.track_relative"
+SLOW_INDEX = 7
+
+pytestmark = pytest.mark.slow
+
+
+# ----------------------------------------------------------- the network namespace
+
+
+@pytest.fixture(scope="module")
+def netns_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    """This module run once under `unshare -n`: {test name: (outcome, message)}, output."""
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        pytest.skip("needs unshare and ip (util-linux, iproute2) for a loopback-only network")
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -n is not permitted here (not root): Ray would use the box's network")
+    folder = tmp_path_factory.mktemp("netns")
+    report = folder / "inner.xml"
+    inner = [
+        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+        str(Path(__file__)), "--basetemp", str(folder / "tmp"), f"--junitxml={report}",
+    ]  # fmt: skip
+    done = subprocess.run(
+        ["unshare", "-n", "bash", "-c", 'ip link set lo up && exec "$@"', "bash", *inner],
+        env={**os.environ, NETNS_ENV: "1"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    outcomes: dict[str, Any] = {}
+    if report.is_file():
+        for case in ElementTree.parse(report).iter("testcase"):
+            found = [c for c in case if c.tag in ("failure", "error", "skipped")]
+            if not found:
+                outcomes[case.get("name", "")] = ("passed", "")
+            else:
+                outcomes[case.get("name", "")] = (found[0].tag, found[0].get("message", ""))
+    return outcomes, done.stdout + done.stderr
+
+
+def delegated(request: pytest.FixtureRequest) -> bool:
+    """Outside the namespace: this test's inner outcome, reported; inside: False (run it)."""
+    if IN_NETNS:
+        return False
+    outcomes, output = request.getfixturevalue("netns_session")
+    status, message = outcomes.get(request.node.name, ("missing", "not run inside"))
+    if status == "skipped":
+        pytest.skip(message)
+    if status != "passed":
+        pytest.fail(f"inside its network namespace: {status}: {message}\n{output[-6000:]}")
+    return True
+
+
+# ----------------------------------------------------------- the cluster and history
+
+
+@dataclass
+class Fleet:
+    cluster: Any
+    nodes: list[Any]  # ray's node handles: head, node 1, node 2
+    uuids: dict[str, str]  # node id -> its GPU's UUID
+    hooks: Any
+    root: Path  # where the nodes keep their workspaces
+
+    def node_id(self, index: int) -> str:
+        return str(self.nodes[index].node_id)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory):
+    if not IN_NETNS:
+        pytest.skip("inside the network namespace only")
+    import ray
+    from fleet_fakes import fake_identity, slot_gate
+    from ray.cluster_utils import Cluster
+
+    from fwdasv.fleet.actor import Hooks
+
+    home = tmp_path_factory.mktemp("home")
+    slots = tmp_path_factory.mktemp("slots")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("HOME", str(home))
+    patch.setenv(
+        "PIP_CACHE_DIR", os.environ.get("PIP_CACHE_DIR", os.path.expanduser("~/.cache/pip"))
+    )
+    patch.setenv("PYTHONPATH", f"{ROOT}{os.pathsep}{ROOT / 'tests'}")  # for Ray's workers
+    patch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    node_args = {"num_cpus": 1, "num_gpus": 1, "object_store_memory": 80 * 2**20}
+    cluster = Cluster(
+        initialize_head=True, head_node_args={**node_args, "include_dashboard": False}
+    )
+    try:
+        nodes = [cluster.head_node, cluster.add_node(**node_args), cluster.add_node(**node_args)]
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        uuids = {str(n.node_id): u for n, u in zip(nodes, UUIDS, strict=True)}
+        hooks = Hooks(
+            identity=functools.partial(fake_identity, uuids),
+            gate=functools.partial(slot_gate, str(slots), 2),
+        )
+        yield Fleet(cluster, nodes, uuids, hooks, tmp_path_factory.mktemp("nodes"))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+        patch.undo()
+
+
+def _project(root: Path, repo: Path, name: str):
+    from toy_model import TARGET
+
+    from fwdasv.asv.scaffold import init_project
+    from fwdasv.asv.suitespec import SuiteSpec
+
+    suite = SuiteSpec(
+        TARGET,
+        ("prefill_128=128",),
+        class_name="Toy",
+        iters=3,
+        samples=5,
+        warmup_s=0.02,
+        env={"OMP_NUM_THREADS": "1"},
+        launches=1,
+        device="cpu",
+        reference=True,
+    )
+    made = init_project(root / name, repo, suite, project=name, canary=False, check=False)
+    return made.project
+
+
+# The stopped-head test's suite: no torch (only the scheduling is under test there), the
+# installed commit's version read back, a second's work a commit.
+INSTALLED_SUITE = """import time
+from importlib.metadata import version
+
+
+class Installed:
+    unit = "version"
+
+    def track_version(self):
+        time.sleep(1.0)
+        major, minor, patch = (int(p) for p in version("mymodel").split("."))
+        return 100 * major + 10 * minor + patch
+"""
+
+
+def _light_project(root: Path, repo: Path, name: str):
+    from fwdasv.asv.scaffold import project_config, write_project
+
+    project = write_project(root / name, project_config(str(repo), name), [])
+    (project.benchmark_dir / "installed.py").write_text(INSTALLED_SUITE)
+    return project
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory, fleet: Fleet):
+    """tests/toy_model.py's package over 13 commits, its forward 3x slower from commit 7
+    on: a step no neighbour's load on the box hides, even on a series of 4 commits."""
+    from toy_model import build_repo
+
+    root = tmp_path_factory.mktemp("history")
+    hashes = build_repo(root / "mymodel", commits=13, slow_index=SLOW_INDEX, slow_passes=3)
+    return root, hashes, hashes[SLOW_INDEX]
+
+
+def _stored(project) -> dict[str, list[str]]:
+    """machine -> the 8-character commit prefixes it has a result file for."""
+    return {
+        m: sorted(p.name[:8] for p in (project.results_dir / m).glob("*-*.json"))
+        for m in project.machines()
+    }
+
+
+# ----------------------------------------------------------------------- the tests
+
+
+def test_twelve_commits_over_three_nodes_one_lost_at_half_each_once_one_site_the_step_found(
+    request,
+):
+    """The must-shows of a run, in one run (CI's time): node 1 removed (killed) when half
+    the commits are in; every commit recorded once, its unfinished commit re-run on another
+    GPU and named in the plan, one site over the three machines, the step found."""
+    if delegated(request):
+        return
+    fleet, history = request.getfixturevalue("fleet"), request.getfixturevalue("history")
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.publish.publish import publish
+    from fwdasv.analysis.rules.status import Status
+    from fwdasv.fleet.run import run_fleet
+
+    root, hashes, slow = history
+    project = _project(root, root / "mymodel", "mymodel")
+    commits = hashes[1:]
+    lost_id = fleet.node_id(1)
+    lines: list[str] = []
+    removed: list[str] = []
+
+    def echo(line: str) -> None:
+        lines.append(line)
+        done = line.startswith("fleet: ") and int(line.split()[1].split("/")[0])
+        if done and done >= len(commits) // 2 and not removed:
+            removed.append(line)
+            fleet.cluster.remove_node(fleet.nodes[1], allow_graceful=False)
+
+    outcome = run_fleet(
+        project, commits, "c0..c12", root=str(fleet.root), hooks=fleet.hooks, echo=echo
+    )
+    ledger = outcome.ledger
+    assert removed and len(ledger.workers) == 3, lines
+    lost_machine = next(w.machine for w in ledger.workers if w.node_id == lost_id)
+    assert list(ledger.lost_workers) == [lost_machine], lines
+    assert set(ledger.measured) == set(commits) and not ledger.failed, lines
+    stored = _stored(project)
+    assert len(stored) == 3, stored
+    every = [c for prefixes in stored.values() for c in prefixes]
+    assert sorted(every) == sorted(c[:8] for c in commits), "each commit recorded once"
+    # The plan: who measured what, what was re-run and why, which GPU was lost.
+    plan = json.loads(outcome.record.read_text())
+    assert [row["commit"] for row in plan["measured_by"]] == list(commits)
+    for row in plan["measured_by"]:
+        assert row["commit"][:8] in stored[row["machine"]], row
+    assert plan["reruns"], lines
+    by = {row["commit"]: row for row in plan["measured_by"]}
+    for rerun in plan["reruns"]:
+        assert rerun["lost_machine"] == lost_machine and "node lost" in rerun["reason"]
+        assert by[rerun["commit"]]["machine"] != lost_machine and by[rerun["commit"]]["rerun"]
+    assert plan["lost"] == [{"machine": lost_machine, "why": ledger.lost_workers[lost_machine]}]
+    assert any(line.startswith("fleet: 12/12 done") for line in lines), lines[-3:]
+    assert any(f"lost with machine {lost_machine}; re-run on" in x for x in outcome.lines())
+    # One site over the three machines.
+    publish(project, echo=None)
+    index = json.loads((project.html_dir / "index.json").read_text())
+    assert sorted(index["params"]["machine"]) == sorted(stored), index["params"]["machine"]
+    # Findings as on one machine: the slowdown at its commit (between a series' nearest
+    # commits) on every GPU's series that holds 2 commits each side of it (a series with
+    # one commit past it has only an edge there, as one machine's would), nothing else.
+    found = [f for f in findings.find(project) if f.key.benchmark == JUDGED]
+    flagged = [f for f in found if f.status in (Status.REGRESSION, Status.SUSPECTED)]
+    assert flagged == found, [f.to_json() for f in found]
+    position = {c[:8]: i for i, c in enumerate(hashes)}
+    showing = {
+        machine
+        for machine, prefixes in stored.items()
+        if min(
+            sum(position[p] < position[slow[:8]] for p in prefixes),
+            sum(position[p] >= position[slow[:8]] for p in prefixes),
+        )
+        >= 2
+    }
+    assert showing, stored
+    assert {f.key.machine for f in flagged} >= showing, [f.to_json() for f in found]
+    for finding in flagged:
+        assert slow in {c.hash for c in finding.commits}, finding.to_json()
+    request.config.cache_fleet = (project, flagged)  # for the confirm test
+
+
+def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request):
+    if delegated(request):
+        return
+    fleet = request.getfixturevalue("fleet")
+    from fwdasv.analysis.findings import findings
+    from fwdasv.fleet.remote import confirm_on_fleet
+
+    project, flagged = request.config.cache_fleet
+    # Node 2's finding; the head's where a commit taken from node 2's share left its
+    # series one commit past the step (node 1 is gone: the first test removed it).
+    of_node = {
+        index: [f for f in flagged if _machine_info(project, f)["gpu_uuids"] == UUIDS[index]]
+        for index in (2, 0)
+    }
+    index = 2 if of_node[2] else 0
+    finding = of_node[index][0]
+    uuid = fleet.uuids[fleet.node_id(index)]
+    lines: list[str] = []
+    (done,) = confirm_on_fleet(
+        project, [finding], root=str(fleet.root), hooks=fleet.hooks, max_processes=3,
+        echo=lines.append,
+    )  # fmt: skip
+    assert done.ran_on_node == fleet.node_id(index), lines
+    assert done.worker.gpu_uuid == uuid and done.visible == uuid
+    assert done.verdicts, lines
+    (after,) = [f for f in findings.find(project) if f.ident == finding.ident]
+    assert after.re_measured() is not None, after.to_json()
+
+
+def _machine_info(project, finding) -> dict:
+    return json.loads((project.results_dir / finding.key.machine / "machine.json").read_text())
+
+
+def test_a_head_stopped_mid_run_then_run_again_measures_only_what_is_left(request):
+    if delegated(request):
+        return
+    fleet, history = request.getfixturevalue("fleet"), request.getfixturevalue("history")
+    from fwdasv.fleet.run import run_fleet
+
+    root, hashes, _slow = history
+    project = _light_project(root, root / "mymodel", "mymodel-resume")
+    commits = hashes[1:5]
+
+    def stop_at_one(line: str) -> None:
+        if line.startswith("fleet: 1/"):
+            raise KeyboardInterrupt  # Ctrl-C on the head
+
+    with pytest.raises(KeyboardInterrupt):
+        run_fleet(
+            project, commits, "c0..c4", root=str(fleet.root), hooks=fleet.hooks, echo=stop_at_one
+        )
+    first = sorted(p for prefixes in _stored(project).values() for p in prefixes)
+    assert len(first) == 1, first
+    (record,) = (project.config_path.parent / ".fwdasv-shards").glob("*-ray/plan.json")
+    assert len(json.loads(record.read_text())["measured_by"]) == 1, "the plan as it stopped"
+    # Again, as a user would: the one command (the workers' fake GPUs named to it).
+    import fleet_fakes
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+    from fwdasv.fleet.cli import HOOKS_ENV
+
+    fleet_fakes.HOOKS = fleet.hooks
+    address = fleet.cluster.address
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(HOOKS_ENV, "fleet_fakes:HOOKS")
+        again = CliRunner().invoke(
+            main,
+            ["shard", "--ray", address, "--config", str(project.config_path),
+             "--fleet-dir", str(fleet.root), f"{hashes[0]}..{hashes[4]}"],
+        )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert "1 commit(s) recorded before by a GPU of this kind" in again.output
+    assert "3 commit(s) measured in" in again.output and "1 recorded before" in again.output
+    assert "GPU s over 2 GPU(s)" in again.output, again.output
+    every = sorted(p for prefixes in _stored(project).values() for p in prefixes)
+    assert every == sorted(c[:8] for c in commits), "each commit recorded once"
+
+
+def test_gpus_of_another_model_in_the_cluster_are_refused_in_one_line(request):
+    if delegated(request):
+        return
+    fleet = request.getfixturevalue("fleet")
+    import ray
+    from fleet_fakes import fake_identity
+
+    from fwdasv.fleet.actor import Hooks
+    from fwdasv.fleet.run import start_workers
+    from fwdasv.hw.shard import ShardRefused
+
+    other = {fleet.node_id(2): "NVIDIA H100 80GB HBM3"}
+    hooks = Hooks(identity=functools.partial(fake_identity, fleet.uuids, other))
+    with pytest.raises(ShardRefused) as refused:
+        start_workers(str(fleet.root), hooks)
+    said = str(refused.value)
+    assert "\n" not in said and "differ in model" in said and "NVIDIA H100" in said, said
+    assert said.startswith("the cluster's GPU "), said
+    # Every worker started was stopped: the GPUs are free again.
+    deadline = time.monotonic() + 20
+    while ray.available_resources().get("GPU", 0) < ray.cluster_resources().get("GPU", 0):
+        assert time.monotonic() < deadline, ray.available_resources()
+        time.sleep(0.2)
