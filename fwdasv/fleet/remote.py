@@ -51,8 +51,7 @@ def confirm_here(
     max_processes: int,
 ) -> dict[str, Any]:
     """On the node: the head's results in place, the named findings confirmed here."""
-    from fwdasv.analysis.confirm.reproduce import confirm_findings
-    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis import triage
     from fwdasv.analysis.findings.verdicts import verdicts_path
 
     mine = project.results_dir / machine
@@ -63,10 +62,16 @@ def confirm_here(
     verdicts = verdicts_path(project)
     verdicts.unlink(missing_ok=True)  # only what this confirm appends goes back
     wanted = [dict(i) for i in idents]
-    found = [f for f in findings.find(project, machine=machine) if f.ident.to_json() in wanted]
+    read = triage.read(project, machine=machine)
+    found = [f for f in read.findings if f.ident.to_json() in wanted]
     lines: list[str] = []
-    confirm_findings(
-        project, found, max_processes=max_processes, run_explain=False, echo=lines.append
+    triage.confirm(
+        project,
+        read,
+        pending=found,
+        max_processes=max_processes,
+        run_explain=False,
+        echo=lines.append,
     )
     appended = verdicts.read_text().splitlines() if verdicts.is_file() else []
     return {"verdicts": appended, "log": lines, "confirmed": len(found)}
