@@ -18,6 +18,7 @@ from helpers import git
 PACKAGE = "mymodel"
 TARGET = "mymodel.bench:target"
 SLOW_SUBJECT = "Refine every hidden state with a second pass"
+FAST_SUBJECT = "Drop the second pass over the layer stack"
 
 _PYPROJECT = """\
 [build-system]
@@ -107,10 +108,13 @@ def build_repo(
     commits: int = 8,
     slow_index: int | None = 5,
     slow_passes: int = 2,
+    fast_index: int | None = None,
 ) -> list[str]:
     """Create the repository at `path`; returns its hashes, oldest first. `slow_index` None:
     no commit changes the forward. Past 8 commits the others are notes in the README.
-    `slow_passes`: how many times the slow commit runs the layer stack (2: twice as slow)."""
+    `slow_passes`: how many times the slow commit runs the layer stack (2: twice as slow).
+    `fast_index` (before `slow_index`): the commits before it run `slow_passes` passes too,
+    so the history speeds up at `fast_index` and slows down again at `slow_index`."""
     path = Path(path)
     path.mkdir(parents=True)
     git(path, "init", "-q", "-b", "main")
@@ -131,6 +135,10 @@ def build_repo(
         raise ValueError(f"slow_index {slow_index} must be in 1..{commits - 1}")
     else:
         subjects[slow_index] = SLOW_SUBJECT
+    if fast_index is not None:
+        if not 0 < fast_index < slow_index:
+            raise ValueError(f"fast_index {fast_index} must be in 1..{slow_index - 1}")
+        subjects[fast_index] = FAST_SUBJECT
     subjects = subjects[:commits]
     hashes = []
     for index, subject in enumerate(subjects):
@@ -139,7 +147,9 @@ def build_repo(
             "pyproject.toml": _PYPROJECT.format(version=version),
             "mymodel/__init__.py": f'"""mymodel {index}."""\n',
             "mymodel/model.py": _MODEL.format(
-                passes=_passes(slow_passes) if index >= slow_index else _ONE_PASS
+                passes=_passes(slow_passes)
+                if index >= slow_index or (fast_index is not None and index < fast_index)
+                else _ONE_PASS
             ),
             "mymodel/bench.py": _BENCH,
             "README.md": f"# mymodel\n\nRevision {index}.\n",
