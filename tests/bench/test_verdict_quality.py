@@ -32,6 +32,10 @@ def test_quality_script_meets_the_targets_at_small_scale() -> None:
     assert edges["head1-2%"][0] >= 0.93 and edges["head1-2x"][0] == 1.0, edges
     assert edges["head2-1%"][0] >= 0.88 and edges["head3-2%"][1] >= 0.93, edges
     assert edges["start2-2%"][0] >= 0.9, edges
-    assert edges["none (false alarms)"][0] <= 0.06 and edges["none (false alarms)"][1] <= 0.015
+    # Any finding on a step-free history: a level that comes back is two changes (issue 37),
+    # so two odd commits in a row are listed `suspected` (7.3% at 300 histories, 9.4% at
+    # these 160; 3.3% before the segmentation); none gates (<= 1.5% as regression) and the
+    # simulated re-measure confirms none of them (below).
+    assert edges["none (false alarms)"][0] <= 0.12 and edges["none (false alarms)"][1] <= 0.015
     none = report.of("none")
     assert not any(o.alarm_any_confirmed for o in none)  # suspected ones re-measured too
