@@ -11,6 +11,7 @@ not run" (2) never look alike to CI.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -136,8 +137,6 @@ class Group(_OneLineMain, click.Group):
 
 def summary(text: str) -> str:
     """A docstring's first paragraph, on one line."""
-    import inspect
-
     return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
 
 

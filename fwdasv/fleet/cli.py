@@ -13,10 +13,14 @@ from pathlib import Path
 
 import click
 
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.fleet.actor import Hooks
+from fwdasv.fleet.remote import confirm_on_fleet
+from fwdasv.fleet.run import connect, run_fleet
 
 HOOKS_ENV = "FWDASV_FLEET_HOOKS"
 
@@ -43,8 +47,6 @@ def shard_over_ray(
 ) -> None:
     """`fwdasv shard --ray`: the range over the cluster, its summary, its exit status."""
     import ray
-
-    from fwdasv.fleet.run import connect, run_fleet
 
     joined = connect(address)
     try:
@@ -95,11 +97,6 @@ def fleet_confirm_command(
     in no live node.
     """
     import ray
-
-    from fwdasv.analysis.findings import findings
-    from fwdasv.analysis.rules.status import TO_CONFIRM
-    from fwdasv.fleet.remote import confirm_on_fleet
-    from fwdasv.fleet.run import connect
 
     project = AsvProject.load(config)
     found = [

@@ -27,10 +27,13 @@ from typing import Any
 
 from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
 from fwdasv.asv.project import ASV_TIMEOUT_S, AsvProject, run_args
+from fwdasv.asv.shard_run import write_machines
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import write_atomic
 from fwdasv.git import GitError, git
 from fwdasv.hw.devices import VISIBLE_DEVICES
+from fwdasv.hw.shard import GpuMachine
+from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 TETHER = "fwdasv.fleet.tether"
 ENVSETUP = "fwdasv.fleet.envsetup"
@@ -97,9 +100,6 @@ class Workspace:
         self, payload: Payload, bundle: bytes, entry: Mapping[str, str], *, setup: bool = True
     ) -> AsvProject:
         """The node's project, its repository fetched and environments built."""
-        from fwdasv.asv.shard_run import write_machines
-        from fwdasv.hw.shard import GpuMachine
-
         here = self.folder(payload)
         repo = here / "repo"
         try:
@@ -152,8 +152,6 @@ class Workspace:
         """asv ARGS in the node's project, tethered, on this GPU; (status, its output's tail).
 
         `module` ENVSETUP: the project's environments built instead (ARGS unused)."""
-        from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
         config = str(project.config_path)
         asv = [args[0], "--config", config, *args[1:]] if module == LOCKED_ASV else [config]
         spec = LaunchSpec(
