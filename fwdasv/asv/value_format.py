@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
 
 from asv import util
 from asv_runner.util import human_float
@@ -23,7 +22,7 @@ SIGNIFICANT = 4
 ASV_UNITS = ("seconds", "bytes")
 
 
-def brief(value: Any, unit: Any, err: Any = None) -> str | None:
+def brief(value: object, unit: object, err: object = None) -> str | None:
     """A finite float in a unit asv does not scale, with SIGNIFICANT digits (the error's
     2); None where asv's own display applies."""
     if unit in ASV_UNITS or not isinstance(value, float) or not math.isfinite(value):
@@ -40,7 +39,7 @@ def install() -> None:
         return
     original = util.human_value
 
-    def wrapped(value: Any, unit: Any, err: Any = None) -> str:
+    def wrapped(value: object, unit: object, err: object = None) -> str:
         shown = brief(value, unit, err)
         return str(original(value, unit, err=err)) if shown is None else shown
 

@@ -18,6 +18,7 @@ from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.fleet import _ray
 from fwdasv.fleet.actor import Hooks
 from fwdasv.fleet.remote import confirm_on_fleet
 from fwdasv.fleet.run import connect, run_fleet
@@ -46,8 +47,6 @@ def shard_over_ray(
     fleet_dir: str | None,
 ) -> None:
     """`fwdasv shard --ray`: the range over the cluster, its summary, its exit status."""
-    import ray
-
     joined = connect(address)
     try:
         outcome = run_fleet(
@@ -61,7 +60,7 @@ def shard_over_ray(
         )
     finally:
         if joined:
-            ray.shutdown()
+            _ray.ray.shutdown()
     for line in outcome.lines():
         click.echo(line)
     ledger = outcome.ledger
@@ -96,8 +95,6 @@ def fleet_confirm_command(
     to this project's verdicts file. Exit status 0, 2 when a machine's GPU is
     in no live node.
     """
-    import ray
-
     project = AsvProject.load(config)
     found = [
         f for f in findings.find(project, machine=machine, bench=bench) if f.status in TO_CONFIRM
@@ -117,7 +114,7 @@ def fleet_confirm_command(
         )
     finally:
         if joined:
-            ray.shutdown()
+            _ray.ray.shutdown()
     for remote in done:
         click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
     if not done:
