@@ -16,6 +16,7 @@ from fwdasv.asv.shard_run import (
 )
 from fwdasv.core.clitools import CONTEXT, CliError, Command, config_option
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.fleet.cli import shard_over_ray
 from fwdasv.hw.nvml import parse_gpu_selection, read_inventory
 from fwdasv.hw.shard import gpu_machines, plan_shards
 
@@ -82,8 +83,6 @@ def shard_command(
     project = AsvProject.load(config)
     commits = range_commits(project, range_spec)
     if ray_address is not None:
-        from fwdasv.fleet.cli import shard_over_ray
-
         if gpus or plan_only:
             raise CliError(
                 "--gpus and --plan-only are for one host; drop them with --ray", EXIT_USAGE
