@@ -12,7 +12,6 @@ from fwdasv import __version__
 from fwdasv.analysis.commands import COMMANDS as ANALYSIS_COMMANDS
 from fwdasv.analysis.commands.common import explain_option
 from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
-from fwdasv.asv.shard_cli import shard_command
 from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
@@ -25,7 +24,10 @@ from fwdasv.core.errors import EXIT_RULE
 from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
 from fwdasv.fleet.cli import fleet_confirm_command
+from fwdasv.fleet.shard_cli import shard_command
 from fwdasv.hw.cli import hw
+from fwdasv.hw.nvml import parse_gpu_selection
+from fwdasv.nightly import run_nightly
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_RULE)
@@ -137,9 +139,6 @@ def nightly_command(
     or a result file could not be read, whatever else was found (named in the
     listing; --skip-unreadable to pass anyway), 4 a pre-flight check failed.
     """
-    from fwdasv.hw.nvml import parse_gpu_selection
-    from fwdasv.nightly import run_nightly
-
     outcome = run_nightly(
         config,
         machine=machine,

@@ -29,6 +29,7 @@ from fwdasv.backends import RunConfig, RunOutcome, launch_bench, require_availab
 from fwdasv.core import results
 from fwdasv.core.errors import UserError
 from fwdasv.core.stats import median
+from fwdasv.launch import LaunchError
 
 
 class RemeasureError(UserError):
@@ -169,8 +170,6 @@ class Remeasurer:
         config = self.config_for(commit, extra)
         require_available(config)
         self.runs += 1
-        from fwdasv.launch import LaunchError
-
         try:
             outcome = launch_bench(config, self.workdir, echo=self.bench_echo, tag=tag)
         except LaunchError as error:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from fwdasv.asv.project import AsvProject
-from fwdasv.asv.project_machine import ProjectMachine
+from fwdasv.asv.project_machine import ProjectMachine, recorded_machine
 from fwdasv.asv.scaffold import (
     DEFAULT_THRESHOLD,
     Initialized,
@@ -16,14 +16,13 @@ from fwdasv.asv.scaffold import (
 )
 from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec, paced_by_default
 from fwdasv.core.clitools import CONTEXT, Command
+from fwdasv.core.errors import UserError
+from fwdasv.hw.machine import this_machine
 
 
 def _this_machine(name: str | None) -> ProjectMachine | None:
     """This box, under `name` or as `fwdasv hw machine` names it (its GPUs, or its CPU);
     None if unreadable."""
-    from fwdasv.core.errors import UserError
-    from fwdasv.hw.machine import this_machine
-
     try:
         return ProjectMachine.of(this_machine(name))
     except UserError:
@@ -283,8 +282,6 @@ def _next_steps(
     """Print the commands to run next, after a `cd` into `project_dir` unless already there:
     name the machine (`machine_why`), `asv run` every commit (`run`: its extra arguments and
     why), `more`, and the regressions. The machine is the one recorded in the project."""
-    from fwdasv.asv.project_machine import recorded_machine
-
     recorded = recorded_machine(AsvProject.load(project_dir / "asv.conf.json").raw)
     machine = recorded.name if recorded is not None else "NAME"
     run_args, run_why = run

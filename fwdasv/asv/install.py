@@ -20,11 +20,19 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from asv import environment, util
+from asv.config import Config
+from asv.console import log
+from asv.plugin_manager import plugin_manager
+from asv.repo import get_repo
+
 from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 INSTALL_TIMEOUT_S = 3600.0
 _MARK = "fwdasv-install: "
@@ -61,10 +69,6 @@ def install_commit(
 ) -> InstalledCommit:
     """Install `commit` into the project's asv environment (or one under `env_dir`); its
     interpreter."""
-    import time
-
-    from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
     started = time.perf_counter()
     where = [] if env_dir is None else ["--env-dir", str(env_dir)]
     spec = LaunchSpec(
@@ -111,12 +115,6 @@ def install_commit(
 
 
 def _install(config: str, commit: str, env_dir: str | None = None) -> dict[str, object]:
-    from asv import environment, util
-    from asv.config import Config
-    from asv.console import log
-    from asv.plugin_manager import plugin_manager
-    from asv.repo import get_repo
-
     log.enable(False)
     os.chdir(Path(config).resolve().parent)
     conf = Config.load(config)
@@ -152,8 +150,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commit", required=True)
     parser.add_argument("--env-dir", default=None, help="instead of the configuration's env_dir")
     args = parser.parse_args(argv)
-    from asv import util
-
     try:
         result = _install(args.config, args.commit, args.env_dir)
     except (util.UserError, util.ProcessError) as error:

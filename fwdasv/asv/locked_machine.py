@@ -11,11 +11,17 @@ asv has no option naming its machine file: with MACHINE_FILE_ENV set, it reads t
 from __future__ import annotations
 
 import fcntl
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from asv.machine import Machine, MachineCollection
+from asv.main import main as asv_main
+
+from fwdasv.hw.machine import machine_file_path
 
 MODULE = "fwdasv.asv.locked_machine"  # what `python -m` runs in asv's place
 MACHINE_FILE_ENV = "FWDASV_ASV_MACHINE_FILE"  # the machine file asv reads, when set
@@ -24,8 +30,6 @@ MACHINE_FILE_ENV = "FWDASV_ASV_MACHINE_FILE"  # the machine file asv reads, when
 @contextmanager
 def machine_file_locked(path: str | Path | None = None) -> Iterator[None]:
     """Hold the exclusive lock of asv's machine file (`path`, or ~/.asv-machine.json)."""
-    from fwdasv.hw.machine import machine_file_path
-
     with open(f"{machine_file_path(path)}.lock", "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -37,10 +41,6 @@ def machine_file_locked(path: str | Path | None = None) -> Iterator[None]:
 def lock_machine_loads() -> None:
     """Make every `asv.machine.Machine.load` of this process hold the lock (of the file
     MACHINE_FILE_ENV names, when set: asv reads that one)."""
-    import os
-
-    from asv.machine import Machine, MachineCollection
-
     named = os.environ.get(MACHINE_FILE_ENV)
     if named:
         MachineCollection.get_machine_file_path = staticmethod(lambda: named)
@@ -59,8 +59,6 @@ def lock_machine_loads() -> None:
 
 def main() -> None:
     lock_machine_loads()
-    from asv.main import main as asv_main
-
     sys.argv[0] = "asv"
     asv_main()
 

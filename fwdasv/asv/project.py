@@ -15,16 +15,22 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fwdasv.asv.locked_machine import MACHINE_FILE_ENV
+from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
+from fwdasv.asv.offline_site import make_self_contained
 from fwdasv.asv.settings import FwdasvSettings
+from fwdasv.asv.unmeasured import drop_unmeasured
 from fwdasv.core.errors import UserError
 from fwdasv.core.verdicts import VerdictSettings
 from fwdasv.git import GitError, git, git_run
+from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 
 class AsvError(UserError):
@@ -176,10 +182,6 @@ def run_asv(
     AsvError with the log's tail. asv has no option for its machine file: with
     `machine_file`, asv runs under `fwdasv.asv.locked_machine`, which reads that one.
     """
-    from fwdasv.asv.locked_machine import MACHINE_FILE_ENV
-    from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
-    from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
     module, extra_env = "asv", {}
     if machine_file is not None:
         module = LOCKED_ASV
@@ -314,9 +316,6 @@ def publish_site(
 ) -> Path:
     """`asv publish`, then the site made to work offline (fwdasv.asv.offline_site), without
     the series no timer measured (fwdasv.asv.unmeasured)."""
-    from fwdasv.asv.offline_site import make_self_contained
-    from fwdasv.asv.unmeasured import drop_unmeasured
-
     run_asv(project, "publish", python=python, echo=echo)
     make_self_contained(project.html_dir)
     dropped = drop_unmeasured(project.html_dir)
@@ -327,8 +326,6 @@ def publish_site(
 
 def site_hint(project: AsvProject) -> list[str]:
     """Where the published site is and how to open it (it loads JSON: it needs a web server)."""
-    import shutil
-
     asv = "asv" if shutil.which("asv") else f"{sys.executable} -m asv"
     return [
         f"site: {project.html_dir / 'index.html'}",

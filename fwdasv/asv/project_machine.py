@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fwdasv.core.errors import UserError
+from fwdasv.hw.machine import this_machine
 
 if TYPE_CHECKING:
     from fwdasv.asv.project import AsvProject
@@ -119,8 +120,6 @@ def project_machine(
     project: AsvProject, asked: str | None, gpus: Sequence[str] | None = None
 ) -> str | None:
     """`choose_machine` for a project, this box read as `fwdasv hw machine` reads it."""
-    from fwdasv.hw.machine import this_machine
-
     return choose_machine(
         project.raw, asked, lambda: this_machine(None, gpus), str(project.config_path)
     )

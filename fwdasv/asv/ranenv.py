@@ -16,6 +16,7 @@ discovery).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -24,6 +25,7 @@ import sys
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from pathlib import Path
 
 from fwdasv.core.files import read_regular
@@ -34,8 +36,6 @@ COMPARED = {"torch": "torch", "vllm": "vllm"}
 
 
 def _version(distribution: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
@@ -45,8 +45,6 @@ def _version(distribution: str) -> str | None:
 def _torch_cuda() -> str | None:
     """torch's CUDA build (torch.version.cuda), read from torch/version.py without importing
     torch."""
-    import importlib.util
-
     try:
         spec = importlib.util.find_spec("torch")
     except (ImportError, ValueError):

@@ -25,6 +25,7 @@ from pathlib import Path
 from fwdasv.asv import treeinstall
 from fwdasv.asv.suitespec import InitError, SuiteSpec
 from fwdasv.git import GitError, extract, git, git_run
+from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 CHECK_TIMEOUT_S = 900.0
 # A remote as git spells it: scheme://[user@]host[:port]/path or scp-like user@host:path.
@@ -167,8 +168,6 @@ PIP_INSTALL = [
 def _pip_install(tree: Path, target: Path, python: str, timeout_s: float) -> str | None:
     """The package in `tree` pip-installed into `target`, as asv installs each commit; the
     failure's last line, or None."""
-    from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
     spec = LaunchSpec(
         args=[*PIP_INSTALL, "--target", str(target), str(tree)],
         python=python,
@@ -230,8 +229,6 @@ def check_target(
     returns the child's summary line, or raises InitError with its last lines (and
     `--import-path` when the checkout holds a module the installed package lacks).
     """
-    from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
     commit = repo.head[:8]
     with tempfile.TemporaryDirectory(prefix="fwdasv-init-") as tmp:
         tree = Path(tmp) / "tree"

@@ -29,10 +29,12 @@ from typing import Any
 from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
 from fwdasv.asv.locked_machine import machine_file_locked
 from fwdasv.asv.project import ASV_TIMEOUT_S, RUN_OK, AsvError, AsvProject, run_args
+from fwdasv.asv.vllm_base import compiled_guard
 from fwdasv.core.files import write_atomic
 from fwdasv.hw.devices import VISIBLE_DEVICES
 from fwdasv.hw.machine import write_machine_file
 from fwdasv.hw.shard import GpuMachine, Shard, ShardPlan
+from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 SHARDS_DIR = ".fwdasv-shards"  # beside asv.conf.json: one folder per run
 SHARD_ENVS = ".fwdasv-shard-envs"  # beside asv.conf.json: one env_dir per machine
@@ -145,8 +147,6 @@ def shard_config(project: AsvProject, shard: Shard) -> Path:
 
 def _prepare(project: AsvProject) -> list[str]:
     """What every run shares, done once before they start; asv's extra arguments."""
-    from fwdasv.asv.vllm_base import compiled_guard
-
     compiled_guard(project)  # a wheel base unpacked now, not by two runs at once
     if project.local_repo != Path(project.repo):
         # A URL's mirror: two runs must not fetch into it at once (resolving the range
@@ -169,8 +169,6 @@ def run_shards(
 
     Ctrl-C (or any error here) stops every run, killing what it started.
     """
-    from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
     extra = _prepare(project)
     folder = run_folder(project, plan)
     write_record(folder, plan, spec)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwdasv import backends
 from fwdasv.core.cases import parse_case, unique_cases
 from fwdasv.core.errors import UserError
 from fwdasv.engine.config import EngineOptionError, check_device_name
@@ -34,9 +35,7 @@ CANARY_CASES = ("decode_bs4=4*1@256", "prefill_64=64")
 def paced_by_default() -> bool:
     """Whether a suite written here is paced unless told otherwise: no NVIDIA GPU is visible
     (NVML and CUDA_VISIBLE_DEVICES, no CUDA initialised), so its forward times on the CPU."""
-    from fwdasv.backends import visible_gpus
-
-    return visible_gpus() == 0
+    return backends.visible_gpus() == 0
 
 
 class InitError(UserError):

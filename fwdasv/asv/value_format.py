@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+
+from asv import util
+from asv_runner.util import human_float
 
 # One more digit than asv's times: a 0.1% step of a ratio near 1 still shows.
 SIGNIFICANT = 4
 ASV_UNITS = ("seconds", "bytes")
 
 
-def brief(value: Any, unit: Any, err: Any = None) -> str | None:
+def brief(value: object, unit: object, err: object = None) -> str | None:
     """A finite float in a unit asv does not scale, with SIGNIFICANT digits (the error's
     2); None where asv's own display applies."""
-    from asv_runner.util import human_float
-
     if unit in ASV_UNITS or not isinstance(value, float) or not math.isfinite(value):
         return None
     shown = str(human_float(value, SIGNIFICANT))
@@ -35,13 +35,11 @@ def brief(value: Any, unit: Any, err: Any = None) -> str | None:
 
 def install() -> None:
     """asv's `util.human_value` (and the name asv's compare command imported) wrapped."""
-    from asv import util
-
     if hasattr(util.human_value, "asv_original"):
         return
     original = util.human_value
 
-    def wrapped(value: Any, unit: Any, err: Any = None) -> str:
+    def wrapped(value: object, unit: object, err: object = None) -> str:
         shown = brief(value, unit, err)
         return str(original(value, unit, err=err)) if shown is None else shown
 

@@ -13,17 +13,21 @@ installed); nothing else compares a backend's name.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from fwdasv.backends import telemetry
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
 from fwdasv.core.errors import UserError
-from fwdasv.launch import run_captured
+from fwdasv.launch import LaunchSpec, launch, run_captured
 
 
 @dataclass(frozen=True)
@@ -151,9 +155,6 @@ def find_module(python: str, module: str, extra_path: Sequence[str] = ()) -> str
     """Where `module` (a top-level name) is found by the interpreter `python`, without importing
     it; None when it is not. A bench runs in the interpreter of its configuration (asv's
     environment for a commit), which need not be this one."""
-    import importlib.machinery
-    import importlib.util
-
     # Not realpath: a virtualenv's python is a link to the base interpreter, another environment.
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         spec = importlib.util.find_spec(module)
@@ -163,8 +164,6 @@ def find_module(python: str, module: str, extra_path: Sequence[str] = ()) -> str
             return None
         locations = spec.submodule_search_locations
         return next(iter(locations)) if locations else (spec.origin or module)
-    import subprocess
-
     probe = (
         "import importlib.util, importlib.machinery, sys\n"
         "s = importlib.util.find_spec(sys.argv[1]) or importlib.machinery.PathFinder.find_spec("
@@ -244,8 +243,6 @@ def launch_bench(
     tag: str = "bench",
 ) -> RunOutcome:
     """Launch the bench once, its availability already checked; raises LaunchError."""
-    from fwdasv.launch import LaunchSpec, launch
-
     kind = backend_spec(config.backend)
     backend = get_backend(config.backend)
     workdir = Path(workdir)
@@ -269,8 +266,6 @@ def launch_bench(
         # The engine reads the GPU at every block boundary itself.
         outcome = launch(spec, output_json, log_path, echo=echo, cases=names)
         return RunOutcome(config, outcome, log_path, shape_problems(config, outcome))
-    from fwdasv.backends import telemetry
-
     with telemetry.sampling(config.pipeline_stages) as sampler:
         outcome = launch(
             spec, output_json, log_path, echo=telemetry.marking(echo, sampler, names), cases=names

@@ -11,10 +11,11 @@ not run" (2) never look alike to CI.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import click
 
@@ -23,7 +24,7 @@ from fwdasv.core.errors import EXIT_FINDING, EXIT_INTERRUPTED, EXIT_USAGE, UserE
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "show_default": True}
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., object])
 
 
 class CliError(UserError):
@@ -97,7 +98,7 @@ class Command(_OneLineMain):
 
     user_error_status = EXIT_USAGE
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except UserError as error:
@@ -136,8 +137,6 @@ class Group(_OneLineMain, click.Group):
 
 def summary(text: str) -> str:
     """A docstring's first paragraph, on one line."""
-    import inspect
-
     return " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
 
 
@@ -166,7 +165,13 @@ def skip_unreadable_option(f: F) -> F:
     )(f)
 
 
-def warn_unreadable(problems: Any, skip: bool) -> int:
+class Unreadable(Protocol):
+    """A result file that could not be read, as one line (`fwdasv.asv.history.Problem`)."""
+
+    def line(self) -> str: ...
+
+
+def warn_unreadable(problems: Sequence[Unreadable], skip: bool) -> int:
     """Name each unreadable result file on stderr; the count the gate reads (0 when skipped)."""
     if not problems:
         return 0

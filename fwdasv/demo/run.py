@@ -17,15 +17,35 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
+import json5
 
+from fwdasv.analysis import triage
+from fwdasv.analysis.bisect.driver import bisect
+from fwdasv.analysis.bisect.environment import BisectError
+from fwdasv.analysis.bisect.from_findings import settled
+from fwdasv.analysis.bisect.outcome import BisectResult
+from fwdasv.analysis.explain.explain import explain_commits, explain_record
+from fwdasv.analysis.explain.kernel_diff import KernelDiff
+from fwdasv.analysis.explain.kernel_diff_format import format_diff
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.findings import Found, judged_series
+from fwdasv.analysis.findings.format import format_findings
+from fwdasv.analysis.findings.verdicts import record_verdict
+from fwdasv.analysis.publish.publish import publish
+from fwdasv.analysis.rules.gate import FINDINGS
+from fwdasv.analysis.rules.noise import estimate_noise
+from fwdasv.analysis.rules.status import TO_CONFIRM, Status
 from fwdasv.asv import project as asv_project
+from fwdasv.asv.project_machine import ProjectMachine, choose_machine
 from fwdasv.asv.scaffold import init_project
 from fwdasv.asv.suitespec import SuiteSpec, paced_by_default
 from fwdasv.demo.project import (
@@ -35,12 +55,8 @@ from fwdasv.demo.project import (
     build_project,
     slow_commit,
 )
-
-if TYPE_CHECKING:  # the analysis is imported when the demo runs, not when its settings are read
-    from fwdasv.analysis.bisect.outcome import BisectResult
-    from fwdasv.analysis.explain.kernel_diff import KernelDiff
-    from fwdasv.analysis.findings.finding import Finding
-    from fwdasv.analysis.findings.findings import Found
+from fwdasv.hw import machine as hw_machine
+from fwdasv.hw.machine import this_machine
 
 SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
@@ -120,9 +136,6 @@ class DemoOutcome:
 def _noisiest_case(read: Found) -> tuple[str, float]:
     """The demo's judged case (its latency, or its paced ratio) with the most run-to-run
     noise, and its noise_pct."""
-    from fwdasv.analysis.findings.findings import judged_series
-    from fwdasv.analysis.rules.noise import estimate_noise
-
     series = read.series
     noise = [
         (key.case, estimate_noise(series[key].history).noise_pct)
@@ -157,10 +170,6 @@ def run_demo(
 ) -> DemoOutcome:
     """The demo's seven steps (see the module), each returning what it found; the lines
     `[demo] ...` are printed from those values, the tools' own output indented."""
-    from fwdasv.analysis.publish.publish import publish
-    from fwdasv.analysis.rules.gate import FINDINGS
-    from fwdasv.analysis.rules.status import Status
-
     started = time.perf_counter()
     root = Path(directory).resolve()
     root.mkdir(parents=True, exist_ok=True)
@@ -223,9 +232,6 @@ def to_diagnose(found: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]
     """(pending, settled): the findings to re-measure (`regression`, `suspected`, as
     nightly), and those an earlier run's re-measure confirmed (a re-run goes on with them
     without another)."""
-    from fwdasv.analysis.rules.gate import FINDINGS
-    from fwdasv.analysis.rules.status import TO_CONFIRM
-
     pending = [f for f in found if f.status in TO_CONFIRM]
     return pending, [f for f in found if f not in pending and FINDINGS.fails(f.status)]
 
@@ -236,8 +242,6 @@ def _lines(echo: Callable[[str], None], lines: Iterable[str]) -> None:
 
 
 def _findings_table(found: Sequence[Finding]) -> list[str]:
-    from fwdasv.analysis.findings.format import format_findings
-
     return format_findings(found, "table").splitlines()
 
 
@@ -266,9 +270,6 @@ def _asv_project(
         env={"OMP_NUM_THREADS": "1"},
         doc="tinylm's forward: 8 decodes over 2048 cached tokens, and a 512-token prefill.",
     )
-    from fwdasv.asv.project_machine import ProjectMachine
-    from fwdasv.hw.machine import this_machine
-
     project = init_project(
         root,
         root / "tinylm",
@@ -285,11 +286,6 @@ def demo_machine(root: Path, asked: str | None) -> str:
     """The machine a run of the demo in `root` measures under: `asked`; else the one its
     project records when this box is that machine (`fwdasv.asv.project_machine`: another
     box is refused); else MACHINE."""
-    import json5
-
-    from fwdasv.asv.project_machine import choose_machine
-    from fwdasv.hw.machine import this_machine
-
     config = root / "asv.conf.json"
     raw = json5.loads(config.read_text()) if config.is_file() else {}
     return choose_machine(raw, asked, this_machine, str(config)) or MACHINE
@@ -299,8 +295,6 @@ def record_demo_machine(
     project: asv_project.AsvProject, machine: str, indented: Callable[[str], None]
 ) -> dict[str, str]:
     """This machine's entry in asv's machine file, under the demo's name."""
-    from fwdasv.hw import machine as hw_machine
-
     entry = hw_machine.this_machine(machine)
     try:
         hw_machine.write_machine_file(entry)
@@ -341,9 +335,6 @@ class _Steps:
         """Step 3: every `every`-th commit, as a nightly job; the commits in between too on
         a noisy machine where nothing stood out yet, or where a series is too noisy for its
         levels of 2 commits to show a step."""
-        from fwdasv.analysis import triage
-        from fwdasv.analysis.rules.gate import FINDINGS
-
         project, machine = self.project, self.machine
         nightly = nightly_commits(hashes, every)
         self.say(
@@ -374,10 +365,6 @@ class _Steps:
     def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:
         """Steps 6-7 on the worst finding that held its confirmation: bisect its range,
         explain its commits."""
-        from fwdasv.analysis.explain.explain import explain_commits, explain_record
-        from fwdasv.analysis.explain.kernel_diff_format import format_diff
-        from fwdasv.analysis.findings.verdicts import record_verdict
-
         good, bad = worst.commit_range()
         bisected = None
         recorded = recorded_culprit(worst)
@@ -410,8 +397,6 @@ class _Steps:
         """Step 5: an interleaved A/B re-measure of each finding not yet re-measured
         (`regression` and `suspected`, as nightly), from step 3's read; the findings as now
         judged."""
-        from fwdasv.analysis import triage
-
         names = ", ".join(f"{f.key.case} at {f.after_commit[:8]} ({f.status})" for f in pending)
         self.say(f"5/7 confirm {names}: A/B interleaved on this machine")
         judged = triage.confirm(
@@ -429,9 +414,6 @@ class _Steps:
         """Step 6: bisect the finding's range down to one commit (None: bisect could not
         start, e.g. its ends did not differ by process-level variation on a very busy box;
         the finding's own range is explained instead)."""
-        from fwdasv.analysis.bisect.driver import bisect
-        from fwdasv.analysis.bisect.environment import BisectError
-
         good, bad = worst.commit_range()
         self.say(f"6/7 bisect {good[:8]}..{bad[:8]} ({worst.key.case}) down to one commit")
         try:
@@ -456,8 +438,6 @@ class _Steps:
 def recorded_culprit(finding: Finding) -> tuple[str, str] | None:
     """(last good, first bad) where an earlier bisect of the finding's range named its
     first bad commit (`fwdasv.analysis.bisect.from_findings.settled`); None otherwise."""
-    from fwdasv.analysis.bisect.from_findings import settled
-
     culprit = finding.verdict.culprit if finding.verdict is not None else None
     if culprit is None or culprit.commit is None or not settled(finding):
         return None
@@ -508,10 +488,6 @@ def _stored(project: asv_project.AsvProject, machine: str) -> set[str]:
 def fwdasv_command() -> str:
     """How to run fwdasv from the shell that ran the demo: the path beside this Python
     (scripts/demo.sh's .venv/bin/fwdasv is not on PATH), relative to here when inside."""
-    import os
-    import shutil
-    import sys
-
     beside = Path(sys.executable).parent / "fwdasv"
     if not beside.is_file() or shutil.which("fwdasv") == str(beside):
         return "fwdasv"
@@ -522,9 +498,6 @@ def fwdasv_command() -> str:
 
 
 def _asv_command() -> str:
-    import shutil
-    import sys
-
     return "asv" if shutil.which("asv") else f"{sys.executable} -m asv"
 
 
@@ -559,8 +532,6 @@ def next_commands(outcome: DemoOutcome, project: asv_project.AsvProject) -> list
     the exit status it gives by the rule of `fwdasv --help` (`fwdasv.core.errors.EXIT_RULE`).
     They follow the finding the demo diagnosed (explain: bisect's pair, when it named one);
     without one, the injected commit and its parent."""
-    import os
-
     fwdasv = fwdasv_command()
     config = str(project.config_path)
     with contextlib.suppress(ValueError):

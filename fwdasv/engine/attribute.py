@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fwdasv.core.installed import installed_code
 from fwdasv.core.kernels import SourceFrame
 
 SOURCE_LABEL = "fwdasv::src#"
@@ -82,8 +83,6 @@ def source_roots(
     override = [part for part in env.get(SOURCE_ROOTS_ENV, "").split(os.pathsep) if part]
     if override:
         return tuple(Root(os.path.realpath(p), os.path.realpath(p)) for p in override)
-    from fwdasv.core.installed import installed_code
-
     purelib = Path(site_packages or sysconfig.get_paths()["purelib"])
     installed = installed_code(purelib)
     if installed is not None:

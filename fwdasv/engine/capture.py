@@ -28,6 +28,7 @@ from fwdasv.core.stats import Latency
 from fwdasv.engine.config import BenchOptions
 from fwdasv.engine.protocol import BlockRun, Protocol, Replayer, run_protocol
 from fwdasv.engine.yardstick import Yardstick
+from fwdasv.hw.telemetry import rank_telemetry
 from fwdasv.targets.base import PreparedForward
 
 if TYPE_CHECKING:
@@ -156,8 +157,6 @@ def bench_forward(
     )
     if telemetry is None:
         return rank
-    from fwdasv.hw.telemetry import rank_telemetry
-
     return dataclasses.replace(
         rank,
         telemetry=rank_telemetry(

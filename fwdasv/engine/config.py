@@ -14,6 +14,7 @@ Running the checked `ForwardRun` is `fwdasv.engine.run`'s.
 from __future__ import annotations
 
 import os
+import platform
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -158,8 +159,6 @@ class EngineConfig:
 
     def describe(self) -> EngineInfo:
         """What produced a result, stored in every rank's result (`engine`)."""
-        import platform
-
         import torch
 
         options = self.options

@@ -18,6 +18,8 @@ import sys
 import sysconfig
 from collections.abc import Iterable
 
+import fwdasv
+
 # What virtualenv seeds into every environment beside the project: never the project's.
 SEEDED = frozenset({"_distutils_hack", "_virtualenv", "pip", "pkg_resources", "setuptools"})
 
@@ -28,8 +30,6 @@ def _real(path: str) -> str:
 
 def _excluded_roots() -> tuple[str, ...]:
     """Directories whose modules are not the project's."""
-    import fwdasv
-
     paths = sysconfig.get_paths()
     # The standard library of the base interpreter: in a virtualenv `platstdlib` names the
     # environment's own lib/pythonX.Y, which holds its site-packages (the project).

@@ -27,6 +27,7 @@ import torch.distributed as dist
 from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
 from fwdasv.core.errors import EXIT_INTERRUPTED, UserError, describe_error
+from fwdasv.engine.argv import EngineArgs, engine_argv
 from fwdasv.engine.config import EngineConfig
 from fwdasv.engine.pipeline import RankContext, bench_case
 from fwdasv.engine.ranks import (
@@ -38,7 +39,7 @@ from fwdasv.engine.ranks import (
     rank_device,
 )
 from fwdasv.engine.report import announce
-from fwdasv.launch import MAX_RANKS_PER_CPU, usable_cpus
+from fwdasv.launch import MAX_RANKS_PER_CPU, LaunchError, LaunchSpec, launch, usable_cpus
 from fwdasv.targets.base import TargetSpec
 from fwdasv.targets.device import free_device_memory
 
@@ -197,9 +198,6 @@ def _relaunch(
     echo: Callable[[str], None],
     warn: Callable[[str], None],
 ) -> list[results.CaseResult]:
-    from fwdasv.engine.argv import EngineArgs, engine_argv
-    from fwdasv.launch import LaunchError, LaunchSpec, launch
-
     check_stage_resources(stages, config.device, warn)
     workdir = Path(tempfile.mkdtemp(prefix="fwdasv-pipeline-"))
     results_path = Path(output_json) if output_json is not None else workdir / "results.json"

@@ -23,10 +23,13 @@ from fwdasv.core import results
 from fwdasv.core.cases import BenchCase
 from fwdasv.core.errors import describe_error
 from fwdasv.core.results import CaseResult, ProfileBlock
+from fwdasv.engine.attribute import source_roots
 from fwdasv.engine.capture import StateSnapshot, bench_forward
 from fwdasv.engine.config import EngineConfig
 from fwdasv.engine.imports import project_modules
+from fwdasv.engine.profile import ProfileOptions, profile_case
 from fwdasv.engine.report import announce, host_context, profile_line
+from fwdasv.hw.telemetry import TelemetryUnavailable, open_for_device
 from fwdasv.targets.base import PreparedForward, TargetSpec
 from fwdasv.targets.device import free_device_memory
 
@@ -53,9 +56,6 @@ def _profile(
 ) -> ProfileBlock:
     """--profile-dir: profiled runs of their own, after timing; a failure is recorded in
     the block and keeps the case's timing. The target's package names the sources."""
-    from fwdasv.engine.attribute import source_roots
-    from fwdasv.engine.profile import ProfileOptions, profile_case
-
     free_device_memory(device)
     try:
         return profile_case(
@@ -73,8 +73,6 @@ def _profile(
 
 def open_telemetry(device: torch.device) -> tuple[GpuTelemetry | None, str | None]:
     """The NVML view of the CUDA device (None and why, when NVML cannot read it)."""
-    from fwdasv.hw.telemetry import TelemetryUnavailable, open_for_device
-
     props = torch.cuda.get_device_properties(device)
     uuid = getattr(props, "uuid", None)
     try:

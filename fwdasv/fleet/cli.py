@@ -13,10 +13,15 @@ from pathlib import Path
 
 import click
 
+from fwdasv.analysis.findings import findings
+from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.fleet import _ray
 from fwdasv.fleet.actor import Hooks
+from fwdasv.fleet.remote import confirm_on_fleet
+from fwdasv.fleet.run import connect, run_fleet
 
 HOOKS_ENV = "FWDASV_FLEET_HOOKS"
 
@@ -42,10 +47,6 @@ def shard_over_ray(
     fleet_dir: str | None,
 ) -> None:
     """`fwdasv shard --ray`: the range over the cluster, its summary, its exit status."""
-    import ray
-
-    from fwdasv.fleet.run import connect, run_fleet
-
     joined = connect(address)
     try:
         outcome = run_fleet(
@@ -59,7 +60,7 @@ def shard_over_ray(
         )
     finally:
         if joined:
-            ray.shutdown()
+            _ray.ray.shutdown()
     for line in outcome.lines():
         click.echo(line)
     ledger = outcome.ledger
@@ -94,13 +95,6 @@ def fleet_confirm_command(
     to this project's verdicts file. Exit status 0, 2 when a machine's GPU is
     in no live node.
     """
-    import ray
-
-    from fwdasv.analysis.findings import findings
-    from fwdasv.analysis.rules.status import TO_CONFIRM
-    from fwdasv.fleet.remote import confirm_on_fleet
-    from fwdasv.fleet.run import connect
-
     project = AsvProject.load(config)
     found = [
         f for f in findings.find(project, machine=machine, bench=bench) if f.status in TO_CONFIRM
@@ -120,7 +114,7 @@ def fleet_confirm_command(
         )
     finally:
         if joined:
-            ray.shutdown()
+            _ray.ray.shutdown()
     for remote in done:
         click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
     if not done:

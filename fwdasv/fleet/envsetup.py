@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import sys
 
+from asv import util
+from asv.commands.setup import Setup
+from asv.config import Config
+from asv.console import log
+from asv.plugin_manager import plugin_manager
+
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m fwdasv.fleet.envsetup ASV_CONF_JSON", file=sys.stderr)
         return 2
-    from asv import util
-    from asv.commands.setup import Setup
-    from asv.config import Config
-    from asv.console import log
 
     log.enable()
-    from asv.plugin_manager import plugin_manager
-
     try:
         conf = Config.load(argv[0])
         for plugin in conf.plugins:  # as asv's commands load them (fwdasv's environment type)

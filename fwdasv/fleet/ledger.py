@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 LEDGER_VERSION = 1
 TRIES = 2  # a commit is measured on at most this many GPUs before it is given up
@@ -53,7 +52,7 @@ class Measured:
     seconds: float
     rerun: bool  # measured after a lost GPU's try
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "commit": self.commit,
             "machine": self.machine,
@@ -202,7 +201,7 @@ class Ledger:
     def gpu_seconds(self) -> float:
         return sum(m.seconds for m in self.measured.values())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "version": LEDGER_VERSION,
             "commits": list(self.commits),

@@ -5,7 +5,7 @@ starts the fleet's workers (`fwdasv.fleet.run.start_workers`), keeps the one who
 that machine (pinned to its node, the GPU Ray gave it and CUDA_VISIBLE_DEVICES its UUID)
 and stops the others. That worker's workspace is brought up to date (the bundle again,
 its environments reused, the head's results/<machine>/ copied over its own), and
-`confirm_here` runs fwdasv's interleaved A/B there (`confirm_findings`, explain off: no
+`fwdasv.fleet.actor.confirm_here` runs fwdasv's interleaved A/B there (`confirm_findings`, explain off: no
 profile travels back yet) on exactly the findings named. The verdict lines it appended
 come back and are appended to the head's verdicts file, so `fwdasv regressions` and
 `publish` on the head show them; the node that ran it is in the answer. A machine no live
@@ -16,20 +16,19 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.verdict_file import FindingVerdict, append_verdict
+from fwdasv.analysis.findings.verdicts import verdicts_path
 from fwdasv.asv.project import AsvProject
-from fwdasv.core.files import write_atomic
+from fwdasv.fleet import _ray
 from fwdasv.fleet.actor import Hooks
 from fwdasv.fleet.ledger import Worker
 from fwdasv.fleet.run import FleetError, start_workers, stop_workers
 from fwdasv.fleet.workspace import Payload, bundle_repository, default_root
-
-if TYPE_CHECKING:  # analysis is imported when a confirm runs
-    from fwdasv.analysis.findings.finding import Finding
 
 
 def stored_results(project: AsvProject, machine: str) -> dict[str, str]:
@@ -41,40 +40,6 @@ def stored_results(project: AsvProject, machine: str) -> dict[str, str]:
     if index.is_file():
         out["benchmarks.json"] = index.read_text()
     return out
-
-
-def confirm_here(
-    project: AsvProject,
-    machine: str,
-    stored: Mapping[str, str],
-    idents: Sequence[Mapping[str, Any]],
-    max_processes: int,
-) -> dict[str, Any]:
-    """On the node: the head's results in place, the named findings confirmed here."""
-    from fwdasv.analysis import triage
-    from fwdasv.analysis.findings.verdicts import verdicts_path
-
-    mine = project.results_dir / machine
-    for old in mine.glob("*.json"):
-        old.unlink()
-    for name, text in stored.items():
-        write_atomic(project.results_dir / name, text, what="result file")
-    verdicts = verdicts_path(project)
-    verdicts.unlink(missing_ok=True)  # only what this confirm appends goes back
-    wanted = [dict(i) for i in idents]
-    read = triage.read(project, machine=machine)
-    found = [f for f in read.findings if f.ident.to_json() in wanted]
-    lines: list[str] = []
-    triage.confirm(
-        project,
-        read,
-        pending=found,
-        max_processes=max_processes,
-        run_explain=False,
-        echo=lines.append,
-    )
-    appended = verdicts.read_text().splitlines() if verdicts.is_file() else []
-    return {"verdicts": appended, "log": lines, "confirmed": len(found)}
 
 
 @dataclass(frozen=True)
@@ -96,11 +61,7 @@ def confirm_on_fleet(
     echo: Callable[[str], None] | None = print,
 ) -> list[RemoteConfirm]:
     """Each machine's findings confirmed on that machine's GPU; verdicts into the head."""
-    import ray
-
-    from fwdasv.analysis.findings.verdict_file import FindingVerdict, append_verdict
-    from fwdasv.analysis.findings.verdicts import verdicts_path
-
+    ray = _ray.ray
     say = echo or (lambda _line: None)
     by_machine: dict[str, list[Finding]] = {}
     for finding in found:

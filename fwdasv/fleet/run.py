@@ -25,16 +25,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.shard_run import SHARDS_DIR
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import write_atomic
+from fwdasv.fleet import _ray
 from fwdasv.fleet.actor import GpuWorker, Hooks
 from fwdasv.fleet.ledger import Ledger, Worker, already_recorded
 from fwdasv.fleet.workspace import Payload, bundle_repository, default_root
 from fwdasv.hw.shard import SERIES_KEYS, GpuMachine, ShardRefused, mismatch
+
+if TYPE_CHECKING:
+    from ray import ObjectRef
+    from ray.actor import ActorHandle
 
 IDENTIFY_S = 300.0  # an actor placed and its GPU read; more is a cluster that cannot place it
 WAIT_S = 1.0
@@ -46,8 +51,7 @@ class FleetError(UserError):
 
 def connect(address: str) -> bool:
     """Join the Ray cluster at `address` (`auto`: this host's); whether this call joined it."""
-    import ray
-
+    ray = _ray.ray
     if ray.is_initialized():
         return False
     try:
@@ -63,23 +67,22 @@ def connect(address: str) -> bool:
 
 @dataclass
 class Started:
-    handle: Any  # the actor
+    handle: ActorHandle[GpuWorker]
     worker: Worker
 
 
 def start_workers(root: str, hooks: Hooks) -> list[Started]:
     """One pinned actor per GPU of every live node; refused when their GPUs differ."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
+    ray = _ray.ray
+    affinity = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
     nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU", 0) >= 1]
     if not nodes:
         raise FleetError("no live node of the Ray cluster advertises a GPU (ray start --num-gpus)")
-    remote: Any = ray.remote(GpuWorker)
+    remote = ray.remote(GpuWorker)
     handles = []
     for node in nodes:
         for _ in range(int(node["Resources"]["GPU"])):
-            strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            strategy = affinity(node["NodeID"], soft=False)
             handles.append(
                 remote.options(
                     num_gpus=1, num_cpus=0, max_restarts=0, scheduling_strategy=strategy
@@ -99,12 +102,10 @@ def start_workers(root: str, hooks: Hooks) -> list[Started]:
     return started
 
 
-def stop_workers(handles: Sequence[Any]) -> None:
-    import ray
-
+def stop_workers(handles: Sequence[ActorHandle[GpuWorker]]) -> None:
     for handle in handles:
         with contextlib.suppress(Exception):  # gone with its node already
-            ray.kill(handle, no_restart=True)
+            _ray.ray.kill(handle, no_restart=True)
 
 
 def recorded_before(project: AsvProject, kind: Worker, commits: Sequence[str]) -> frozenset[str]:
@@ -174,9 +175,7 @@ def run_fleet(
     setup: bool = True,
 ) -> FleetOutcome:
     """Measure `commits` over the cluster's GPUs (see the module); the cluster joined."""
-    import ray
-    from ray.exceptions import RayActorError, RayTaskError
-
+    ray = _ray.ray
     say = echo or (lambda _line: None)
     started_at = time.perf_counter()
     started = start_workers(str(root or default_root()), hooks or Hooks())
@@ -192,7 +191,9 @@ def run_fleet(
         say(f"{worker.label}: joined")
     if before:
         say(f"{len(before)} commit(s) recorded before by a GPU of this kind: not measured again")
-    pending: dict[Any, tuple[str, str | None]] = {}  # ref -> (machine, commit or None: prepare)
+    pending: dict[
+        ObjectRef[object], tuple[str, str | None]
+    ] = {}  # ref -> (machine, commit or None: prepare)
     prepared: set[str] = set()
     try:
         with tempfile.TemporaryDirectory(prefix="fwdasv-fleet-") as scratch:
@@ -208,14 +209,14 @@ def run_fleet(
                 worker = ledger.worker(machine)
                 try:
                     value = ray.get(ref)
-                except RayActorError as error:
+                except ray.exceptions.RayActorError as error:
                     why = f"node lost ({type(error).__name__})"
                     requeued = ledger.lost(machine, why)
                     again = f"; {requeued[:8]} goes back to the queue" if requeued else ""
                     say(f"{worker.label}: {why}{again}")
                     stop_workers([handles[machine]])
                     continue
-                except RayTaskError as error:
+                except ray.exceptions.RayTaskError as error:
                     cause = error.cause if error.cause is not None else error
                     line = str(cause).strip().splitlines()[-1] if str(cause).strip() else ""
                     if commit is None:

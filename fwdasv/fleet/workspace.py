@@ -23,14 +23,17 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
 from fwdasv.asv.project import ASV_TIMEOUT_S, AsvProject, run_args
+from fwdasv.asv.shard_run import write_machines
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import write_atomic
 from fwdasv.git import GitError, git
 from fwdasv.hw.devices import VISIBLE_DEVICES
+from fwdasv.hw.shard import GpuMachine
+from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 TETHER = "fwdasv.fleet.tether"
 ENVSETUP = "fwdasv.fleet.envsetup"
@@ -51,7 +54,7 @@ class Payload:
     """What a node needs of the head's project, the repository aside (`bundle_repository`)."""
 
     project: str
-    config: Mapping[str, Any]
+    config: Mapping[str, object]
     benchmarks: Mapping[str, bytes]  # benchmark_dir's files, paths relative to it
 
     @classmethod
@@ -81,12 +84,22 @@ def _tail(text: str, lines: int = TAIL_LINES) -> str:
     return " | ".join(kept) or "(no output)"
 
 
+class CommitRun(TypedDict):
+    """One commit's asv run on a node: its result files (paths relative to results/),
+    asv's exit status (None: it did not finish), its wall seconds, its output's last lines."""
+
+    files: dict[str, str]
+    status: int | None
+    seconds: float
+    tail: str
+
+
 @dataclass
 class Workspace:
     root: Path
     machine: str
     gpu_uuid: str
-    gate: Callable[[], AbstractContextManager[Any]] | None = None
+    gate: Callable[[], AbstractContextManager[object]] | None = None
     python: str = sys.executable
     logs: list[Path] = field(default_factory=list)
 
@@ -97,9 +110,6 @@ class Workspace:
         self, payload: Payload, bundle: bytes, entry: Mapping[str, str], *, setup: bool = True
     ) -> AsvProject:
         """The node's project, its repository fetched and environments built."""
-        from fwdasv.asv.shard_run import write_machines
-        from fwdasv.hw.shard import GpuMachine
-
         here = self.folder(payload)
         repo = here / "repo"
         try:
@@ -152,8 +162,6 @@ class Workspace:
         """asv ARGS in the node's project, tethered, on this GPU; (status, its output's tail).
 
         `module` ENVSETUP: the project's environments built instead (ARGS unused)."""
-        from fwdasv.launch import LaunchError, LaunchSpec, run_process
-
         config = str(project.config_path)
         asv = [args[0], "--config", config, *args[1:]] if module == LOCKED_ASV else [config]
         spec = LaunchSpec(
@@ -171,9 +179,7 @@ class Workspace:
                 return None, failed.summary
         return completed.returncode, _tail(log.read_text(errors="replace"))
 
-    def measure(
-        self, project: AsvProject, commit: str, bench: Sequence[str] = ()
-    ) -> dict[str, Any]:
+    def measure(self, project: AsvProject, commit: str, bench: Sequence[str] = ()) -> CommitRun:
         """One commit through asv on this GPU: {"files", "status", "seconds", "tail"}."""
         here = project.config_path.parent
         hashfile = here / "logs" / f"{commit}.commits"

@@ -10,12 +10,13 @@ change).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from fwdasv.core.clitools import CliError, Group, format_option
+from fwdasv.core.clitools import CliError, F, Group, format_option
 from fwdasv.core.errors import EXIT_CHECKS_FAILED
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks, statefile
@@ -26,7 +27,7 @@ from fwdasv.hw.nvml import parse_gpu_selection
 _STATE_DEFAULT = f"${statefile.STATE_FILE_ENV} or {statefile.DEFAULT_STATE_FILE}"
 
 
-def _gpus_option(command: Any) -> Any:
+def _gpus_option(command: F) -> F:
     return click.option(
         "--gpus",
         default="all",
@@ -36,7 +37,7 @@ def _gpus_option(command: Any) -> Any:
     )(command)
 
 
-def _state_file_option(command: Any) -> Any:
+def _state_file_option(command: F) -> F:
     return click.option(
         "--state-file",
         type=click.Path(dir_okay=False, path_type=Path),
@@ -46,7 +47,7 @@ def _state_file_option(command: Any) -> Any:
     )(command)
 
 
-def _clock_policy_option(choices: tuple[str, ...], default: str, help: str) -> Any:
+def _clock_policy_option(choices: tuple[str, ...], default: str, help: str) -> Callable[[F], F]:
     return click.option(
         "--clock-policy",
         type=click.Choice(choices),
@@ -137,7 +138,7 @@ def _table(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _v(value: Any) -> str:
+def _v(value: object) -> str:
     if value is None:
         return "?"
     if isinstance(value, float):

@@ -16,6 +16,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwdasv.hw.errors import HardwareError
+from fwdasv.hw.nvml import read_inventory
+
 VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
 
 
@@ -57,9 +60,6 @@ def choose_devices(
 
 def present_uuids() -> frozenset[str] | None:
     """The UUIDs of this host's GPUs; None where NVML cannot be read (no driver)."""
-    from fwdasv.hw.errors import HardwareError
-    from fwdasv.hw.nvml import read_inventory
-
     try:
         inventory = read_inventory()
     except HardwareError:

@@ -13,6 +13,7 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -117,8 +118,6 @@ def default_cpu_machine_name(host: str, digest: str | None = None) -> str:
 
 def torch_version() -> str:
     """The installed torch's version, read without importing torch ('none' without it)."""
-    from importlib import metadata
-
     try:
         return metadata.version("torch")
     except metadata.PackageNotFoundError:

@@ -9,6 +9,7 @@ when one is visible, and bfloat16 on CUDA, float32 on CPU. Only `resolve_device`
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
 from fwdasv.core.errors import UserError
@@ -68,8 +69,6 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def free_device_memory(device: torch.device) -> None:
     """Collect the last case's tensors and hand the CUDA cache back before the next case."""
-    import gc
-
     import torch
 
     gc.collect()

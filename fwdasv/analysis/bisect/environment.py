@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.vllm_base import BaseError, project_guard
 from fwdasv.core.errors import UserError
 
 # asv environment types that install the project at every commit ("fwdasv": the
@@ -55,8 +56,6 @@ def check_environment(project: AsvProject, python: str | None = None) -> None:
 def commit_refusal(project: AsvProject) -> Callable[[str], str | None] | None:
     """vLLM over a compiled base: commit -> why the base cannot serve it (untestable, skipped
     unmeasured), None when it can; None for any other project."""
-    from fwdasv.asv.vllm_base import BaseError, project_guard
-
     try:
         guard: Callable[[str], str | None] | None = project_guard(
             project.config_path, project.raw.get("fwdasv"), project.repo

@@ -16,12 +16,14 @@ Nothing is read from, or written to, the stored results.
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fwdasv.analysis.confirm.processes import Cursor, ProcessPool, SeriesRef, kept_dir
+from fwdasv.analysis.explain.explain import explain_commits
 from fwdasv.analysis.explain.kernel_diff import KernelDiff
 from fwdasv.analysis.findings.series import CANARY_PREFIX
 from fwdasv.analysis.remeasure import load_suite_class, resolve_cases
@@ -33,6 +35,7 @@ from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.analysis.rules.status import CompareStatus, ReMeasureStatus
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.suite import ForwardSuite
+from fwdasv.asv.vllm_base import BaseError, compiled_guard
 from fwdasv.core.errors import UserError
 
 CHECK_DIR = ".fwdasv-check"  # beside asv.conf.json: each check's bench processes
@@ -121,8 +124,6 @@ def project_suites(project: AsvProject) -> list[str]:
 
 def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -> None:
     """On vLLM over a compiled base: CheckError, one line, for a commit it cannot serve."""
-    from fwdasv.asv.vllm_base import BaseError, compiled_guard
-
     try:
         guard = compiled_guard(project)
     except BaseError as error:
@@ -152,8 +153,6 @@ def run_check(
 ) -> CheckOutcome:
     """Measure and judge every case (see the module); `bench`: regexes a suite's name must
     match one of (all suites when empty)."""
-    import re
-
     started = time.perf_counter()
     base_hash, head_hash = project.resolve(base), project.resolve(head)
     if base_hash == head_hash:
@@ -276,8 +275,6 @@ def _explain(
     bench_echo: Callable[[str], None] | None,
 ) -> tuple[tuple[tuple[CaseCheck, KernelDiff], ...], tuple[str, ...]]:
     """The op (kernel) diff of each `worse` case; a failure is said, never the verdict's end."""
-    from fwdasv.analysis.explain.explain import explain_commits
-
     done: list[tuple[CaseCheck, KernelDiff]] = []
     errors: list[str] = []
     for case in (c for c in checked if COMPARISON.fails(c.status)):

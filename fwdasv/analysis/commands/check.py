@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from fwdasv.analysis.check.check import run_check
+from fwdasv.analysis.check.format import format_check
 from fwdasv.analysis.commands.common import (
     analysis_command,
     explain_option,
@@ -79,9 +81,6 @@ def check_command(
     sources differ from the base's is refused. Exits 1 on a slowdown beyond
     min_effect_pct, 0 otherwise, 2 on bad input.
     """
-    from fwdasv.analysis.check.check import run_check
-    from fwdasv.analysis.check.format import format_check
-
     if output is not None:
         check_output_path(output, what="--output")  # before anything is measured
     project = AsvProject.load(config)

@@ -11,13 +11,17 @@ from typing import Any, TypeVar
 
 import click
 
+from fwdasv.analysis import triage
+from fwdasv.analysis.compare.stored import resolve_commit
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.rules import confirm as confirm_rule
 from fwdasv.analysis.rules.gate import FINDINGS, Gate, inside_steps
+from fwdasv.asv import ranenv
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import CONTEXT, AnalysisCommand, CliError, end, warn_unreadable
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.git import GitError, git_run
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -66,8 +70,6 @@ def count_unreadable(found: findings.Found, skip_unreadable: bool) -> int:
 def warn_environments(project: AsvProject, machine: str | None = None) -> None:
     """Warn (stderr) about results labelled with another environment than the one that ran
     (`fwdasv.asv.ranenv`): the machine entry was rewritten under them."""
-    from fwdasv.asv import ranenv
-
     found = ranenv.disagreements(project.results_dir, [machine] if machine else None)
     for line in ranenv.warning_lines(found):
         click.echo(line, err=True)
@@ -75,8 +77,6 @@ def warn_environments(project: AsvProject, machine: str | None = None) -> None:
 
 def confirm_found(project: AsvProject, found: findings.Found) -> findings.Found:
     """Confirm `found` (`fwdasv.analysis.triage.confirm`): the findings as now judged."""
-    from fwdasv.analysis import triage
-
     return triage.confirm(project, found, echo=progress)
 
 
@@ -85,9 +85,6 @@ def refuse_bad_pair(project: AsvProject, a: str, b: str, names: str, what: str) 
     ancestor of A (the pair reversed), before anything is read or measured: the pair could
     only come out "no change", or every step backwards. Commits of two branches (neither
     an ancestor of the other) pass, and so does a pair git cannot place (no clone)."""
-    from fwdasv.analysis.compare.stored import resolve_commit
-    from fwdasv.git import GitError, git_run
-
     first, second = resolve_commit(project, a), resolve_commit(project, b)
     if first.startswith(second) or second.startswith(first):
         raise CliError(

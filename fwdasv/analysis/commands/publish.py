@@ -9,6 +9,7 @@ import click
 
 from fwdasv.analysis.commands.common import analysis_command, count_unreadable
 from fwdasv.analysis.findings.format import summary_line, unreadable_line
+from fwdasv.analysis.publish.publish import publish
 from fwdasv.analysis.rules.gate import FINDINGS
 from fwdasv.asv.project import AsvProject, site_hint
 from fwdasv.core.clitools import config_option, end, skip_unreadable_option
@@ -31,8 +32,6 @@ def publish_command(config: Path, skip_unreadable: bool) -> None:
     --skip-unreadable. Exits 0 when published, 2 on bad input (nothing measured
     yet, html_dir a file).
     """
-    from fwdasv.analysis.publish.publish import publish
-
     project = AsvProject.load(config)
     found = publish(project, echo=click.echo)
     unreadable = count_unreadable(found, skip_unreadable)

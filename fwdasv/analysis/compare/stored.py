@@ -19,8 +19,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from fwdasv.analysis.compare.compare import METHODS, NOISE, Comparison, PairFinding, SeriesId, pair
+from fwdasv.analysis.compare.kept import kept_processes, kept_records, series_templates
+from fwdasv.analysis.findings.findings import scan
+from fwdasv.analysis.findings.series import load_series
+from fwdasv.analysis.remeasure import process_sizes
 from fwdasv.analysis.rules.judgment import DEFAULT_ALPHA, check_rule
-from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.asv.commit_filter import CommitFilter
 from fwdasv.asv.history import History, Record
 from fwdasv.asv.project import AsvError, AsvProject
@@ -145,8 +149,6 @@ def compare_commits(
                 "give more of the hash"
             )
     noises = series_noise(project, machine) if method == NOISE else None
-    from fwdasv.analysis.remeasure import process_sizes
-
     sizes = process_sizes(project, {r.benchmark for rs in records.values() for r in rs})
     compared = pair(records[hash_a], records[hash_b], factor, alpha, noises, sizes, remeasured)
     a_full = next(iter({r.commit_hash for r in records[hash_a]}))
@@ -162,8 +164,6 @@ def _fill_from_kept(
 ) -> frozenset[str]:
     """A commit without stored results takes the bench processes bisect or confirm kept
     of it (`compare.kept`), shaped as its series' stored records; the commits that did."""
-    from fwdasv.analysis.compare.kept import kept_processes, kept_records, series_templates
-
     filled = set()
     for commit, found in records.items():
         if found:
@@ -192,9 +192,6 @@ def attach_findings(
     gives (stored verdicts applied, improvements too) in its series whose pair lies
     between A and B in the history's commit order: the last old commit at or after A,
     the first new one at or before B."""
-    from fwdasv.analysis.findings.findings import scan
-    from fwdasv.analysis.findings.series import load_series
-
     order, _ = load_series(project, machine)
     where = {commit: i for i, commit in enumerate(order)}
     if a not in where or b not in where or where[a] >= where[b]:
@@ -227,9 +224,6 @@ def attach_findings(
 
 def series_noise(project: AsvProject, machine: str | None = None) -> dict[SeriesId, Noise]:
     """Each series' noise from its whole stored history."""
-    from fwdasv.analysis.findings.series import load_series
-    from fwdasv.analysis.rules.noise import estimate_noise
-
     _, series = load_series(project, machine)
     return {
         (k.machine, k.env_name, k.benchmark, k.case): estimate_noise(s.history)

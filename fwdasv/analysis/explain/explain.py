@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwdasv.analysis import remeasure
 from fwdasv.analysis.explain.kernel_diff import (
     DEFAULT_ROUNDS,
     Changes,
@@ -31,7 +32,12 @@ from fwdasv.analysis.explain.kernel_diff import (
     with_note,
 )
 from fwdasv.analysis.explain.kernel_diff_format import format_diff, headline, name_label
-from fwdasv.analysis.findings.verdict_file import ExplainRecord
+from fwdasv.analysis.findings.verdict_file import (
+    VERDICTS_FILE,
+    ExplainRecord,
+    VerdictFileError,
+    read_verdicts,
+)
 from fwdasv.analysis.rules.status import ReMeasureStatus
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.backends import backend_spec
@@ -195,16 +201,14 @@ def explain_commits(
     verdicts file says confirm left this step undecided, the diff says the step
     is not established.
     """
-    from fwdasv.analysis.remeasure import Remeasurer, resolve, resolve_commits
-
     if rounds < 1:
         raise ProfileError(f"rounds must be at least 1, got {rounds}")
-    target = resolve(project, bench, case)
+    target = remeasure.resolve(project, bench, case)
     entry = backend_spec(target.config.backend).explain_entry
     if entry is not None:
         # The bench with the eager pass that names each kernel's op and line (vLLM's).
         target = dataclasses.replace(target, config=dataclasses.replace(target.config, entry=entry))
-    good_hash, bad_hash = resolve_commits(project, good, bad)
+    good_hash, bad_hash = remeasure.resolve_commits(project, good, bad)
     root = (
         Path(profile_dir)
         if profile_dir is not None
@@ -214,7 +218,7 @@ def explain_commits(
             / f"{good_hash[:8]}-{bad_hash[:8]}-{target.suite}-{safe_case_name(target.case)}"
         )
     )
-    measurer = Remeasurer(project, target, root, echo=echo, bench_echo=bench_echo)
+    measurer = remeasure.Remeasurer(project, target, root, echo=echo, bench_echo=bench_echo)
     paths: dict[str, list[Path]] = {"good": [], "bad": []}
     runs_s = 0.0
     for number in range(1, rounds + 1):
@@ -252,8 +256,6 @@ def explain_commits(
 
 def undecided_note(project: AsvProject, suite: str, case: str, good: str, bad: str) -> str:
     """What to say when the newest confirmation of a step holding GOOD..BAD is undecided."""
-    from fwdasv.analysis.findings.verdict_file import VERDICTS_FILE, VerdictFileError, read_verdicts
-
     try:
         stored = read_verdicts(project.results_dir / VERDICTS_FILE)
     except (VerdictFileError, OSError):

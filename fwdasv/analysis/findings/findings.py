@@ -54,6 +54,7 @@ from fwdasv.analysis.findings.verdicts import apply_verdict, verdicts_path
 from fwdasv.analysis.findings.verdicts import (
     record_verdict as record_verdict,
 )
+from fwdasv.analysis.remeasure import process_sizes
 from fwdasv.analysis.rules.commit_processes import quiet_history
 from fwdasv.analysis.rules.detect import detect
 from fwdasv.analysis.rules.drift import mark_drift, mark_environment_drift
@@ -319,8 +320,6 @@ def scan(
 def _process_sizes(project: AsvProject, all_series: Mapping[SeriesKey, Series]) -> dict[str, int]:
     """Samples per bench process of the fwdasv suites whose series hold a commit of
     several processes (`asv run --append-samples`, or re-measures kept beside)."""
-    from fwdasv.analysis.remeasure import process_sizes
-
     sizes = process_sizes(project, {k.benchmark for k in all_series})
     return {
         name: size

@@ -25,6 +25,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from asv.config import Config
+from asv.plugins.regressions import Regressions
+
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.findings import Found, scan
 from fwdasv.analysis.findings.graph_paths import graph_file_path
@@ -209,9 +212,6 @@ def _write_feed(
 ) -> None:
     """asv's own Atom feed code over fwdasv's entries (stable ids: name and commits), its
     commit links to `url` as the site's."""
-    from asv.config import Config
-    from asv.plugins.regressions import Regressions
-
     revision_to_hash = {int(rev): commit for rev, commit in index["revision_to_hash"].items()}
     revisions = {commit: rev for rev, commit in revision_to_hash.items()}
     with _in_directory(project.config_path.parent):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from statistics import NormalDist
 
@@ -119,13 +119,28 @@ def partition(values: np.ndarray, penalty: float, min_segment: int = MIN_SEGMENT
         return [0]
     s1 = np.concatenate(([0.0], np.cumsum(values)))
     s2 = np.concatenate(([0.0], np.cumsum(values * values)))
+
+    def candidates(j: int) -> tuple[np.ndarray, np.ndarray]:
+        starts = np.arange(0, j - min_segment + 1)
+        lengths = j - starts
+        return starts, (s2[j] - s2[starts]) - (s1[j] - s1[starts]) ** 2 / lengths
+
+    return optimal_partition(n, penalty, candidates)
+
+
+def optimal_partition(
+    n: int, penalty: float, candidates: Callable[[int], tuple[np.ndarray, np.ndarray]]
+) -> list[int]:
+    """Start positions of the optimal partitioning of n points: F(j) = min F(i) + SSE(i, j)
+    + penalty over the segments ending at j that `candidates(j)` allows (their starts i
+    and SSEs), F(0) = -penalty; a j with none ends no segment."""
     best = np.full(n + 1, np.inf)
     best[0] = -penalty
     last = np.zeros(n + 1, dtype=np.int64)
-    for j in range(min_segment, n + 1):
-        starts = np.arange(0, j - min_segment + 1)
-        lengths = j - starts
-        sse = (s2[j] - s2[starts]) - (s1[j] - s1[starts]) ** 2 / lengths
+    for j in range(1, n + 1):
+        starts, sse = candidates(j)
+        if starts.size == 0:
+            continue
         total = best[starts] + sse + penalty
         i = int(np.argmin(total))
         best[j] = total[i]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fwdasv.analysis.rules.levels import MIN_SEGMENT
+from fwdasv.analysis.rules.levels import MIN_SEGMENT, optimal_partition
 from fwdasv.analysis.rules.noise import Noise
 from fwdasv.analysis.rules.status import Status
 from fwdasv.analysis.rules.step import HEAD, START, Step
@@ -118,27 +118,16 @@ def partition(
     w1 = np.concatenate(([0.0], np.cumsum(weights)))
     wx = np.concatenate(([0.0], np.cumsum(weights * logs)))
     wxx = np.concatenate(([0.0], np.cumsum(weights * logs * logs)))
-    best = np.full(n + 1, np.inf)
-    best[0] = -penalty
-    last = np.zeros(n + 1, dtype=np.int64)
-    for j in range(1, n + 1):
+
+    def candidates(j: int) -> tuple[np.ndarray, np.ndarray]:
         starts = np.arange(0, j)
         lengths = j - starts
-        allowed = (lengths >= min_inside) | (starts == 0) | (j == n)
-        starts = starts[allowed]
+        starts = starts[(lengths >= min_inside) | (starts == 0) | (j == n)]
         w = w1[j] - w1[starts]
         s = wx[j] - wx[starts]
-        sse = (wxx[j] - wxx[starts]) - s * s / w
-        total = best[starts] + sse + penalty
-        i = int(np.argmin(total))
-        best[j] = total[i]
-        last[j] = starts[i]
-    cuts = []
-    j = n
-    while j > 0:
-        j = int(last[j])
-        cuts.append(j)
-    return sorted(cuts)
+        return starts, (wxx[j] - wxx[starts]) - s * s / w
+
+    return optimal_partition(n, penalty, candidates)
 
 
 def _levels(logs: np.ndarray, weights: np.ndarray, starts: list[int]) -> list[Level]:

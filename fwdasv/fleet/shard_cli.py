@@ -6,8 +6,19 @@ from pathlib import Path
 
 import click
 
+from fwdasv.asv.project import AsvProject
+from fwdasv.asv.shard_run import (
+    range_commits,
+    run_folder,
+    run_shards,
+    write_machines,
+    write_record,
+)
 from fwdasv.core.clitools import CONTEXT, CliError, Command, config_option
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.fleet.cli import shard_over_ray
+from fwdasv.hw.nvml import parse_gpu_selection, read_inventory
+from fwdasv.hw.shard import gpu_machines, plan_shards
 
 
 @click.command("shard", cls=Command, context_settings=CONTEXT)
@@ -69,22 +80,9 @@ def shard_command(
     named, with its log; the others run to their end), 4 no GPU, or GPUs that
     cannot share a history.
     """
-    from fwdasv.asv.project import AsvProject
-    from fwdasv.asv.shard_run import (
-        range_commits,
-        run_folder,
-        run_shards,
-        write_machines,
-        write_record,
-    )
-    from fwdasv.hw.nvml import parse_gpu_selection, read_inventory
-    from fwdasv.hw.shard import gpu_machines, plan_shards
-
     project = AsvProject.load(config)
     commits = range_commits(project, range_spec)
     if ray_address is not None:
-        from fwdasv.fleet.cli import shard_over_ray
-
         if gpus or plan_only:
             raise CliError(
                 "--gpus and --plan-only are for one host; drop them with --ray", EXIT_USAGE

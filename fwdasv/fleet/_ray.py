@@ -1,0 +1,28 @@
+"""Ray, imported on its first use: `from fwdasv.fleet import _ray`, then `_ray.ray.get(...)`.
+
+Ray is an optional extra (`fwdasv[fleet]`): the fleet's modules are imported by
+`fwdasv --help` and by every command, and must load without it. The module attribute
+`ray` (PEP 562) imports it, with the submodules the fleet names, the first time it is read;
+type checkers see the real module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    pass
+
+_SUBMODULES = ("ray.exceptions", "ray.util.scheduling_strategies")
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name != "ray":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module("ray")
+    for submodule in _SUBMODULES:
+        importlib.import_module(submodule)
+    globals()["ray"] = module
+    return module
