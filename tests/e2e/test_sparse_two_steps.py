@@ -60,7 +60,11 @@ def test_steps_6_then_nightly_lists_both_steps_and_bisects_the_slowdown(
     config = ("--config", str(project.config_path))
 
     listed = json.loads(_run("regressions", *config, "--improvements", "--format", "json").stdout)
-    by_status = {f["status"]: f for f in listed["regressions"] if f["case"] == CASE}
+    print("measured", measured)
+    for f in listed["regressions"]:
+        before, after = hashes.index(f["before_commit"]), hashes.index(f["after_commit"])
+        print("finding", before, after, f["status"], round(f["percent"], 1), f["z"])
+    by_status = {f["status"]: f for f in listed["regressions"]}
     speed_up = by_status.get("improvement")
     assert speed_up is not None, listed
     assert hashes[FAST_INDEX] in [c["hash"] for c in speed_up["commits"]], speed_up
