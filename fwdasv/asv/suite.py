@@ -30,9 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fwdasv.asv import ranenv
-from fwdasv.backends import BackendUnavailable, RunConfig, backend_spec
-from fwdasv.backends.measure import measure
 from fwdasv.core.cases import parse_case, unique_cases
 
 if TYPE_CHECKING:
@@ -231,6 +228,11 @@ class ForwardSuite(abc.ABC):
 
     def _measure(self) -> SuiteCache:
         """The body of every suite's `setup_cache`: launch the bench, keep plain data."""
+        # Here, not at the top: asv's discovery imports every suite, and must not load numpy
+        # (tests/benchmarks/test_asv_check.py).
+        from fwdasv.backends import BackendUnavailable
+        from fwdasv.backends.measure import measure
+
         config = self.run_config()
         name = type(self).__name__
         directory = log_dir(name)
@@ -252,6 +254,8 @@ class ForwardSuite(abc.ABC):
         return SuiteCache(tuple(cases.values()), config, str(directory))
 
     def run_config(self) -> RunConfig:
+        from fwdasv.backends import RunConfig, backend_spec
+
         model = self.model
         env = dict(self.env)
         if self.target_path:
@@ -379,6 +383,8 @@ def _record_environment(
     software, and from the cases' summaries the bench's timer and the modules of the code
     under test it imported (every case's, or none); a record that cannot be written costs a
     line, never the measurement."""
+    from fwdasv.asv import ranenv
+
     summaries = [c for c in cases if c.error is None]
     timers = {c.timer for c in summaries if c.timer is not None}
     imported = None
