@@ -32,24 +32,13 @@ from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.install import env_dir_for, install_commit
 from fwdasv.asv.project import run_commits
 from fwdasv.asv.scaffold import init_project
-from fwdasv.asv.suitespec import SuiteSpec
 from fwdasv.demo.project import build_project, slow_commit
-from fwdasv.demo.run import CASES
+from fwdasv.demo.run import CASES, demo_suite
 from fwdasv.hw.machine import this_machine, write_machine_file
 
 MACHINE = "check-cost"
-SUITE = SuiteSpec(
-    "tinylm.bench:target",
-    CASES,
-    class_name="TinyLM",
-    iters=3,
-    samples=10,
-    warmup_s=0.05,
-    env={"OMP_NUM_THREADS": "1"},
-    launches=1,
-    device="cpu",
-    reference=True,
-)
+# The demo's paced suite at a smaller scale (one bench process a commit).
+SUITE = demo_suite(True, iters=3, samples=10, warmup_s=0.05, launches=1)
 
 
 def counted(echo_lines: list[str]) -> int:

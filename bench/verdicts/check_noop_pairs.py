@@ -24,23 +24,12 @@ import time
 from pathlib import Path
 
 from fwdasv.asv.scaffold import init_project
-from fwdasv.asv.suitespec import SuiteSpec
 from fwdasv.demo.project import build_project
-from fwdasv.demo.run import CASES
+from fwdasv.demo.run import demo_suite
 from fwdasv.git import git
 
-SUITE = SuiteSpec(
-    "tinylm.bench:target",
-    CASES,
-    class_name="TinyLM",
-    iters=3,
-    samples=10,
-    warmup_s=0.05,
-    env={"OMP_NUM_THREADS": "1"},
-    launches=1,
-    device="cpu",
-    reference=True,
-)
+# The demo's paced suite at a smaller scale (one bench process a commit).
+SUITE = demo_suite(True, iters=3, samples=10, warmup_s=0.05, launches=1)
 IDENTITY = {
     "GIT_AUTHOR_NAME": "fwdasv",
     "GIT_AUTHOR_EMAIL": "fwdasv@example.com",

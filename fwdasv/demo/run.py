@@ -62,6 +62,7 @@ SUITE_CLASS = "TinyLM"
 # Attention-heavy shapes, so the injected regression (and the speed-up) stand
 # far above host-timing noise on a small CPU box (about +80% and +45%).
 CASES = ("decode_bs8_2k=8*1@2048", "prefill_512=512")
+DEMO_DOC = "tinylm's forward: 8 decodes over 2048 cached tokens, and a 512-token prefill."
 BENCHMARK = f"forward.{SUITE_CLASS}.track_latency"
 # On a CPU the suite is paced (`fwdasv init`'s default there): its track_relative is what
 # the findings judge in place of the latency (fwdasv.analysis.findings.findings.judged_series).
@@ -245,6 +246,36 @@ def _findings_table(found: Sequence[Finding]) -> list[str]:
     return format_findings(found, "table").splitlines()
 
 
+def demo_suite(
+    paced: bool,
+    *,
+    iters: int = 5,
+    samples: int = 10,
+    warmup_s: float = 0.1,
+    launches: int = 2,
+    doc: str = "",
+) -> SuiteSpec:
+    """tinylm's suite: the demo's cases, paced (fwdasv's fixed workload timed beside each
+    replay, on the CPU, as `fwdasv init` writes a CPU suite) or not; the demo's scale by
+    default, a smaller one for the tests and bench scripts that build the demo's project."""
+    return SuiteSpec(
+        TARGET,
+        CASES,
+        class_name=SUITE_CLASS,
+        device="cpu" if paced else "auto",
+        reference=paced,
+        iters=iters,
+        samples=samples,
+        warmup_s=warmup_s,
+        # Two bench processes per commit by default: on a small shared CPU the process-to-
+        # process noise is what a verdict must see.
+        launches=launches,
+        # One thread: steadier host timings on a small CPU box; ignored on a GPU.
+        env={"OMP_NUM_THREADS": "1"},
+        doc=doc,
+    )
+
+
 def _asv_project(
     root: Path, machine: str, indented: Callable[[str], None]
 ) -> tuple[asv_project.AsvProject, str | None]:
@@ -253,23 +284,7 @@ def _asv_project(
     machine's entry; returns the project and the machine's GPU."""
     # Paced on a CPU, as `fwdasv init` writes it there: fwdasv's fixed workload timed
     # beside each replay, so a busy box's own changes of speed cancel in track_relative.
-    paced = paced_by_default()
-    suite = SuiteSpec(
-        TARGET,
-        CASES,
-        class_name=SUITE_CLASS,
-        device="cpu" if paced else "auto",
-        reference=paced,
-        iters=5,
-        samples=10,
-        warmup_s=0.1,
-        # Two bench processes per commit: on a small shared CPU the process-to-
-        # process noise is what a verdict must see.
-        launches=2,
-        # One thread: steadier host timings on a small CPU box; ignored on a GPU.
-        env={"OMP_NUM_THREADS": "1"},
-        doc="tinylm's forward: 8 decodes over 2048 cached tokens, and a 512-token prefill.",
-    )
+    suite = demo_suite(paced_by_default(), doc=DEMO_DOC)
     project = init_project(
         root,
         root / "tinylm",

@@ -25,23 +25,12 @@ from fwdasv.analysis.check.format import format_check
 from fwdasv.analysis.rules.check import check_status
 from fwdasv.analysis.rules.confirm import judge_ab
 from fwdasv.asv.scaffold import init_project
-from fwdasv.asv.suitespec import SuiteSpec
 from fwdasv.cli import main
 from fwdasv.demo.project import build_project, slow_commit
-from fwdasv.demo.run import CASES
+from fwdasv.demo.run import demo_suite
 
-SUITE = SuiteSpec(
-    "tinylm.bench:target",
-    CASES,
-    class_name="TinyLM",
-    iters=3,
-    samples=10,
-    warmup_s=0.05,
-    env={"OMP_NUM_THREADS": "1"},
-    launches=1,
-    device="cpu",
-    reference=True,
-)
+# The demo's paced suite at a smaller scale (one bench process a commit).
+SUITE = demo_suite(True, iters=3, samples=10, warmup_s=0.05, launches=1)
 # README-only pairs checked by the `long` test (the issue asks for 20; each is about a
 # minute on a 2-core box: bench/verdicts/check_noop_pairs.py runs 20).
 NOOP_PAIRS = int(os.environ.get("FWDASV_CHECK_NOOP_PAIRS", "5"))
