@@ -26,7 +26,12 @@ if [ "$part" = pack ]; then  # here, with a network: .ray/ray-core.tar.xz
   tmp=$(mktemp -d); mkdir -p .ray
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux2014_x86_64 -d "$tmp" ray==2.60.0
-  (cd "$tmp" && python3 -m zipfile -e ray-*.whl x && cd x && tar --exclude=ray/jars --exclude=ray/rllib \
+  # zipfile drops the file modes: restored from the wheel (gcs_server, raylet are programs).
+  (cd "$tmp" && python3 -c 'import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for i in z.infolist():
+        path = z.extract(i, "x"); mode = i.external_attr >> 16
+        if mode: __import__("os").chmod(path, mode & 0o777)' ray-*.whl && cd x && tar --exclude=ray/jars --exclude=ray/rllib \
     --exclude=ray/data --exclude=ray/serve --exclude=ray/tune --exclude=ray/train --exclude=ray/llm \
     --exclude=__pycache__ -cf - ray ray-2.60.0.dist-info | xz -T0 -6) > .ray/ray-core.tar.xz
   rm -rf "$tmp"; ls -la .ray; exit 0
@@ -75,6 +80,8 @@ ray)
   if [ ! -d $raysite/ray ]; then
     step "Ray 2.60.0 (carried, .ray/ray-core.tar.xz) into $raysite"
     mkdir -p $raysite && xz -dc .ray/ray-core.tar.xz | tar -xf - -C $raysite || exit 2
+    # a tarball packed before the modes were kept: Ray's programs made executable
+    chmod +x $raysite/ray/core/src/ray/gcs/gcs_server $raysite/ray/core/src/ray/raylet/raylet
   fi
   PYTHONPATH="$raysite:$PYTHONPATH" $py -c "import ray, jsonschema; print('ray', ray.__version__)" || exit 2
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv ;;
