@@ -9,8 +9,9 @@ H200 of the fake libnvidia-ml with a UUID of its own, read through fwdasv's NVML
 at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch processes).
 The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
 slower from the 7th), one paced case, few samples. In order (CI's time: one measured
-run serves the first two): the run with node 1 killed at half; confirm of a finding on
-node 2; a head stopped and run again through the command; GPUs of two models refused.
+run serves the first three): the run with node 1 killed at half; confirm of a finding on
+node 2, then its bisect there; a head stopped and run again through the command; GPUs of
+two models refused.
 The cluster is shut down by the fixture that started it."""
 
 from __future__ import annotations
@@ -320,6 +321,56 @@ def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request):
     assert done.verdicts, lines
     (after,) = [f for f in findings.find(project) if f.ident == finding.ident]
     assert after.re_measured() is not None, after.to_json()
+    request.config.cache_confirmed = index
+
+
+def test_bisect_of_a_finding_from_node_2_runs_on_node_2_its_culprit_on_the_head(request):
+    """fleet-triage's steps for the finding confirmed above: confirm has nothing left,
+    bisect searches its range on its own node and GPU, the culprit (the slow commit)
+    lands in the head's verdicts file once; the command then finds nothing left."""
+    if delegated(request):
+        return
+    fleet, history = request.getfixturevalue("fleet"), request.getfixturevalue("history")
+    from click.testing import CliRunner
+
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.findings.verdicts import verdicts_path
+    from fwdasv.cli import main
+    from fwdasv.fleet.actor import BISECT, CONFIRM
+    from fwdasv.fleet.remote import triage_on_fleet
+
+    project, _ = request.config.cache_fleet
+    index = request.config.cache_confirmed
+    _root, _hashes, slow = history
+    uuid = fleet.uuids[fleet.node_id(index)]
+    (finding,) = [
+        f
+        for f in findings.find(project)
+        if f.key.benchmark == JUDGED and _machine_info(project, f)["gpu_uuids"] == uuid
+    ]
+    assert len(finding.commits) > 1, finding.to_json()  # a GPU's neighbours are N apart
+    lines_before = len(verdicts_path(project).read_text().splitlines())
+    lines: list[str] = []
+    (done,) = triage_on_fleet(
+        project, [finding], (CONFIRM, BISECT), root=str(fleet.root), hooks=fleet.hooks,
+        max_processes=3, echo=lines.append,
+    )  # fmt: skip
+    assert done.ran_on_node == fleet.node_id(index) and done.visible == uuid, lines
+    assert len(done.verdicts) == 1, lines
+    (after,) = [f for f in findings.find(project) if f.ident == finding.ident]
+    assert after.verdict is not None and after.verdict.culprit is not None, after.to_json()
+    culprit = after.verdict.culprit.commit
+    assert culprit and slow.startswith(culprit), (after.verdict.culprit, lines)
+    assert len(verdicts_path(project).read_text().splitlines()) == lines_before + 1
+    # The command: nothing left to confirm or bisect on that machine, nothing recorded.
+    again = CliRunner().invoke(
+        main,
+        ["fleet-triage", "--ray", fleet.cluster.address, "--config", str(project.config_path),
+         "--machine", finding.key.machine, "--fleet-dir", str(fleet.root)],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert "nothing to triage" in again.output, again.output
+    assert len(verdicts_path(project).read_text().splitlines()) == lines_before + 1
 
 
 def _machine_info(project, finding) -> dict:
