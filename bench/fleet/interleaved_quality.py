@@ -7,14 +7,16 @@ commit, on the same simulated histories.
 A history: 24-48 commits, GPU-like noise (`simulate.random_spec`: process offset
 0.05-0.5%, 3% slow-clock commits), scenario `step` (one slower step at any commit but the
 first, log-uniform 3-30x the true noise) or `none`. Each of 8 GPUs measures the whole
-history with its own draws and its own offset (uniform +-1%: H200s differ 0.1-1.8%,
-docs/measurements.md section 25); one machine is GPU 0 over every commit, a fleet of N is
+history with its own draws and its own offset (uniform +-1%: three H200s on one forward
+differ up to 0.35%, docs/measurements.md sections 1 and 7, two H200 hosts 1.5-1.8%,
+docs/verdicts.md "Drift"); one machine is GPU 0 over every commit, a fleet of N is
 GPUs 0..N-1 with GPU k at commits k, k+N, ... (`fwdasv shard`'s interleave). Judged by
 `fwdasv.analysis.findings.findings.judge_series`, what `fwdasv regressions` runs over the
 stored series (each GPU a machine; other GPUs' commits empty), and by asv's `step_detect`
 on each GPU's own points as `asv publish` weighs them. Found: a finding (any status) on
-some GPU whose range (before, after] holds the step's commit; then bisected on that GPU
-(bench/verdicts/bisect_simulate.py's real `Bisector`, processes drawn at the series'
+some GPU whose range (before, after] holds the step's commit; each finding confirmed on its
+GPU (`simulate.confirm_step`: the A/B rule) and the best one holding the step bisected
+there (bench/verdicts/bisect_simulate.py's real `Bisector`, processes drawn at the series'
 noise) when its range holds more than one commit. `pooled`: the N GPUs' results under one
 machine name (what per-GPU machines avoid). Seeds: (seed, scenario, index).
 """
@@ -85,6 +87,8 @@ class Judged:
 class Outcome:
     scenario: str
     large: bool  # the step >= 10x the noise
+    commits: int
+    truth: int | None  # the step's commit
     ways: dict[str, Judged]
 
 
@@ -242,7 +246,7 @@ def run(task: tuple[str, int, int]) -> Outcome:
         if n > 1:
             pooled = {"pooled": history([gpus[i % n][i] for i in range(commits)])}
             ways[f"{n} pooled"] = judge(pooled, truth, step_pct, (*task_seed, n, 0))
-    return Outcome(scenario, size >= 10, ways)
+    return Outcome(scenario, size >= 10, commits, truth, ways)
 
 
 def _share(flags: list[bool]) -> str:
