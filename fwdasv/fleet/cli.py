@@ -1,5 +1,5 @@
-"""The fleet's commands: `fwdasv shard --ray` (its body), `fwdasv fleet-confirm` and
-`fwdasv fleet-triage`.
+"""The fleet's commands: `fwdasv shard --ray` (its body), `fwdasv fleet-confirm`,
+`fwdasv fleet-triage` and `fwdasv fleet-nightly`.
 
 FWDASV_FLEET_HOOKS=MODULE:NAME names a `fwdasv.fleet.actor.Hooks` the workers use (a
 test's fake GPU identities and gate, several fake nodes on one box); unset, none.
@@ -19,10 +19,12 @@ from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.shard_run import range_commits
 from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.fleet import _ray
 from fwdasv.fleet.actor import BISECT, CONFIRM, EXPLAIN, Hooks
+from fwdasv.fleet.night import fleet_night
 from fwdasv.fleet.remote import triage_on_fleet
 from fwdasv.fleet.run import connect, run_fleet
 
@@ -186,3 +188,54 @@ def fleet_triage_command(
         return
     steps = (CONFIRM, *((EXPLAIN,) if explain else ()), BISECT)
     _on_fleet(project, found, steps, address, fleet_dir, max_processes)
+
+
+@click.command("fleet-nightly", cls=Command, context_settings=CONTEXT)
+@click.argument("range_spec", metavar="RANGE")
+@click.option("--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster.")
+@config_option()
+@click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy.")
+@click.option("--max-processes", type=click.IntRange(min=3), default=6, show_default=True)
+@click.option("--explain/--no-explain", default=True, show_default=True)
+@click.option("--bisect/--no-bisect", default=True, show_default=True)
+@click.option("--fail-on-suspected", is_flag=True, help="Exit 1 on a suspected finding too.")
+def fleet_nightly_command(
+    range_spec: str,
+    address: str,
+    config: Path,
+    fleet_dir: str | None,
+    max_processes: int,
+    explain: bool,
+    bisect: bool,
+    fail_on_suspected: bool,
+) -> None:
+    """A night over a Ray cluster, from the head: measure, triage, publish, gate.
+
+    RANGE as `fwdasv shard` takes it; commits a GPU of this kind recorded
+    before are not measured again, so the same sliding range each night
+    measures only the new ones. Every finding is then confirmed (and
+    explained, and its range bisected) on the GPU that measured it, the site
+    published here with every machine, and nightly's gate applied to every
+    machine's findings. Exit status: 0; 1 a confirmed regression nobody
+    triaged; 2 an unreadable result, a commit no GPU measured, or bad input.
+    """
+    project = AsvProject.load(config)
+    commits = range_commits(project, range_spec)
+    joined = connect(address)
+    try:
+        status = fleet_night(
+            project,
+            commits,
+            range_spec,
+            root=fleet_dir,
+            hooks=hooks_from_env(),
+            explain=explain,
+            bisect=bisect,
+            fail_on_suspected=fail_on_suspected,
+            max_processes=max_processes,
+            echo=click.echo,
+        )
+    finally:
+        if joined:
+            _ray.ray.shutdown()
+    raise SystemExit(status)

@@ -10,8 +10,8 @@ at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch proce
 The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
 slower from the 7th), one paced case, few samples. In order (CI's time: one measured
 run serves the first three): the run with node 1 killed at half; confirm of a finding on
-node 2, then its bisect there; a head stopped and run again through the command; GPUs of
-two models refused.
+node 2, then its bisect there; a head stopped and run again through the command, then a
+fleet's night over that range; GPUs of two models refused.
 The cluster is shut down by the fixture that started it."""
 
 from __future__ import annotations
@@ -421,6 +421,41 @@ def test_a_head_stopped_mid_run_then_run_again_measures_only_what_is_left(reques
     assert "GPU s over 2 GPU(s)" in again.output, again.output
     every = sorted(p for prefixes in _stored(project).values() for p in prefixes)
     assert every == sorted(c[:8] for c in commits), "each commit recorded once"
+    request.config.cache_light = project
+
+
+def test_a_fleet_night_over_a_range_recorded_before_measures_nothing_and_gates_every_machine(
+    request,
+):
+    """`fwdasv fleet-nightly` on the range the stopped head finished: nothing measured
+    again, nothing to triage, the site published with both machines, the gate exit 0."""
+    if delegated(request):
+        return
+    fleet, history = request.getfixturevalue("fleet"), request.getfixturevalue("history")
+    import fleet_fakes
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+    from fwdasv.fleet.cli import HOOKS_ENV
+
+    _root, hashes, _slow = history
+    project = request.config.cache_light
+    stored = _stored(project)
+    fleet_fakes.HOOKS = fleet.hooks
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(HOOKS_ENV, "fleet_fakes:HOOKS")
+        night = CliRunner().invoke(
+            main,
+            ["fleet-nightly", "--ray", fleet.cluster.address, "--config",
+             str(project.config_path), "--fleet-dir", str(fleet.root), f"{hashes[0]}..{hashes[4]}"],
+        )  # fmt: skip
+    assert night.exit_code == 0, night.output
+    assert "4 commit(s) recorded before by a GPU of this kind" in night.output, night.output
+    assert "[fleet-nightly] 2/4 nothing to confirm or bisect" in night.output, night.output
+    assert f"4/4 the gate over {len(stored)} machine(s): exit 0" in night.output, night.output
+    assert _stored(project) == stored, "nothing measured again"
+    index = json.loads((project.html_dir / "index.json").read_text())
+    assert sorted(index["params"]["machine"]) == sorted(stored)
 
 
 def test_gpus_of_another_model_in_the_cluster_are_refused_in_one_line(request):
