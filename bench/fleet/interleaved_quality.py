@@ -311,6 +311,38 @@ def rows(outcomes: list[Outcome]) -> list[list[str]]:
     return out
 
 
+def misplaced(seed: int, histories: int) -> dict[tuple[int, str], int]:
+    """Over the step histories, each fleet's findings whose range misses the step: placed
+    one of its GPU's points late at an edge (`start` or `head`), or elsewhere."""
+    counts: dict[tuple[int, str], int] = {}
+    judged = judge
+
+    def counting(
+        machines: dict[str, sim.SimHistory], truth: int | None, step_pct: float, at: tuple[int, ...]
+    ) -> Judged:
+        n = 0 if "pooled" in machines else len(machines)
+        order = [f"{i:040x}" for i in range(next(iter(machines.values())).commits)]
+        every = {
+            SeriesKey(m, "sim-env", BENCHMARK, ""): _series(m, [list(s) for s in h.samples])
+            for m, h in machines.items()
+        }
+        for f in judge_series(order, every) if n and truth is not None else ():
+            if f.step.before_index < truth <= f.step.after_index:  # type: ignore[operator]
+                continue
+            late = f.step.edge is not None and 0 <= f.step.before_index - truth < n  # type: ignore[operator]
+            where = f"one point late at the {f.step.edge} edge" if late else "elsewhere"
+            counts[(n, where)] = counts.get((n, where), 0) + 1
+        return judged(machines, truth, step_pct, at)
+
+    globals()["judge"] = counting
+    try:
+        for index in range(histories):
+            run(("step", seed, index))
+    finally:
+        globals()["judge"] = judged
+    return counts
+
+
 def evaluate(seed: int, histories: int, workers: int) -> list[Outcome]:
     todo = [(s, seed, i) for s in SCENARIOS for i in range(histories)]
     if workers > 1:
@@ -324,9 +356,17 @@ def evaluate(seed: int, histories: int, workers: int) -> list[Outcome]:
 @click.option("--histories", default=500, show_default=True, help="Histories per scenario.")
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 2))
 @click.option("--markdown", is_flag=True, help="A Markdown table for docs/measurements.md.")
-def main(seed: int, histories: int, workers: int, markdown: bool) -> None:
+@click.option("--misplaced", "count_misplaced", is_flag=True, help="Count the false findings.")
+def main(seed: int, histories: int, workers: int, markdown: bool, count_misplaced: bool) -> None:
     """N interleaved series of one GPU kind against one full series."""
     started = time.perf_counter()
+    if count_misplaced:
+        for (n, where), count in sorted(misplaced(seed, histories).items()):
+            click.echo(f"{n} GPU(s): {count} false finding(s) {where}")
+        click.echo(
+            f"seed {seed}, {histories} step histories, {time.perf_counter() - started:.0f} s"
+        )
+        return
     table = rows(evaluate(seed, histories, workers))
     seconds = time.perf_counter() - started
     if markdown:
