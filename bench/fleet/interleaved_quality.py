@@ -52,7 +52,7 @@ from fwdasv.analysis.confirm.processes import SeriesRef
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.findings import judge_series
 from fwdasv.analysis.findings.series import Series, SeriesKey
-from fwdasv.analysis.rules.confirm import MAX_PROCESSES
+from fwdasv.analysis.rules.confirm import MAX_PROCESSES, ab_indices
 from fwdasv.analysis.rules.noise import Noise
 from fwdasv.analysis.rules.status import TO_CONFIRM, Status
 
@@ -313,7 +313,8 @@ def rows(outcomes: list[Outcome]) -> list[list[str]]:
 
 def misplaced(seed: int, histories: int) -> dict[tuple[int, str], int]:
     """Over the step histories, each fleet's findings whose range misses the step: placed
-    one of its GPU's points late at an edge (`start` or `head`), or elsewhere."""
+    one of its GPU's points late at an edge (`start` or `head`), or elsewhere; and whether
+    the pair confirm would re-measure (`ab_indices`) holds the step all the same."""
     counts: dict[tuple[int, str], int] = {}
     judged = judge
 
@@ -331,7 +332,9 @@ def misplaced(seed: int, histories: int) -> dict[tuple[int, str], int]:
                 continue
             late = f.step.edge is not None and 0 <= f.step.before_index - truth < n  # type: ignore[operator]
             where = f"one point late at the {f.step.edge} edge" if late else "elsewhere"
-            counts[(n, where)] = counts.get((n, where), 0) + 1
+            a, b = ab_indices(f.step, machines[f.key.machine].medians())
+            held = "its A/B pair holds the step" if a < truth <= b else "its A/B pair misses it"  # type: ignore[operator]
+            counts[(n, f"{where}; {held}")] = counts.get((n, f"{where}; {held}"), 0) + 1
         return judged(machines, truth, step_pct, at)
 
     globals()["judge"] = counting
