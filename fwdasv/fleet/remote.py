@@ -69,12 +69,13 @@ def confirm_on_fleet(
     )
 
 
-def _head_line(line: str, node_root: str, head_root: Path) -> FindingVerdict:
-    """A node's verdict line as the head keeps it: explain's profile_dir on the head."""
+def head_verdict(line: str, node_root: str, head_root: Path) -> FindingVerdict:
+    """A node's verdict line as the head keeps it: explain's profile_dir, a folder of the
+    node's project, the same folder of the head's."""
     verdict = FindingVerdict.from_line(json.loads(line))
     explained = verdict.explain
-    if explained is not None and explained.profile_dir.startswith(node_root):
-        moved = str(head_root) + explained.profile_dir[len(node_root) :]
+    if explained is not None and Path(explained.profile_dir).is_relative_to(node_root):
+        moved = str(head_root / Path(explained.profile_dir).relative_to(node_root))
         verdict = replace(verdict, explain=replace(explained, profile_dir=moved))
     return verdict
 
@@ -128,7 +129,7 @@ def triage_on_fleet(
                 with atomic_output(head_root / name, binary=True, what="profile") as stream:
                     stream.write(data)
             for line in done["verdicts"]:
-                append_verdict(verdicts, _head_line(line, done["root"], head_root))
+                append_verdict(verdicts, head_verdict(line, done["root"], head_root))
             for line in done["log"]:
                 say(f"  [{chosen.worker.node_ip}] {line}")
             out.append(
