@@ -7,9 +7,9 @@ in the machine name), with the node's id and address; a test passes its own `ide
 (fake NVML ids). `prepare` sets up the node's `Workspace` from the head's payload and
 bundle (raising `WorkspaceError` when the environments cannot be built); `measure` runs
 one commit there and returns its result files; `triage` confirms, explains and bisects
-findings of this GPU's machine (`triage_here`; the head's side is `fwdasv.fleet.remote`). `Hooks` carries
-the optional test seams: the identity and a gate held around each asv run (several fake
-nodes on one small box).
+findings of this GPU's machine (`triage_here`; the head's side is `fwdasv.fleet.remote`).
+`Hooks` carries the optional test seams: the identity and a gate held around each asv run
+(several fake nodes on one small box).
 """
 
 from __future__ import annotations
@@ -95,7 +95,11 @@ def triage_here(
     if verdict_lines:
         write_atomic(verdicts, "".join(f"{line}\n" for line in verdict_lines), what="verdicts")
     profiles = project.results_dir.parent / PROFILES_DIR
-    before = {p for p in profiles.rglob("*") if p.is_file()}
+
+    def written() -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in profiles.rglob("*") if p.is_file()}
+
+    before = written()
     wanted = [dict(i) for i in idents]
 
     def named(read: Found) -> Found:
@@ -118,7 +122,7 @@ def triage_here(
     if BISECT in steps:
         triage.bisect(project, read, echo=lines.append)
     appended = verdicts.read_text().splitlines()[len(verdict_lines) :] if verdicts.is_file() else []
-    new = sorted(p for p in profiles.rglob("*") if p.is_file() and p not in before)
+    new = sorted(p for p, stamp in written().items() if before.get(p) != stamp)
     return {
         "verdicts": appended,
         "log": lines,

@@ -114,7 +114,10 @@ def triage_on_fleet(
         payload = Payload.of(project)
         for machine, mine in by_machine.items():
             chosen = where[machine]
-            say(f"confirming {len(mine)} finding(s) of machine {machine} on {chosen.worker.label}")
+            say(
+                f"{', '.join(steps)}: {len(mine)} finding(s) of machine {machine} on "
+                f"{chosen.worker.label}"
+            )
             ray.get(chosen.handle.prepare.remote(payload, bundle))
             idents = [f.ident.to_json() for f in mine]
             verdicts = verdicts_path(project)
