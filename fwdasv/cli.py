@@ -23,7 +23,11 @@ from fwdasv.core.clitools import (
 from fwdasv.core.errors import EXIT_RULE
 from fwdasv.demo.cli import demo_command
 from fwdasv.engine.cli import forward
-from fwdasv.fleet.cli import fleet_confirm_command
+from fwdasv.fleet.cli import (
+    fleet_confirm_command,
+    fleet_nightly_command,
+    fleet_triage_command,
+)
 from fwdasv.fleet.shard_cli import shard_command
 from fwdasv.hw.cli import hw
 from fwdasv.hw.nvml import parse_gpu_selection
@@ -169,6 +173,8 @@ for command in (
     *ASV_COMMANDS,
     shard_command,
     fleet_confirm_command,
+    fleet_triage_command,
+    fleet_nightly_command,
     *ANALYSIS_COMMANDS,
     demo_command,
     nightly_command,

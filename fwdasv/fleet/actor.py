@@ -6,10 +6,10 @@ machine` does (`nvml_identity`: NVML's entry of the GPU Ray gave it, its UUID's 
 in the machine name), with the node's id and address; a test passes its own `identity`
 (fake NVML ids). `prepare` sets up the node's `Workspace` from the head's payload and
 bundle (raising `WorkspaceError` when the environments cannot be built); `measure` runs
-one commit there and returns its result files; `confirm` re-measures findings of this
-GPU's machine (`confirm_here`; the head's side is `fwdasv.fleet.remote`). `Hooks` carries
-the optional test seams: the identity and a gate held around each asv run (several fake
-nodes on one small box).
+one commit there and returns its result files; `triage` confirms, explains and bisects
+findings of this GPU's machine (`triage_here`; the head's side is `fwdasv.fleet.remote`).
+`Hooks` carries the optional test seams: the identity and a gate held around each asv run
+(several fake nodes on one small box).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypedDict
 
 from fwdasv.analysis import triage
+from fwdasv.analysis.findings.findings import Found
 from fwdasv.analysis.findings.verdicts import verdicts_path
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.files import write_atomic
@@ -50,49 +51,84 @@ def nvml_identity() -> GpuMachine:
 
 
 class NodeConfirm(TypedDict):
-    """What `confirm_here` sends back: the verdict lines it appended, its log, how many."""
+    """What `triage_here` sends back: the verdict lines it appended, its log, how many
+    findings it was given, and explain's profile files (paths relative to the project)."""
 
     verdicts: list[str]
     log: list[str]
     confirmed: int
+    profiles: dict[str, bytes]
 
 
 class WorkerConfirm(NodeConfirm):
-    """`NodeConfirm`, with the node that ran it and the GPU it made visible."""
+    """`NodeConfirm`, with the node that ran it, the GPU it made visible, its project."""
 
     node_id: str
     visible: str
+    root: str
 
 
-def confirm_here(
+CONFIRM, BISECT, EXPLAIN = "confirm", "bisect", "explain"
+PROFILES_DIR = ".fwdasv-explain"  # explain's profiles, beside results/ (explain.explain_commits)
+
+
+def triage_here(
     project: AsvProject,
     machine: str,
     stored: Mapping[str, str],
     idents: Sequence[Mapping[str, object]],
     max_processes: int,
+    *,
+    steps: Sequence[str] = (CONFIRM,),
+    verdict_lines: Sequence[str] = (),
 ) -> NodeConfirm:
-    """On the node: the head's results in place, the named findings confirmed here."""
+    """On the node: the head's results and verdicts in place, then triage's steps on the
+    named findings here (CONFIRM: the A/B, and with EXPLAIN the confirmed ones explained;
+    BISECT: their ranges of several commits); only the lines appended go back."""
     mine = project.results_dir / machine
     for old in mine.glob("*.json"):
         old.unlink()
     for name, text in stored.items():
         write_atomic(project.results_dir / name, text, what="result file")
     verdicts = verdicts_path(project)
-    verdicts.unlink(missing_ok=True)  # only what this confirm appends goes back
+    verdicts.unlink(missing_ok=True)
+    if verdict_lines:
+        write_atomic(verdicts, "".join(f"{line}\n" for line in verdict_lines), what="verdicts")
+    profiles = project.results_dir.parent / PROFILES_DIR
+
+    def written() -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in profiles.rglob("*") if p.is_file()}
+
+    before = written()
     wanted = [dict(i) for i in idents]
-    read = triage.read(project, machine=machine)
-    found = [f for f in read.findings if f.ident.to_json() in wanted]
+
+    def named(read: Found) -> Found:
+        return replace(
+            read, findings=tuple(f for f in read.findings if f.ident.to_json() in wanted)
+        )
+
+    read = named(triage.read(project, machine=machine))
     lines: list[str] = []
-    triage.confirm(
-        project,
-        read,
-        pending=found,
-        max_processes=max_processes,
-        run_explain=False,
-        echo=lines.append,
-    )
-    appended = verdicts.read_text().splitlines() if verdicts.is_file() else []
-    return {"verdicts": appended, "log": lines, "confirmed": len(found)}
+    if CONFIRM in steps:
+        read = named(
+            triage.confirm(
+                project,
+                read,
+                max_processes=max_processes,
+                run_explain=EXPLAIN in steps,
+                echo=lines.append,
+            )
+        )
+    if BISECT in steps:
+        triage.bisect(project, read, echo=lines.append)
+    appended = verdicts.read_text().splitlines()[len(verdict_lines) :] if verdicts.is_file() else []
+    new = sorted(p for p, stamp in written().items() if before.get(p) != stamp)
+    return {
+        "verdicts": appended,
+        "log": lines,
+        "confirmed": len(read.findings),
+        "profiles": {str(p.relative_to(project.results_dir.parent)): p.read_bytes() for p in new},
+    }
 
 
 class GpuWorker:
@@ -122,12 +158,28 @@ class GpuWorker:
     def measure(self, commit: str, bench: Sequence[str] = ()) -> CommitRun:
         return self.workspace.measure(self._prepared(), commit, bench)
 
-    def confirm(
+    def triage(
         self,
         stored: Mapping[str, str],
         idents: Sequence[Mapping[str, object]],
         max_processes: int,
+        steps: Sequence[str] = (CONFIRM,),
+        verdict_lines: Sequence[str] = (),
     ) -> WorkerConfirm:
         os.environ["CUDA_VISIBLE_DEVICES"] = self.gpu.uuid
-        done = confirm_here(self._prepared(), self.gpu.machine, stored, idents, max_processes)
-        return {**done, "node_id": self.node_id, "visible": os.environ["CUDA_VISIBLE_DEVICES"]}
+        project = self._prepared()
+        done = triage_here(
+            project,
+            self.gpu.machine,
+            stored,
+            idents,
+            max_processes,
+            steps=steps,
+            verdict_lines=verdict_lines,
+        )
+        return {
+            **done,
+            "node_id": self.node_id,
+            "visible": os.environ["CUDA_VISIBLE_DEVICES"],
+            "root": str(project.results_dir.parent),
+        }

@@ -1,4 +1,5 @@
-"""The fleet's commands: `fwdasv shard --ray` (its body) and `fwdasv fleet-confirm`.
+"""The fleet's commands: `fwdasv shard --ray` (its body), `fwdasv fleet-confirm`,
+`fwdasv fleet-triage` and `fwdasv fleet-nightly`.
 
 FWDASV_FLEET_HOOKS=MODULE:NAME names a `fwdasv.fleet.actor.Hooks` the workers use (a
 test's fake GPU identities and gate, several fake nodes on one box); unset, none.
@@ -8,19 +9,23 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import click
 
+from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
+from fwdasv.asv.shard_run import range_commits
 from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.fleet import _ray
-from fwdasv.fleet.actor import Hooks
-from fwdasv.fleet.remote import confirm_on_fleet
+from fwdasv.fleet.actor import BISECT, CONFIRM, EXPLAIN, Hooks
+from fwdasv.fleet.night import fleet_night
+from fwdasv.fleet.remote import triage_on_fleet
 from fwdasv.fleet.run import connect, run_fleet
 
 HOOKS_ENV = "FWDASV_FLEET_HOOKS"
@@ -73,13 +78,59 @@ def shard_over_ray(
         )
 
 
+def _on_fleet(
+    project: AsvProject,
+    found: Sequence[Finding],
+    steps: Sequence[str],
+    address: str,
+    fleet_dir: str | None,
+    max_processes: int,
+) -> None:
+    """`triage_on_fleet` from the command line: joined, run, left; what each GPU recorded."""
+    joined = connect(address)
+    try:
+        done = triage_on_fleet(
+            project,
+            found,
+            steps,
+            root=fleet_dir,
+            hooks=hooks_from_env(),
+            max_processes=max_processes,
+            echo=click.echo,
+        )
+    finally:
+        if joined:
+            _ray.ray.shutdown()
+    for remote in done:
+        click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
+    if not done:
+        raise CliError("nothing confirmed", EXIT_USAGE)
+
+
+def fleet_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options fleet-confirm and fleet-triage share."""
+    for option in reversed(
+        (
+            click.option(
+                "--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster."
+            ),
+            config_option(),
+            click.option(
+                "--machine", help="Only this machine's findings [default: every machine]."
+            ),
+            bench_option,
+            click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy."),
+            click.option(
+                "--max-processes", type=click.IntRange(min=3), default=6, show_default=True
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
 @click.command("fleet-confirm", cls=Command, context_settings=CONTEXT)
-@click.option("--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster.")
-@config_option()
-@click.option("--machine", help="Only this machine's findings [default: every machine].")
-@bench_option
-@click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy.")
-@click.option("--max-processes", type=click.IntRange(min=3), default=6, show_default=True)
+@fleet_options
 def fleet_confirm_command(
     address: str,
     config: Path,
@@ -102,20 +153,89 @@ def fleet_confirm_command(
     if not found:
         click.echo("nothing to confirm: no finding has status 'regression' or 'suspected'")
         return
+    _on_fleet(project, found, (CONFIRM,), address, fleet_dir, max_processes)
+
+
+@click.command("fleet-triage", cls=Command, context_settings=CONTEXT)
+@fleet_options
+@click.option(
+    "--explain/--no-explain", default=True, show_default=True, help="Explain what confirm confirms."
+)
+def fleet_triage_command(
+    address: str,
+    config: Path,
+    machine: str | None,
+    bench: tuple[str, ...],
+    fleet_dir: str | None,
+    max_processes: int,
+    explain: bool,
+) -> None:
+    """Confirm, explain and bisect each finding on the GPU that measured it, from the head.
+
+    As nightly's triage, on the Ray node and GPU of each finding's machine:
+    the A/B re-measure of each `regression` and `suspected` finding (each
+    confirmed one explained), then a bisect of each range of several commits
+    not bisected yet. The verdicts (culprits too) are appended to this
+    project's verdicts file, explain's profiles written under .fwdasv-explain/.
+    Exit status 0, 2 when a machine's GPU is in no live node.
+    """
+    project = AsvProject.load(config)
+    every = findings.find(project, machine=machine, bench=bench)
+    ranged = {f.ident for group in range_groups(every) for f in group.findings}
+    found = [f for f in every if f.status in TO_CONFIRM or f.ident in ranged]
+    if not found:
+        click.echo("nothing to triage: no finding to confirm and no range left to bisect")
+        return
+    steps = (CONFIRM, *((EXPLAIN,) if explain else ()), BISECT)
+    _on_fleet(project, found, steps, address, fleet_dir, max_processes)
+
+
+@click.command("fleet-nightly", cls=Command, context_settings=CONTEXT)
+@click.argument("range_spec", metavar="RANGE")
+@click.option("--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster.")
+@config_option()
+@click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy.")
+@click.option("--max-processes", type=click.IntRange(min=3), default=6, show_default=True)
+@click.option("--explain/--no-explain", default=True, show_default=True)
+@click.option("--bisect/--no-bisect", default=True, show_default=True)
+@click.option("--fail-on-suspected", is_flag=True, help="Exit 1 on a suspected finding too.")
+def fleet_nightly_command(
+    range_spec: str,
+    address: str,
+    config: Path,
+    fleet_dir: str | None,
+    max_processes: int,
+    explain: bool,
+    bisect: bool,
+    fail_on_suspected: bool,
+) -> None:
+    """A night over a Ray cluster, from the head: measure, triage, publish, gate.
+
+    RANGE as `fwdasv shard` takes it; commits a GPU of this kind recorded
+    before are not measured again, so the same sliding range each night
+    measures only the new ones. Every finding is then confirmed (and
+    explained, and its range bisected) on the GPU that measured it, the site
+    published here with every machine, and nightly's gate applied to every
+    machine's findings. Exit status: 0; 1 a confirmed regression nobody
+    triaged; 2 an unreadable result, a commit no GPU measured, or bad input.
+    """
+    project = AsvProject.load(config)
+    commits = range_commits(project, range_spec)
     joined = connect(address)
     try:
-        done = confirm_on_fleet(
+        status = fleet_night(
             project,
-            found,
+            commits,
+            range_spec,
             root=fleet_dir,
             hooks=hooks_from_env(),
+            explain=explain,
+            bisect=bisect,
+            fail_on_suspected=fail_on_suspected,
             max_processes=max_processes,
             echo=click.echo,
         )
     finally:
         if joined:
             _ray.ray.shutdown()
-    for remote in done:
-        click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
-    if not done:
-        raise CliError("nothing confirmed", EXIT_USAGE)
+    raise SystemExit(status)

@@ -1,15 +1,17 @@
-"""Confirm a finding on the GPU that measured it, from the head (`fwdasv fleet-confirm`).
+"""Confirm, explain and bisect a finding on the GPU that measured it, from the head
+(`fwdasv fleet-confirm`, `fwdasv fleet-triage`).
 
-A finding's series belongs to one machine, one GPU of the fleet. `confirm_on_fleet`
-starts the fleet's workers (`fwdasv.fleet.run.start_workers`), keeps the one whose GPU is
-that machine (pinned to its node, the GPU Ray gave it and CUDA_VISIBLE_DEVICES its UUID)
-and stops the others. That worker's workspace is brought up to date (the bundle again,
-its environments reused, the head's results/<machine>/ copied over its own), and
-`fwdasv.fleet.actor.confirm_here` runs fwdasv's interleaved A/B there (`confirm_findings`, explain off: no
-profile travels back yet) on exactly the findings named. The verdict lines it appended
-come back and are appended to the head's verdicts file, so `fwdasv regressions` and
-`publish` on the head show them; the node that ran it is in the answer. A machine no live
-node holds is one line naming it.
+A finding's series belongs to one machine, one GPU of the fleet. `triage_on_fleet` starts
+the fleet's workers (`fwdasv.fleet.run.start_workers`), keeps the one whose GPU is that
+machine (pinned to its node, the GPU Ray gave it and CUDA_VISIBLE_DEVICES its UUID) and
+stops the others. That worker's workspace is brought up to date (the bundle again, its
+environments reused, the head's results/<machine>/ and verdicts copied over its own), and
+`fwdasv.fleet.actor.triage_here` runs triage's steps there on exactly the findings named.
+The verdict lines it appended come back and are appended to the head's verdicts file
+(each once), explain's profiles are written atomically under the head's .fwdasv-explain/
+(the verdict's profile_dir pointing there), so `regressions` and `publish` on the head
+show them; the node that ran it is in the answer. A machine no live node holds is one
+line naming it. `confirm_on_fleet` is the confirm step alone.
 """
 
 from __future__ import annotations
@@ -17,15 +19,16 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.verdict_file import FindingVerdict, append_verdict
 from fwdasv.analysis.findings.verdicts import verdicts_path
 from fwdasv.asv.project import AsvProject
+from fwdasv.core.files import atomic_output
 from fwdasv.fleet import _ray
-from fwdasv.fleet.actor import Hooks
+from fwdasv.fleet.actor import CONFIRM, Hooks
 from fwdasv.fleet.ledger import Worker
 from fwdasv.fleet.run import FleetError, start_workers, stop_workers
 from fwdasv.fleet.workspace import Payload, bundle_repository, default_root
@@ -61,6 +64,34 @@ def confirm_on_fleet(
     echo: Callable[[str], None] | None = print,
 ) -> list[RemoteConfirm]:
     """Each machine's findings confirmed on that machine's GPU; verdicts into the head."""
+    return triage_on_fleet(
+        project, found, (CONFIRM,), root=root, hooks=hooks, max_processes=max_processes, echo=echo
+    )
+
+
+def head_verdict(line: str, node_root: str, head_root: Path) -> FindingVerdict:
+    """A node's verdict line as the head keeps it: explain's profile_dir, a folder of the
+    node's project, the same folder of the head's."""
+    verdict = FindingVerdict.from_line(json.loads(line))
+    explained = verdict.explain
+    if explained is not None and Path(explained.profile_dir).is_relative_to(node_root):
+        moved = str(head_root / Path(explained.profile_dir).relative_to(node_root))
+        verdict = replace(verdict, explain=replace(explained, profile_dir=moved))
+    return verdict
+
+
+def triage_on_fleet(
+    project: AsvProject,
+    found: Sequence[Finding],
+    steps: Sequence[str],
+    *,
+    root: str | None = None,
+    hooks: Hooks | None = None,
+    max_processes: int = 6,
+    echo: Callable[[str], None] | None = print,
+) -> list[RemoteConfirm]:
+    """Each machine's findings through `steps` (actor's CONFIRM, EXPLAIN, BISECT) on that
+    machine's GPU; verdicts and profiles into the head."""
     ray = _ray.ray
     say = echo or (lambda _line: None)
     by_machine: dict[str, list[Finding]] = {}
@@ -83,16 +114,25 @@ def confirm_on_fleet(
         payload = Payload.of(project)
         for machine, mine in by_machine.items():
             chosen = where[machine]
-            say(f"confirming {len(mine)} finding(s) of machine {machine} on {chosen.worker.label}")
+            say(
+                f"{', '.join(steps)}: {len(mine)} finding(s) of machine {machine} on "
+                f"{chosen.worker.label}"
+            )
             ray.get(chosen.handle.prepare.remote(payload, bundle))
             idents = [f.ident.to_json() for f in mine]
+            verdicts = verdicts_path(project)
+            known = verdicts.read_text().splitlines() if verdicts.is_file() else []
             done = ray.get(
-                chosen.handle.confirm.remote(
-                    stored_results(project, machine), idents, max_processes
+                chosen.handle.triage.remote(
+                    stored_results(project, machine), idents, max_processes, tuple(steps), known
                 )
             )
+            head_root = project.results_dir.parent
+            for name, data in done["profiles"].items():
+                with atomic_output(head_root / name, binary=True, what="profile") as stream:
+                    stream.write(data)
             for line in done["verdicts"]:
-                append_verdict(verdicts_path(project), FindingVerdict.from_line(json.loads(line)))
+                append_verdict(verdicts, head_verdict(line, done["root"], head_root))
             for line in done["log"]:
                 say(f"  [{chosen.worker.node_ip}] {line}")
             out.append(

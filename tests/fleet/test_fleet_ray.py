@@ -9,8 +9,9 @@ H200 of the fake libnvidia-ml with a UUID of its own, read through fwdasv's NVML
 at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch processes).
 The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
 slower from the 7th), one paced case, few samples. In order (CI's time: one measured
-run serves the first two): the run with node 1 killed at half; confirm of a finding on
-node 2; a head stopped and run again through the command; GPUs of two models refused.
+run serves the first three): the run with node 1 killed at half; confirm of a finding on
+node 2, then its bisect there; a head stopped and run again through the command, then a
+fleet's night over that range; GPUs of two models refused.
 The cluster is shut down by the fixture that started it."""
 
 from __future__ import annotations
@@ -307,8 +308,10 @@ def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request):
         index: [f for f in flagged if _machine_info(project, f)["gpu_uuids"] == UUIDS[index]]
         for index in (2, 0)
     }
-    index = 2 if of_node[2] else 0
-    finding = of_node[index][0]
+    # Node 2's first, and one whose range holds 2+ commits (the bisect test's): where the
+    # queue gave one GPU both commits around the step, its range is that one commit.
+    candidates = [(index, f) for index in (2, 0) for f in of_node[index]]
+    index, finding = ([c for c in candidates if len(c[1].commits) > 1] or candidates)[0]
     uuid = fleet.uuids[fleet.node_id(index)]
     lines: list[str] = []
     (done,) = confirm_on_fleet(
@@ -320,6 +323,57 @@ def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request):
     assert done.verdicts, lines
     (after,) = [f for f in findings.find(project) if f.ident == finding.ident]
     assert after.re_measured() is not None, after.to_json()
+    request.config.cache_confirmed = index
+
+
+def test_bisect_of_a_finding_from_node_2_runs_on_node_2_its_culprit_on_the_head(request):
+    """fleet-triage's steps for the finding confirmed above: confirm has nothing left,
+    bisect searches its range on its own node and GPU, the culprit (the slow commit)
+    lands in the head's verdicts file once; the command then finds nothing left."""
+    if delegated(request):
+        return
+    fleet, history = request.getfixturevalue("fleet"), request.getfixturevalue("history")
+    from click.testing import CliRunner
+
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.findings.verdicts import verdicts_path
+    from fwdasv.cli import main
+    from fwdasv.fleet.actor import BISECT, CONFIRM
+    from fwdasv.fleet.remote import triage_on_fleet
+
+    project, _ = request.config.cache_fleet
+    index = request.config.cache_confirmed
+    _root, _hashes, slow = history
+    uuid = fleet.uuids[fleet.node_id(index)]
+    (finding,) = [
+        f
+        for f in findings.find(project)
+        if f.key.benchmark == JUDGED and _machine_info(project, f)["gpu_uuids"] == uuid
+    ]
+    if len(finding.commits) == 1:  # both GPUs' ranges one commit: nothing to bisect
+        pytest.skip(f"the queue gave {finding.key.machine} both commits around the step")
+    lines_before = len(verdicts_path(project).read_text().splitlines())
+    lines: list[str] = []
+    (done,) = triage_on_fleet(
+        project, [finding], (CONFIRM, BISECT), root=str(fleet.root), hooks=fleet.hooks,
+        max_processes=3, echo=lines.append,
+    )  # fmt: skip
+    assert done.ran_on_node == fleet.node_id(index) and done.visible == uuid, lines
+    assert len(done.verdicts) == 1, lines
+    (after,) = [f for f in findings.find(project) if f.ident == finding.ident]
+    assert after.verdict is not None and after.verdict.culprit is not None, after.to_json()
+    culprit = after.verdict.culprit.commit
+    assert culprit and slow.startswith(culprit), (after.verdict.culprit, lines)
+    assert len(verdicts_path(project).read_text().splitlines()) == lines_before + 1
+    # The command: nothing left to confirm or bisect on that machine, nothing recorded.
+    again = CliRunner().invoke(
+        main,
+        ["fleet-triage", "--ray", fleet.cluster.address, "--config", str(project.config_path),
+         "--machine", finding.key.machine, "--fleet-dir", str(fleet.root)],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert "nothing to triage" in again.output, again.output
+    assert len(verdicts_path(project).read_text().splitlines()) == lines_before + 1
 
 
 def _machine_info(project, finding) -> dict:
@@ -370,6 +424,41 @@ def test_a_head_stopped_mid_run_then_run_again_measures_only_what_is_left(reques
     assert "GPU s over 2 GPU(s)" in again.output, again.output
     every = sorted(p for prefixes in _stored(project).values() for p in prefixes)
     assert every == sorted(c[:8] for c in commits), "each commit recorded once"
+    request.config.cache_light = project
+
+
+def test_a_fleet_night_over_a_range_recorded_before_measures_nothing_and_gates_every_machine(
+    request,
+):
+    """`fwdasv fleet-nightly` on the range the stopped head finished: nothing measured
+    again, nothing to triage, the site published with both machines, the gate exit 0."""
+    if delegated(request):
+        return
+    fleet, history = request.getfixturevalue("fleet"), request.getfixturevalue("history")
+    import fleet_fakes
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+    from fwdasv.fleet.cli import HOOKS_ENV
+
+    _root, hashes, _slow = history
+    project = request.config.cache_light
+    stored = _stored(project)
+    fleet_fakes.HOOKS = fleet.hooks
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(HOOKS_ENV, "fleet_fakes:HOOKS")
+        night = CliRunner().invoke(
+            main,
+            ["fleet-nightly", "--ray", fleet.cluster.address, "--config",
+             str(project.config_path), "--fleet-dir", str(fleet.root), f"{hashes[0]}..{hashes[4]}"],
+        )  # fmt: skip
+    assert night.exit_code == 0, night.output
+    assert "4 commit(s) recorded before by a GPU of this kind" in night.output, night.output
+    assert "[fleet-nightly] 2/4 nothing to confirm or bisect" in night.output, night.output
+    assert f"4/4 the gate over {len(stored)} machine(s): exit 0" in night.output, night.output
+    assert _stored(project) == stored, "nothing measured again"
+    index = json.loads((project.html_dir / "index.json").read_text())
+    assert sorted(index["params"]["machine"]) == sorted(stored)
 
 
 def test_gpus_of_another_model_in_the_cluster_are_refused_in_one_line(request):
