@@ -9,12 +9,17 @@ touch the README and comments. Old commits cannot get a bench file, so the
 target lives in a directory of its own (`ngbench.py` in `target_dir`), which
 imports `model` from whichever commit is installed: what `fwdasv init
 --target-path` is for. One thread: host timings of a 2-core box stay steady.
+`explain_as_user` runs `fwdasv init` and `fwdasv explain` over two commits of it
+(`commit_pair`) as a user runs them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from helpers import git
@@ -139,3 +144,86 @@ def add_empty_setup(path: str | os.PathLike[str]) -> str:
     git(path, "add", "setup.py")
     git(path, "commit", "-q", "-m", "Add a setup.py")
     return git(path, "rev-parse", "HEAD")
+
+
+# `explain_as_user`'s case and benchmark.
+EXPLAIN_CASE = "prefill_128"
+EXPLAIN_BENCH = "forward.Ngbench.track_latency"
+_CHECKOUT = Path(__file__).resolve().parents[1]
+
+
+def commit_pair(repo: Path, model: str, added: str, first_subject: str) -> tuple[str, str, str]:
+    """The repository at `repo` (made) with two commits of `model` (`_MODEL` or one like it,
+    its forward's `{body}` FAST_BODY): then the line `added` before FAST_BODY ("Squash the
+    embeddings"). (GOOD, BAD, BAD's model.py)."""
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "model.py").write_text(model.format(body=FAST_BODY))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", first_subject)
+    good = git(repo, "rev-parse", "HEAD")
+    text = model.format(body=f"{added}\n        {FAST_BODY}")
+    (repo / "model.py").write_text(text)
+    git(repo, "commit", "-qam", "Squash the embeddings")
+    return good, git(repo, "rev-parse", "HEAD"), text
+
+
+def run_as_user(home: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
+    """A command as a user runs it (its own process, HOME `home`, no index, no
+    FWDASV_SOURCE_ROOTS), with this checkout's fwdasv first on the path: the environment's
+    link would give the installed one."""
+    env = {k: v for k, v in os.environ.items() if k != "FWDASV_SOURCE_ROOTS"}
+    env.update(HOME=str(home), PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull, OMP_NUM_THREADS="1")
+    env["PYTHONPATH"] = str(_CHECKOUT)
+    return subprocess.run(
+        [sys.executable, "-m", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
+    )
+
+
+def shown(proc: subprocess.CompletedProcess) -> str:
+    """The command and the tail of its output, for an assertion's message."""
+    return (
+        f"$ {' '.join(map(str, proc.args[2:]))} (exit {proc.returncode})\n"
+        + (proc.stdout + proc.stderr)[-6000:]
+    )
+
+
+def explain_as_user(
+    home: Path,
+    good: str,
+    bad: str,
+    measuring: Callable[[], AbstractContextManager[None]],
+    commit_url: str | None = None,
+) -> subprocess.CompletedProcess:
+    """`fwdasv init` over `home/src/ngmodel` (the target written to `home/ngbench`, the
+    project at `home/ng-asv`, no canary, its suite cut to 3 samples of 3 replays without
+    warm-up; `commit_url`: the project's show_commit_url where init wrote none), then, under
+    `measuring` (the fixture: it marks the test `measure`), `fwdasv hw machine --name box` and `fwdasv explain GOOD BAD
+    EXPLAIN_BENCH --case EXPLAIN_CASE --rounds 2`: explain's process, each step asserted."""
+    target_dir = write_target(home / "ngbench")
+    project = home / "ng-asv"
+    init = run_as_user(
+        home, home, "fwdasv", "init", "--repo", str(home / "src" / "ngmodel"), "--target",
+        TARGET, "--target-path", str(target_dir), "--case", f"{EXPLAIN_CASE}=128", "--dir",
+        str(project), "--no-canary",
+    )  # fmt: skip
+    assert init.returncode == 0, shown(init)
+    suite = project / "benchmarks" / "forward.py"
+    suite.write_text(
+        suite.read_text()
+        .replace("iters = 20", "iters = 3")
+        .replace("samples = 10", "samples = 3")
+        .replace("warmup_s = 1.0", "warmup_s = 0.0")
+    )
+    config = project / "asv.conf.json"
+    if commit_url is not None and '"show_commit_url"' not in config.read_text():
+        config.write_text(
+            config.read_text().replace("{", f'{{"show_commit_url": "{commit_url}",', 1)
+        )
+    with measuring():
+        machine = run_as_user(home, project, "fwdasv", "hw", "machine", "--name", "box")
+        assert machine.returncode == 0, shown(machine)
+        return run_as_user(
+            home, project, "fwdasv", "explain", good, bad, EXPLAIN_BENCH,
+            "--case", EXPLAIN_CASE, "--rounds", "2",
+        )  # fmt: skip

@@ -6,6 +6,7 @@ target of fwdasv's engine (see fwdasv/targets/base.py). Its history has
 second pass") runs the layer stack twice, which doubles the forward's time.
 The others change docs, tests, metadata and refactors. One thread: host
 timings of a 2-core shared box stay steady enough for asv's detector.
+`paced_project` builds the repository and its asv project with a paced CPU suite.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ import os
 from pathlib import Path
 
 from helpers import git
+
+from fwdasv.asv.project import AsvProject
+from fwdasv.asv.scaffold import init_project
+from fwdasv.asv.suitespec import SuiteSpec
 
 PACKAGE = "mymodel"
 TARGET = "mymodel.bench:target"
@@ -163,3 +168,29 @@ def build_repo(
         git(path, "commit", "-q", "--no-gpg-sign", "-m", subject, env=env)
         hashes.append(git(path, "rev-parse", "HEAD"))
     return hashes
+
+
+def paced_project(
+    root: Path, env_dir: Path, case: str, **repo: int
+) -> tuple[AsvProject, list[str]]:
+    """`build_repo(root / "mymodel", **repo)` and its asv project at `root / "asv"` (environments
+    in `env_dir`, no canary, the target not checked): one paced CPU suite of `case`, as
+    `fwdasv init` writes on a CPU. Returns the project and the repository's hashes."""
+    hashes = build_repo(root / "mymodel", **repo)
+    # Paced (the forward over fwdasv's fixed workload, `track_relative`): on this shared box
+    # a commit's latency read 55% slow in one run beside the other tests; the ratio holds.
+    suite = SuiteSpec(
+        TARGET,
+        (case,),
+        iters=5,
+        samples=5,
+        warmup_s=0.05,
+        launches=2,
+        env={"OMP_NUM_THREADS": "1"},
+        device="cpu",
+        reference=True,
+    )
+    made = init_project(
+        root / "asv", root / "mymodel", suite, env_dir=env_dir, check=False, canary=False
+    )
+    return made.project, hashes

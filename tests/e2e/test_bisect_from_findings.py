@@ -20,43 +20,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from toy_model import SLOW_SUBJECT, TARGET, build_repo
+from toy_model import SLOW_SUBJECT, paced_project
 
 from fwdasv.asv.project import run_commits
-from fwdasv.asv.scaffold import init_project
-from fwdasv.asv.suitespec import SuiteSpec
 from fwdasv.cli import main
 
 MACHINE = "testbox"
 CASE = "prefill_64=64"
 MEASURED = (0, 3, 6, 11, 13, 15)
 SLOW_INDEX = 9
-
-
-def _project(tmp_path: Path, name: str, env_dir: Path, **repo: int):
-    hashes = build_repo(tmp_path / "mymodel", **repo)
-    # Paced (the forward over fwdasv's fixed workload, `track_relative`): on this shared box
-    # a commit's latency read 55% slow in one run beside the other tests; the ratio holds.
-    suite = SuiteSpec(
-        TARGET,
-        (CASE,),
-        iters=5,
-        samples=5,
-        warmup_s=0.05,
-        launches=2,
-        env={"OMP_NUM_THREADS": "1"},
-        device="cpu",
-        reference=True,
-    )
-    project = init_project(
-        tmp_path / name,
-        tmp_path / "mymodel",
-        suite,
-        env_dir=env_dir,
-        check=False,
-        canary=False,
-    ).project
-    return project, hashes
 
 
 def _run(*args: str):
@@ -69,7 +41,9 @@ def _run(*args: str):
 def test_bisect_with_no_arguments_names_the_culprit_of_a_sparse_finding(
     tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path
 ) -> None:
-    project, hashes = _project(tmp_path, "asv", shared_asv_env, commits=16, slow_index=SLOW_INDEX)
+    project, hashes = paced_project(
+        tmp_path, shared_asv_env, CASE, commits=16, slow_index=SLOW_INDEX
+    )
     run_commits(project, [hashes[i] for i in MEASURED], MACHINE, echo=None)
     config = ("--config", str(project.config_path))
 
@@ -105,8 +79,8 @@ def test_a_5x_step_over_26_commits_takes_at_most_log2_plus_3_bench_runs(
     tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path
 ) -> None:
     slow = 17
-    project, hashes = _project(
-        tmp_path, "asv", shared_asv_env, commits=26, slow_index=slow, slow_passes=5
+    project, hashes = paced_project(
+        tmp_path, shared_asv_env, CASE, commits=26, slow_index=slow, slow_passes=5
     )
     report = tmp_path / "bisect.json"
     result = _run(
@@ -140,7 +114,9 @@ def test_nightly_confirms_then_bisects_the_sparse_range_from_confirms_processes(
     """The same sparse history through `fwdasv nightly` (nothing new to measure): confirm
     re-measures the pair 6..11, then bisect searches it the same night, its ends taken from
     confirm's processes (not measured again), and records commit 9 as the culprit."""
-    project, hashes = _project(tmp_path, "asv", shared_asv_env, commits=16, slow_index=SLOW_INDEX)
+    project, hashes = paced_project(
+        tmp_path, shared_asv_env, CASE, commits=16, slow_index=SLOW_INDEX
+    )
     run_commits(project, [hashes[i] for i in MEASURED], MACHINE, echo=None)
     config = ("--config", str(project.config_path))
 

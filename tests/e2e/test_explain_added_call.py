@@ -12,15 +12,10 @@ changed line is marked; the headline's figure has the step's sign. About a minut
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import git
-from script_model import _MODEL, FAST_BODY, TARGET, write_target
-from test_explain_source_lines import BENCH, CASE, shown
+from script_model import _MODEL, commit_pair, explain_as_user, shown
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
 
@@ -28,65 +23,19 @@ HELPER = "    def squash(self, x):\n        return torch.tanh(x)\n\n"
 CALL = "x = self.squash(x)"
 
 
-def run(home: Path, cwd: Path, *argv: str) -> subprocess.CompletedProcess:
-    """A command as a user runs it (its own process, no index), with this checkout's fwdasv
-    first on the path: the environment's link would give the installed one."""
-    env = {k: v for k, v in os.environ.items() if k != "FWDASV_SOURCE_ROOTS"}
-    env.update(HOME=str(home), PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull, OMP_NUM_THREADS="1")
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-    return subprocess.run(
-        [sys.executable, "-m", *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=900
-    )
-
-
-def build(repo: Path) -> tuple[str, str, int, int]:
-    """GOOD (the helper, never called), BAD (forward calls it); the call's and the helper's
-    lines."""
+def test_explain_names_the_added_call_not_the_unchanged_helper(tmp_path: Path, measuring) -> None:
+    home = tmp_path / "home"
+    # GOOD: the helper, never called; BAD: forward calls it.
     model = _MODEL.replace(
         "    def forward(self, tokens):", HELPER + "    def forward(self, tokens):"
     )
-    repo.mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "model.py").write_text(model.format(body=FAST_BODY))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "Initial model, with a squash helper")
-    good = git(repo, "rev-parse", "HEAD")
-    text = model.format(body=f"{CALL}\n        {FAST_BODY}")
-    (repo / "model.py").write_text(text)
-    git(repo, "commit", "-qam", "Squash the embeddings")
-    lines = text.splitlines()
-    return (
-        good,
-        git(repo, "rev-parse", "HEAD"),
-        lines.index(f"        {CALL}") + 1,
-        (lines.index("        return torch.tanh(x)") + 1),
+    good, bad, text = commit_pair(
+        home / "src" / "ngmodel", model, CALL, "Initial model, with a squash helper"
     )
-
-
-def test_explain_names_the_added_call_not_the_unchanged_helper(tmp_path: Path, measuring) -> None:
-    home = tmp_path / "home"
-    good, bad, call, helper = build(home / "src" / "ngmodel")
-    target_dir = write_target(home / "ngbench")
-    project = home / "ng-asv"
-    init = run(
-        home, home, "fwdasv", "init", "--repo", str(home / "src" / "ngmodel"), "--target",
-        TARGET, "--target-path", str(target_dir), "--case", f"{CASE}=128", "--dir",
-        str(project), "--no-canary",
-    )  # fmt: skip
-    assert init.returncode == 0, shown(init)
-    suite = project / "benchmarks" / "forward.py"
-    suite.write_text(
-        suite.read_text()
-        .replace("iters = 20", "iters = 3")
-        .replace("samples = 10", "samples = 3")
-        .replace("warmup_s = 1.0", "warmup_s = 0.0")
-    )
-    with measuring():
-        machine = run(home, project, "fwdasv", "hw", "machine", "--name", "box")
-        assert machine.returncode == 0, shown(machine)
-        explain = run(
-            home, project, "fwdasv", "explain", good, bad, BENCH, "--case", CASE, "--rounds", "2"
-        )
+    model_lines = text.splitlines()
+    call = model_lines.index(f"        {CALL}") + 1
+    helper = model_lines.index("        return torch.tanh(x)") + 1
+    explain = explain_as_user(home, good, bad, measuring)
     assert explain.returncode == 1, shown(explain)  # BAD is slower: the added op stands out
     lines = explain.stdout.splitlines()
     rows = [r for r in lines if r[:1] in "+-" and "aten::tanh" in r.split()]

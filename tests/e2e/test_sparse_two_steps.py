@@ -15,11 +15,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from toy_model import FAST_SUBJECT, SLOW_SUBJECT, TARGET, build_repo
+from toy_model import FAST_SUBJECT, SLOW_SUBJECT, paced_project
 
 from fwdasv.asv.project import run_spec
-from fwdasv.asv.scaffold import init_project
-from fwdasv.asv.suitespec import SuiteSpec
 from fwdasv.cli import main
 
 MACHINE = "testbox"
@@ -37,22 +35,14 @@ def _run(*args: str):
 def test_steps_6_then_nightly_lists_both_steps_and_bisects_the_slowdown(
     tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path
 ) -> None:
-    repo = tmp_path / "mymodel"
-    hashes = build_repo(repo, commits=COMMITS, slow_index=SLOW_INDEX, fast_index=FAST_INDEX)
-    suite = SuiteSpec(
-        TARGET,
-        (CASE,),
-        iters=5,
-        samples=5,
-        warmup_s=0.05,
-        launches=2,
-        env={"OMP_NUM_THREADS": "1"},
-        device="cpu",
-        reference=True,
+    project, hashes = paced_project(
+        tmp_path,
+        shared_asv_env,
+        CASE,
+        commits=COMMITS,
+        slow_index=SLOW_INDEX,
+        fast_index=FAST_INDEX,
     )
-    project = init_project(
-        tmp_path / "asv", repo, suite, env_dir=shared_asv_env, check=False, canary=False
-    ).project
     run_spec(project, "main", MACHINE, extra=("--steps", "6"), echo=None)
     stored = [p.name for p in (project.results_dir / MACHINE).glob("*.json")]
     measured = [i for i, h in enumerate(hashes) if any(n.startswith(h[:8]) for n in stored)]

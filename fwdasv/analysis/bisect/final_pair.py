@@ -17,7 +17,7 @@ from fwdasv.analysis.bisect.rules import (
     magnitude_pct,
 )
 from fwdasv.analysis.bisect.session import Session, Track
-from fwdasv.analysis.findings.series import LATENCY_METRIC, RELATIVE_METRIC
+from fwdasv.analysis.findings.series import metric_name
 from fwdasv.analysis.remeasure import RemeasureError
 from fwdasv.analysis.rules.status import BisectStatus
 
@@ -81,7 +81,7 @@ def finish(session: Session, track: Track) -> BisectResult:
             answer, reason = Answer.FOUND, "the final pair is adjacent, each end placed"
     g, b = session.values(session.good, track), session.values(session.bad, track)
     ref = track.followed.ref
-    benchmark = f"{ref.suite}.{RELATIVE_METRIC if ref.relative else LATENCY_METRIC}"
+    benchmark = f"{ref.suite}.{metric_name(ref.relative)}"
     return BisectResult(
         benchmark=benchmark,
         case=ref.case,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fwdasv.analysis.confirm.processes import Cursor, ProcessPool, SeriesRef, kept_dir
 from fwdasv.analysis.explain.explain import explain_commits
 from fwdasv.analysis.explain.kernel_diff import KernelDiff
-from fwdasv.analysis.findings.series import CANARY_PREFIX
+from fwdasv.analysis.findings.series import CANARY_PREFIX, metric_name
 from fwdasv.analysis.remeasure import load_suite_class, resolve_cases
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.check import check_status
@@ -58,7 +58,7 @@ class CaseCheck:
 
     @property
     def series(self) -> str:
-        return "track_relative" if self.relative else "track_latency"
+        return metric_name(self.relative)
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis.commands.common import analysis_command, case_option, progress
+from fwdasv.analysis.commands.common import (
+    analysis_command,
+    case_option,
+    progress,
+    show_bench_option,
+)
 from fwdasv.analysis.rules.confirm import MAX_PROCESSES
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
@@ -43,7 +48,7 @@ from fwdasv.core.files import check_output_path, write_atomic
     help="Measure afresh, not going on with the processes an earlier bisect of the range kept "
     "(.fwdasv-bisect/); without GOOD..BAD, also bisect ranges that have a culprit recorded.",
 )
-@click.option("--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr).")
+@show_bench_option
 @click.option(
     "--json",
     "json_path",

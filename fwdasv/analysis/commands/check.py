@@ -12,13 +12,14 @@ from fwdasv.analysis.check.format import format_check
 from fwdasv.analysis.commands.common import (
     analysis_command,
     explain_option,
+    measuring_machine_option,
     progress,
     show_bench_option,
 )
 from fwdasv.analysis.rules import confirm
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
-from fwdasv.core.clitools import config_option, format_option, machine_option
+from fwdasv.core.clitools import config_option, format_option
 from fwdasv.core.files import check_output_path, write_atomic
 
 
@@ -26,10 +27,7 @@ from fwdasv.core.files import check_output_path, write_atomic
 @click.argument("base", metavar="BASE")
 @click.argument("head", metavar="HEAD")
 @config_option()
-@machine_option(
-    "The machine this box measures as [default: the project's machine, which `fwdasv init` "
-    "records: another box is refused unless named here]."
-)
+@measuring_machine_option
 @click.option(
     "--bench",
     "-b",

@@ -19,7 +19,14 @@ from fwdasv.analysis.rules import confirm as confirm_rule
 from fwdasv.analysis.rules.gate import FINDINGS, Gate, inside_steps
 from fwdasv.asv import ranenv
 from fwdasv.asv.project import AsvProject
-from fwdasv.core.clitools import CONTEXT, AnalysisCommand, CliError, end, warn_unreadable
+from fwdasv.core.clitools import (
+    CONTEXT,
+    AnalysisCommand,
+    CliError,
+    end,
+    machine_option,
+    warn_unreadable,
+)
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.git import GitError, git_run
 
@@ -107,6 +114,15 @@ def refuse_bad_pair(project: AsvProject, a: str, b: str, names: str, what: str) 
         )
 
 
+def measuring_machine_option(f: F) -> F:
+    """`--machine` (check, explain): the machine this box measures as, checked by
+    `fwdasv.asv.project_machine.project_machine`."""
+    return machine_option(
+        "The machine this box measures as [default: the project's machine, which `fwdasv init` "
+        "records: another box is refused unless named here]."
+    )(f)
+
+
 def max_processes_option(what: str) -> Callable[[F], F]:
     """`--max-processes` (confirm, triage fixed-by): bench processes a side at most."""
     return click.option(
@@ -129,7 +145,7 @@ def explain_option(f: F) -> F:
 
 
 def show_bench_option(f: F) -> F:
-    """`--show-bench` (confirm, explain): the bench processes' own output."""
+    """`--show-bench` (bisect, check, confirm, explain, triage): the bench processes' own output."""
     return click.option(
         "--show-bench", is_flag=True, help="Echo the bench processes' output (to stderr)."
     )(f)

@@ -10,6 +10,7 @@ import click
 from fwdasv.analysis.commands.common import (
     analysis_command,
     case_option,
+    measuring_machine_option,
     progress,
     refuse_bad_pair,
     show_bench_option,
@@ -20,7 +21,7 @@ from fwdasv.analysis.explain.kernel_diff_format import FORMATS, format_diff
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
-from fwdasv.core.clitools import CliError, config_option, finding, format_option, machine_option
+from fwdasv.core.clitools import CliError, config_option, finding, format_option
 from fwdasv.core.errors import EXIT_USAGE
 
 
@@ -30,10 +31,7 @@ from fwdasv.core.errors import EXIT_USAGE
 @click.argument("bench", metavar="BENCH", required=False)
 @case_option("The case (parameter) to profile, e.g. decode_bs8.")
 @config_option()
-@machine_option(
-    "The machine this box measures as [default: the project's machine, which `fwdasv init` "
-    "records: another box is refused unless named here]."
-)
+@measuring_machine_option
 @format_option(FORMATS, "table: for a terminal; json: for scripts; markdown: for a PR comment.")
 @click.option(
     "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show."

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from fwdasv.analysis.findings.series import RELATIVE_METRIC, SeriesKey
+from fwdasv.analysis.findings.series import RELATIVE_METRIC, SeriesKey, metric_name
 from fwdasv.analysis.remeasure import RemeasureError, Remeasurer, resolve_cases
 from fwdasv.asv.project import AsvProject
 from fwdasv.hw.devices import machine_devices
@@ -52,8 +52,7 @@ class SeriesRef:
 
     @property
     def name(self) -> str:
-        metric = RELATIVE_METRIC if self.relative else "track_latency"
-        return f"{self.suite}.{metric}({self.case})"
+        return f"{self.suite}.{metric_name(self.relative)}({self.case})"
 
     def shown(self, value: float) -> str:
         """A process median as a reader takes it."""

@@ -34,6 +34,12 @@ CANARY_PREFIX = "Canary"
 CLOCK_METRIC = "track_sm_clock_mhz"
 
 
+def metric_name(relative: bool) -> str:
+    """The metric of a case's judged series: RELATIVE_METRIC for a paced one, else
+    LATENCY_METRIC."""
+    return RELATIVE_METRIC if relative else LATENCY_METRIC
+
+
 class FindingsError(UserError):
     """The results cannot be read, or a filter names nothing."""
 
