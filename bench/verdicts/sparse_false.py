@@ -5,7 +5,8 @@
 
 The histories of `sparse_quality.py` (the same seeds). Each false finding (at no step's
 commit, or of the wrong sign; any status) is put in one class by what the simulator
-knows: a step of its sign within 2 commits (`misplaced`), a step at its commit of the
+knows: a step of its sign within 2 commits (`misplaced`, by the step's size against 10x
+the noise), a step at its commit of the
 other sign (`wrong sign`), else by the odd processes beside it: one odd first commit
 (`odd start`), one odd newest (`odd head`), two odd commits in a row (`odd pair`), one
 odd commit inside (`odd inside`), none (`noise`); with its status and whether the rules
@@ -20,6 +21,7 @@ dropped (improvements are never re-measured).
 from __future__ import annotations
 
 import collections
+import math
 import multiprocessing
 import sys
 from dataclasses import dataclass
@@ -34,15 +36,67 @@ except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sparse_quality import FAMILIES, draw  # noqa: E402
+from sparse_quality import FAMILIES, draw
 
-from fwdasv.analysis import simulate as sim  # noqa: E402
-from fwdasv.analysis.rules import segment  # noqa: E402
-from fwdasv.analysis.rules.detect import detect  # noqa: E402
-from fwdasv.analysis.rules.noise import estimate_noise  # noqa: E402
-from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status  # noqa: E402
+from fwdasv.analysis import simulate as sim
+from fwdasv.analysis.rules import segment
+from fwdasv.analysis.rules.detect import detect
+from fwdasv.analysis.rules.noise import estimate_noise
+from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
+from fwdasv.analysis.rules.step import Step
 
 NEAR = 2
+# Variants of a rule on a lone end commit slower than the level beside it (a slow first
+# commit: an improvement after it; a slow newest: a rise), applied to detect's findings:
+# drop it when within this many in-run spreads of one sample (0: off) ...
+ODD_END_SPREADS = 0.0
+# ... or when the posterior odds step : odd process are below 1 (0: off): a change of
+# one sign at one gap with this prior chance, its size log-uniform over STEP_DECADES;
+# an odd process at the machine class's rate, its size uniform in its range (ln),
+# each blurred by the change's own sd. The classes and their priors are the sparse
+# families' design: in-run spread below 1% an accelerator.
+STEP_PRIOR = 0.0
+STEP_DECADES = 1.0
+ACCELERATOR_SPREAD = 0.01
+ODD_ACCELERATOR = (0.03, math.log(1.01), math.log(1.03))
+ODD_CPU = (0.05, math.log(1.05), math.log(1.15))
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2))
+
+
+def _odd(f: segment.Fit, lone: int, other: segment.Level, d: float) -> bool:
+    """Whether the lone end commit `lone`, d (ln) slower than `other`, is dropped."""
+    if ODD_END_SPREADS:
+        return d < ODD_END_SPREADS * f.spread
+    rate, low, high = ODD_ACCELERATOR if 0 < f.spread < ACCELERATOR_SPREAD else ODD_CPU
+    sd = math.sqrt(f.errors[lone] ** 2 + f.tau**2 + 1 / other.weight)
+    odd = (_normal_cdf((d - low) / sd) - _normal_cdf((d - high) / sd)) / (high - low)
+    step = 1 / (d * STEP_DECADES * math.log(10))
+    return odd > 0 and STEP_PRIOR * step < rate * odd
+
+
+def odd_end_variant(found: list[Step], f: segment.Fit) -> list[Step]:
+    """`found` less the findings at a lone slower end commit the variant calls odd."""
+    if not (ODD_END_SPREADS or STEP_PRIOR) or len(f.levels) < 2:
+        return found
+    drop = set()
+    first, second = f.levels[0], f.levels[1]
+    if (
+        first.b - first.a == 1
+        and first.mean > second.mean
+        and _odd(f, first.a, second, first.mean - second.mean)
+    ):
+        drop.add((int(f.index[second.a]), False))
+    last, before = f.levels[-1], f.levels[-2]
+    if (
+        last.b - last.a == 1
+        and last.mean > before.mean
+        and _odd(f, last.a, before, last.mean - before.mean)
+    ):
+        drop.add((int(f.index[last.a]), True))
+    return [s for s in found if (s.after_index, s.status != Status.IMPROVEMENT) not in drop]
 
 
 @dataclass(frozen=True)
@@ -60,6 +114,8 @@ def classify(task: tuple[str, int, int]) -> Tally:
     noise = estimate_noise(history.samples)
     medians = history.medians()
     found = detect(medians, noise, improvements=True, samples=history.samples)
+    if ODD_END_SPREADS or STEP_PRIOR:
+        found = odd_end_variant(found, segment.fit(medians, noise, history.samples))
     rules = detect(medians, noise, improvements=True, samples=history.samples, segments=False)
     n = history.commits
     odd = set(history.outliers)
@@ -72,8 +128,9 @@ def classify(task: tuple[str, int, int]) -> Tally:
     out = []
     for f in false:
         i, sign = f.after_index, up(f.status)
-        if any(t.up == sign and abs(t.index - i) <= NEAR for t in truths):
-            kind = "misplaced"
+        near = [t for t in truths if t.up == sign and abs(t.index - i) <= NEAR]
+        if near:
+            kind = "misplaced >= 10x" if any(t.large for t in near) else "misplaced < 10x"
         elif any(t.index == i for t in truths):
             kind = "wrong sign"
         elif i == 1 and 0 in odd and not sign:
@@ -130,7 +187,9 @@ def classify(task: tuple[str, int, int]) -> Tally:
     show_default=True,
     help="A variant: the segmentation's nominal false-change chance.",
 )
-@click.option("--bayes", default=0.0, help="A variant: the step prior of the odds rule.")
+@click.option(
+    "--step-prior", default=0.0, help="A variant: the odds rule with this step prior (0: off)."
+)
 def main(
     seed: int,
     histories: int,
@@ -138,13 +197,12 @@ def main(
     only: tuple[str, ...],
     odd_end_spreads: float,
     alpha: float,
-    bayes: float,
+    step_prior: float,
 ) -> None:
     """The false findings and missed large steps of the sparse families, by cause."""
-    segment.ODD_END_SPREADS = odd_end_spreads
+    global ODD_END_SPREADS, STEP_PRIOR  # read by the forked workers
+    ODD_END_SPREADS, STEP_PRIOR = odd_end_spreads, step_prior
     segment.SEGMENT_ALPHA = alpha
-    segment.BAYES = bayes > 0
-    segment.STEP_PRIOR = bayes
     summary = []
     names = [n for n in FAMILIES if (not only or n in only) and FAMILIES[n].fixed is None]
     todo = [(n, seed, i) for n in names for i in range(histories)]

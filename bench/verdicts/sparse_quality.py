@@ -188,8 +188,7 @@ def run(task: tuple[str, int, int]) -> Outcome:
         f
         for f in false
         if f.status not in TO_CONFIRM
-        or sim.confirm_step(history, f, noise, confirm_rng).status
-        != ReMeasureStatus.NOT_REPRODUCED
+        or sim.confirm_step(history, f, noise, confirm_rng).status != ReMeasureStatus.NOT_REPRODUCED
     ]
     changes = asv_changes(history)
     asv_good = [(i, r) for i, r in changes if (i, r > 0) in good]
