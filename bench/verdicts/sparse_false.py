@@ -158,8 +158,8 @@ def classify(task: tuple[str, int, int]) -> Tally:
             continue
         place = "start" if t.index == 1 else "head" if t.index == n - 1 else "inside"
         beside = "odd beside" if {t.index - 1, t.index} & odd else "no odd"
-        near = any(abs(f.after_index - t.index) <= NEAR and up(f.status) == t.up for f in found)
-        missed.append((place, beside, "found near" if near else "not found"))
+        close = any(abs(f.after_index - t.index) <= NEAR and up(f.status) == t.up for f in found)
+        missed.append((place, beside, "found near" if close else "not found"))
     return Tally(
         task[0],
         tuple(out),
