@@ -14,7 +14,9 @@ with the right sign (all; >= 10x the noise), with the right status (slower: `reg
 or `suspected`, faster: `improvement`; slower as `regression`); histories with a false
 finding (at no step's commit or of the wrong sign, any status), the same once confirm's
 simulated re-measure of each slower one set the `not-reproduced` aside (a second figure:
-what nightly shows; improvements are never re-measured), with a false `regression`; asv's
+what nightly shows; improvements are never re-measured), with a false slower finding
+(`regression` or `suspected`: a slowdown listed where there is none; before and after
+confirm), with a false `regression`; asv's
 `step_detect` (weighted as `asv publish` does) on the same medians: a change of its levels
 at the step's commit with its sign, any size and 5%+. Seeds: (seed, family, index).
 """
@@ -119,6 +121,8 @@ class Outcome:
     regression: tuple[bool, ...]  # ... as `regression` (slower steps)
     false_any: bool
     false_after_confirm: bool  # a false finding left once confirm re-measured the slower ones
+    false_slower: bool  # a false `regression` or `suspected` (a slowdown listed where none is)
+    false_slower_after_confirm: bool  # the same once confirm set the `not-reproduced` aside
     false_regression: bool
     asv_any: tuple[bool, ...]
     asv_5: tuple[bool, ...]
@@ -206,6 +210,8 @@ def run(task: tuple[str, int, int]) -> Outcome:
         regression=tuple(Status.REGRESSION in at_truth(t) for t in truths),
         false_any=bool(false),
         false_after_confirm=bool(left),
+        false_slower=any(up(f.status) for f in false),
+        false_slower_after_confirm=any(up(f.status) for f in left),
         false_regression=any(f.status == Status.REGRESSION for f in false),
         asv_any=tuple(any(i == t.index and (r > 0) == t.up for i, r in changes) for t in truths),
         asv_5=tuple(
@@ -231,6 +237,8 @@ HEADERS = (
     "slower ones as regression",
     "false finding (histories)",
     "second figure: false finding after confirm",
+    "false slower finding (regression or suspected)",
+    "false slower finding after confirm",
     "false regression",
     "asv step_detect: found (any size)",
     "asv: >= 10x noise",
@@ -257,6 +265,8 @@ def rows(outcomes: list[Outcome]) -> list[list[str]]:
                 _share(o.regression[k] for o, k in slower),
                 _share(o.false_any for o in mine),
                 _share(o.false_after_confirm for o in mine),
+                _share(o.false_slower for o in mine),
+                _share(o.false_slower_after_confirm for o in mine),
                 _share(o.false_regression for o in mine),
                 _share(o.asv_any[k] for o, k in pairs),
                 _share(o.asv_any[k] for o, k in large),
