@@ -10,12 +10,15 @@ log-uniform in 3-30 times the series' true noise; CPU-like (a commit's process o
 1-3%, in-run spread of a sample 1-3%, 5% odd processes +5-15%) and GPU-like
 (`simulate.random_spec`: 0.05-0.5%, 3% odd processes +1-3%) noise; and the doubled
 forward at 0.2% noise with 2|3 and 1|2 commits. Per family: steps found at their commit
-with the right sign (all, and those >= 10x the noise), with the right status (a slower
-step `regression` or `suspected`, a faster one `improvement`; and as `regression`),
-histories with a false finding (at no step's commit, or of the wrong sign) and with a
-false `regression`; asv's `step_detect` (as `asv publish` weighs the points) on the
-same medians: a change of its fitted levels at the step's commit with the right sign,
-of any size and of at least 5% (its publish default). Seeds: (seed, family, index).
+with the right sign (all; >= 10x the noise), with the right status (slower: `regression`
+or `suspected`, faster: `improvement`; slower as `regression`); histories with a false
+finding (at no step's commit or of the wrong sign, any status), the same once confirm's
+simulated re-measure of each slower one set the `not-reproduced` aside (a second figure:
+what nightly shows; improvements are never re-measured), with a false slower finding
+(`regression` or `suspected`: a slowdown listed where there is none; before and after
+confirm), with a false `regression`; asv's
+`step_detect` (weighted as `asv publish` does) on the same medians: a change of its levels
+at the step's commit with its sign, any size and 5%+. Seeds: (seed, family, index).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from asv.graph import Graph
 from fwdasv.analysis import simulate as sim
 from fwdasv.analysis.rules.detect import detect
 from fwdasv.analysis.rules.noise import estimate_noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
 
 STEP_NOISE = (3.0, 30.0)  # a step's size, log-uniform, in multiples of the true noise
 LARGE = 10.0  # the must-show: steps >= this many times the noise
@@ -117,6 +120,9 @@ class Outcome:
     status: tuple[bool, ...]  # ... and the right status
     regression: tuple[bool, ...]  # ... as `regression` (slower steps)
     false_any: bool
+    false_after_confirm: bool  # a false finding left once confirm re-measured the slower ones
+    false_slower: bool  # a false `regression` or `suspected` (a slowdown listed where none is)
+    false_slower_after_confirm: bool  # the same once confirm set the `not-reproduced` aside
     false_regression: bool
     asv_any: tuple[bool, ...]
     asv_5: tuple[bool, ...]
@@ -136,7 +142,8 @@ def asv_changes(history: sim.SimHistory) -> list[tuple[int, float]]:
     return [(int(b[0]), b[2] / a[2] - 1) for a, b in itertools.pairwise(steps)]
 
 
-def run(task: tuple[str, int, int]) -> Outcome:
+def draw(task: tuple[str, int, int]) -> tuple[sim.SimHistory, tuple[Truth, ...]]:
+    """The history of (family, seed, index) and its true steps."""
     name, seed, index = task
     family = FAMILIES[name]
     rng = np.random.default_rng([seed, 2000 + list(FAMILIES).index(name), index])
@@ -161,6 +168,12 @@ def run(task: tuple[str, int, int]) -> Outcome:
         Truth(i, f > 1, abs(math.log(f)) >= LARGE * series.true_noise_pct / 100)
         for i, f in zip(at, factors, strict=True)
     )
+    return history, truths
+
+
+def run(task: tuple[str, int, int]) -> Outcome:
+    name = task[0]
+    history, truths = draw(task)
     noise = estimate_noise(history.samples)
     findings = detect(history.medians(), noise, improvements=True, samples=history.samples)
 
@@ -172,6 +185,15 @@ def run(task: tuple[str, int, int]) -> Outcome:
 
     good = {(t.index, t.up) for t in truths}
     false = [f for f in findings if (f.after_index, up(f.status)) not in good]
+    # What a nightly user sees: every slower finding re-measured by confirm (here the
+    # false ones only; their own seeds), a `not-reproduced` one dropped.
+    confirm_rng = np.random.default_rng([task[1], 3000 + list(FAMILIES).index(name), task[2]])
+    left = [
+        f
+        for f in false
+        if f.status not in TO_CONFIRM
+        or sim.confirm_step(history, f, noise, confirm_rng).status != ReMeasureStatus.NOT_REPRODUCED
+    ]
     changes = asv_changes(history)
     asv_good = [(i, r) for i, r in changes if (i, r > 0) in good]
     return Outcome(
@@ -187,6 +209,9 @@ def run(task: tuple[str, int, int]) -> Outcome:
         ),
         regression=tuple(Status.REGRESSION in at_truth(t) for t in truths),
         false_any=bool(false),
+        false_after_confirm=bool(left),
+        false_slower=any(up(f.status) for f in false),
+        false_slower_after_confirm=any(up(f.status) for f in left),
         false_regression=any(f.status == Status.REGRESSION for f in false),
         asv_any=tuple(any(i == t.index and (r > 0) == t.up for i, r in changes) for t in truths),
         asv_5=tuple(
@@ -211,6 +236,9 @@ HEADERS = (
     "right status",
     "slower ones as regression",
     "false finding (histories)",
+    "second figure: false finding after confirm",
+    "false slower finding (regression or suspected)",
+    "false slower finding after confirm",
     "false regression",
     "asv step_detect: found (any size)",
     "asv: >= 10x noise",
@@ -236,6 +264,9 @@ def rows(outcomes: list[Outcome]) -> list[list[str]]:
                 _share(o.status[k] for o, k in pairs),
                 _share(o.regression[k] for o, k in slower),
                 _share(o.false_any for o in mine),
+                _share(o.false_after_confirm for o in mine),
+                _share(o.false_slower for o in mine),
+                _share(o.false_slower_after_confirm for o in mine),
                 _share(o.false_regression for o in mine),
                 _share(o.asv_any[k] for o, k in pairs),
                 _share(o.asv_any[k] for o, k in large),

@@ -1,0 +1,53 @@
+"""bench/verdicts/sparse_quality.py and sparse_false.py at small scale: the doubled forward
+is a `regression`, confirm's re-measure only ever removes false findings, and a step-free
+history's false findings are put down to odd processes or noise, never to a step."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+from helpers import ROOT
+
+
+@pytest.fixture
+def load() -> Iterator[object]:
+    loaded: list[str] = []
+
+    def load_script(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(
+            name, ROOT / "bench" / "verdicts" / f"{name}.py"
+        )
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up
+        loaded.append(name)
+        spec.loader.exec_module(module)
+        return module
+
+    yield load_script
+    for name in [*loaded, "sparse_quality"]:
+        sys.modules.pop(name, None)
+
+
+def test_the_doubled_forward_is_a_regression_and_confirm_only_removes_false_findings(
+    load,
+) -> None:
+    quality = load("sparse_quality")
+    families = ("2+3 x2 at 0.2%", "gpu 6-12, none")
+    outcomes = quality.evaluate(seed=1, histories=20, workers=1, only=families)
+    doubled = [o for o in outcomes if o.family == "2+3 x2 at 0.2%"]
+    assert len(doubled) == 20 and all(o.regression == (True,) for o in doubled)
+    assert all(o.false_any or not o.false_after_confirm for o in outcomes)
+
+
+def test_a_step_free_history_owes_its_false_findings_to_odd_processes_or_noise(load) -> None:
+    breakdown = load("sparse_false")
+    tallies = [breakdown.classify(("gpu 6-12, none", 1, i)) for i in range(40)]
+    classes = {kind for t in tallies for kind, _, _ in t.false}
+    assert "odd head" in classes, classes  # a slow newest commit, listed `suspected`
+    assert classes <= {"odd start", "odd head", "odd pair", "odd inside", "noise"}, classes
+    assert not any(t.missed or t.large for t in tallies)
