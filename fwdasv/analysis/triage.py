@@ -3,8 +3,9 @@
 `fwdasv nightly`, `fwdasv confirm`, `fwdasv bisect` and the demo go the same way: `read`
 the stored results once (`fwdasv.analysis.findings.findings.scan`, a `Found` holding the
 series too), `confirm` the findings not yet re-measured (an interleaved A/B per pair,
-`fwdasv.analysis.confirm.reproduce`, a confirmed one explained there), `bisect` the ranges
-of several commits (`fwdasv.analysis.bisect.from_findings`). Each step appends its verdicts
+`fwdasv.analysis.confirm.reproduce`, a confirmed one explained there), `explain` those
+confirmed earlier without a diff, `bisect` the ranges of several commits
+(`fwdasv.analysis.bisect.from_findings`). Each step appends its verdicts
 to the verdicts file and returns the `Found` with them applied (`Found.with_verdicts`):
 the results are not read again, only the verdicts file, since a re-measure or a bisect
 stores nothing in the results.
@@ -16,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from fwdasv.analysis.bisect.from_findings import Bisected, bisect_findings
-from fwdasv.analysis.confirm.reproduce import confirm_findings
+from fwdasv.analysis.confirm.reproduce import confirm_findings, explain_confirmed, unexplained
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.findings import Found, ScanOptions, scan
 from fwdasv.analysis.rules import confirm as confirm_rule
@@ -52,6 +53,25 @@ def confirm(
         found.series,
         max_processes=max_processes,
         run_explain=run_explain,
+        echo=echo,
+        bench_echo=bench_echo,
+    )
+    return found.with_verdicts(project)
+
+
+def explain(
+    project: AsvProject,
+    found: Found,
+    *,
+    pending: Sequence[Finding] | None = None,
+    echo: Echo | None = print,
+    bench_echo: Echo | None = None,
+) -> Found:
+    """Explain `pending` (every finding of `found` confirmed without a kernel diff by
+    default: `unexplained`) at its confirmation's A and B, then `found` as now judged."""
+    explain_confirmed(
+        project,
+        unexplained(found.findings) if pending is None else pending,
         echo=echo,
         bench_echo=bench_echo,
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from fwdasv.analysis import triage
+from fwdasv.analysis.confirm.reproduce import unexplained
 from fwdasv.analysis.findings.findings import Found
 from fwdasv.analysis.findings.verdicts import verdicts_path
 from fwdasv.asv.project import AsvProject
@@ -83,8 +84,9 @@ def triage_here(
     verdict_lines: Sequence[str] = (),
 ) -> NodeConfirm:
     """On the node: the head's results and verdicts in place, then triage's steps on the
-    named findings here (CONFIRM: the A/B, and with EXPLAIN the confirmed ones explained;
-    BISECT: their ranges of several commits); only the lines appended go back."""
+    named findings here (CONFIRM: the A/B; EXPLAIN: the confirmed ones explained, those
+    confirmed now and those confirmed before without a diff; BISECT: their ranges of
+    several commits); only the lines appended go back."""
     mine = project.results_dir / machine
     for old in mine.glob("*.json"):
         old.unlink()
@@ -109,6 +111,9 @@ def triage_here(
 
     read = named(triage.read(project, machine=machine))
     lines: list[str] = []
+    # Confirmed before without a diff (fleet-confirm explains nothing): explained here,
+    # after confirm, which explains only what it confirms now.
+    earlier = unexplained(read.findings) if EXPLAIN in steps else []
     if CONFIRM in steps:
         read = named(
             triage.confirm(
@@ -119,6 +124,8 @@ def triage_here(
                 echo=lines.append,
             )
         )
+    if earlier:
+        read = named(triage.explain(project, read, pending=earlier, echo=lines.append))
     if BISECT in steps:
         triage.bisect(project, read, echo=lines.append)
     appended = verdicts.read_text().splitlines()[len(verdict_lines) :] if verdicts.is_file() else []

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import click
 
-from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.rules.status import TO_CONFIRM
@@ -25,7 +24,7 @@ from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.fleet import _ray
 from fwdasv.fleet.actor import BISECT, CONFIRM, EXPLAIN, Hooks
 from fwdasv.fleet.night import fleet_night
-from fwdasv.fleet.remote import triage_on_fleet
+from fwdasv.fleet.remote import to_triage, triage_on_fleet
 from fwdasv.fleet.run import connect, run_fleet
 
 HOOKS_ENV = "FWDASV_FLEET_HOOKS"
@@ -174,17 +173,22 @@ def fleet_triage_command(
 
     As nightly's triage, on the Ray node and GPU of each finding's machine:
     the A/B re-measure of each `regression` and `suspected` finding (each
-    confirmed one explained), then a bisect of each range of several commits
-    not bisected yet. The verdicts (culprits too) are appended to this
+    confirmed one explained, and each confirmed before without a kernel diff,
+    as by fleet-confirm), then a bisect of each range of several commits not
+    bisected yet. The verdicts (culprits too) are appended to this
     project's verdicts file, explain's profiles written under .fwdasv-explain/.
     Exit status 0, 2 when a machine's GPU is in no live node.
     """
     project = AsvProject.load(config)
-    every = findings.find(project, machine=machine, bench=bench)
-    ranged = {f.ident for group in range_groups(every) for f in group.findings}
-    found = [f for f in every if f.status in TO_CONFIRM or f.ident in ranged]
+    found = to_triage(
+        findings.find(project, machine=machine, bench=bench), explain=explain, bisect=True
+    )
     if not found:
-        click.echo("nothing to triage: no finding to confirm and no range left to bisect")
+        click.echo(
+            "nothing to triage: no finding to confirm"
+            + (" or explain" if explain else "")
+            + " and no range left to bisect"
+        )
         return
     steps = (CONFIRM, *((EXPLAIN,) if explain else ()), BISECT)
     _on_fleet(project, found, steps, address, fleet_dir, max_processes)

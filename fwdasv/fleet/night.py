@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.publish.publish import publish
 from fwdasv.analysis.rules.gate import counts_tonight, nightly_gate
-from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
 from fwdasv.fleet.actor import BISECT, CONFIRM, EXPLAIN, Hooks
-from fwdasv.fleet.remote import triage_on_fleet
+from fwdasv.fleet.remote import to_triage, triage_on_fleet
 from fwdasv.fleet.run import run_fleet
 
 STATUS_UNMEASURED = 2
@@ -53,9 +51,7 @@ def fleet_night(
     outcome = run_fleet(project, commits, spec, root=root, hooks=hooks, echo=indented)
     for line in outcome.lines():
         indented(line)
-    every = findings.find(project)
-    ranged = {f.ident for group in range_groups(every) for f in group.findings}
-    todo = [f for f in every if f.status in TO_CONFIRM or (bisect and f.ident in ranged)]
+    todo = to_triage(findings.find(project), explain=explain, bisect=bisect)
     if todo:
         echo(f"[fleet-nightly] 2/4 triage {len(todo)} finding(s) on the GPUs that measured them")
         steps = (CONFIRM, *((EXPLAIN,) if explain else ()), *((BISECT,) if bisect else ()))

@@ -11,7 +11,8 @@ The verdict lines it appended come back and are appended to the head's verdicts 
 (each once), explain's profiles are written atomically under the head's .fwdasv-explain/
 (the verdict's profile_dir pointing there), so `regressions` and `publish` on the head
 show them; the node that ran it is in the answer. A machine no live node holds is one
-line naming it. `confirm_on_fleet` is the confirm step alone.
+line naming it. `confirm_on_fleet` is the confirm step alone; `to_triage` picks the
+findings a fleet's triage takes.
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fwdasv.analysis.bisect.from_findings import range_groups
+from fwdasv.analysis.confirm.reproduce import unexplained
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.verdict_file import FindingVerdict, append_verdict
 from fwdasv.analysis.findings.verdicts import verdicts_path
+from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.files import atomic_output
 from fwdasv.fleet import _ray
@@ -43,6 +47,15 @@ def stored_results(project: AsvProject, machine: str) -> dict[str, str]:
     if index.is_file():
         out["benchmarks.json"] = index.read_text()
     return out
+
+
+def to_triage(every: Sequence[Finding], *, explain: bool, bisect: bool) -> list[Finding]:
+    """What `fleet-triage` and `fleet-nightly` send to the GPUs: the findings to confirm,
+    with `explain` those confirmed before without a kernel diff (`unexplained`), with
+    `bisect` those of a range of several commits not bisected yet."""
+    ranged = {f.ident for group in range_groups(every) for f in group.findings} if bisect else set()
+    to_explain = {f.ident for f in unexplained(every)} if explain else set()
+    return [f for f in every if f.status in TO_CONFIRM or f.ident in ranged | to_explain]
 
 
 @dataclass(frozen=True)

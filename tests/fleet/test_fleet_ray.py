@@ -10,9 +10,10 @@ at most two asv runs at once (`fleet_fakes.slot_gate`: the box's two torch proce
 The history is tests/toy_model.py's package (12 commits after its first, the forward 3x
 slower from the 7th), one paced case, few samples. In order (CI's time: one measured
 run serves the first three): the run with node 1 killed at half; confirm of a finding on
-node 2, then its bisect there; a head stopped and run again through the command, then a
-fleet's night over that range; GPUs of two models refused.
-The cluster is shut down by the fixture that started it."""
+node 2, then its bisect there (then, marked long, its explain there); a head stopped and
+run again through the command, then a fleet's night over that range; GPUs of two models
+refused. The inner run leaves out the long test where the outer run does; the cluster is
+shut down by the fixture that started it."""
 
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def netns_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+def netns_session(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[dict[str, Any], str]:
     """This module run once under `unshare -n`: {test name: (outcome, message)}, output."""
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         pytest.skip("needs unshare and ip (util-linux, iproute2) for a loopback-only network")
@@ -60,6 +63,10 @@ def netns_session(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, A
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
         str(Path(__file__)), "--basetemp", str(folder / "tmp"), f"--junitxml={report}",
     ]  # fmt: skip
+    here = Path(__file__).resolve()
+    mine = [item for item in request.session.items if item.path.resolve() == here]
+    if not any(item.get_closest_marker("long") for item in mine):
+        inner += ["-m", "not long"]  # as the outer run: CI's time leaves the long ones out
     done = subprocess.run(
         ["unshare", "-n", "bash", "-c", 'ip link set lo up && exec "$@"', "bash", *inner],
         env={**os.environ, NETNS_ENV: "1"},
@@ -365,7 +372,105 @@ def test_bisect_of_a_finding_from_node_2_runs_on_node_2_its_culprit_on_the_head(
     culprit = after.verdict.culprit.commit
     assert culprit and slow.startswith(culprit), (after.verdict.culprit, lines)
     assert len(verdicts_path(project).read_text().splitlines()) == lines_before + 1
-    # The command: nothing left to confirm or bisect on that machine, nothing recorded.
+    # The command: nothing left to confirm or bisect on that machine, nothing recorded
+    # (the finding is confirmed without a diff: the explain test takes it).
+    again = CliRunner().invoke(
+        main,
+        ["fleet-triage", "--ray", fleet.cluster.address, "--config", str(project.config_path),
+         "--machine", finding.key.machine, "--fleet-dir", str(fleet.root), "--no-explain"],
+    )  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert "nothing to triage" in again.output, again.output
+    assert len(verdicts_path(project).read_text().splitlines()) == lines_before + 1
+
+
+@pytest.mark.long  # EXPLAIN_S: explain's 6 profiled bench processes on node 2
+def test_explain_of_a_finding_confirmed_on_node_2_runs_there_its_diff_and_profiles_on_the_head(
+    request,
+):
+    """fleet-triage after fleet-confirm: the finding confirmed above without a diff
+    (fleet-confirm explains nothing) is sent to explain, explained on its node and GPU at
+    its confirmation's A and B; the diff lands in the head's verdicts file once, its
+    profiles in the head's .fwdasv-explain/ (whole JSON), `fwdasv regressions` on the head
+    shows the diff those profiles give; the command then finds nothing left."""
+    if delegated(request):
+        return
+    fleet = request.getfixturevalue("fleet")
+    from click.testing import CliRunner
+
+    from fwdasv.analysis.explain.kernel_diff import DEFAULT_ROUNDS, diff_rounds
+    from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.findings.verdicts import verdicts_path
+    from fwdasv.analysis.rules.status import Status
+    from fwdasv.cli import main
+    from fwdasv.core.kernels import load_summary
+    from fwdasv.fleet.actor import BISECT, CONFIRM, EXPLAIN, PROFILES_DIR
+    from fwdasv.fleet.remote import to_triage, triage_on_fleet
+
+    project, _ = request.config.cache_fleet
+    index = request.config.cache_confirmed
+    uuid = fleet.uuids[fleet.node_id(index)]
+    (finding,) = [
+        f
+        for f in findings.find(project)
+        if f.key.benchmark == JUDGED and _machine_info(project, f)["gpu_uuids"] == uuid
+    ]
+    assert finding.status == Status.CONFIRMED and finding.verdict is not None
+    assert finding.verdict.explain is None and finding.verdict.confirmation is not None
+    pair = finding.verdict.confirmation
+    # What `fwdasv fleet-triage --machine M` sends: this finding, to explain.
+    on_machine = findings.find(project, machine=finding.key.machine)
+    assert [f.ident for f in to_triage(on_machine, explain=True, bisect=True)] == [finding.ident]
+    verdicts = verdicts_path(project)
+    lines_before = len(verdicts.read_text().splitlines())
+    lines: list[str] = []
+    started = time.monotonic()
+    (done,) = triage_on_fleet(
+        project, [finding], (CONFIRM, EXPLAIN, BISECT), root=str(fleet.root), hooks=fleet.hooks,
+        max_processes=3, echo=lines.append,
+    )  # fmt: skip
+    print(f"explain on node {index}: {time.monotonic() - started:.1f} s")
+    assert done.ran_on_node == fleet.node_id(index) and done.visible == uuid, lines
+    assert done.worker.gpu_uuid == uuid
+    assert any("not explained yet" in line for line in lines), lines
+    # Once in the head's verdicts file: one line more, the diff's.
+    after_lines = verdicts.read_text().splitlines()
+    assert len(after_lines) == lines_before + 1 and len(done.verdicts) == 1, lines
+    parsed = [json.loads(line) for line in after_lines]
+    with_diff = [v for v in parsed if v["finding"] == finding.ident.to_json() and "explain" in v]
+    assert len(with_diff) == 1, with_diff
+    stored = with_diff[0]["explain"]
+    # Profiled at the confirmation's A and B, on the node; the profiles in the head's project.
+    head_profiles = project.results_dir.parent / PROFILES_DIR
+    profile_dir = Path(stored["profile_dir"])
+    assert profile_dir.is_relative_to(head_profiles), (stored["profile_dir"], head_profiles)
+    assert profile_dir.name.startswith(f"{pair.a_commit[:8]}-{pair.b_commit[:8]}-")
+    assert json.loads(done.verdicts[0])["explain"]["profile_dir"] != stored["profile_dir"]
+    sides = {side: sorted(profile_dir.glob(f"{side}-*/*.kernels.json")) for side in ("good", "bad")}
+    assert [len(sides["good"]), len(sides["bad"])] == [DEFAULT_ROUNDS] * 2, sides
+    assert not list(head_profiles.rglob(".*.tmp")), "a temporary file left by a write"
+    for path in profile_dir.rglob("*.json"):
+        json.loads(path.read_text())  # whole: written atomically
+    # The diff the head's profiles give is the one recorded, and the one listed.
+    diff = diff_rounds(
+        [load_summary(p) for p in sides["good"]], [load_summary(p) for p in sides["bad"]]
+    )
+    assert list(diff.top5) == stored["top5"], (diff.top5, stored["top5"])
+    assert diff.total_delta_us == pytest.approx(stored["total_delta_us"])
+    # The toy's slow commit runs the layer stack thrice: its ops are called more often.
+    more_calls = {row["op"] or row["name"] for row in stored["rows"] if row["change"] == "calls"}
+    assert {"aten::gelu"} <= more_calls, stored["table"]
+    listing = CliRunner().invoke(
+        main, ["regressions", "--config", str(project.config_path), "--format", "json"]
+    )
+    (listed,) = [
+        e for e in json.loads(listing.stdout)["regressions"]
+        if e["machine"] == finding.key.machine and e["benchmark"] == JUDGED
+    ]  # fmt: skip
+    assert listed["status"] == "confirmed" and listed["verdict"]["explain"] == stored, listed
+    if len(finding.commits) > 1:
+        assert listed["culprit"] is not None, "the bisect's culprit kept"
+    # The command: nothing left to confirm, explain or bisect there, nothing recorded.
     again = CliRunner().invoke(
         main,
         ["fleet-triage", "--ray", fleet.cluster.address, "--config", str(project.config_path),
@@ -373,7 +478,7 @@ def test_bisect_of_a_finding_from_node_2_runs_on_node_2_its_culprit_on_the_head(
     )  # fmt: skip
     assert again.exit_code == 0, again.output
     assert "nothing to triage" in again.output, again.output
-    assert len(verdicts_path(project).read_text().splitlines()) == lines_before + 1
+    assert len(verdicts.read_text().splitlines()) == lines_before + 1
 
 
 def _machine_info(project, finding) -> dict:

@@ -12,7 +12,8 @@ added while any finding of the pair is undecided (up to `max_processes` a side),
 each finding's verdict, with the processes it used, is appended to the verdicts file;
 the processes are kept (CONFIRM_DIR), for a bisect of the pair to start its ends from.
 A confirmed finding is then explained: the case profiled at A and at B, the kernel
-(or op) diff stored with the verdict.
+(or op) diff stored with the verdict; `explain_confirmed` does it later for those
+confirmed without one (`unexplained`: explain off, or a failed explain).
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
 from fwdasv.asv.project import AsvProject
 
-__all__ = ["PairGroup", "confirm_findings", "pair_groups", "processes_per_commit"]
+__all__ = [
+    "PairGroup",
+    "confirm_findings",
+    "explain_confirmed",
+    "pair_groups",
+    "processes_per_commit",
+    "unexplained",
+]
 
 
 @dataclass(frozen=True)
@@ -152,6 +160,40 @@ def confirm_findings(
         if run_explain:
             for finding, _ in confirmed:
                 _explain(project, finding, group.a, group.b, echo, bench_echo)
+
+
+def unexplained(found: Sequence[Finding]) -> list[Finding]:
+    """The confirmed findings of `found` whose confirmation no kernel (op) diff followed:
+    confirmed with explain off (`fwdasv fleet-confirm`, `--no-explain`), or whose explain
+    failed."""
+    return [
+        f
+        for f in found
+        if f.status == Status.CONFIRMED
+        and f.verdict is not None
+        and f.verdict.confirmation is not None
+        and f.verdict.explain is None
+    ]
+
+
+def explain_confirmed(
+    project: AsvProject,
+    found: Sequence[Finding],
+    *,
+    echo: Callable[[str], None] | None = print,
+    bench_echo: Callable[[str], None] | None = None,
+) -> None:
+    """Explain each of `unexplained(found)` at the A and B its confirmation measured, as
+    confirm would have; each diff appended to the verdicts file."""
+    for finding in unexplained(found):
+        assert finding.verdict is not None and finding.verdict.confirmation is not None
+        record = finding.verdict.confirmation
+        if echo is not None:
+            echo(
+                f"explain {finding.key.name} on {finding.key.machine}: confirmed at "
+                f"{record.pair}, not explained yet"
+            )
+        _explain(project, finding, record.a_commit, record.b_commit, echo, bench_echo)
 
 
 def _explain(
