@@ -17,6 +17,7 @@ The cluster is shut down by the fixture that started it."""
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
 import shutil
@@ -443,6 +444,8 @@ def test_explain_of_a_finding_confirmed_on_node_2_runs_there_its_diff_and_profil
     assert not list(head_profiles.rglob(".*.tmp")), "a temporary file left by a write"
     for path in profile_dir.rglob("*.json"):
         json.loads(path.read_text())  # whole: written atomically
+    for path in profile_dir.rglob("*.json.gz"):
+        json.loads(gzip.decompress(path.read_bytes()))
     # The diff the head's profiles give is the one recorded, and the one listed.
     diff = diff_rounds(
         [load_summary(p) for p in sides["good"]], [load_summary(p) for p in sides["bad"]]
