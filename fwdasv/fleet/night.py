@@ -59,7 +59,7 @@ def fleet_night(
             project, todo, steps, root=root, hooks=hooks, max_processes=max_processes, echo=indented
         )
     else:
-        echo("[fleet-nightly] 2/4 nothing to confirm or bisect")
+        echo("[fleet-nightly] 2/4 nothing to triage: no finding to confirm, explain or bisect")
     echo("[fleet-nightly] 3/4 publish with every machine's findings")
     site = publish(project, echo=None)
     gate = nightly_gate(True, fail_on_suspected).exit_status(

@@ -559,7 +559,10 @@ def test_a_fleet_night_over_a_range_recorded_before_measures_nothing_and_gates_e
         )  # fmt: skip
     assert night.exit_code == 0, night.output
     assert "4 commit(s) recorded before by a GPU of this kind" in night.output, night.output
-    assert "[fleet-nightly] 2/4 nothing to confirm or bisect" in night.output, night.output
+    assert (
+        "[fleet-nightly] 2/4 nothing to triage: no finding to confirm, explain or bisect"
+        in night.output
+    ), night.output
     assert f"4/4 the gate over {len(stored)} machine(s): exit 0" in night.output, night.output
     assert _stored(project) == stored, "nothing measured again"
     index = json.loads((project.html_dir / "index.json").read_text())
