@@ -11,7 +11,7 @@ The verdict lines it appended come back and are appended to the head's verdicts 
 (each once), explain's profiles are written atomically under the head's .fwdasv-explain/
 (the verdict's profile_dir pointing there), so `regressions` and `publish` on the head
 show them; the node that ran it is in the answer. A machine no live node holds is one
-line naming it. `confirm_on_fleet` is the confirm step alone; `to_triage` picks the
+line naming it (steps: actor's CONFIRM alone for `fleet-confirm`); `to_triage` picks the
 findings a fleet's triage takes.
 """
 
@@ -32,7 +32,7 @@ from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.files import atomic_output
 from fwdasv.fleet import _ray
-from fwdasv.fleet.actor import CONFIRM, Hooks
+from fwdasv.fleet.actor import Hooks
 from fwdasv.fleet.ledger import Worker
 from fwdasv.fleet.run import FleetError, start_workers, stop_workers
 from fwdasv.fleet.workspace import Payload, bundle_repository, default_root
@@ -65,21 +65,6 @@ class RemoteConfirm:
     visible: str  # CUDA_VISIBLE_DEVICES there
     verdicts: tuple[str, ...]  # the verdict lines appended to the head's file
     log: tuple[str, ...]
-
-
-def confirm_on_fleet(
-    project: AsvProject,
-    found: Sequence[Finding],
-    *,
-    root: str | None = None,
-    hooks: Hooks | None = None,
-    max_processes: int = 6,
-    echo: Callable[[str], None] | None = print,
-) -> list[RemoteConfirm]:
-    """Each machine's findings confirmed on that machine's GPU; verdicts into the head."""
-    return triage_on_fleet(
-        project, found, (CONFIRM,), root=root, hooks=hooks, max_processes=max_processes, echo=echo
-    )
 
 
 def head_verdict(line: str, node_root: str, head_root: Path) -> FindingVerdict:

@@ -300,7 +300,8 @@ def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request):
         return
     fleet = request.getfixturevalue("fleet")
     from fwdasv.analysis.findings import findings
-    from fwdasv.fleet.remote import confirm_on_fleet
+    from fwdasv.fleet.actor import CONFIRM
+    from fwdasv.fleet.remote import triage_on_fleet
 
     project, flagged = request.config.cache_fleet
     # Node 2's finding; the head's where a commit taken from node 2's share left its
@@ -315,9 +316,9 @@ def test_confirm_of_a_finding_from_node_2_runs_on_node_2(request):
     index, finding = ([c for c in candidates if len(c[1].commits) > 1] or candidates)[0]
     uuid = fleet.uuids[fleet.node_id(index)]
     lines: list[str] = []
-    (done,) = confirm_on_fleet(
-        project, [finding], root=str(fleet.root), hooks=fleet.hooks, max_processes=3,
-        echo=lines.append,
+    (done,) = triage_on_fleet(
+        project, [finding], (CONFIRM,), root=str(fleet.root), hooks=fleet.hooks,
+        max_processes=3, echo=lines.append,
     )  # fmt: skip
     assert done.ran_on_node == fleet.node_id(index), lines
     assert done.worker.gpu_uuid == uuid and done.visible == uuid
