@@ -51,18 +51,17 @@ def nvml_identity() -> GpuMachine:
     return gpu
 
 
-class NodeConfirm(TypedDict):
-    """What `triage_here` sends back: the verdict lines it appended, its log, how many
-    findings it was given, and explain's profile files (paths relative to the project)."""
+class NodeTriage(TypedDict):
+    """What `triage_here` sends back: the verdict lines it appended, its log, and explain's
+    profile files (paths relative to the project)."""
 
     verdicts: list[str]
     log: list[str]
-    confirmed: int
     profiles: dict[str, bytes]
 
 
-class WorkerConfirm(NodeConfirm):
-    """`NodeConfirm`, with the node that ran it, the GPU it made visible, its project."""
+class WorkerTriage(NodeTriage):
+    """`NodeTriage`, with the node that ran it, the GPU it made visible, its project."""
 
     node_id: str
     visible: str
@@ -82,7 +81,7 @@ def triage_here(
     *,
     steps: Sequence[str] = (CONFIRM,),
     verdict_lines: Sequence[str] = (),
-) -> NodeConfirm:
+) -> NodeTriage:
     """On the node: the head's results and verdicts in place, then triage's steps on the
     named findings here (CONFIRM: the A/B; EXPLAIN: the confirmed ones explained, those
     confirmed now and those confirmed before without a diff; BISECT: their ranges of
@@ -133,7 +132,6 @@ def triage_here(
     return {
         "verdicts": appended,
         "log": lines,
-        "confirmed": len(read.findings),
         "profiles": {str(p.relative_to(project.results_dir.parent)): p.read_bytes() for p in new},
     }
 
@@ -172,7 +170,7 @@ class GpuWorker:
         max_processes: int,
         steps: Sequence[str] = (CONFIRM,),
         verdict_lines: Sequence[str] = (),
-    ) -> WorkerConfirm:
+    ) -> WorkerTriage:
         os.environ["CUDA_VISIBLE_DEVICES"] = self.gpu.uuid
         project = self._prepared()
         done = triage_here(

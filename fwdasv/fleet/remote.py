@@ -59,7 +59,7 @@ def to_triage(every: Sequence[Finding], *, explain: bool, bisect: bool) -> list[
 
 
 @dataclass(frozen=True)
-class RemoteConfirm:
+class RemoteTriage:
     worker: Worker  # the GPU it ran on
     ran_on_node: str  # the node id the worker reported
     visible: str  # CUDA_VISIBLE_DEVICES there
@@ -87,7 +87,7 @@ def triage_on_fleet(
     hooks: Hooks | None = None,
     max_processes: int = 6,
     echo: Callable[[str], None] | None = print,
-) -> list[RemoteConfirm]:
+) -> list[RemoteTriage]:
     """Each machine's findings through `steps` (actor's CONFIRM, EXPLAIN, BISECT) on that
     machine's GPU; verdicts and profiles into the head."""
     ray = _ray.ray
@@ -134,7 +134,7 @@ def triage_on_fleet(
             for line in done["log"]:
                 say(f"  [{chosen.worker.node_ip}] {line}")
             out.append(
-                RemoteConfirm(
+                RemoteTriage(
                     chosen.worker,
                     done["node_id"],
                     done["visible"],
