@@ -30,6 +30,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -148,20 +149,25 @@ def bisect_range(width: int, culprit: int, step_pct: float, sd_pct: float, seed:
     return "right" if result.first_bad == line[culprit] else "wrong"
 
 
+def findings_of(histories: dict[str, sim.SimHistory]) -> list[Finding]:
+    """`judge_series` over the machines' series, as `fwdasv regressions` reads them."""
+    order = [f"{i:040x}" for i in range(next(iter(histories.values())).commits)]
+    every = {
+        SeriesKey(m, "sim-env", BENCHMARK, ""): _series(m, [list(s) for s in h.samples])
+        for m, h in histories.items()
+    }
+    return judge_series(order, every)
+
+
 def judge(
     histories: dict[str, sim.SimHistory],
     truth: int | None,
     step_pct: float,
     seed: tuple[int, ...],
 ) -> Judged:
-    """`judge_series` over the machines' series; each finding confirmed (A/B) on its own
+    """`findings_of` the machines' series; each finding confirmed (A/B) on its own
     machine, the best one holding the step bisected there."""
-    order = [f"{i:040x}" for i in range(next(iter(histories.values())).commits)]
-    every = {
-        SeriesKey(m, "sim-env", BENCHMARK, ""): _series(m, [list(s) for s in h.samples])
-        for m, h in histories.items()
-    }
-    found = judge_series(order, every)
+    found = findings_of(histories)
     confirm_rng = np.random.default_rng([*seed, 1])
     confirmed = {
         id(f)
@@ -211,7 +217,12 @@ def judge(
     )
 
 
-def run(task: tuple[str, int, int]) -> Outcome:
+Judge = Callable[[dict[str, sim.SimHistory], int | None, float, tuple[int, ...]], Judged]
+
+
+def run(task: tuple[str, int, int], judge_with: Judge = judge) -> Outcome:
+    """One history of `task` measured each way (one machine, N GPUs, pooled), each judged
+    by `judge_with`."""
     scenario, seed, index = task
     task_seed = (seed, SCENARIOS.index(scenario), index)
     rng = np.random.default_rng(task_seed)
@@ -242,10 +253,10 @@ def run(task: tuple[str, int, int]) -> Outcome:
             f"gpu{k}": history([gpus[k][i] if i % n == k else () for i in range(commits)])
             for k in range(n)
         }
-        ways[f"{n}"] = judge(each, truth, step_pct, (*task_seed, n))
+        ways[f"{n}"] = judge_with(each, truth, step_pct, (*task_seed, n))
         if n > 1:
             pooled = {"pooled": history([gpus[i % n][i] for i in range(commits)])}
-            ways[f"{n} pooled"] = judge(pooled, truth, step_pct, (*task_seed, n, 0))
+            ways[f"{n} pooled"] = judge_with(pooled, truth, step_pct, (*task_seed, n, 0))
     return Outcome(scenario, size >= 10, commits, truth, ways)
 
 
@@ -316,18 +327,12 @@ def misplaced(seed: int, histories: int) -> dict[tuple[int, str], int]:
     one of its GPU's points late at an edge (`start` or `head`), or elsewhere; and whether
     the pair confirm would re-measure (`ab_indices`) holds the step all the same."""
     counts: dict[tuple[int, str], int] = {}
-    judged = judge
 
     def counting(
         machines: dict[str, sim.SimHistory], truth: int | None, step_pct: float, at: tuple[int, ...]
     ) -> Judged:
         n = 0 if "pooled" in machines else len(machines)
-        order = [f"{i:040x}" for i in range(next(iter(machines.values())).commits)]
-        every = {
-            SeriesKey(m, "sim-env", BENCHMARK, ""): _series(m, [list(s) for s in h.samples])
-            for m, h in machines.items()
-        }
-        for f in judge_series(order, every) if n and truth is not None else ():
+        for f in findings_of(machines) if n and truth is not None else ():
             if f.step.before_index < truth <= f.step.after_index:  # type: ignore[operator]
                 continue
             late = f.step.edge is not None and 0 <= f.step.before_index - truth < n  # type: ignore[operator]
@@ -335,14 +340,10 @@ def misplaced(seed: int, histories: int) -> dict[tuple[int, str], int]:
             a, b = ab_indices(f.step, machines[f.key.machine].medians())
             held = "its A/B pair holds the step" if a < truth <= b else "its A/B pair misses it"  # type: ignore[operator]
             counts[(n, f"{where}; {held}")] = counts.get((n, f"{where}; {held}"), 0) + 1
-        return judged(machines, truth, step_pct, at)
+        return judge(machines, truth, step_pct, at)
 
-    globals()["judge"] = counting
-    try:
-        for index in range(histories):
-            run(("step", seed, index))
-    finally:
-        globals()["judge"] = judged
+    for index in range(histories):
+        run(("step", seed, index), counting)
     return counts
 
 
