@@ -36,13 +36,12 @@ except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sparse_quality import FAMILIES, draw
+from sparse_quality import FAMILIES, draw, false_findings, left_after_confirm, slower
 
-from fwdasv.analysis import simulate as sim
 from fwdasv.analysis.rules import segment
 from fwdasv.analysis.rules.detect import detect
 from fwdasv.analysis.rules.noise import estimate_noise
-from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
+from fwdasv.analysis.rules.status import Status
 from fwdasv.analysis.rules.step import Step
 
 NEAR = 2
@@ -120,14 +119,10 @@ def classify(task: tuple[str, int, int]) -> Tally:
     n = history.commits
     odd = set(history.outliers)
 
-    def up(status: Status) -> bool:
-        return status != Status.IMPROVEMENT
-
-    good = {(t.index, t.up) for t in truths}
-    false = [f for f in found if (f.after_index, up(f.status)) not in good]
+    false = false_findings(found, truths)
     out = []
     for f in false:
-        i, sign = f.after_index, up(f.status)
+        i, sign = f.after_index, slower(f.status)
         near = [t for t in truths if t.up == sign and abs(t.index - i) <= NEAR]
         if near:
             kind = "misplaced >= 10x" if any(t.large for t in near) else "misplaced < 10x"
@@ -143,22 +138,19 @@ def classify(task: tuple[str, int, int]) -> Tally:
             kind = "odd inside"
         else:
             kind = "noise"
-        listed = any((r.after_index, up(r.status)) == (i, sign) for r in rules)
+        listed = any((r.after_index, slower(r.status)) == (i, sign) for r in rules)
         out.append((kind, str(f.status), listed))
     rng = np.random.default_rng([task[1], 9000 + list(FAMILIES).index(task[0]), task[2]])
-    seen = [
-        f
-        for f in false
-        if f.status not in TO_CONFIRM
-        or sim.confirm_step(history, f, noise, rng).status != ReMeasureStatus.NOT_REPRODUCED
-    ]
+    seen = left_after_confirm(history, false, noise, rng)
     missed = []
     for t in truths:
-        if not t.large or any(f.after_index == t.index and up(f.status) == t.up for f in found):
+        if not t.large or any(f.after_index == t.index and slower(f.status) == t.up for f in found):
             continue
         place = "start" if t.index == 1 else "head" if t.index == n - 1 else "inside"
         beside = "odd beside" if {t.index - 1, t.index} & odd else "no odd"
-        close = any(abs(f.after_index - t.index) <= NEAR and up(f.status) == t.up for f in found)
+        close = any(
+            abs(f.after_index - t.index) <= NEAR and slower(f.status) == t.up for f in found
+        )
         missed.append((place, beside, "found near" if close else "not found"))
     return Tally(
         task[0],

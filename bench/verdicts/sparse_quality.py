@@ -28,7 +28,7 @@ import math
 import multiprocessing
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +45,9 @@ from asv.graph import Graph
 
 from fwdasv.analysis import simulate as sim
 from fwdasv.analysis.rules.detect import detect
-from fwdasv.analysis.rules.noise import estimate_noise
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
+from fwdasv.analysis.rules.step import Step
 
 STEP_NOISE = (3.0, 30.0)  # a step's size, log-uniform, in multiples of the true noise
 LARGE = 10.0  # the must-show: steps >= this many times the noise
@@ -171,30 +172,46 @@ def draw(task: tuple[str, int, int]) -> tuple[sim.SimHistory, tuple[Truth, ...]]
     return history, truths
 
 
+def slower(status: Status) -> bool:
+    """Whether a finding of this status says the series got slower."""
+    return status != Status.IMPROVEMENT
+
+
+def false_findings(found: Sequence[Step], truths: Sequence[Truth]) -> list[Step]:
+    """The findings at no step's commit, or of the wrong sign (any status)."""
+    good = {(t.index, t.up) for t in truths}
+    return [f for f in found if (f.after_index, slower(f.status)) not in good]
+
+
+def left_after_confirm(
+    history: sim.SimHistory, found: Sequence[Step], noise: Noise, rng: np.random.Generator
+) -> list[Step]:
+    """What a nightly user sees of `found`: every slower one re-measured by confirm's
+    simulated A/B (`simulate.confirm_step`), a `not-reproduced` one set aside;
+    improvements are never re-measured."""
+    return [
+        f
+        for f in found
+        if f.status not in TO_CONFIRM
+        or sim.confirm_step(history, f, noise, rng).status != ReMeasureStatus.NOT_REPRODUCED
+    ]
+
+
 def run(task: tuple[str, int, int]) -> Outcome:
     name = task[0]
     history, truths = draw(task)
     noise = estimate_noise(history.samples)
     findings = detect(history.medians(), noise, improvements=True, samples=history.samples)
 
-    def up(step_status: Status) -> bool:
-        return step_status != Status.IMPROVEMENT
-
     def at_truth(t: Truth) -> list[Status]:
-        return [f.status for f in findings if f.after_index == t.index and up(f.status) == t.up]
+        return [f.status for f in findings if f.after_index == t.index and slower(f.status) == t.up]
 
-    good = {(t.index, t.up) for t in truths}
-    false = [f for f in findings if (f.after_index, up(f.status)) not in good]
-    # What a nightly user sees: every slower finding re-measured by confirm (here the
-    # false ones only; their own seeds), a `not-reproduced` one dropped.
+    false = false_findings(findings, truths)
+    # Confirm re-measures the false ones only here (their own seeds).
     confirm_rng = np.random.default_rng([task[1], 3000 + list(FAMILIES).index(name), task[2]])
-    left = [
-        f
-        for f in false
-        if f.status not in TO_CONFIRM
-        or sim.confirm_step(history, f, noise, confirm_rng).status != ReMeasureStatus.NOT_REPRODUCED
-    ]
+    left = left_after_confirm(history, false, noise, confirm_rng)
     changes = asv_changes(history)
+    good = {(t.index, t.up) for t in truths}
     asv_good = [(i, r) for i, r in changes if (i, r > 0) in good]
     return Outcome(
         family=name,
@@ -210,8 +227,8 @@ def run(task: tuple[str, int, int]) -> Outcome:
         regression=tuple(Status.REGRESSION in at_truth(t) for t in truths),
         false_any=bool(false),
         false_after_confirm=bool(left),
-        false_slower=any(up(f.status) for f in false),
-        false_slower_after_confirm=any(up(f.status) for f in left),
+        false_slower=any(slower(f.status) for f in false),
+        false_slower_after_confirm=any(slower(f.status) for f in left),
         false_regression=any(f.status == Status.REGRESSION for f in false),
         asv_any=tuple(any(i == t.index and (r > 0) == t.up for i, r in changes) for t in truths),
         asv_5=tuple(
