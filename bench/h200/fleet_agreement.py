@@ -14,9 +14,10 @@ Exit status 1 when no commit was measured on both paths.
 from __future__ import annotations
 
 import argparse
-import statistics
 from collections import defaultdict
 from pathlib import Path
+
+from gpu_agreement import pct, print_by_case  # type: ignore[import-not-found]  # this folder
 
 from fwdasv.asv.history import History, Record
 
@@ -31,7 +32,7 @@ def _read(results: Path) -> dict[Key, Record]:
     return out
 
 
-def _half_width_pct(record: Record) -> float | None:
+def _half_widthpct(record: Record) -> float | None:
     if record.ci_99_a is None or record.ci_99_b is None or not record.median:
         return None
     return 100 * (record.ci_99_b - record.ci_99_a) / 2 / record.median
@@ -58,28 +59,19 @@ def main() -> None:
         a, b = host[key], ray[key]
         assert a.median is not None and b.median is not None
         diff = 100 * (b.median / a.median - 1)
-        wa, wb = _half_width_pct(a), _half_width_pct(b)
+        wa, wb = _half_widthpct(a), _half_widthpct(b)
         widest = max((w for w in (wa, wb) if w is not None), default=None)
         within = widest is not None and abs(diff) <= widest
         inside += within
         by_case[suite, case].append(diff)
         print(
-            f"{suite:<20} {case:<18} {commit[:8]:<8} {a.median * 1e6:>9.2f} {_pct(wa):>7} "
-            f"{b.median * 1e6:>9.2f} {_pct(wb):>7} {diff:>+8.2f}%  "
+            f"{suite:<20} {case:<18} {commit[:8]:<8} {a.median * 1e6:>9.2f} {pct(wa):>7} "
+            f"{b.median * 1e6:>9.2f} {pct(wb):>7} {diff:>+8.2f}%  "
             f"{'within' if within else 'outside'}"
         )
     print()
-    for (suite, case), diffs in sorted(by_case.items()):
-        worst = max(diffs, key=abs)
-        print(
-            f"{suite} {case}: Ray vs host median {statistics.median(diffs):+.2f}%, "
-            f"largest {worst:+.2f}% over {len(diffs)} commit(s)"
-        )
+    print_by_case(by_case, "Ray vs host")
     print(f"{inside} of {len(both)} rows within the wider 99% interval")
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}%"
 
 
 if __name__ == "__main__":

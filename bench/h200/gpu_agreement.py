@@ -47,18 +47,24 @@ def main() -> None:
         by_case[suite, case].append(diff)
         print(
             f"{suite:<22} {case:<18} {commit[:8]:<8} {a * 1e6:>10.2f} {b * 1e6:>10.2f} "
-            f"{diff:>+9.2f}% {_pct(spread_a):>8} {_pct(spread_b):>8}"
+            f"{diff:>+9.2f}% {pct(spread_a):>8} {pct(spread_b):>8}"
         )
     print()
+    print_by_case(by_case, "GPU1 vs GPU0")
+
+
+def print_by_case(by_case: dict[tuple[str, str], list[float]], label: str) -> None:
+    """Per (suite, case): the median and the largest of its commits' differences (in %)."""
     for (suite, case), diffs in sorted(by_case.items()):
         worst = max(diffs, key=abs)
         print(
-            f"{suite} {case}: GPU1 vs GPU0 median {statistics.median(diffs):+.2f}%, "
+            f"{suite} {case}: {label} median {statistics.median(diffs):+.2f}%, "
             f"largest {worst:+.2f}% over {len(diffs)} commit(s)"
         )
 
 
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
+    """A percentage as the tables print it, `-` for none."""
     return "-" if value is None else f"{value:.2f}%"
 
 
