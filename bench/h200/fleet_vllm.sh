@@ -58,16 +58,8 @@ stage_all() {
   export FWDASV_SAMPLES=${SAMPLES:-5} RAY_USAGE_STATS_ENABLED=0
 }
 
-setup() {  # the history (once) and the project DIR (once): setup DIR
-  if [ ! -f "$W/vllm-repo.commits" ]; then
-    step "a local vLLM history from $site's Python (bench/h200/make_vllm_history.py)"
-    $py bench/h200/make_vllm_history.py --base $site --out "$W/vllm-repo" || exit 2
-  fi
-  if [ ! -f "$1/asv.conf.json" ]; then
-    step "fwdasv init --vllm (base $site) in $1"
-    $py -m fwdasv init --vllm --repo "$W/vllm-repo" --base $site --dir "$1" || exit 2
-  fi
-  mapfile -t commits < <(cut -d' ' -f1 "$W/vllm-repo.commits")
+setup() {  # the history (once) and the project DIR (once), COMMITS into range.hashes: setup DIR
+  stage_vllm_project "$W/vllm-repo" "$1" || exit 2
   : > "$W/range.hashes"
   for i in ${COMMITS:-4 5 6}; do echo "${commits[$((i - 1))]}" >> "$W/range.hashes"; done
   echo "commits: $(cut -c1-8 "$W/range.hashes" | tr '\n' ' ')"
@@ -80,8 +72,6 @@ ray)
   if [ ! -d $raysite/ray ]; then
     step "Ray 2.60.0 (carried, .ray/ray-core.tar.xz) into $raysite"
     mkdir -p $raysite && xz -dc .ray/ray-core.tar.xz | tar -xf - -C $raysite || exit 2
-    # a tarball packed before the modes were kept: Ray's programs made executable
-    chmod +x $raysite/ray/core/src/ray/gcs/gcs_server $raysite/ray/core/src/ray/raylet/raylet
   fi
   PYTHONPATH="$raysite:$PYTHONPATH" $py -c "import ray, jsonschema; print('ray', ray.__version__)" || exit 2
   nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv ;;

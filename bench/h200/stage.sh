@@ -13,6 +13,10 @@
 #   stage_unpack PART   unpack the carried part(s) of the vLLM bundle into /tmp/vsite
 #   stage_vllm          source the carried bundle's stage.sh (c, b or a), or, with none
 #                       carried, take the already unpacked /tmp/vsite; sets VLLM_OFFLINE_HOME
+#   stage_vllm_project REPO PROJECT
+#                       a local vLLM history in REPO (make_vllm_history.py over the staged
+#                       site's Python, once) and its `fwdasv init --vllm` project in PROJECT
+#                       (once); `commits`: its hashes, oldest first; status 2 when not made
 # Part a with this checkout is over 64 MiB: bench/h200/split_a.sh splits it in two here and
 # joins it there over two calls (carry .vllm-offline/a1, then a2), before parts b and c.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -74,4 +78,17 @@ stage_vllm() {
     export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_OFFLINE_HOME=$site/offline
   fi
   [ -n "${VLLM_OFFLINE_HOME:-}" ]
+}
+
+stage_vllm_project() {
+  local repo=${1:?REPO} project=${2:?PROJECT} site=${VLLM_SITE:-/tmp/vsite}
+  if [ ! -f "$repo.commits" ]; then  # make_vllm_history.py lists the commits beside REPO
+    step "a local vLLM history from $site's Python (bench/h200/make_vllm_history.py)"
+    $py bench/h200/make_vllm_history.py --base "$site" --out "$repo" || return 2
+  fi
+  if [ ! -f "$project/asv.conf.json" ]; then
+    step "fwdasv init --vllm (base $site) in $project"
+    $py -m fwdasv init --vllm --repo "$repo" --base "$site" --dir "$project" || return 2
+  fi
+  mapfile -t commits < <(cut -d' ' -f1 "$repo.commits")
 }

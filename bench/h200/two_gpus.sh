@@ -45,15 +45,7 @@ repo=$W/vllm-repo ROOT=$PWD
 SUITE='^forward\.Qwen3_0_6B\.'
 
 setup() {  # the history (once) and the project DIR (once each): setup DIR
-  if [ ! -f "$W/vllm-repo.commits" ]; then
-    step "a local vLLM history from $site's Python (bench/h200/make_vllm_history.py)"
-    $py bench/h200/make_vllm_history.py --base $site --out "$repo" || exit 2
-  fi
-  if [ ! -f "$1/asv.conf.json" ]; then
-    step "fwdasv init --vllm (base $site) in $1"
-    $py -m fwdasv init --vllm --repo "$repo" --base $site --dir "$1" || exit 2
-  fi
-  mapfile -t commits < <(cut -d' ' -f1 "$W/vllm-repo.commits")
+  stage_vllm_project "$repo" "$1" || exit 2
   # One machine per GPU, as `fwdasv shard` names them (its UUID's digest): "NAME UUID" lines.
   mapfile -t gpus < <($py -c "
 from fwdasv.hw.nvml import read_inventory

@@ -42,16 +42,12 @@ export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_VLLM_ENTRY=phases FWDAS
 repo=$W/vllm-repo proj=$W/proj machine=h200
 
 setup() {
-  if [ ! -f "$W/vllm-repo.commits" ]; then
-    step "a local vLLM history from $site's Python (bench/h200/make_vllm_history.py)"
-    $py bench/h200/make_vllm_history.py --base $site --out "$repo" || exit 2
-  fi
-  if [ ! -f "$proj/asv.conf.json" ]; then
-    step "fwdasv init --vllm (base $site)"
-    $py -m fwdasv init --vllm --repo "$repo" --base $site --dir "$proj" || exit 2
+  local fresh=1
+  [ -f "$proj/asv.conf.json" ] && fresh=0
+  stage_vllm_project "$repo" "$proj" || exit 2
+  if [ $fresh = 1 ]; then
     (cd "$proj" && $py -m fwdasv hw machine --name $machine) || exit 2
   fi
-  mapfile -t commits < <(cut -d' ' -f1 "$W/vllm-repo.commits")
   slow=$(grep -n "Qwen3: keep the attention output" "$W/vllm-repo.commits" | cut -d: -f1)  # 1-based
 }
 
