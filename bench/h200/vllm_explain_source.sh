@@ -43,18 +43,15 @@ stage_pth "$site"
 export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_LOG_DIR=$W/logs
 repo=$W/vllm-repo proj=$W/proj
 
-if [ ! -f "$W/vllm-repo.commits" ]; then
-  step "a local vLLM history from $site's Python (bench/h200/make_vllm_history.py)"
-  $py bench/h200/make_vllm_history.py --base "$site" --out "$repo" || exit 2
+fresh=1
+[ -f "$proj/asv.conf.json" ] && fresh=0
+stage_vllm_project "$repo" "$proj" || exit 2
+if [ $fresh = 1 ]; then
+  (cd "$proj" && $py -m fwdasv hw machine --name h200) || exit 2
 fi
 read -r good bad < <($py bench/h200/vllm_explain_source.py commits "$W/vllm-repo.commits")
 echo "GOOD $good (its parent), BAD $bad ($(git -C "$repo" log -1 --format=%s "$bad"))"
 git -C "$repo" diff --stat "$good" "$bad"
-if [ ! -f "$proj/asv.conf.json" ]; then
-  step "fwdasv init --vllm (base $site)"
-  $py -m fwdasv init --vllm --repo "$repo" --base "$site" --dir "$proj" || exit 2
-  (cd "$proj" && $py -m fwdasv hw machine --name h200) || exit 2
-fi
 
 step "fwdasv explain ${good:0:8} ${bad:0:8} $BENCH --case $CASE --rounds $ROUNDS"
 rm -rf "$res/profiles"
