@@ -8,12 +8,14 @@ Where things are (`ROOT`, `DATA`, `PROGRAMS`, `ARTIFACTS`); git as the tests' au
 (`TESTBOX`, `benchmark_suites`); raised priority while timing (`measuring_priority`);
 the drawn histories' projects, findings and result files (`copy_project`, `invoke_cli`,
 `finding_of`, `results_by_commit`, `result_file`, `truncate_half`, `confirmation_record`, `asv_config`);
-simulated series (`simulated_history`, `with_commit_scaled`).
+simulated series (`simulated_history`, `with_commit_scaled`); a bench/ script as a module
+(`bench_script`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -21,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -245,3 +248,20 @@ def with_commit_scaled(
     out = [list(s) for s in samples]
     out[index] = [v * (1 + pct / 100) for v in out[index]]
     return out
+
+
+@contextlib.contextmanager
+def bench_script(relative: str) -> Iterator[ModuleType]:
+    """bench/RELATIVE (e.g. "fleet/schedule_sim.py") loaded as a module named after its file,
+    in sys.modules while the block runs (dataclasses and pickling look their module up
+    there) and taken out after it."""
+    path = ROOT / "bench" / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]

@@ -3,29 +3,18 @@ processes names no wrong commit, and a huge step costs one process a probe."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 
-from helpers import ROOT
+from helpers import bench_script
 
 
 def test_simulated_bisects_name_no_wrong_commit() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "bisect_simulate", ROOT / "bench" / "verdicts" / "bisect_simulate.py"
-    )
-    assert spec and spec.loader
-    simulate = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = simulate
-    try:
-        spec.loader.exec_module(simulate)
+    with bench_script("verdicts/bisect_simulate.py") as simulate:
         scenarios = simulate.SCENARIOS
         outcomes = {
             name: [simulate.trial(scenarios[name], seed, 12) for seed in range(12)]
             for name in ("gpu-1pct", "busy-2x", "cpu-5x", "gpu-suite")
         }
-    finally:
-        del sys.modules[spec.name]
     for name, got in outcomes.items():
         assert not [o for o in got if o[0] == "wrong"], (name, got)
         assert sum(o[0] == "right" for o in got) >= 10, (name, got)

@@ -4,27 +4,15 @@ and stay quiet without one.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from helpers import ROOT
+from helpers import bench_script
 
 
 def test_busy_short_histories_find_a_doubled_head_and_stay_quiet_without_one() -> None:
     """bench/verdicts/busy_verdicts.py at small scale: 8-commit histories at a busy box's noise
     (3-12% a commit, 10% of commits +10-40% slow). A +60% level of the newest 3 commits
     is a regression in most of them (89% at 2000 histories); no step, almost never one."""
-    spec = importlib.util.spec_from_file_location(
-        "busy_verdicts", ROOT / "bench" / "verdicts" / "busy_verdicts.py"
-    )
-    assert spec and spec.loader
-    busy = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = busy
-    try:
-        spec.loader.exec_module(busy)
+    with bench_script("verdicts/busy_verdicts.py") as busy:
         outcomes = busy.evaluate(seed=2, histories=60, commits=8, workers=1)
-    finally:
-        del sys.modules[spec.name]
 
     def share(scenario: str, flag: str) -> float:
         mine = [getattr(o, flag) for o in outcomes if o.scenario == scenario]

@@ -3,29 +3,18 @@ check holds on a run that went as the issue asks, and a wrong culprit fails its 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-from helpers import ROOT
+from helpers import bench_script
 
 SLOW, CSRC = "8" * 40, "9" * 40
 HASHES = [f"{i:x}" * 40 for i in range(16)]
 
 
 def _summary():
-    spec = importlib.util.spec_from_file_location(
-        "sparse_summary", ROOT / "bench" / "h200" / "sparse_summary.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    with bench_script("h200/sparse_summary.py") as module:
+        return module
 
 
 def _finding(case: str, status: str, culprit: str | None) -> dict:

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from helpers import ROOT
+from helpers import bench_script
 
 
 def test_quality_script_meets_the_targets_at_small_scale() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "verdict_quality", ROOT / "bench" / "verdicts" / "verdict_quality.py"
-    )
-    assert spec and spec.loader
-    quality = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = quality  # dataclasses look their module up
-    try:
-        spec.loader.exec_module(quality)
+    with bench_script("verdicts/verdict_quality.py") as quality:
         report = quality.evaluate(seed=3, histories=160, workers=1)
-    finally:
-        del sys.modules[spec.name]
     rows = dict(report.rows())
     found05, found1, found2, false_alarm, env = (r.value for r in rows["fwdasv detect"])
     assert found1 >= 0.95 and found05 >= 0.65 and found2 >= 0.98, rows["fwdasv detect"]

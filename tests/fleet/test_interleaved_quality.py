@@ -5,27 +5,15 @@ over every commit finds it at the commit; a step-free history leaves nothing con
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
-from helpers import ROOT
+from helpers import bench_script
 
 
 def test_a_large_step_on_interleaved_series_is_bracketed_then_bisected_to_its_commit() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "interleaved_quality", ROOT / "bench" / "fleet" / "interleaved_quality.py"
-    )
-    assert spec and spec.loader
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench
-    try:
-        spec.loader.exec_module(bench)
+    with bench_script("fleet/interleaved_quality.py") as bench:
         # Steps >= 10x the noise, 16+ commits from either end: every way should find them.
         drawn = (bench.run(("step", 1, i)) for i in range(16))
         large = [o for o in drawn if o.large and 16 <= o.truth <= o.commits - 16][:2]
         clean = bench.run(("none", 1, 0))
-    finally:
-        del sys.modules[spec.name]
     assert large, "no large step inside the history among the first 16 seeds"
     for outcome in large:
         assert set(outcome.ways) == {"1", "2", "2 pooled", "4", "4 pooled", "8", "8 pooled"}
