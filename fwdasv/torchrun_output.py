@@ -1,7 +1,8 @@
 """What a bench's or torchrun group's output says went wrong, read line by line.
 
 `ErrorScanner.feed` takes each output line; it keeps the first exception line of a
-worker's traceback (torch.distributed prefixes an initialised rank's lines with
+worker's traceback (`Name: message`; another rank's line interleaved into it is passed
+over; torch.distributed prefixes an initialised rank's lines with
 `[rankN]:`, so an error is kept as that rank's) and the rank torchrun names in its
 "Root Cause (first observed failure)" block (`RankFailure`). torchrun's own
 `ChildFailedError` / `SignalException` tracebacks report a failure, never cause one, and
@@ -32,6 +33,10 @@ class RankFailure:
 _RANK_PREFIX = re.compile(r"^\[(?:rank|default)(\d+)\]:\s?")
 # Tracebacks of torchrun itself, reporting (not causing) a worker's failure.
 _LAUNCHER_ERRORS = ("ChildFailedError", "SignalException")
+# A traceback's last line: the exception's (dotted) name, then ": message" or nothing. Ranks
+# share one pipe, so another rank's line can land inside a traceback: such a line (words
+# and spaces before any colon) does not end it.
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::|$)")
 
 
 _ROOT_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
@@ -65,7 +70,7 @@ class ErrorScanner:
         if text.startswith("Traceback (most recent call last)"):
             self._in_traceback = True
             self._traceback_rank = rank
-        elif self._in_traceback and text.strip() and not text[0].isspace():
+        elif self._in_traceback and _EXCEPTION_LINE.match(text):
             self._in_traceback = False
             if any(name in text for name in _LAUNCHER_ERRORS):
                 return
