@@ -72,7 +72,9 @@ class Started:
 
 
 def start_workers(root: str, hooks: Hooks) -> list[Started]:
-    """One pinned actor per GPU of every live node; refused when their GPUs differ."""
+    """One pinned actor per GPU of every live node; refused when their GPUs differ. A node
+    lost before its actor answered (Ray still lists a node as alive until its heartbeats
+    are missed) is left out, as a node lost mid-run is; none left: `FleetError`."""
     ray = _ray.ray
     affinity = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy
     nodes = [n for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU", 0) >= 1]
@@ -88,13 +90,22 @@ def start_workers(root: str, hooks: Hooks) -> list[Started]:
                     num_gpus=1, num_cpus=0, max_restarts=0, scheduling_strategy=strategy
                 ).remote(root, hooks)
             )
+    refs = [h.identify.remote() for h in handles]
+    started: list[Started] = []
+    deadline = time.monotonic() + IDENTIFY_S
     try:
-        workers = ray.get([h.identify.remote() for h in handles], timeout=IDENTIFY_S)
+        for handle, ref in zip(handles, refs, strict=True):
+            try:
+                worker = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+            except ray.exceptions.RayActorError:
+                continue  # its node is gone
+            started.append(Started(handle, worker))
     except BaseException:
         stop_workers(handles)
         raise
-    started = [Started(h, w) for h, w in zip(handles, workers, strict=True)]
-    gpus = [GpuMachine(i, w.gpu_uuid, w.entry) for i, w in enumerate(workers)]
+    if not started:
+        raise FleetError("every GPU node of the Ray cluster was lost before its worker started")
+    gpus = [GpuMachine(i, s.worker.gpu_uuid, s.worker.entry) for i, s in enumerate(started)]
     why = mismatch(gpus)
     if why is not None:
         stop_workers(handles)
