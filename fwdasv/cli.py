@@ -10,7 +10,7 @@ import click
 
 from fwdasv import __version__
 from fwdasv.analysis.commands import COMMANDS as ANALYSIS_COMMANDS
-from fwdasv.analysis.commands.common import explain_option
+from fwdasv.analysis.commands.common import explain_option, improvements_option
 from fwdasv.asv.cli import COMMANDS as ASV_COMMANDS
 from fwdasv.core.clitools import (
     CONTEXT,
@@ -92,6 +92,7 @@ def main() -> None:
     "nobody triaged; accepted, fixed-by and invalid ones never gate].",
 )
 @explain_option
+@improvements_option
 @click.option(
     "--bisect/--no-bisect",
     default=True,
@@ -129,6 +130,7 @@ def nightly_command(
     fail_on_suspected: bool,
     fail_on_open: bool,
     explain: bool,
+    improvements: bool,
     bisect: bool,
     skip_unreadable: bool,
     notify: tuple[str, ...],
@@ -157,6 +159,7 @@ def nightly_command(
         fail_on_suspected=fail_on_suspected,
         fail_on_open=fail_on_open,
         explain=explain,
+        improvements=improvements,
         bisect=bisect,
         skip_unreadable=skip_unreadable,
         notify=notify,

@@ -23,12 +23,11 @@ from pathlib import Path
 
 from fwdasv.analysis import triage
 from fwdasv.analysis.bisect.from_findings import range_groups
-from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.finding import Finding, to_re_measure
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.publish import notify as notify_module
 from fwdasv.analysis.publish.publish import publish
 from fwdasv.analysis.rules.gate import counts_tonight, inside_steps, nightly_gate
-from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv import project as asv_project
 from fwdasv.asv.history import Problem
 from fwdasv.asv.project_machine import project_machine
@@ -106,7 +105,7 @@ class ConfirmStep:
     """Step 5's decision: whether to re-measure, and why not."""
 
     confirm: bool  # the gate counts only confirmed regressions
-    pending: int  # regressions not yet re-measured
+    pending: int  # findings not yet re-measured (speed-ups too, unless --no-improvements)
     existing: bool  # asked, but an existing environment installs nothing per commit
 
     @property
@@ -120,7 +119,7 @@ class ConfirmStep:
                 "[nightly] an existing environment installs nothing per commit: no confirmation"
             )
         if self.runs:
-            out.append("[nightly] 5/7 confirm the new regressions (A/B re-measure, then explain)")
+            out.append("[nightly] 5/7 confirm the new findings (A/B re-measure, then explain)")
         else:
             out.append(
                 "[nightly] 5/7 nothing to confirm"
@@ -196,6 +195,7 @@ def run_nightly(
     confirm: bool | None = None,
     fail_on_suspected: bool = False,
     explain: bool = True,
+    improvements: bool = True,
     bisect: bool = True,
     skip_unreadable: bool = False,
     notify: tuple[str, ...] = (),
@@ -244,16 +244,20 @@ def run_nightly(
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
         # The night's one read of the results; confirm and bisect add only verdicts.
-        found = triage.read(project, machine=this.name)
+        found = triage.read(project, machine=this.name, improvements=improvements)
         step = ConfirmStep(
             confirm=confirm and not existing_python,
-            pending=sum(f.status in TO_CONFIRM for f in found.findings),
+            pending=sum(to_re_measure(f, improvements=improvements) for f in found.findings),
             existing=bool(confirm and existing_python),
         )
         say(step.lines())
         if step.runs:
             found = triage.confirm(
-                project, found, run_explain=explain, echo=lambda line: echo(f"  {line}")
+                project,
+                found,
+                run_explain=explain,
+                improvements=improvements,
+                echo=lambda line: echo(f"  {line}"),
             )
         ranges = range_groups(found.findings)
         bisection = BisectStep(

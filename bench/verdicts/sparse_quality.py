@@ -10,13 +10,16 @@ log-uniform in 3-30 times the series' true noise; CPU-like (a commit's process o
 1-3%, in-run spread of a sample 1-3%, 5% odd processes +5-15%) and GPU-like
 (`simulate.random_spec`: 0.05-0.5%, 3% odd processes +1-3%) noise; and the doubled
 forward at 0.2% noise with 2|3 and 1|2 commits. Per family: steps found at their commit
-with the right sign (all; >= 10x the noise), with the right status (slower: `regression`
+with the right sign (all; >= 10x the noise, and of those the ones confirm's re-measure
+kept), with the right status (slower: `regression`
 or `suspected`, faster: `improvement`; slower as `regression`); histories with a false
 finding (at no step's commit or of the wrong sign, any status), the same once confirm's
-simulated re-measure of each slower one set the `not-reproduced` aside (a second figure:
-what nightly shows; improvements are never re-measured), with a false slower finding
-(`regression` or `suspected`: a slowdown listed where there is none; before and after
-confirm), with a false `regression`; asv's
+simulated re-measure of each (both signs, as nightly re-measures them) set the
+`not-reproduced` aside, and after the night: a confirmed slower one whose re-measured
+A..B holds a slower step is bisected there, to that step's commit (`bisect_simulate.py`:
+0 wrong commits), so it no longer counts; with a false slower finding (`regression` or
+`suspected`: a slowdown listed where there is none; before and after confirm), with a
+false `regression`; asv's
 `step_detect` (weighted as `asv publish` does) on the same medians: a change of its levels
 at the step's commit with its sign, any size and 5%+. Seeds: (seed, family, index).
 """
@@ -44,6 +47,7 @@ from asv._stats import get_weight
 from asv.graph import Graph
 
 from fwdasv.analysis import simulate as sim
+from fwdasv.analysis.rules.confirm import ab_indices
 from fwdasv.analysis.rules.detect import detect
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
@@ -118,10 +122,12 @@ class Outcome:
     family: str
     truths: tuple[Truth, ...]
     found: tuple[bool, ...]  # per truth: a finding at its commit, right sign
+    kept: tuple[bool, ...]  # ... that confirm's re-measure did not set aside
     status: tuple[bool, ...]  # ... and the right status
     regression: tuple[bool, ...]  # ... as `regression` (slower steps)
     false_any: bool
-    false_after_confirm: bool  # a false finding left once confirm re-measured the slower ones
+    false_after_confirm: bool  # a false finding left once confirm re-measured every one
+    false_after_night: bool  # ... and bisect placed the confirmed slower ones (A..B held a step)
     false_slower: bool  # a false `regression` or `suspected` (a slowdown listed where none is)
     false_slower_after_confirm: bool  # the same once confirm set the `not-reproduced` aside
     false_regression: bool
@@ -183,18 +189,54 @@ def false_findings(found: Sequence[Step], truths: Sequence[Truth]) -> list[Step]
     return [f for f in found if (f.after_index, slower(f.status)) not in good]
 
 
+def re_measured(
+    history: sim.SimHistory,
+    found: Sequence[Step],
+    noise: Noise,
+    rng: np.random.Generator,
+    *,
+    improvements: bool = True,
+) -> list[tuple[Step, ReMeasureStatus | None]]:
+    """Each of `found` with what confirm's simulated A/B (`simulate.confirm_step`) said of
+    it: every slower one, and with `improvements` (nightly's default) every speed-up too;
+    None where it was not re-measured."""
+    return [
+        (
+            f,
+            sim.confirm_step(history, f, noise, rng).status
+            if f.status in TO_CONFIRM or improvements
+            else None,
+        )
+        for f in found
+    ]
+
+
 def left_after_confirm(
-    history: sim.SimHistory, found: Sequence[Step], noise: Noise, rng: np.random.Generator
+    history: sim.SimHistory,
+    found: Sequence[Step],
+    noise: Noise,
+    rng: np.random.Generator,
+    *,
+    improvements: bool = True,
 ) -> list[Step]:
-    """What a nightly user sees of `found`: every slower one re-measured by confirm's
-    simulated A/B (`simulate.confirm_step`), a `not-reproduced` one set aside;
-    improvements are never re-measured."""
+    """What a nightly user sees of `found`: a `not-reproduced` one set aside (`re_measured`)."""
     return [
         f
-        for f in found
-        if f.status not in TO_CONFIRM
-        or sim.confirm_step(history, f, noise, rng).status != ReMeasureStatus.NOT_REPRODUCED
+        for f, status in re_measured(history, found, noise, rng, improvements=improvements)
+        if status != ReMeasureStatus.NOT_REPRODUCED
     ]
+
+
+def placed_by_bisect(
+    history: sim.SimHistory, finding: Step, status: ReMeasureStatus | None, truths: Sequence[Truth]
+) -> bool:
+    """Whether the night's bisect names a true step's commit for `finding`: a confirmed
+    slowdown is bisected over its re-measured A..B (`from_findings.finding_range`), which
+    finds the slower step inside it."""
+    if status != ReMeasureStatus.CONFIRMED or not slower(finding.status):
+        return False
+    a_index, b_index = ab_indices(finding, history.medians())
+    return any(t.up and a_index < t.index <= b_index for t in truths)
 
 
 def run(task: tuple[str, int, int]) -> Outcome:
@@ -206,10 +248,23 @@ def run(task: tuple[str, int, int]) -> Outcome:
     def at_truth(t: Truth) -> list[Status]:
         return [f.status for f in findings if f.after_index == t.index and slower(f.status) == t.up]
 
+    # The true findings re-measured as the night re-measures them (seeds of their own).
+    true_rng = np.random.default_rng([task[1], 4000 + list(FAMILIES).index(name), task[2]])
+    kept = []
+    for t in truths:
+        mine = [f for f in findings if f.after_index == t.index and slower(f.status) == t.up]
+        kept.append(bool(mine) and bool(left_after_confirm(history, mine[:1], noise, true_rng)))
+
     false = false_findings(findings, truths)
     # Confirm re-measures the false ones only here (their own seeds).
     confirm_rng = np.random.default_rng([task[1], 3000 + list(FAMILIES).index(name), task[2]])
-    left = left_after_confirm(history, false, noise, confirm_rng)
+    verdicts = re_measured(history, false, noise, confirm_rng)
+    left = [f for f, v in verdicts if v != ReMeasureStatus.NOT_REPRODUCED]
+    after_night = [
+        f
+        for f, v in verdicts
+        if v != ReMeasureStatus.NOT_REPRODUCED and not placed_by_bisect(history, f, v, truths)
+    ]
     changes = asv_changes(history)
     good = {(t.index, t.up) for t in truths}
     asv_good = [(i, r) for i, r in changes if (i, r > 0) in good]
@@ -217,6 +272,7 @@ def run(task: tuple[str, int, int]) -> Outcome:
         family=name,
         truths=truths,
         found=tuple(bool(at_truth(t)) for t in truths),
+        kept=tuple(kept),
         status=tuple(
             any(
                 s in ((Status.REGRESSION, Status.SUSPECTED) if t.up else (Status.IMPROVEMENT,))
@@ -227,6 +283,7 @@ def run(task: tuple[str, int, int]) -> Outcome:
         regression=tuple(Status.REGRESSION in at_truth(t) for t in truths),
         false_any=bool(false),
         false_after_confirm=bool(left),
+        false_after_night=bool(after_night),
         false_slower=any(slower(f.status) for f in false),
         false_slower_after_confirm=any(slower(f.status) for f in left),
         false_regression=any(f.status == Status.REGRESSION for f in false),
@@ -250,10 +307,12 @@ HEADERS = (
     "family",
     "steps found at their commit, right sign",
     "of those >= 10x noise",
+    ">= 10x noise, found and kept by confirm",
     "right status",
     "slower ones as regression",
     "false finding (histories)",
-    "second figure: false finding after confirm",
+    "second figure: false finding after confirm (both signs re-measured)",
+    "after the night (confirmed slower ones bisected)",
     "false slower finding (regression or suspected)",
     "false slower finding after confirm",
     "false regression",
@@ -278,10 +337,12 @@ def rows(outcomes: list[Outcome]) -> list[list[str]]:
                 name,
                 _share(o.found[k] for o, k in pairs),
                 _share(o.found[k] for o, k in large),
+                _share(o.kept[k] for o, k in large),
                 _share(o.status[k] for o, k in pairs),
                 _share(o.regression[k] for o, k in slower),
                 _share(o.false_any for o in mine),
                 _share(o.false_after_confirm for o in mine),
+                _share(o.false_after_night for o in mine),
                 _share(o.false_slower for o in mine),
                 _share(o.false_slower_after_confirm for o in mine),
                 _share(o.false_regression for o in mine),

@@ -41,11 +41,13 @@ def confirm(
     pending: Sequence[Finding] | None = None,
     max_processes: int = confirm_rule.MAX_PROCESSES,
     run_explain: bool = True,
+    improvements: bool = True,
     echo: Echo | None = print,
     bench_echo: Echo | None = None,
 ) -> Found:
     """Re-measure `pending` (every finding of `found` by default: those `regression` or
-    `suspected` are), then `found` as now judged."""
+    `suspected` are, and with `improvements` the speed-ups not yet re-measured), then
+    `found` as now judged."""
     confirm_findings(
         project,
         found.findings if pending is None else pending,
@@ -53,6 +55,7 @@ def confirm(
         found.series,
         max_processes=max_processes,
         run_explain=run_explain,
+        improvements=improvements,
         echo=echo,
         bench_echo=bench_echo,
     )

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import click
 
+from fwdasv.analysis.confirm.reproduce import NOTHING_PENDING
 from fwdasv.analysis.findings import findings
-from fwdasv.analysis.findings.finding import Finding
-from fwdasv.analysis.rules.status import TO_CONFIRM
+from fwdasv.analysis.findings.finding import Finding, to_re_measure
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.shard_run import range_commits
 from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
@@ -146,11 +146,9 @@ def fleet_confirm_command(
     in no live node.
     """
     project = AsvProject.load(config)
-    found = [
-        f for f in findings.find(project, machine=machine, bench=bench) if f.status in TO_CONFIRM
-    ]
+    found = [f for f in findings.find(project, machine=machine, bench=bench) if to_re_measure(f)]
     if not found:
-        click.echo("nothing to confirm: no finding has status 'regression' or 'suspected'")
+        click.echo(f"nothing to confirm: {NOTHING_PENDING[True]}")
         return
     _on_fleet(project, found, (CONFIRM,), address, fleet_dir, max_processes)
 

@@ -25,10 +25,9 @@ from pathlib import Path
 
 from fwdasv.analysis.bisect.from_findings import range_groups
 from fwdasv.analysis.confirm.reproduce import unexplained
-from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.finding import Finding, to_re_measure
 from fwdasv.analysis.findings.verdict_file import FindingVerdict, append_verdict
 from fwdasv.analysis.findings.verdicts import verdicts_path
-from fwdasv.analysis.rules.status import TO_CONFIRM
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.files import atomic_output
 from fwdasv.fleet import _ray
@@ -50,12 +49,13 @@ def stored_results(project: AsvProject, machine: str) -> dict[str, str]:
 
 
 def to_triage(every: Sequence[Finding], *, explain: bool, bisect: bool) -> list[Finding]:
-    """What `fleet-triage` and `fleet-nightly` send to the GPUs: the findings to confirm,
+    """What `fleet-triage` and `fleet-nightly` send to the GPUs: the findings to confirm
+    (speed-ups not yet re-measured too, `to_re_measure`),
     with `explain` those confirmed before without a kernel diff (`unexplained`), with
     `bisect` those of a range of several commits not bisected yet."""
     ranged = {f.ident for group in range_groups(every) for f in group.findings} if bisect else set()
     to_explain = {f.ident for f in unexplained(every)} if explain else set()
-    return [f for f in every if f.status in TO_CONFIRM or f.ident in ranged | to_explain]
+    return [f for f in every if to_re_measure(f) or f.ident in ranged | to_explain]
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,9 @@
 A 24-commit repository whose forward halves at commit 7 (FAST_SUBJECT) and doubles again at
 commit 15 (SLOW_SUBJECT), measured by `asv run --steps 6` (six commits, two at each level, as
 a month of main measured sparsely leaves it), then `fwdasv nightly` with nothing new: both
-steps are listed at their ranges, the slowdown confirmed by the A/B re-measure, bisected the
-same night and its culprit recorded. Paced suite (the CPU default), so a neighbour's load
-cannot make or hide a 2x step.
+steps are listed at their ranges, both re-measured by the A/B (the speed-up kept as an
+improvement), the slowdown bisected the same night and its culprit recorded. Paced suite
+(the CPU default), so a neighbour's load cannot make or hide a 2x step.
 """
 
 from __future__ import annotations
@@ -75,3 +75,8 @@ def test_steps_6_then_nightly_lists_both_steps_and_bisects_the_slowdown(
     assert improvements, after
     assert hashes[FAST_INDEX] in [c["hash"] for c in improvements[0]["commits"]], improvements
     assert FAST_SUBJECT in {c["subject"] for c in improvements[0]["commits"]}
+    # The night re-measured the speed-up too (a level that comes back is two changes until
+    # a re-measure says otherwise): confirmed, it stays an improvement, never bisected.
+    assert improvements[0]["status"] == "improvement", improvements[0]
+    assert improvements[0]["re_measured"]["outcome"] == "confirmed", improvements[0]
+    assert improvements[0]["culprit"] is None, improvements[0]

@@ -15,12 +15,12 @@ from fwdasv.analysis.bisect.rules import (
     ODD_PROCESS_PCT,
     ROBUST_PROCESSES,
     judge_step,
-    magnitude_pct,
     next_look,
     robust,
     sides_agree,
 )
 from fwdasv.analysis.bisect.session import Session, Track
+from fwdasv.analysis.rules.confirm import magnitude_pct
 from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
 
 

@@ -14,11 +14,11 @@ from fwdasv.analysis.bisect.rules import (
     ODD_PROCESS_PCT,
     ROBUST_PROCESSES,
     contradicts,
-    magnitude_pct,
 )
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.findings.series import metric_name
 from fwdasv.analysis.remeasure import RemeasureError
+from fwdasv.analysis.rules.confirm import magnitude_pct
 from fwdasv.analysis.rules.status import BisectStatus
 
 

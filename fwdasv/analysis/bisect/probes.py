@@ -20,13 +20,13 @@ from fwdasv.analysis.bisect.rules import (
     ProbeJudgment,
     contradicts,
     group_verdict,
-    magnitude_pct,
     next_look,
     placed,
     settled,
 )
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.remeasure import RemeasureError
+from fwdasv.analysis.rules.confirm import magnitude_pct
 from fwdasv.analysis.rules.status import BisectStatus
 
 

@@ -20,7 +20,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwdasv.analysis.rules.confirm import ALPHA, CLIP_SD, STEP_PROCESSES, Confirmation, judge_ab
+from fwdasv.analysis.rules.confirm import (
+    ALPHA,
+    CLIP_SD,
+    STEP_PROCESSES,
+    Confirmation,
+    judge_ab,
+    magnitude_pct,
+)
 from fwdasv.analysis.rules.judgment import pooled_spread
 from fwdasv.analysis.rules.noise import Noise
 from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
@@ -48,14 +55,6 @@ def step_pct(before: Sequence[float], after: Sequence[float]) -> float:
     """The change from `before` to `after` in percent, from the medians of their process
     medians (one odd process does not move it)."""
     return 100 * (stats.median(after) / stats.median(before) - 1)
-
-
-def magnitude_pct(change_pct: float) -> float:
-    """A change as the slowdown of its slower side over its faster one (a -80% step is a
-    +400% one seen from its end): the size both directions are judged at."""
-    if change_pct >= 0:
-        return change_pct
-    return 100 * (1 / (1 + change_pct / 100) - 1)
 
 
 def run_noise(groups: Sequence[Sequence[float]]) -> Noise | None:

@@ -144,6 +144,17 @@ def explain_option(f: F) -> F:
     )(f)
 
 
+def improvements_option(f: F) -> F:
+    """`--improvements/--no-improvements` (confirm, nightly): re-measure speed-ups too."""
+    return click.option(
+        "--improvements/--no-improvements",
+        default=True,
+        show_default=True,
+        help="Re-measure each speed-up found too (A/B, as a regression): a confirmed one stays "
+        "`improvement`, one the re-measure rules out is set aside as `not-reproduced`.",
+    )(f)
+
+
 def show_bench_option(f: F) -> F:
     """`--show-bench` (bisect, check, confirm, explain, triage): the bench processes' own output."""
     return click.option(

@@ -10,6 +10,7 @@ from fwdasv.analysis.commands.common import (
     analysis_command,
     explain_option,
     gate_findings,
+    improvements_option,
     max_processes_option,
     progress,
     show_bench_option,
@@ -36,6 +37,7 @@ from fwdasv.core.clitools import (
 @format_option(FORMATS, "How the findings are listed after the re-measure.")
 @max_processes_option("")
 @explain_option
+@improvements_option
 @show_bench_option
 @skip_unreadable_option
 def confirm_command(
@@ -45,6 +47,7 @@ def confirm_command(
     fmt: str,
     max_processes: int,
     explain: bool,
+    improvements: bool,
     show_bench: bool,
     skip_unreadable: bool,
 ) -> None:
@@ -56,7 +59,8 @@ def confirm_command(
     side (more while undecided). The verdict is on the process-level medians,
     so the variance between processes counts: `confirmed` or `not-reproduced`,
     appended to <results_dir>/fwdasv-verdicts.jsonl. A confirmed regression is
-    explained (a kernel or op diff of A and B). Exits 1 when a regression or a
+    explained (a kernel or op diff of A and B). A speed-up is re-measured the same
+    way (--no-improvements: not): kept as `improvement` if confirmed. Exits 1 when a regression or a
     confirmed one remains, 0 otherwise, 2 on bad input or an unreadable result
     file (named on stderr; --skip-unreadable to pass anyway).
     """
@@ -68,6 +72,7 @@ def confirm_command(
         triage.read(project, machine=machine, bench=bench),
         max_processes=max_processes,
         run_explain=explain,
+        improvements=improvements,
         echo=progress,
         bench_echo=progress if show_bench else None,
     )

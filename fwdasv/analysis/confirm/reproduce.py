@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from fwdasv.analysis.confirm.processes import CONFIRM_DIR, Cursor, ProcessPool, SeriesRef, kept_dir
 from fwdasv.analysis.explain import explain
-from fwdasv.analysis.findings.finding import Finding
+from fwdasv.analysis.findings.finding import Finding, to_re_measure
 from fwdasv.analysis.findings.series import Series, SeriesKey
 from fwdasv.analysis.findings.verdict_file import ConfirmationRecord
 from fwdasv.analysis.findings.verdicts import record_verdict
@@ -33,6 +33,7 @@ from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
 from fwdasv.asv.project import AsvProject
 
 __all__ = [
+    "NOTHING_PENDING",
     "PairGroup",
     "confirm_findings",
     "explain_confirmed",
@@ -40,6 +41,13 @@ __all__ = [
     "processes_per_commit",
     "unexplained",
 ]
+
+
+# Why nothing is re-measured, with speed-ups re-measured or not.
+NOTHING_PENDING = {
+    True: "no finding has status 'regression' or 'suspected', nor a speed-up not yet re-measured",
+    False: "no finding has status 'regression' or 'suspected'",
+}
 
 
 @dataclass(frozen=True)
@@ -80,20 +88,23 @@ def confirm_findings(
     max_processes: int = confirm.MAX_PROCESSES,
     start: int = confirm.MIN_PROCESSES,
     run_explain: bool = True,
+    improvements: bool = True,
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
 ) -> None:
-    """Re-measure every `regression` and `suspected` among `found`, one interleaved A/B per
-    pair, from the read that found them (`order`, `all_series`); each verdict is appended
-    to the verdicts file (`fwdasv.analysis.triage` applies them)."""
+    """Re-measure every `regression` and `suspected` among `found` (and, with
+    `improvements`, every speed-up not yet re-measured: `to_re_measure`), one interleaved
+    A/B per pair, from the read that found them (`order`, `all_series`); each verdict is
+    appended to the verdicts file (`fwdasv.analysis.triage` applies them). A confirmed
+    slowdown is explained; a speed-up is only kept or set aside."""
 
     def say(line: str) -> None:
         if echo is not None:
             echo(line)
 
-    pending = [f for f in found if f.status in TO_CONFIRM]
+    pending = [f for f in found if to_re_measure(f, improvements=improvements)]
     if not pending:
-        say("nothing to confirm: no finding has status 'regression' or 'suspected'")
+        say(f"nothing to confirm: {NOTHING_PENDING[improvements]}")
         return
     groups = pair_groups(pending, order, all_series)
     number = 0
@@ -150,7 +161,7 @@ def confirm_findings(
                 status=verdict.status,
                 confirmation=ConfirmationRecord.of(verdict, group.a, group.b, reason),
             )
-            if verdict.status == ReMeasureStatus.CONFIRMED:
+            if verdict.status == ReMeasureStatus.CONFIRMED and finding.status in TO_CONFIRM:
                 confirmed.append((finding, group.a))
         say(
             f"pair {group.a[:8]}..{group.b[:8]}: {len(group.findings)} finding(s) judged from "

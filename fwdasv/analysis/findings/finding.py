@@ -17,7 +17,7 @@ from fwdasv.analysis.findings.series import SeriesKey
 from fwdasv.analysis.findings.verdict_file import FindingIdent, FindingVerdict
 from fwdasv.analysis.rules.gate import FINDINGS
 from fwdasv.analysis.rules.noise import Noise
-from fwdasv.analysis.rules.status import Status
+from fwdasv.analysis.rules.status import RE_MEASURED, TO_CONFIRM, Status
 from fwdasv.analysis.rules.step import START, Step
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
@@ -159,3 +159,15 @@ class Finding:
             "why": record.pair_reason or "(not recorded: a line older than the reason)",
             "outcome": record.figures.label,
         }
+
+
+def to_re_measure(finding: Finding, *, improvements: bool = True) -> bool:
+    """Whether confirm's A/B re-measures `finding`: a slowdown not yet re-measured
+    (`TO_CONFIRM`), or, with `improvements`, a speed-up no re-measure has decided yet (it
+    stays `improvement` once confirmed, so its stored verdict says whether it was)."""
+    if finding.status in TO_CONFIRM:
+        return True
+    if not improvements or finding.status != Status.IMPROVEMENT:
+        return False
+    stored = None if finding.verdict is None else finding.verdict.status
+    return stored not in RE_MEASURED

@@ -337,19 +337,23 @@ class StoredVerdicts:
 
     by_finding: Mapping[FindingIdent, FindingVerdict]
 
-    def about(self, ident: FindingIdent, before_commit: str) -> FindingVerdict | None:
+    def about(
+        self, ident: FindingIdent, before_commit: str, *, faster: bool = False
+    ) -> FindingVerdict | None:
         """The verdict of this finding, else the newest about a wider range of its series
         that holds it: a bisect (or a later run) measures commits inside a finding's
         range and its first new commit moves inside it; the confirmation of the wider
-        range still holds for the narrower one."""
+        range still holds for the narrower one. A speed-up (`faster`) takes its own
+        verdict only (speed-ups are not bisected), and a slowdown no speed-up's re-measure."""
         exact = self.by_finding.get(ident)
-        if exact is not None:
+        if exact is not None or faster:
             return exact
         best = None
         for stored in self.by_finding.values():
             if (
                 stored.ident.series != ident.series
                 or ident.after_commit not in stored.range_commits
+                or (stored.confirmation is not None and stored.confirmation.figures.faster)
             ):
                 continue
             if before_commit != stored.before_commit and before_commit not in stored.range_commits:

@@ -35,9 +35,12 @@ def verdicts_path(project: AsvProject) -> Path:
 
 def apply_verdict(finding: Finding, verdicts: StoredVerdicts) -> Finding:
     """The finding with its stored verdict attached, and its status when the verdict
-    re-measured it (confirmed, not-reproduced); drift is never overruled."""
-    stored = verdicts.about(finding.ident, finding.before_commit)
-    if stored is None or finding.status in (Status.DRIFT, Status.IMPROVEMENT):
+    re-measured it (confirmed, not-reproduced; a speed-up stays one unless not reproduced);
+    drift is never overruled."""
+    stored = verdicts.about(
+        finding.ident, finding.before_commit, faster=finding.status == Status.IMPROVEMENT
+    )
+    if stored is None or finding.status == Status.DRIFT:
         return finding
     return replace(
         finding, status=finding_status(finding.status, re_measured=stored.status), verdict=stored

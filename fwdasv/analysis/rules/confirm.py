@@ -1,4 +1,5 @@
-"""The verdict of a confirmation re-measure: is commit B really slower than commit A?
+"""The verdict of a confirmation re-measure: is commit B really slower (or, for a speed-up
+found, faster) than commit A?
 
 A step found in the history is re-measured before anyone is alarmed (as Chromium's
 Pinpoint does): A and B (`ab_indices`: one commit outside the finding's pair, inside
@@ -10,15 +11,16 @@ median +- CLIP_SD sd (the prior's, or the run's robust spread when larger) first
 least half of `min_effect_pct`; `not-reproduced`: the upper bound below the reported
 step, or below the tested slowdown max(min_effect_pct, claimed / 2); else `undecided`, and
 `run_confirmation` adds STEP_PROCESSES a side up to MAX_PROCESSES. Pure: the caller
-measures (`run_confirmation` takes a callback). The rule and its figures:
-docs/verdicts.md, "Confirm".
+measures (`run_confirmation` takes a callback). A speed-up (a negative claim) is judged by
+the same rule with its slower side, A, as B (`magnitude_pct`), and told as B over A
+(`mirrored`). The rule and its figures: docs/verdicts.md, "Confirm".
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -63,7 +65,7 @@ class Confirmation:
     variance: str  # "pooled" (the run's with the prior), "prior" (no run dof); older lines:
     # "observed" or "floor"
     dof: float
-    tested_pct: float  # the slowdown `not-reproduced` rules out
+    tested_pct: float  # the slowdown `not-reproduced` rules out (a speed-up's: negative)
     more_processes: int = 0  # per side, suggested when undecided
     # Undecided because the interval could not have excluded a min-effect step (else it
     # would read not-reproduced): "undecided at this noise".
@@ -110,19 +112,51 @@ class Confirmation:
         """The status as a reader takes it: `undecided at this noise` where it is that."""
         return f"{self.status} at this noise" if self.noise_limited else str(self.status)
 
+    @property
+    def faster(self) -> bool:
+        """Whether this re-measure tested a speed-up (B faster than A)."""
+        return self.tested_pct < 0
+
     def summary(self) -> str:
         why = ""
         if self.noise_limited:
-            why = (
-                f"; the interval could not have excluded a +{self.min_effect_pct:g}% "
-                "(min-effect) step, so it rules nothing out"
+            effect = (
+                f"{-self.min_effect_pct:g}% (min-effect) speed-up"
+                if self.faster
+                else f"+{self.min_effect_pct:g}% (min-effect) step"
             )
+            why = f"; the interval could not have excluded a {effect}, so it rules nothing out"
         return (
             f"{self.label}: B {self.percent:+.2f}% vs A "
             f"[{self.lower_pct:+.2f}%, {self.upper_pct:+.2f}%], "
             f"{self.processes_a}+{self.processes_b} processes, sd {self.sd_pct:.3f}% "
             f"({self.variance}){why}"
         )
+
+
+def magnitude_pct(change_pct: float) -> float:
+    """A change as the slowdown of its slower side over its faster one (a -80% step is a
+    +400% one seen from its end): the size both directions are judged at."""
+    if change_pct >= 0:
+        return change_pct
+    return 100 * (1 / (1 + change_pct / 100) - 1)
+
+
+def mirrored(verdict: Confirmation) -> Confirmation:
+    """A verdict judged with A and B swapped, told as B over A: percentages and bounds
+    turned over (a +80% of A over B is a -44.4% of B over A), the tested change negative."""
+
+    def over(pct: float) -> float:
+        return 100 * (1 / (1 + pct / 100) - 1)
+
+    return replace(
+        verdict,
+        percent=over(verdict.percent),
+        lower_pct=over(verdict.upper_pct),
+        upper_pct=over(verdict.lower_pct),
+        t=-verdict.t,
+        tested_pct=over(verdict.tested_pct),
+    )
 
 
 def _field(raw: Mapping[str, object], name: str) -> object:
@@ -351,15 +385,21 @@ def run_confirmation(
     """Measure, judge, and measure more while undecided, up to `max_processes` a side.
 
     `measure(k)` runs k more processes of A and of B, interleaved A B A B in
-    one run on one machine, and returns their medians (A's, B's).
+    one run on one machine, and returns their medians (A's, B's). A negative
+    `claimed_pct` (a speed-up found) is judged with B as the old side (`mirrored`).
     """
     if not 1 <= start <= max_processes or step < 1:
         raise ValueError(f"start {start}, step {step}, max {max_processes}: need 1 <= start <= max")
+    faster = claimed_pct is not None and claimed_pct < 0
+    claimed = None if claimed_pct is None else magnitude_pct(claimed_pct)
     a, b = (list(side) for side in measure(start))
     while True:
+        old, new = (b, a) if faster else (a, b)
         verdict = judge_ab(
-            a, b, noise, claimed_pct=claimed_pct, min_effect_pct=min_effect_pct, alpha=alpha
+            old, new, noise, claimed_pct=claimed, min_effect_pct=min_effect_pct, alpha=alpha
         )
+        if faster:
+            verdict = mirrored(verdict)
         taken = min(len(a), len(b))
         if verdict.status != ReMeasureStatus.UNDECIDED or taken >= max_processes:
             return verdict

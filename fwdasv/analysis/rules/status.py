@@ -37,7 +37,8 @@ class Status(StatusWord):
     # At an edge of the history, the new level not held yet; or a large step the
     # history's noise is too uncertain to decide (fwdasv.analysis.rules.detect).
     SUSPECTED = "suspected"
-    IMPROVEMENT = "improvement"  # a downward step: faster; never gates
+    IMPROVEMENT = "improvement"  # a downward step: faster; never gates (still one once
+    # its re-measure confirmed it; `not-reproduced` once it ruled it out)
     DRIFT = "drift"  # the machine changed, not the code
     CONFIRMED = "confirmed"  # the A/B re-measure reproduced it
     NOT_REPRODUCED = "not-reproduced"  # the A/B re-measure ruled it out
@@ -109,7 +110,8 @@ FINDING_STATUSES = (
     Status.DRIFT,
     Status.IMPROVEMENT,
 )
-# The findings a confirmation re-measures: detected slowdowns not yet re-measured.
+# The findings a confirmation re-measures: detected slowdowns not yet re-measured (and
+# speed-ups not yet re-measured, `fwdasv.analysis.findings.finding.to_re_measure`).
 TO_CONFIRM = (Status.REGRESSION, Status.SUSPECTED)
 CONFIRMATION_STATUSES = tuple(ReMeasureStatus)
 # The stored re-measures that replace a detected status (an undecided one leaves it).
@@ -136,8 +138,13 @@ def finding_status(
     """
     if environment_changed:
         return Status.DRIFT
-    if detected in (Status.DRIFT, Status.IMPROVEMENT):
-        return detected  # a faster step is never drift by a canary, nor re-measured
+    if detected == Status.IMPROVEMENT:
+        # A faster step is never drift by a canary; a re-measure can only set it aside.
+        if re_measured == ReMeasureStatus.NOT_REPRODUCED:
+            return Status.NOT_REPRODUCED
+        return detected
+    if detected == Status.DRIFT:
+        return detected
     if machine_moved:
         return Status.DRIFT
     if re_measured in RE_MEASURED:

@@ -12,13 +12,13 @@ from fwdasv.analysis.bisect.rules import (
     expected_probes,
     judge_probe,
     judge_step,
-    magnitude_pct,
     next_probe,
     probe_floor_pct,
     robust,
     run_noise,
     sides_agree,
 )
+from fwdasv.analysis.rules.confirm import magnitude_pct
 from fwdasv.analysis.rules.noise import Noise
 from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
 

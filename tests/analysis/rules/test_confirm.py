@@ -13,6 +13,8 @@ from fwdasv.analysis.rules.confirm import (
     Confirmation,
     ab_indices,
     judge_ab,
+    magnitude_pct,
+    mirrored,
     pair_reason,
     run_confirmation,
 )
@@ -72,6 +74,43 @@ def test_confirm_does_not_confirm_a_no_op() -> None:
         sequential.append(run_confirmation(measure, NOISE, claimed_pct=1.0).status)
     assert CONFIRMED not in statuses and CONFIRMED not in sequential
     assert sequential.count(NOT_REPRODUCED) >= 45, sequential
+
+
+def test_a_speed_up_is_confirmed_or_ruled_out_as_its_mirror_slowdown_would_be() -> None:
+    """A negative claim is judged with B as the old side: the verdict, told B over A, is
+    the slowdown's turned over, and a no-op does not confirm a speed-up."""
+    confirmed, ruled_out, no_op = [], [], []
+    for seed in range(40):
+        rng = np.random.default_rng(300 + seed)
+        a, b = _processes(rng, 1e-3, 0.2, 12), _processes(rng, 0.55e-3, 0.2, 12)
+
+        def taken(k: int, a: list[float] = a, b: list[float] = b) -> tuple[list, list]:
+            return a[:k], b[:k]
+
+        def swapped(k: int, a: list[float] = a, b: list[float] = b) -> tuple[list, list]:
+            return b[:k], a[:k]
+
+        faster = run_confirmation(taken, NOISE, claimed_pct=-45.0)
+        slower = run_confirmation(swapped, NOISE, claimed_pct=magnitude_pct(-45.0))
+        assert faster.status == slower.status == CONFIRMED, faster.summary()
+        assert faster == mirrored(slower)
+        assert faster.percent == pytest.approx(100 * (np.median(b) / np.median(a) - 1), abs=2)
+        assert faster.lower_pct < faster.percent < faster.upper_pct < 0
+        assert faster.faster and not slower.faster and "B -4" in faster.summary()
+        confirmed.append(faster.status)
+        # The same processes with nothing between them: a claimed -45% is ruled out.
+        same = _processes(rng, 1e-3, 0.2, 12)
+
+        def flat(k: int, a: list[float] = a, same: list[float] = same) -> tuple[list, list]:
+            return a[:k], same[:k]
+
+        ruled_out.append(run_confirmation(flat, NOISE, claimed_pct=-45.0).status)
+        # A slower B never confirms a speed-up.
+        no_op.append(
+            run_confirmation(lambda k, b=b, a=a: (b[:k], a[:k]), NOISE, claimed_pct=-45.0).status
+        )
+    assert ruled_out == [NOT_REPRODUCED] * 40, ruled_out
+    assert CONFIRMED not in no_op, no_op
 
 
 def test_three_agreeing_processes_do_not_beat_the_history_prior() -> None:

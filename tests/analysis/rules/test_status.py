@@ -134,3 +134,10 @@ def test_a_findings_status_is_the_same_decided_at_once_or_fact_by_fact() -> None
     assert finding_status(Status.SUSPECTED, re_measured="confirmed") == Status.CONFIRMED
     assert finding_status(Status.IMPROVEMENT, machine_moved=True) == Status.IMPROVEMENT
     assert finding_status(Status.IMPROVEMENT, environment_changed=True) == Status.DRIFT
+    # A speed-up's re-measure keeps it one, or sets it aside; it is never `confirmed`
+    # (which would send it to bisect and the gate's confirmed count).
+    assert finding_status(Status.IMPROVEMENT, re_measured="confirmed") == Status.IMPROVEMENT
+    assert finding_status(Status.IMPROVEMENT, re_measured="undecided") == Status.IMPROVEMENT
+    assert finding_status(Status.IMPROVEMENT, re_measured="not-reproduced") == (
+        Status.NOT_REPRODUCED
+    )
