@@ -108,7 +108,7 @@ def triage_here(
             read, findings=tuple(f for f in read.findings if f.ident.to_json() in wanted)
         )
 
-    read = named(triage.read(project, machine=machine))
+    read = named(triage.read(project, machine=machine, improvements=True))
     lines: list[str] = []
     # Confirmed before without a diff (fleet-confirm explains nothing): explained here,
     # after confirm, which explains only what it confirms now.

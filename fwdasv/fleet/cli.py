@@ -146,7 +146,11 @@ def fleet_confirm_command(
     in no live node.
     """
     project = AsvProject.load(config)
-    found = [f for f in findings.find(project, machine=machine, bench=bench) if to_re_measure(f)]
+    found = [
+        f
+        for f in findings.find(project, machine=machine, bench=bench, improvements=True)
+        if to_re_measure(f)
+    ]
     if not found:
         click.echo(f"nothing to confirm: {NOTHING_PENDING[True]}")
         return
@@ -179,7 +183,9 @@ def fleet_triage_command(
     """
     project = AsvProject.load(config)
     found = to_triage(
-        findings.find(project, machine=machine, bench=bench), explain=explain, bisect=True
+        findings.find(project, machine=machine, bench=bench, improvements=True),
+        explain=explain,
+        bisect=True,
     )
     if not found:
         click.echo(

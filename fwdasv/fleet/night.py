@@ -51,7 +51,7 @@ def fleet_night(
     outcome = run_fleet(project, commits, spec, root=root, hooks=hooks, echo=indented)
     for line in outcome.lines():
         indented(line)
-    todo = to_triage(findings.find(project), explain=explain, bisect=bisect)
+    todo = to_triage(findings.find(project, improvements=True), explain=explain, bisect=bisect)
     if todo:
         echo(f"[fleet-nightly] 2/4 triage {len(todo)} finding(s) on the GPUs that measured them")
         steps = (CONFIRM, *((EXPLAIN,) if explain else ()), *((BISECT,) if bisect else ()))

@@ -51,3 +51,18 @@ def test_a_step_free_history_owes_its_false_findings_to_odd_processes_or_noise(l
     assert "odd head" in classes, classes  # a slow newest commit, listed `suspected`
     assert classes <= {"odd start", "odd head", "odd pair", "odd inside", "noise"}, classes
     assert not any(t.missed or t.large for t in tallies)
+
+
+def test_re_measuring_both_signs_sets_aside_the_false_speed_ups_of_step_free_histories(
+    load,
+) -> None:
+    """On step-free histories some false findings are speed-ups (a slow first commit, two
+    odd commits coming back); nightly re-measures them too, and none is left after."""
+    quality = load("sparse_quality")
+    families = ("gpu 6-12, none", "cpu 6-12, none")
+    outcomes = quality.evaluate(seed=1, histories=40, workers=1, only=families)
+    faster = [o for o in outcomes if o.false_any and not o.false_slower]
+    assert faster, "no step-free history listed a false speed-up: the test shows nothing"
+    assert not any(o.false_after_confirm for o in outcomes)
+    # What is left after the night is what confirm left, less what bisect placed.
+    assert all(o.false_after_confirm or not o.false_after_night for o in outcomes)

@@ -69,7 +69,7 @@ def confirm_command(
     machine = project_machine(project, machine)
     found = triage.confirm(
         project,
-        triage.read(project, machine=machine, bench=bench),
+        triage.read(project, machine=machine, bench=bench, improvements=improvements),
         max_processes=max_processes,
         run_explain=explain,
         improvements=improvements,

@@ -26,6 +26,7 @@ from helpers import measuring_priority
 from fwdasv.analysis.confirm.reproduce import processes_per_commit
 from fwdasv.analysis.explain.kernel_diff import DEFAULT_ROUNDS
 from fwdasv.analysis.findings import findings
+from fwdasv.analysis.findings.finding import to_re_measure
 from fwdasv.analysis.findings.series import load_series
 from fwdasv.analysis.findings.verdict_file import VERDICTS_FILE
 from fwdasv.analysis.findings.verdicts import record_verdict
@@ -78,6 +79,7 @@ def confirmed(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
                         case,
                         "--max-processes",
                         "3",
+                        "--no-improvements",  # the speed-up's re-measure: a test of its own
                         "--format",
                         "json",
                     ],
@@ -196,10 +198,10 @@ def test_nightly_gates_on_confirmed_findings(demo_history, tmp_path: Path) -> No
     assert latency, f"no paced finding in the demo history: {[f.key.name for f in found]}"
     ours = next((f for f in latency if f.after_commit == demo_history.slow_commit), latency[0])
     record_verdict(project, ours, status=Status.CONFIRMED)
-    # Other findings of the demo's noisy history (if any) are taken as ruled out, so
-    # nightly has nothing left to re-measure here.
-    for other in found:
-        if other.status in TO_CONFIRM and other.ident != ours.ident:
+    # Other findings of the demo's noisy history (if any; the decode speed-up, which nightly
+    # re-measures too) are taken as ruled out, so nightly has nothing left to re-measure here.
+    for other in findings.find(project, improvements=True):
+        if to_re_measure(other) and other.ident != ours.ident:
             record_verdict(project, other, status=Status.NOT_REPRODUCED)
 
     def nightly():
@@ -231,3 +233,46 @@ def test_nightly_gates_on_confirmed_findings(demo_history, tmp_path: Path) -> No
         ["git", "-C", str(project.repo), "rev-list", "main"], capture_output=True, text=True
     ).stdout.split()
     assert len(list(project.results_dir.glob("testbox/*-*.json"))) == len(stored)
+
+
+@pytest.mark.slow
+def test_confirm_re_measures_a_speed_up_and_keeps_it_an_improvement(
+    demo_history, tmp_path: Path
+) -> None:
+    """The decode case's speed-up (about a third of the time from the demo's GQA commit):
+    `fwdasv confirm` re-measures it as it would a slowdown, B faster than A; confirmed, it
+    stays `improvement` (never gating, never bisected) and is not re-measured again."""
+    project = demo_history.new_project(tmp_path / "asv")
+    case = "decode_bs8_2k"
+    every = findings.find(project, improvements=True)
+    (speed_up,) = [f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT]
+    assert speed_up.percent < -40, speed_up.percent
+    # Its slowdowns are taken as re-measured already: the run re-measures the speed-up alone.
+    for other in every:
+        if other.status in TO_CONFIRM:
+            record_verdict(project, other, status=Status.NOT_REPRODUCED)
+    args = ["confirm", "--config", str(project.config_path), "--bench", case]
+    args += ["--max-processes", "6", "--no-explain", "--format", "json"]
+    with measuring_priority():
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output  # a speed-up never gates
+    assert "1 finding(s), one interleaved A/B" in result.stderr, result.stderr
+    (entry,) = [e for e in json.loads(result.stdout)["regressions"] if e["status"] == "improvement"]
+    assert entry["after_commit"] == speed_up.after_commit
+    confirmation = entry["verdict"]["confirmation"]
+    assert confirmation["status"] == "confirmed", confirmation
+    # Told B over A: B faster, the whole interval below zero, the speed-up's size tested.
+    assert confirmation["upper_pct"] < 0 and confirmation["percent"] < -30, confirmation
+    assert confirmation["tested_pct"] < 0, confirmation
+    assert confirmation["summary"].startswith("confirmed: B -"), confirmation["summary"]
+    assert entry["re_measured"]["outcome"] == "confirmed"
+    assert entry["culprit"] is None
+    again = CliRunner().invoke(main, args)
+    assert "nothing to confirm" in again.stderr + again.stdout, again.output
+    # `--no-improvements` (and `fwdasv regressions`) leave it as it was listed.
+    listing = CliRunner().invoke(
+        main,
+        ["regressions", "--config", str(project.config_path), "--improvements", "--format", "json"],
+    )
+    listed = [e for e in json.loads(listing.stdout)["regressions"] if e["status"] == "improvement"]
+    assert speed_up.after_commit in {e["after_commit"] for e in listed}, listing.stdout
