@@ -17,6 +17,7 @@ from pathlib import Path
 
 import click
 
+from fwdasv.analysis.commands.common import explain_switch
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.rules.status import TO_CONFIRM
@@ -186,9 +187,7 @@ def fleet_confirm_command(fleet: FleetOptions) -> None:
 
 @click.command("fleet-triage", cls=Command, context_settings=CONTEXT)
 @fleet_options
-@click.option(
-    "--explain/--no-explain", default=True, show_default=True, help="Explain what confirm confirms."
-)
+@explain_switch("Explain what confirm confirms.")
 def fleet_triage_command(fleet: FleetOptions, explain: bool) -> None:
     """Confirm, explain and bisect each finding on the GPU that measured it, from the head.
 
@@ -218,7 +217,7 @@ def fleet_triage_command(fleet: FleetOptions, explain: bool) -> None:
 @config_option()
 @_fleet_dir_option
 @_max_processes_option
-@click.option("--explain/--no-explain", default=True, show_default=True)
+@explain_switch(None)
 @click.option("--bisect/--no-bisect", default=True, show_default=True)
 @click.option("--fail-on-suspected", is_flag=True, help="Exit 1 on a suspected finding too.")
 def fleet_nightly_command(
