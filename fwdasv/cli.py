@@ -29,7 +29,7 @@ from fwdasv.fleet.cli import (
     fleet_triage_command,
 )
 from fwdasv.fleet.shard_cli import shard_command
-from fwdasv.hw.cli import hw
+from fwdasv.hw.cli import hw, lock_clocks_option
 from fwdasv.hw.nvml import parse_gpu_selection
 from fwdasv.nightly import run_nightly
 
@@ -48,11 +48,7 @@ def main() -> None:
 @click.option(
     "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated [default: all]."
 )
-@click.option(
-    "--lock-clocks",
-    metavar="MHz|base|default",
-    help="Lock SM clocks for the run (root); reset afterwards. [default: not locked]",
-)
+@lock_clocks_option("Lock SM clocks for the run (root); reset afterwards. [default: not locked]")
 @click.option(
     "--state-file",
     type=click.Path(dir_okay=False),

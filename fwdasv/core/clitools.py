@@ -211,14 +211,15 @@ def machine_option(
     return click.option("--machine", "-m", default=None, help=help)
 
 
-def bench_option(f: F) -> F:
-    return click.option(
-        "--bench",
-        "-b",
-        multiple=True,
-        help="Regex searched in the benchmark name or 'name(params)', as `asv run -b`; "
-        "repeat to keep any match.",
-    )(f)
+def bench_filter(help: str) -> Callable[[F], F]:
+    """`--bench`/`-b`, repeatable regexes choosing benchmarks; `help` says what they match."""
+    return click.option("--bench", "-b", multiple=True, help=help)
+
+
+bench_option = bench_filter(
+    "Regex searched in the benchmark name or 'name(params)', as `asv run -b`; "
+    "repeat to keep any match."
+)
 
 
 def factor_option(help: str) -> Callable[[F], F]:

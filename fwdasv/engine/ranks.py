@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from fwdasv.core.errors import UserError
 from fwdasv.engine.config import EngineConfig
+from fwdasv.targets.base import StageEnds
 
 # Microbatches dropped at each end of the stream, per stage (the seed's 4 x PP).
 MARGIN_PER_STAGE = 4
@@ -34,7 +35,7 @@ class CaseFailed(Exception):
 
 
 @dataclass(frozen=True)
-class Topology:
+class Topology(StageEnds):
     """Where a rank sits: stage `rank % num_stages` of replica `rank // num_stages`.
 
     Every replica runs the whole pipeline on the same case (as vLLM's DP ranks
@@ -74,14 +75,6 @@ class Topology:
     @property
     def replica(self) -> int:
         return self.rank // self.num_stages
-
-    @property
-    def first(self) -> bool:
-        return self.stage == 0
-
-    @property
-    def last(self) -> bool:
-        return self.stage == self.num_stages - 1
 
     @property
     def first_rank(self) -> int:

@@ -7,13 +7,17 @@ test's fake GPU identities and gate, several fake nodes on one box); unset, none
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
+from fwdasv.analysis.commands.common import explain_switch
 from fwdasv.analysis.confirm.reproduce import NOTHING_PENDING
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding, to_re_measure
@@ -42,6 +46,18 @@ def hooks_from_env() -> Hooks | None:
     return hooks
 
 
+@contextmanager
+def joined(address: str) -> Iterator[None]:
+    """Inside: this process is joined to the cluster at `address`; after: left again, when
+    it was this block that joined (`fwdasv.fleet.run.connect`)."""
+    joined_here = connect(address)
+    try:
+        yield
+    finally:
+        if joined_here:
+            _ray.ray.shutdown()
+
+
 def shard_over_ray(
     project: AsvProject,
     commits: Sequence[str],
@@ -51,8 +67,7 @@ def shard_over_ray(
     fleet_dir: str | None,
 ) -> None:
     """`fwdasv shard --ray`: the range over the cluster, its summary, its exit status."""
-    joined = connect(address)
-    try:
+    with joined(address):
         outcome = run_fleet(
             project,
             commits,
@@ -62,9 +77,6 @@ def shard_over_ray(
             hooks=hooks_from_env(),
             echo=click.echo,
         )
-    finally:
-        if joined:
-            _ray.ray.shutdown()
     for line in outcome.lines():
         click.echo(line)
     ledger = outcome.ledger
@@ -77,67 +89,88 @@ def shard_over_ray(
         )
 
 
-def _on_fleet(
-    project: AsvProject,
-    found: Sequence[Finding],
-    steps: Sequence[str],
-    address: str,
-    fleet_dir: str | None,
-    max_processes: int,
-) -> None:
-    """`triage_on_fleet` from the command line: joined, run, left; what each GPU recorded."""
-    joined = connect(address)
-    try:
-        done = triage_on_fleet(
-            project,
-            found,
-            steps,
-            root=fleet_dir,
-            hooks=hooks_from_env(),
-            max_processes=max_processes,
-            echo=click.echo,
-        )
-    finally:
-        if joined:
-            _ray.ray.shutdown()
-    for remote in done:
-        click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
-    if not done:
-        raise CliError("nothing confirmed", EXIT_USAGE)
+_ray_option = click.option(
+    "--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster."
+)
+_fleet_dir_option = click.option(
+    "--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy."
+)
+_max_processes_option = click.option(
+    "--max-processes", type=click.IntRange(min=3), default=6, show_default=True
+)
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """What fleet-confirm and fleet-triage take alike: the cluster's address, the project's
+    configuration, which findings (`machine`, `bench`), where nodes keep the project's copy
+    and the bench processes per side."""
+
+    address: str
+    config: Path
+    machine: str | None
+    bench: tuple[str, ...]
+    fleet_dir: str | None
+    max_processes: int
+
+    def find(self, project: AsvProject) -> list[Finding]:
+        """The project's findings (speed-ups too: the fleet re-measures them), of `machine`
+        and `bench` where given."""
+        return findings.find(project, machine=self.machine, bench=self.bench, improvements=True)
+
+    def on_fleet(self, project: AsvProject, found: Sequence[Finding], steps: Sequence[str]) -> None:
+        """`triage_on_fleet` from the command line: joined, run, left; what each GPU recorded."""
+        with joined(self.address):
+            done = triage_on_fleet(
+                project,
+                found,
+                steps,
+                root=self.fleet_dir,
+                hooks=hooks_from_env(),
+                max_processes=self.max_processes,
+                echo=click.echo,
+            )
+        for remote in done:
+            click.echo(f"{remote.worker.label}: {len(remote.verdicts)} verdict(s) recorded here")
+        if not done:
+            raise CliError("nothing confirmed", EXIT_USAGE)
 
 
 def fleet_options(command: Callable[..., None]) -> Callable[..., None]:
-    """The options fleet-confirm and fleet-triage share."""
+    """The options fleet-confirm and fleet-triage share, handed to the command as one
+    `FleetOptions`, its first parameter (click's pattern of options packed into an object)."""
+
+    @functools.wraps(command)
+    def packed(
+        address: str,
+        config: Path,
+        machine: str | None,
+        bench: tuple[str, ...],
+        fleet_dir: str | None,
+        max_processes: int,
+        **rest: object,
+    ) -> None:
+        command(FleetOptions(address, config, machine, bench, fleet_dir, max_processes), **rest)
+
     for option in reversed(
         (
-            click.option(
-                "--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster."
-            ),
+            _ray_option,
             config_option(),
             click.option(
                 "--machine", help="Only this machine's findings [default: every machine]."
             ),
             bench_option,
-            click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy."),
-            click.option(
-                "--max-processes", type=click.IntRange(min=3), default=6, show_default=True
-            ),
+            _fleet_dir_option,
+            _max_processes_option,
         )
     ):
-        command = option(command)
-    return command
+        packed = option(packed)
+    return packed
 
 
 @click.command("fleet-confirm", cls=Command, context_settings=CONTEXT)
 @fleet_options
-def fleet_confirm_command(
-    address: str,
-    config: Path,
-    machine: str | None,
-    bench: tuple[str, ...],
-    fleet_dir: str | None,
-    max_processes: int,
-) -> None:
+def fleet_confirm_command(fleet: FleetOptions) -> None:
     """Confirm each regression on the GPU that measured it, from this (the head) host.
 
     Each finding's A/B re-measure runs on the Ray node and GPU of its machine
@@ -145,32 +178,18 @@ def fleet_confirm_command(
     to this project's verdicts file. Exit status 0, 2 when a machine's GPU is
     in no live node.
     """
-    project = AsvProject.load(config)
-    found = [
-        f
-        for f in findings.find(project, machine=machine, bench=bench, improvements=True)
-        if to_re_measure(f)
-    ]
+    project = AsvProject.load(fleet.config)
+    found = [f for f in fleet.find(project) if to_re_measure(f)]
     if not found:
         click.echo(f"nothing to confirm: {NOTHING_PENDING[True]}")
         return
-    _on_fleet(project, found, (CONFIRM,), address, fleet_dir, max_processes)
+    fleet.on_fleet(project, found, (CONFIRM,))
 
 
 @click.command("fleet-triage", cls=Command, context_settings=CONTEXT)
 @fleet_options
-@click.option(
-    "--explain/--no-explain", default=True, show_default=True, help="Explain what confirm confirms."
-)
-def fleet_triage_command(
-    address: str,
-    config: Path,
-    machine: str | None,
-    bench: tuple[str, ...],
-    fleet_dir: str | None,
-    max_processes: int,
-    explain: bool,
-) -> None:
+@explain_switch("Explain what confirm confirms.")
+def fleet_triage_command(fleet: FleetOptions, explain: bool) -> None:
     """Confirm, explain and bisect each finding on the GPU that measured it, from the head.
 
     As nightly's triage, on the Ray node and GPU of each finding's machine:
@@ -181,12 +200,8 @@ def fleet_triage_command(
     project's verdicts file, explain's profiles written under .fwdasv-explain/.
     Exit status 0, 2 when a machine's GPU is in no live node.
     """
-    project = AsvProject.load(config)
-    found = to_triage(
-        findings.find(project, machine=machine, bench=bench, improvements=True),
-        explain=explain,
-        bisect=True,
-    )
+    project = AsvProject.load(fleet.config)
+    found = to_triage(fleet.find(project), explain=explain, bisect=True)
     if not found:
         click.echo(
             "nothing to triage: no finding to confirm"
@@ -194,17 +209,16 @@ def fleet_triage_command(
             + " and no range left to bisect"
         )
         return
-    steps = (CONFIRM, *((EXPLAIN,) if explain else ()), BISECT)
-    _on_fleet(project, found, steps, address, fleet_dir, max_processes)
+    fleet.on_fleet(project, found, (CONFIRM, *((EXPLAIN,) if explain else ()), BISECT))
 
 
 @click.command("fleet-nightly", cls=Command, context_settings=CONTEXT)
 @click.argument("range_spec", metavar="RANGE")
-@click.option("--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster.")
+@_ray_option
 @config_option()
-@click.option("--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy.")
-@click.option("--max-processes", type=click.IntRange(min=3), default=6, show_default=True)
-@click.option("--explain/--no-explain", default=True, show_default=True)
+@_fleet_dir_option
+@_max_processes_option
+@explain_switch(None)
 @click.option("--bisect/--no-bisect", default=True, show_default=True)
 @click.option("--fail-on-suspected", is_flag=True, help="Exit 1 on a suspected finding too.")
 def fleet_nightly_command(
@@ -229,8 +243,7 @@ def fleet_nightly_command(
     """
     project = AsvProject.load(config)
     commits = range_commits(project, range_spec)
-    joined = connect(address)
-    try:
+    with joined(address):
         status = fleet_night(
             project,
             commits,
@@ -243,7 +256,4 @@ def fleet_nightly_command(
             max_processes=max_processes,
             echo=click.echo,
         )
-    finally:
-        if joined:
-            _ray.ray.shutdown()
     raise SystemExit(status)

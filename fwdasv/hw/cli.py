@@ -47,6 +47,12 @@ def _state_file_option(command: F) -> F:
     )(command)
 
 
+def lock_clocks_option(help: str) -> Callable[[F], F]:
+    """`--lock-clocks MHz|base|default` (hw setup, nightly): SM clocks to lock
+    (`fwdasv.hw.setup`); unset, not locked."""
+    return click.option("--lock-clocks", metavar="MHz|base|default", default=None, help=help)
+
+
 def _clock_policy_option(choices: tuple[str, ...], default: str, help: str) -> Callable[[F], F]:
     return click.option(
         "--clock-policy",
@@ -148,13 +154,10 @@ def _v(value: object) -> str:
 
 @hw.command()
 @_gpus_option
-@click.option(
-    "--lock-clocks",
-    metavar="MHz|base|default",
-    default=None,
-    help="Lock the SM clocks: a frequency in MHz, 'base' (the clock the GPU sustains at TDP, "
+@lock_clocks_option(
+    "Lock the SM clocks: a frequency in MHz, 'base' (the clock the GPU sustains at TDP, "
     "as nvidia-smi -lgc tdp) or 'default' (the default applications clock). "
-    "[default: not locked]",
+    "[default: not locked]"
 )
 @click.option(
     "--lock-memory-clocks",

@@ -64,6 +64,29 @@ class Target(Protocol):
     def prepare(self, case: BenchCase, seed: int) -> PreparedForward: ...
 
 
+class Staged(Protocol):
+    """Stage `stage` of a pipeline of `num_stages` (0 is the first)."""
+
+    @property
+    def stage(self) -> int: ...
+
+    @property
+    def num_stages(self) -> int: ...
+
+
+class StageEnds:
+    """`first` and `last` of a `Staged` class: a rank's place (`fwdasv.engine.ranks.Topology`)
+    and a target's stage (the bundled decoder) say it the same way."""
+
+    @property
+    def first(self: Staged) -> bool:
+        return self.stage == 0
+
+    @property
+    def last(self: Staged) -> bool:
+        return self.stage == self.num_stages - 1
+
+
 @dataclass(frozen=True)
 class TargetSpec:
     """A parsed `package.module:callable` string with its keyword options."""

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from fwdasv.core.cases import BenchCase
-from fwdasv.targets.base import PreparedForward, TargetError
+from fwdasv.targets.base import PreparedForward, StageEnds, TargetError
 from fwdasv.targets.device import torch_dtype
 
 # SDPA may pick cuDNN's attention on Hopper; these backends' forwards are
@@ -182,7 +182,7 @@ class _Group:
         return self.kv_len - self.query_len
 
 
-class DecoderTarget:
+class DecoderTarget(StageEnds):
     """One stage (of `num_stages`) of the decoder, built with seeded random weights."""
 
     def __init__(
@@ -222,14 +222,6 @@ class DecoderTarget:
             ** (torch.arange(0, config.head_dim, 2, dtype=torch.float32) / config.head_dim)
         )
         self.inv_freq = inv_freq.to(self.device)
-
-    @property
-    def first(self) -> bool:
-        return self.stage == 0
-
-    @property
-    def last(self) -> bool:
-        return self.stage == self.num_stages - 1
 
     def check(self, case: BenchCase) -> None:
         if case.max_kv_len > self.config.max_kv_len:

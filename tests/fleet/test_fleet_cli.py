@@ -1,4 +1,5 @@
-"""`fwdasv shard --ray`: what it refuses before joining any cluster."""
+"""`fwdasv shard --ray`, fleet-confirm and fleet-triage: what they read and refuse before
+joining any cluster."""
 
 from __future__ import annotations
 
@@ -21,3 +22,27 @@ def test_one_host_options_with_ray_are_one_line(tmp_path):
         assert done.exit_code == EXIT_USAGE, done.output
         (line,) = [x for x in done.output.splitlines() if x.strip()]
         assert line == "Error: --gpus and --plan-only are for one host; drop them with --ray"
+
+
+def test_fleet_confirm_and_triage_read_their_options_before_joining_any_cluster(tmp_path):
+    """Their shared options reach the command as one value (`FleetOptions`): the project of
+    --config, the findings of --machine; with no finding to send, --ray is never joined."""
+    build_repo(tmp_path / "mymodel", commits=3, slow_index=None)
+    project = write_torch_project(tmp_path / "asv", tmp_path / "mymodel", "mymodel", [])
+    project.results_dir.mkdir()  # the suite discovered, nothing measured: no finding
+    (project.results_dir / "benchmarks.json").write_text("{}")
+    said = {
+        "fleet-confirm": "nothing to confirm: no finding has status 'regression' or 'suspected'",
+        "fleet-triage": "nothing to triage: no finding to confirm or explain and no range left "
+        "to bisect",
+    }
+    for command, line in said.items():
+        options = [command, "--ray", "127.0.0.1:1", "--config", str(project.config_path)]
+        done = CliRunner().invoke(main, options)
+        assert done.exit_code == 0, done.output
+        assert done.output.splitlines() == [line]
+        done = CliRunner().invoke(main, [*options, "--machine", "nowhere"])
+        assert done.exit_code == EXIT_USAGE, done.output
+        assert done.output.splitlines() == [
+            f"Error: unknown machine 'nowhere' in {project.results_dir} (known: none)"
+        ]

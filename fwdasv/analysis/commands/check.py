@@ -19,7 +19,7 @@ from fwdasv.analysis.commands.common import (
 from fwdasv.analysis.rules import confirm
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
-from fwdasv.core.clitools import config_option, format_option
+from fwdasv.core.clitools import bench_filter, config_option, format_option
 from fwdasv.core.files import check_output_path, write_atomic
 
 
@@ -28,12 +28,9 @@ from fwdasv.core.files import check_output_path, write_atomic
 @click.argument("head", metavar="HEAD")
 @config_option()
 @measuring_machine_option
-@click.option(
-    "--bench",
-    "-b",
-    multiple=True,
-    help="Regex a suite's name (forward.TinyLM) must match; repeat to keep any match "
-    "[default: every fwdasv suite of the project but the canary].",
+@bench_filter(
+    "Regex a suite's name (forward.TinyLM) must match; repeat to keep any match "
+    "[default: every fwdasv suite of the project but the canary]."
 )
 @format_option(
     ("table", "markdown", "json"),

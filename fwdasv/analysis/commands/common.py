@@ -134,14 +134,16 @@ def max_processes_option(what: str) -> Callable[[F], F]:
     )
 
 
-def explain_option(f: F) -> F:
-    """`--explain/--no-explain` (confirm, nightly): the kernel diff of a confirmed step."""
-    return click.option(
-        "--explain/--no-explain",
-        default=True,
-        show_default=True,
-        help="Profile a confirmed regression at both commits and keep the kernel diff.",
-    )(f)
+def explain_switch(help: str | None) -> Callable[[F], F]:
+    """`--explain/--no-explain`, on by default: explain what a command confirms (the kernel
+    diff of a confirmed step); `help` says where."""
+    return click.option("--explain/--no-explain", default=True, show_default=True, help=help)
+
+
+# check, confirm and nightly.
+explain_option = explain_switch(
+    "Profile a confirmed regression at both commits and keep the kernel diff."
+)
 
 
 def improvements_option(f: F) -> F:
