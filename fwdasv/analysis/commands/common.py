@@ -146,15 +146,14 @@ explain_option = explain_switch(
 )
 
 
-def improvements_option(f: F) -> F:
-    """`--improvements/--no-improvements` (confirm, nightly): re-measure speed-ups too."""
-    return click.option(
-        "--improvements/--no-improvements",
-        default=True,
-        show_default=True,
-        help="Re-measure each speed-up found too (A/B, as a regression): a confirmed one stays "
-        "`improvement`, one the re-measure rules out is set aside as `not-reproduced`.",
-    )(f)
+# confirm and nightly: re-measure speed-ups too.
+improvements_option = click.option(
+    "--improvements/--no-improvements",
+    default=True,
+    show_default=True,
+    help="Re-measure each speed-up found too (A/B, as a regression): a confirmed one stays "
+    "`improvement`, one the re-measure rules out is set aside as `not-reproduced`.",
+)
 
 
 def show_bench_option(f: F) -> F:
