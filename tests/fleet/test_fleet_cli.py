@@ -32,7 +32,8 @@ def test_fleet_confirm_and_triage_read_their_options_before_joining_any_cluster(
     project.results_dir.mkdir()  # the suite discovered, nothing measured: no finding
     (project.results_dir / "benchmarks.json").write_text("{}")
     said = {
-        "fleet-confirm": "nothing to confirm: no finding has status 'regression' or 'suspected'",
+        "fleet-confirm": "nothing to confirm: no finding has status 'regression' or "
+        "'suspected', nor a speed-up not yet re-measured",
         "fleet-triage": "nothing to triage: no finding to confirm or explain and no range left "
         "to bisect",
     }
