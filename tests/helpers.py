@@ -250,6 +250,25 @@ def with_commit_scaled(
     return out
 
 
+def scale_stored_case(
+    result_file: Path, case: str, factor: float, benchmarks: Sequence[str]
+) -> None:
+    """Rewrite one asv result file as if `case` of each of `benchmarks` had read `factor`
+    times what it did (its median, intervals, quartiles and samples): one odd process of
+    that commit, a boundary the tests cannot make a real process cross at will."""
+    doc = json.loads(result_file.read_text())
+    columns = doc["result_columns"]
+    for name in benchmarks:
+        row = doc["results"][name]
+        (cases,) = row[columns.index("params")]
+        at = cases.index(repr(case))
+        for column in ("result", "stats_ci_99_a", "stats_ci_99_b", "stats_q_25", "stats_q_75"):
+            row[columns.index(column)][at] *= factor
+        samples = row[columns.index("samples")]
+        samples[at] = [v * factor for v in samples[at]]
+    result_file.write_text(json.dumps(doc))
+
+
 @contextlib.contextmanager
 def bench_script(relative: str) -> Iterator[ModuleType]:
     """bench/RELATIVE (e.g. "fleet/schedule_sim.py") loaded as a module named after its file,

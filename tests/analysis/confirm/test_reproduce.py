@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import measuring_priority
+from helpers import measuring_priority, scale_stored_case
 
 from fwdasv.analysis.confirm.reproduce import processes_per_commit
 from fwdasv.analysis.explain.kernel_diff import DEFAULT_ROUNDS
@@ -276,3 +276,39 @@ def test_confirm_re_measures_a_speed_up_and_keeps_it_an_improvement(
     )
     listed = [e for e in json.loads(listing.stdout)["regressions"] if e["status"] == "improvement"]
     assert speed_up.after_commit in {e["after_commit"] for e in listed}, listing.stdout
+
+
+@pytest.mark.slow
+def test_confirm_sets_aside_a_speed_up_made_by_one_slow_first_process(
+    demo_history, tmp_path: Path
+) -> None:
+    """The demo history's prefill case with its first commit's stored result read 40% slow
+    (one odd process): the series lists a -29% `improvement` after it, which nothing but a
+    re-measure can tell from a real one; `fwdasv confirm` measures that commit beside the
+    next but one, finds them alike, and the speed-up is set aside as `not-reproduced`."""
+    project = demo_history.new_project(tmp_path / "asv")
+    case, first = "prefill_512", demo_history.hashes[0]
+    (stored,) = (project.results_dir / demo_history.machine).glob(f"{first[:8]}-*.json")
+    scale_stored_case(stored, case, 1.4, (demo_history.benchmark, "forward.TinyLM.track_latency"))
+    every = findings.find(project, improvements=True)
+    (odd,) = [f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT]
+    assert odd.before_commit == first and odd.percent < -20, (odd.before_commit, odd.percent)
+    for other in every:  # the history's slowdowns: not what this test re-measures
+        if other.status in TO_CONFIRM:
+            record_verdict(project, other, status=Status.NOT_REPRODUCED)
+    args = ["confirm", "--config", str(project.config_path), "--bench", case]
+    args += ["--max-processes", "6", "--no-explain", "--format", "json"]
+    with measuring_priority():
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert f"re-measuring A {first[:8]}" in result.stderr, result.stderr
+    (entry,) = [
+        e
+        for e in json.loads(result.stdout)["regressions"]
+        if e["case"] == case and e["after_commit"] == odd.after_commit
+    ]
+    assert entry["status"] == "not-reproduced", entry["verdict"]
+    confirmation = entry["verdict"]["confirmation"]
+    # The claimed -29% lies below the re-measure's interval: ruled out, told B over A.
+    assert confirmation["lower_pct"] > odd.percent, confirmation
+    assert confirmation["summary"].startswith("not-reproduced: B "), confirmation["summary"]
