@@ -57,7 +57,8 @@ class Scenario:
     sd_pct: tuple[float, float]  # per-process sd range (log-uniform)
     commits: int = 16
     odd: float = 0.0  # chance a process reads 20-60% slow or 15-25% fast
-    outlier: float = 0.0  # chance of a slow clock state, +1..3%
+    outlier: float = 0.0  # chance of a slow clock state, +1..3% (`outlier_pct`)
+    outlier_pct: tuple[float, float] = (1.0, 3.0)
     history: bool = True
     claimed: bool = True  # bisected from a finding (its change known) or by hand
     series: int = 1  # cases of one suite stepping at the same commit, each its own sd
@@ -103,7 +104,8 @@ class SimulatedPool(ProcessPool):
             slow = self.rng.random() < 0.5
             odd = self.rng.uniform(1.2, 1.6) if slow else self.rng.uniform(0.75, 0.85)
         elif self.rng.random() < self.scenario.outlier:
-            odd = self.rng.uniform(1.01, 1.03)
+            low, high = self.scenario.outlier_pct
+            odd = self.rng.uniform(1 + low / 100, 1 + high / 100)
         out = {}
         for ref in self.series:
             level = 1.0 + (self.steps[ref] / 100 if index >= self.culprit else 0.0)

@@ -11,15 +11,15 @@ log-uniform in 3-30 times the series' true noise; CPU-like (a commit's process o
 (`simulate.random_spec`: 0.05-0.5%, 3% odd processes +1-3%) noise; and the doubled
 forward at 0.2% noise with 2|3 and 1|2 commits. Per family: steps found at their commit
 with the right sign (all; >= 10x the noise, and of those the ones confirm's re-measure
-kept), with the right status (slower: `regression`
-or `suspected`, faster: `improvement`; slower as `regression`); histories with a false
-finding (at no step's commit or of the wrong sign, any status), the same once confirm's
-simulated re-measure of each (both signs, as nightly re-measures them) set the
-`not-reproduced` aside, and after the night: a confirmed slower one whose re-measured
-A..B holds a slower step is bisected there, to that step's commit (`bisect_simulate.py`:
-0 wrong commits), so it no longer counts; with a false slower finding (`regression` or
-`suspected`: a slowdown listed where there is none; before and after confirm), with a
-false `regression`; asv's
+kept), with the right status (slower: `regression` or `suspected`, faster: `improvement`;
+slower as `regression`); histories with a false finding (at no step's commit or of the
+wrong sign, any status), the same once confirm's simulated re-measure of each (both
+signs, as nightly re-measures them) set the `not-reproduced` aside, and after the night: a
+confirmed slower one whose re-measured A..B holds a slower step is bisected there by the
+real `Bisector` on simulated processes (`placed_by_bisect`), and no longer counts once it
+names that step's commit; with a false slower finding (`regression` or `suspected`: a
+slowdown listed where there is none; before and after confirm), with a false
+`regression`; asv's
 `step_detect` (weighted as `asv publish` does) on the same medians: a change of its levels
 at the step's commit with its sign, any size and 5%+. Seeds: (seed, family, index).
 """
@@ -43,11 +43,14 @@ try:
 except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bisect_simulate
 from asv._stats import get_weight
 from asv.graph import Graph
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.rules.confirm import ab_indices
+from fwdasv.analysis.rules.confirm import MAX_PROCESSES, ab_indices
 from fwdasv.analysis.rules.detect import detect
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
@@ -60,6 +63,9 @@ CPU_BETWEEN_PCT = (1.0, 3.0)
 CPU_WITHIN_PCT = (1.0, 3.0)
 CPU_OUTLIER_RATE = 0.05
 CPU_OUTLIER_PCT = (5.0, 15.0)
+# Commits asv left unmeasured in each gap between measured ones, for bisect's search: a
+# 30-commit range at `--steps 6` leaves 4-5.
+GAP_COMMITS = 4
 
 
 @dataclass(frozen=True)
@@ -228,15 +234,34 @@ def left_after_confirm(
 
 
 def placed_by_bisect(
-    history: sim.SimHistory, finding: Step, status: ReMeasureStatus | None, truths: Sequence[Truth]
+    history: sim.SimHistory,
+    finding: Step,
+    status: ReMeasureStatus | None,
+    truths: Sequence[Truth],
+    seed: int,
 ) -> bool:
     """Whether the night's bisect names a true step's commit for `finding`: a confirmed
-    slowdown is bisected over its re-measured A..B (`from_findings.finding_range`), which
-    finds the slower step inside it."""
+    slowdown is bisected over its re-measured A..B (`from_findings.finding_range`). Where
+    a slower step lies inside, the real `Bisector` searches A..B's commits (GAP_COMMITS
+    unmeasured in each measured gap) on simulated processes of this series' noise and odd
+    processes (`bisect_simulate.trial`); True only when it names the step's commit."""
     if status != ReMeasureStatus.CONFIRMED or not slower(finding.status):
         return False
     a_index, b_index = ab_indices(finding, history.medians())
-    return any(t.up and a_index < t.index <= b_index for t in truths)
+    inside = [t for t in truths if t.up and a_index < t.index <= b_index]
+    if not inside:
+        return False
+    (shift,) = [s for s in history.shifts if s.index == inside[0].index]
+    sd = history.spec.true_noise_pct
+    scenario = bisect_simulate.Scenario(
+        "sparse",
+        shift.pct,
+        (sd, sd),
+        commits=(b_index - a_index) * (GAP_COMMITS + 1) + 1,
+        outlier=history.spec.outlier_rate,
+        outlier_pct=history.spec.outlier_pct,
+    )
+    return bisect_simulate.trial(scenario, seed, MAX_PROCESSES)[0] == "right"
 
 
 def run(task: tuple[str, int, int]) -> Outcome:
@@ -260,10 +285,14 @@ def run(task: tuple[str, int, int]) -> Outcome:
     confirm_rng = np.random.default_rng([task[1], 3000 + list(FAMILIES).index(name), task[2]])
     verdicts = re_measured(history, false, noise, confirm_rng)
     left = [f for f, v in verdicts if v != ReMeasureStatus.NOT_REPRODUCED]
+    family_index = list(FAMILIES).index(name)
     after_night = [
         f
-        for f, v in verdicts
-        if v != ReMeasureStatus.NOT_REPRODUCED and not placed_by_bisect(history, f, v, truths)
+        for k, (f, v) in enumerate(verdicts)
+        if v != ReMeasureStatus.NOT_REPRODUCED
+        and not placed_by_bisect(
+            history, f, v, truths, (task[1] * 100 + family_index) * 1_000_000 + task[2] * 10 + k
+        )
     ]
     changes = asv_changes(history)
     good = {(t.index, t.up) for t in truths}

@@ -66,3 +66,13 @@ def test_re_measuring_both_signs_sets_aside_the_false_speed_ups_of_step_free_his
     assert not any(o.false_after_confirm for o in outcomes)
     # What is left after the night is what confirm left, less what bisect placed.
     assert all(o.false_after_confirm or not o.false_after_night for o in outcomes)
+
+
+def test_the_nights_bisect_names_the_step_of_a_slowdown_confirmed_a_commit_off(load) -> None:
+    """A slower finding placed a commit off is confirmed (its A..B spans the real step);
+    the real Bisector, searching that A..B on the series' simulated processes, names the
+    step's commit, so after the night it is no longer a false finding."""
+    quality = load("sparse_quality")
+    outcomes = quality.evaluate(seed=1, histories=150, workers=1, only=("gpu 6-8, 2 steps",))
+    placed = [o for o in outcomes if o.false_after_confirm and not o.false_after_night]
+    assert placed, "no confirmed finding a commit off was placed by bisect"
