@@ -283,15 +283,24 @@ def test_confirm_sets_aside_a_speed_up_made_by_one_slow_first_process(
     demo_history, tmp_path: Path
 ) -> None:
     """The demo history's prefill case with its first commit's stored result read 40% slow
-    (one odd process): the series lists a -29% `improvement` after it, which nothing but a
-    re-measure can tell from a real one; `fwdasv confirm` measures that commit beside the
+    or more (one odd process): the series lists an `improvement` after it, which nothing but
+    a re-measure can tell from a real one; `fwdasv confirm` measures that commit beside the
     next but one, finds them alike, and the speed-up is set aside as `not-reproduced`."""
     project = demo_history.new_project(tmp_path / "asv")
     case, first = "prefill_512", demo_history.hashes[0]
     (stored,) = (project.results_dir / demo_history.machine).glob(f"{first[:8]}-*.json")
-    scale_stored_case(stored, case, 1.4, (demo_history.benchmark, "forward.TinyLM.track_latency"))
-    every = findings.find(project, improvements=True)
-    (odd,) = [f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT]
+    original = stored.read_text()
+    # As slow as it takes to stand out of this history's noise (a busy run's is wider).
+    for factor in (1.4, 2.0, 3.0):
+        stored.write_text(original)
+        scale_stored_case(
+            stored, case, factor, (demo_history.benchmark, "forward.TinyLM.track_latency")
+        )
+        every = findings.find(project, improvements=True)
+        listed = [f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT]
+        if listed:
+            break
+    (odd,) = listed
     assert odd.before_commit == first and odd.percent < -20, (odd.before_commit, odd.percent)
     for other in every:  # the history's slowdowns: not what this test re-measures
         if other.status in TO_CONFIRM:
