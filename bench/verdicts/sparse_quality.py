@@ -269,28 +269,32 @@ def run(task: tuple[str, int, int]) -> Outcome:
     history, truths = draw(task)
     noise = estimate_noise(history.samples)
     findings = detect(history.medians(), noise, improvements=True, samples=history.samples)
+    family_index = list(FAMILIES).index(name)
 
-    def at_truth(t: Truth) -> list[Status]:
-        return [f.status for f in findings if f.after_index == t.index and slower(f.status) == t.up]
+    def at_truth(t: Truth) -> list[Step]:
+        """The findings at `t`'s commit with its sign."""
+        return [f for f in findings if f.after_index == t.index and slower(f.status) == t.up]
 
     # The true findings re-measured as the night re-measures them (seeds of their own).
-    true_rng = np.random.default_rng([task[1], 4000 + list(FAMILIES).index(name), task[2]])
-    kept = []
-    for t in truths:
-        mine = [f for f in findings if f.after_index == t.index and slower(f.status) == t.up]
-        kept.append(bool(mine) and bool(left_after_confirm(history, mine[:1], noise, true_rng)))
+    true_rng = np.random.default_rng([task[1], 4000 + family_index, task[2]])
+    kept = tuple(
+        bool(mine) and bool(left_after_confirm(history, mine[:1], noise, true_rng))
+        for mine in map(at_truth, truths)
+    )
 
     false = false_findings(findings, truths)
     # Confirm re-measures the false ones only here (their own seeds).
-    confirm_rng = np.random.default_rng([task[1], 3000 + list(FAMILIES).index(name), task[2]])
-    verdicts = re_measured(history, false, noise, confirm_rng)
-    left = [f for f, v in verdicts if v != ReMeasureStatus.NOT_REPRODUCED]
-    family_index = list(FAMILIES).index(name)
+    confirm_rng = np.random.default_rng([task[1], 3000 + family_index, task[2]])
+    standing = [
+        (k, f, v)
+        for k, (f, v) in enumerate(re_measured(history, false, noise, confirm_rng))
+        if v != ReMeasureStatus.NOT_REPRODUCED
+    ]
+    left = [f for _, f, _ in standing]
     after_night = [
         f
-        for k, (f, v) in enumerate(verdicts)
-        if v != ReMeasureStatus.NOT_REPRODUCED
-        and not placed_by_bisect(
+        for k, f, v in standing
+        if not placed_by_bisect(
             history, f, v, truths, (task[1] * 100 + family_index) * 1_000_000 + task[2] * 10 + k
         )
     ]
@@ -301,15 +305,16 @@ def run(task: tuple[str, int, int]) -> Outcome:
         family=name,
         truths=truths,
         found=tuple(bool(at_truth(t)) for t in truths),
-        kept=tuple(kept),
+        kept=kept,
         status=tuple(
             any(
-                s in ((Status.REGRESSION, Status.SUSPECTED) if t.up else (Status.IMPROVEMENT,))
-                for s in at_truth(t)
+                f.status
+                in ((Status.REGRESSION, Status.SUSPECTED) if t.up else (Status.IMPROVEMENT,))
+                for f in at_truth(t)
             )
             for t in truths
         ),
-        regression=tuple(Status.REGRESSION in at_truth(t) for t in truths),
+        regression=tuple(any(f.status == Status.REGRESSION for f in at_truth(t)) for t in truths),
         false_any=bool(false),
         false_after_confirm=bool(left),
         false_after_night=bool(after_night),

@@ -49,10 +49,10 @@ def stored_results(project: AsvProject, machine: str) -> dict[str, str]:
 
 
 def to_triage(every: Sequence[Finding], *, explain: bool, bisect: bool) -> list[Finding]:
-    """What `fleet-triage` and `fleet-nightly` send to the GPUs: the findings to confirm
-    (speed-ups not yet re-measured too, `to_re_measure`),
-    with `explain` those confirmed before without a kernel diff (`unexplained`), with
-    `bisect` those of a range of several commits not bisected yet."""
+    """What `fleet-triage` and `fleet-nightly` send to the GPUs: the findings to re-measure
+    (`to_re_measure`: speed-ups not yet re-measured too), with `explain` those confirmed
+    before without a kernel diff (`unexplained`), with `bisect` those of a range of several
+    commits not bisected yet."""
     ranged = {f.ident for group in range_groups(every) for f in group.findings} if bisect else set()
     to_explain = {f.ident for f in unexplained(every)} if explain else set()
     return [f for f in every if to_re_measure(f) or f.ident in ranged | to_explain]

@@ -60,9 +60,9 @@ def confirm_command(
     so the variance between processes counts: `confirmed` or `not-reproduced`,
     appended to <results_dir>/fwdasv-verdicts.jsonl. A confirmed regression is
     explained (a kernel or op diff of A and B). A speed-up is re-measured the same
-    way (--no-improvements: not): kept as `improvement` if confirmed. Exits 1 when a regression or a
-    confirmed one remains, 0 otherwise, 2 on bad input or an unreadable result
-    file (named on stderr; --skip-unreadable to pass anyway).
+    way (--no-improvements: not): kept as `improvement` if confirmed. Exits 1
+    when a regression or a confirmed one remains, 0 otherwise, 2 on bad input or
+    an unreadable result file (named on stderr; --skip-unreadable to pass anyway).
     """
 
     project = AsvProject.load(config)

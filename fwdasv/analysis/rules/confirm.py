@@ -134,21 +134,21 @@ class Confirmation:
         )
 
 
+def _seen_from_the_other_side(pct: float) -> float:
+    """B over A as a percent of A over B (-80% -> +400%, +80% -> -44.4%)."""
+    return 100 * (1 / (1 + pct / 100) - 1)
+
+
 def magnitude_pct(change_pct: float) -> float:
     """A change as the slowdown of its slower side over its faster one (a -80% step is a
     +400% one seen from its end): the size both directions are judged at."""
-    if change_pct >= 0:
-        return change_pct
-    return 100 * (1 / (1 + change_pct / 100) - 1)
+    return change_pct if change_pct >= 0 else _seen_from_the_other_side(change_pct)
 
 
 def mirrored(verdict: Confirmation) -> Confirmation:
     """A verdict judged with A and B swapped, told as B over A: percentages and bounds
     turned over (a +80% of A over B is a -44.4% of B over A), the tested change negative."""
-
-    def over(pct: float) -> float:
-        return 100 * (1 / (1 + pct / 100) - 1)
-
+    over = _seen_from_the_other_side
     return replace(
         verdict,
         percent=over(verdict.percent),

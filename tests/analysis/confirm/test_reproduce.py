@@ -235,6 +235,19 @@ def test_nightly_gates_on_confirmed_findings(demo_history, tmp_path: Path) -> No
     assert len(list(project.results_dir.glob("testbox/*-*.json"))) == len(stored)
 
 
+def _confirm_speed_ups(project, every, case: str):
+    """`fwdasv confirm` of `case`'s speed-ups alone (JSON listing, no explain, up to 6
+    processes a side): the slowdowns of `every` recorded as re-measured first, as they are
+    not what these tests re-measure. (The result, the confirm's arguments.)"""
+    for other in every:
+        if other.status in TO_CONFIRM:
+            record_verdict(project, other, status=Status.NOT_REPRODUCED)
+    args = ["confirm", "--config", str(project.config_path), "--bench", case]
+    args += ["--max-processes", "6", "--no-explain", "--format", "json"]
+    with measuring_priority():
+        return CliRunner().invoke(main, args), args
+
+
 @pytest.mark.slow
 def test_confirm_re_measures_a_speed_up_and_keeps_it_an_improvement(
     demo_history, tmp_path: Path
@@ -247,14 +260,7 @@ def test_confirm_re_measures_a_speed_up_and_keeps_it_an_improvement(
     every = findings.find(project, improvements=True)
     (speed_up,) = [f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT]
     assert speed_up.percent < -40, speed_up.percent
-    # Its slowdowns are taken as re-measured already: the run re-measures the speed-up alone.
-    for other in every:
-        if other.status in TO_CONFIRM:
-            record_verdict(project, other, status=Status.NOT_REPRODUCED)
-    args = ["confirm", "--config", str(project.config_path), "--bench", case]
-    args += ["--max-processes", "6", "--no-explain", "--format", "json"]
-    with measuring_priority():
-        result = CliRunner().invoke(main, args)
+    result, args = _confirm_speed_ups(project, every, case)
     assert result.exit_code == 0, result.output  # a speed-up never gates
     assert "1 finding(s), one interleaved A/B" in result.stderr, result.stderr
     (entry,) = [e for e in json.loads(result.stdout)["regressions"] if e["status"] == "improvement"]
@@ -269,7 +275,7 @@ def test_confirm_re_measures_a_speed_up_and_keeps_it_an_improvement(
     assert entry["culprit"] is None
     again = CliRunner().invoke(main, args)
     assert "nothing to confirm" in again.stderr + again.stdout, again.output
-    # `--no-improvements` (and `fwdasv regressions`) leave it as it was listed.
+    # `fwdasv regressions` lists it as it was listed.
     listing = CliRunner().invoke(
         main,
         ["regressions", "--config", str(project.config_path), "--improvements", "--format", "json"],
@@ -302,13 +308,7 @@ def test_confirm_sets_aside_a_speed_up_made_by_one_slow_first_process(
             break
     (odd,) = listed
     assert odd.before_commit == first and odd.percent < -20, (odd.before_commit, odd.percent)
-    for other in every:  # the history's slowdowns: not what this test re-measures
-        if other.status in TO_CONFIRM:
-            record_verdict(project, other, status=Status.NOT_REPRODUCED)
-    args = ["confirm", "--config", str(project.config_path), "--bench", case]
-    args += ["--max-processes", "6", "--no-explain", "--format", "json"]
-    with measuring_priority():
-        result = CliRunner().invoke(main, args)
+    result, _ = _confirm_speed_ups(project, every, case)
     assert result.exit_code == 0, result.output
     assert f"re-measuring A {first[:8]}" in result.stderr, result.stderr
     (entry,) = [
@@ -318,6 +318,6 @@ def test_confirm_sets_aside_a_speed_up_made_by_one_slow_first_process(
     ]
     assert entry["status"] == "not-reproduced", entry["verdict"]
     confirmation = entry["verdict"]["confirmation"]
-    # The claimed -29% lies below the re-measure's interval: ruled out, told B over A.
+    # The claimed speed-up lies below the re-measure's interval: ruled out, told B over A.
     assert confirmation["lower_pct"] > odd.percent, confirmation
     assert confirmation["summary"].startswith("not-reproduced: B "), confirmation["summary"]
