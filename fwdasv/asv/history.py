@@ -233,9 +233,12 @@ class History:
         unknown = [m for m in machines if m not in self.known_machines]
         if unknown:
             known = ", ".join(self.known_machines) or "none"
+            fix = "measure under that name first (`asv run --machine NAME`)"
+            if self.known_machines:
+                fix = f"pass --machine with one of those, or {fix}"
             raise HistoryError(
                 f"unknown machine {', '.join(map(repr, unknown))} in {self.results_dir} "
-                f"(known: {known})"
+                f"(known: {known}): no results are stored under that name; {fix}"
             )
         self.machines = list(dict.fromkeys(machines)) or self.known_machines
         patterns = [bench] if isinstance(bench, str) else list(bench or ())

@@ -169,7 +169,9 @@ def test_missing_results_dir_and_unknown_machine(
     result = runner.invoke(main, ["export", str(results_tree["results"]), "-m", "h100box"])
     assert result.exit_code == 2
     assert result.stderr == (
-        f"Error: unknown machine 'h100box' in {results_tree['results']} (known: otherbox, testbox)\n"
+        f"Error: unknown machine 'h100box' in {results_tree['results']} (known: otherbox, testbox)"
+        ": no results are stored under that name; pass --machine with one of those, or measure "
+        "under that name first (`asv run --machine NAME`)\n"
     )
 
 

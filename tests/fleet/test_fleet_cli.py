@@ -45,5 +45,7 @@ def test_fleet_confirm_and_triage_read_their_options_before_joining_any_cluster(
         done = CliRunner().invoke(main, [*options, "--machine", "nowhere"])
         assert done.exit_code == EXIT_USAGE, done.output
         assert done.output.splitlines() == [
-            f"Error: unknown machine 'nowhere' in {project.results_dir} (known: none)"
+            f"Error: unknown machine 'nowhere' in {project.results_dir} (known: none): no "
+            "results are stored under that name; measure under that name first "
+            "(`asv run --machine NAME`)"
         ]
