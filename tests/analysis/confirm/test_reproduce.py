@@ -44,6 +44,24 @@ def test_processes_per_commit_counts_what_was_stored() -> None:
     assert processes_per_commit([[1.0] * 3], 10, launches=1) == 1  # never below one
 
 
+def _finding_block(log: str, name: str, a: str, b: str) -> list[str]:
+    """The log's lines of one finding's re-measure: from its `[n/N] NAME ... re-measuring A
+    .. and B .., interleaved` line to the next finding's or pair's line."""
+    lines = log.splitlines()
+    (start,) = [
+        i
+        for i, line in enumerate(lines)
+        if name in line and f"re-measuring A {a[:8]} and B {b[:8]}, interleaved" in line
+    ] or [None]
+    assert start is not None, f"no re-measure of {name} between {a[:8]} and {b[:8]}:\n{log}"
+    block = []
+    for line in lines[start + 1 :]:
+        if line.lstrip().startswith(("[", "pair ")):
+            break
+        block.append(line)
+    return block
+
+
 @pytest.fixture(scope="module")
 def confirmed(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The demo's results in a project of their own, after `fwdasv confirm` on prefill_512."""
@@ -85,7 +103,9 @@ def confirmed(demo_history, tmp_path_factory: pytest.TempPathFactory) -> dict:
                     ],
                 )
             )
-            statuses = [f.status for f in findings.find(project) if f.key.case == case]
+            # Decided when this finding is (a neighbour's load can list another one in the
+            # case, re-measured beside it: its verdict is not what this test is about).
+            statuses = [f.status for f in findings.find(project) if f.ident == found[0].ident]
             if not set(statuses) & {Status.REGRESSION, Status.SUSPECTED}:
                 break
     return {
@@ -104,31 +124,42 @@ def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confi
     # A and B: one commit outside the finding's pair each side, inside its two levels.
     a, b = hashes[slow - 2], hashes[slow + 1]
     log = result.stderr
-    # One bench process at a time, A then B, three times; each commit installed once, into
-    # an environment of its own (issue 19: not again at every switch).
-    processes = [line.strip() for line in log.splitlines() if line.strip().startswith("process ")]
+    # One bench process at a time, A then B, three times (in this finding's block of the log:
+    # a neighbour's load can list another finding in the case, re-measured beside it).
+    block = _finding_block(log, confirmed["finding"].key.name, a, b)
+    processes = [line.strip() for line in block if line.strip().startswith("process ")]
     assert [p.split(":")[0] for p in processes] == ["process 1", "process 2", "process 3"], log
-    assert f"re-measuring A {a[:8]} and B {b[:8]}, interleaved" in log, log
+    # Each commit installed once, into an environment of its own (issue 19: not again at
+    # every switch): the explain that follows, a second confirm attempt or another finding of
+    # the pair finds it already there.
     installs = [line.split()[1] for line in log.splitlines() if "installing" in line]
-    assert installs[:2] == [a[:8], b[:8]], log
-    # The explain that follows finds both already there (a second confirm attempt too).
-    reused = [line for line in log.splitlines() if "already installed there" in line]
-    assert len(reused) >= len(installs) - 2 and set(installs[2:]) <= {a[:8], b[:8]}, log
+    assert {a[:8], b[:8]} <= set(installs), log
+    for commit in set(installs):
+        reused = log.count(f"{commit}: already installed there")
+        assert reused >= installs.count(commit) - 1, (commit, log)
     assert result.exit_code == 1, result.output
 
-    (entry,) = [e for e in json.loads(result.stdout)["regressions"] if e["case"] == case]
+    # This finding's entry (a neighbour's load can list another one in the case).
+    (entry,) = [
+        e
+        for e in json.loads(result.stdout)["regressions"]
+        if e["case"] == case and e["after_commit"] == demo_history.slow_commit
+    ]
     assert entry["status"] == "confirmed", (entry["verdict"], log)
-    assert entry["after_commit"] == demo_history.slow_commit
 
-    lines = [
+    every = [
         json.loads(line) for line in (project.results_dir / VERDICTS_FILE).read_text().splitlines()
     ]
+    ident = confirmed["finding"].ident.to_json()
+    lines = [line for line in every if line["finding"] == ident]
     # The confirmation, then its explanation: appended, both about this finding (after an
     # undecided first attempt's line, if there was one).
     undecided = len(confirmed["attempts"]) - 1
     statuses = [line["status"] for line in lines]
-    assert statuses == ["undecided"] * undecided + ["confirmed", "confirmed"], lines
-    assert all(line["finding"] == confirmed["finding"].ident.to_json() for line in lines)
+    assert statuses == ["undecided"] * undecided + ["confirmed", "confirmed"], every
+    # Any other line is about another finding of the case, re-measured beside it.
+    others = [line for line in every if line["finding"] != ident]
+    assert all(line["finding"]["case"] == case for line in others), others
     confirmation = lines[undecided]["confirmation"]
     assert (confirmation["a_commit"], confirmation["b_commit"]) == (a, b)
     assert confirmation["processes_a"] == confirmation["processes_b"] == 3
@@ -181,7 +212,11 @@ def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confi
         main, ["regressions", "--config", str(project.config_path), "--format", "json"]
     )
     assert listing.exit_code == 1, listing.output
-    (listed,) = [e for e in json.loads(listing.stdout)["regressions"] if e["case"] == case]
+    (listed,) = [
+        e
+        for e in json.loads(listing.stdout)["regressions"]
+        if e["case"] == case and e["after_commit"] == demo_history.slow_commit
+    ]
     assert listed["status"] == "confirmed"
     assert listed["verdict"]["confirmation"] == confirmation
     assert listed["verdict"]["explain"] == explain
@@ -258,13 +293,22 @@ def test_confirm_re_measures_a_speed_up_and_keeps_it_an_improvement(
     project = demo_history.new_project(tmp_path / "asv")
     case = "decode_bs8_2k"
     every = findings.find(project, improvements=True)
-    (speed_up,) = [f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT]
+    # The GQA step: the largest speed-up of the case (a neighbour's load can list a small
+    # one of its own, re-measured beside it).
+    speed_up = min(
+        (f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT),
+        key=lambda f: f.percent,
+    )
     assert speed_up.percent < -40, speed_up.percent
     result, args = _confirm_speed_ups(project, every, case)
     assert result.exit_code == 0, result.output  # a speed-up never gates
-    assert "1 finding(s), one interleaved A/B" in result.stderr, result.stderr
-    (entry,) = [e for e in json.loads(result.stdout)["regressions"] if e["status"] == "improvement"]
-    assert entry["after_commit"] == speed_up.after_commit
+    assert "one interleaved A/B" in result.stderr, result.stderr
+    (entry,) = [
+        e
+        for e in json.loads(result.stdout)["regressions"]
+        if e["case"] == case and e["after_commit"] == speed_up.after_commit
+    ]
+    assert entry["status"] == "improvement", entry["verdict"]
     confirmation = entry["verdict"]["confirmation"]
     assert confirmation["status"] == "confirmed", confirmation
     # Told B over A: B faster, the whole interval below zero, the speed-up's size tested.
@@ -303,11 +347,17 @@ def test_confirm_sets_aside_a_speed_up_made_by_one_slow_first_process(
             stored, case, factor, (demo_history.benchmark, "forward.TinyLM.track_latency")
         )
         every = findings.find(project, improvements=True)
-        listed = [f for f in every if f.key.case == case and f.status == Status.IMPROVEMENT]
+        # The speed-up after the first commit (a neighbour's load can list another one).
+        listed = [
+            f
+            for f in every
+            if f.key.case == case and f.status == Status.IMPROVEMENT and f.before_commit == first
+        ]
         if listed:
             break
+    assert listed, [(f.key.name, f.status, f.range_label) for f in every]
     (odd,) = listed
-    assert odd.before_commit == first and odd.percent < -20, (odd.before_commit, odd.percent)
+    assert odd.percent < -20, odd.percent
     result, _ = _confirm_speed_ups(project, every, case)
     assert result.exit_code == 0, result.output
     assert f"re-measuring A {first[:8]}" in result.stderr, result.stderr
