@@ -48,14 +48,14 @@ def _finding_block(log: str, name: str, a: str, b: str) -> list[str]:
     """The log's lines of one finding's re-measure: from its `[n/N] NAME ... re-measuring A
     .. and B .., interleaved` line to the next finding's or pair's line."""
     lines = log.splitlines()
-    (start,) = [
+    starts = [
         i
         for i, line in enumerate(lines)
         if name in line and f"re-measuring A {a[:8]} and B {b[:8]}, interleaved" in line
-    ] or [None]
-    assert start is not None, f"no re-measure of {name} between {a[:8]} and {b[:8]}:\n{log}"
+    ]
+    assert len(starts) == 1, f"{len(starts)} re-measures of {name}, {a[:8]}..{b[:8]}:\n{log}"
     block = []
-    for line in lines[start + 1 :]:
+    for line in lines[starts[0] + 1 :]:
         if line.lstrip().startswith(("[", "pair ")):
             break
         block.append(line)
