@@ -101,7 +101,7 @@ def test_nightly_runs_new_commits_publishes_and_gates_on_regressions(project) ->
     # The model is the same at every commit, but its latency is host-timed here: a
     # neighbour's load can make a step of one or two of the three commits (a speed-up, a
     # `suspected` +22% of two commits was seen). Whatever is listed, the exit status is
-    # the findings' gate on it, and the listing names each.
+    # the findings' gate on it, and the listing counts each.
     listed = findings.find(project, improvements=True)
     gate = FINDINGS.exit_status(f.status for f in listed)
     assert second.exit_code == gate, second.output

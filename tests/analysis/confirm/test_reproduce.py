@@ -134,6 +134,7 @@ def test_confirm_remeasures_interleaved_records_and_explains(demo_history, confi
     # the pair finds it already there.
     installs = [line.split()[1] for line in log.splitlines() if "installing" in line]
     assert {a[:8], b[:8]} <= set(installs), log
+    assert installs.index(a[:8]) < installs.index(b[:8]), log  # A first, then B
     for commit in set(installs):
         reused = log.count(f"{commit}: already installed there")
         assert reused >= installs.count(commit) - 1, (commit, log)
