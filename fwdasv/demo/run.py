@@ -7,8 +7,9 @@
    CPU, as `init` writes it there); the commits in between too where nothing stood out
    of a noisy machine's noise (above NOISY_PCT) or a series reads too noisy for 2 commits
    a side to show a step (above HIDING_PCT).
-4. Lists the findings, confirms each `regression` and `suspected` one by an interleaved
-   A/B re-measure (as nightly does), bisects the worst that holds down to one commit,
+4. Lists the findings, speed-ups too (every step of each series; the gate is on
+   slowdowns), confirms each `regression` and `suspected` one by an interleaved A/B
+   re-measure (as nightly does; the speed-ups are left to nightly and `fwdasv confirm`), bisects the worst that holds down to one commit,
    explains it (the ops that got slower), and publishes the site. Each step returns a
    value; `DemoOutcome.found_injected` is the demo's own check. Re-running reuses the
    repository, environment and results.
@@ -229,6 +230,13 @@ def run_demo(
     return outcome
 
 
+def demo_read(project: asv_project.AsvProject, machine: str) -> Found:
+    """The findings of the demo's judged series on `machine`, speed-ups included: step 4
+    lists every step of each series (the GQA speed-up, then the injected slowdown, on the
+    decode case), and only the slowdowns go on to be confirmed (`to_diagnose`)."""
+    return triage.read(project, machine=machine, bench=JUDGED, improvements=True)
+
+
 def to_diagnose(found: Sequence[Finding]) -> tuple[list[Finding], list[Finding]]:
     """(pending, settled): the findings to re-measure (`regression`, `suspected`, as
     nightly), and those an earlier run's re-measure confirmed (a re-run goes on with them
@@ -357,7 +365,7 @@ class _Steps:
             "like a nightly job); stored results are reused"
         )
         asv_project.run_commits(project, nightly, machine, echo=self.indented)
-        found = triage.read(project, machine=machine, bench=JUDGED)
+        found = demo_read(project, machine)
         rest = [h for h in hashes if h not in nightly]
         if not rest:
             return Measured(nightly, found)
@@ -374,7 +382,7 @@ class _Steps:
         if not missing:
             return Measured(list(hashes), found, widened_for=(case, noise_pct))
         asv_project.run_commits(project, missing, machine, echo=self.indented)
-        found = triage.read(project, machine=machine, bench=JUDGED)
+        found = demo_read(project, machine)
         return Measured(list(hashes), found, widened_for=(case, noise_pct))
 
     def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:

@@ -215,6 +215,35 @@ def test_the_demo_reads_its_cases_noise_from_the_stored_history(demo_history) ->
     assert (case, noise_pct) == max(each.items(), key=lambda item: item[1]) and noise_pct > 0
 
 
+@pytest.mark.slow
+def test_the_demos_findings_list_the_speed_up_and_confirm_only_the_slowdowns(
+    demo_history,
+) -> None:
+    """Step 4 lists every step of the decode series (the GQA speed-up at its commit, then
+    the injected slowdown); step 5 takes only the slowdowns, and an improvement never
+    gates."""
+    from fwdasv.analysis.rules.gate import FINDINGS
+    from fwdasv.analysis.rules.status import Status
+    from fwdasv.demo.run import demo_read, to_diagnose
+
+    read = demo_read(demo_history.project, demo_history.machine)
+    fast = demo_history.hashes[demo_history.fast_index]
+    slow = demo_history.hashes[demo_history.slow_index]
+    decode = [f for f in read.findings if f.key.case == "decode_bs8_2k"]
+    speed_ups = [f for f in decode if f.status == Status.IMPROVEMENT]
+    assert any(fast in {c.hash for c in f.commits} and f.percent < 0 for f in speed_ups), [
+        (f.status, f.range_label, f.percent) for f in decode
+    ]
+    assert any(
+        slow in {c.hash for c in f.commits} and f.percent > 0
+        for f in decode
+        if f.status != Status.IMPROVEMENT
+    ), [(f.status, f.range_label, f.percent) for f in decode]
+    pending, settled = to_diagnose(read.findings)
+    assert all(f.status != Status.IMPROVEMENT for f in [*pending, *settled])
+    assert not any(FINDINGS.fails(f.status) for f in speed_ups)
+
+
 def test_the_demos_last_lines_are_the_next_commands_runnable_as_printed(
     tmp_path: Path, project: AsvProject
 ) -> None:
