@@ -100,8 +100,7 @@ def test_an_acknowledged_regression_is_listed_not_gating_and_a_new_one_gates(
         return next(
             (i, row[0])
             for i, row in enumerate(site)
-            if f"'{finding.key.case}'" in row[0]
-            and row[-1][0][1] == revision[finding.after_commit]
+            if f"'{finding.key.case}'" in row[0] and row[-1][0][1] == revision[finding.after_commit]
         )
 
     assert site_row(ours)[1].endswith(" [confirmed, acknowledged]"), site_row(ours)
