@@ -19,7 +19,7 @@ import importlib.util
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fwdasv.analysis.confirm.processes import Cursor, ProcessPool, SeriesRef, kept_dir
@@ -99,9 +99,10 @@ class CheckOutcome:
         return COMPARISON.exit_status(c.status for c in self.cases)
 
 
-def project_suites(project: AsvProject) -> list[str]:
-    """The fwdasv suites of the project's benchmark_dir ("forward.TinyLM"), canary aside."""
-    names: list[str] = []
+def project_suites(project: AsvProject) -> dict[str, tuple[str, ...]]:
+    """The fwdasv suites of the project's benchmark_dir ("forward.TinyLM"), canary aside,
+    each with its benchmarks' names as asv names them ("forward.TinyLM.track_latency")."""
+    names: dict[str, tuple[str, ...]] = {}
     for path in sorted(project.benchmark_dir.glob("*.py")):
         if path.stem == "__init__":
             continue
@@ -118,8 +119,34 @@ def project_suites(project: AsvProject) -> list[str]:
                 and bool(getattr(value, "_parsed_cases", None))
                 and not attribute.startswith(CANARY_PREFIX)
             ):
-                names.append(f"{path.stem}.{attribute}")
+                suite = f"{path.stem}.{attribute}"
+                names[suite] = tuple(
+                    f"{suite}.{method}"
+                    for method in sorted(dir(value))
+                    if method.startswith(("track_", "time_"))
+                )
     return names
+
+
+def bench_patterns(bench: Sequence[str]) -> list[re.Pattern[str]]:
+    """`--bench`'s regexes, compiled; CheckError naming the first that is not one."""
+    try:
+        return [re.compile(p) for p in bench]
+    except re.error as error:
+        raise CheckError(f"--bench: bad regular expression: {error}") from None
+
+
+def chosen_suites(
+    suites: Mapping[str, Sequence[str]], patterns: Sequence[re.Pattern[str]]
+) -> list[str]:
+    """The suites a `--bench` regex matches (every one when there is none): by the suite's
+    name or by one of its benchmarks' (asv's `--bench` matches those), so `Qwen3_0_6B$`
+    and `^forward\\.Qwen3_0_6B\\.` both choose forward.Qwen3_0_6B."""
+    return [
+        suite
+        for suite, benchmarks in suites.items()
+        if not patterns or any(p.search(n) for p in patterns for n in (suite, *benchmarks))
+    ]
 
 
 def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -> None:
@@ -154,17 +181,22 @@ def run_check(
     """Measure and judge every case (see the module); `bench`: regexes a suite's name must
     match one of (all suites when empty)."""
     started = time.perf_counter()
+    patterns = bench_patterns(bench)  # a typo is said before anything is resolved
     base_hash, head_hash = project.resolve(base), project.resolve(head)
     if base_hash == head_hash:
         raise CheckError(f"BASE {base!r} and HEAD {head!r} are one commit, {base_hash[:8]}")
     refuse_uncompiled(project, (("BASE", base_hash), ("HEAD", head_hash)))
-    suites = [
-        s for s in project_suites(project) if not bench or any(re.search(p, s) for p in bench)
-    ]
+    found = project_suites(project)
+    suites = chosen_suites(found, patterns)
     if not suites:
         raise CheckError(
             f"no fwdasv suite under {project.benchmark_dir}"
-            + (f" matches --bench {' '.join(bench)}" if bench else "")
+            + (
+                f" matches --bench {' '.join(bench)} (its suites: "
+                f"{', '.join(found) or 'none'}); pass a regex of one of those names"
+                if bench
+                else ""
+            )
         )
     refs = _series(project, suites)
     min_effect = project.verdict_settings().min_effect_pct

@@ -29,7 +29,8 @@ from fwdasv.core.files import check_output_path, write_atomic
 @config_option()
 @measuring_machine_option
 @bench_filter(
-    "Regex a suite's name (forward.TinyLM) must match; repeat to keep any match "
+    "Regex a suite's name (forward.TinyLM) or one of its benchmarks' "
+    "(forward.TinyLM.track_latency, as `asv run -b`) must match; repeat to keep any match "
     "[default: every fwdasv suite of the project but the canary]."
 )
 @format_option(

@@ -202,3 +202,39 @@ def test_a_pull_request_that_changes_compiled_sources_is_refused_in_one_line(tmp
     assert f"HEAD {csrc[:8]} cannot be checked over the compiled base" in lines[0]
     assert "compiled code differs" in lines[0]
     assert not (config.parent / ".fwdasv-check").exists()
+
+
+def test_bench_chooses_a_suite_by_its_name_or_one_of_its_benchmarks(demo) -> None:
+    """As `asv run -b` (and fwdasv shard's --bench): a regex of a benchmark's name chooses
+    its suite, so the pattern a user gave asv or shard works here too."""
+    from fwdasv.analysis.check.check import bench_patterns, chosen_suites, project_suites
+
+    _, _, project = demo
+    suites = project_suites(project)
+    assert list(suites) == ["forward.TinyLM"]
+    assert "forward.TinyLM.track_latency" in suites["forward.TinyLM"]
+    for regex in ("TinyLM$", r"^forward\.TinyLM\.", r"TinyLM\.track_latency", "^forward"):
+        assert chosen_suites(suites, bench_patterns([regex])) == ["forward.TinyLM"], regex
+    assert chosen_suites(suites, bench_patterns([])) == ["forward.TinyLM"]
+    assert chosen_suites(suites, bench_patterns(["Qwen", r"TinyLM\.time_"])) == []
+
+
+@pytest.mark.parametrize(
+    ("regex", "said"),
+    [
+        ("[", "--bench: bad regular expression: unterminated character set"),
+        ("Qwen3", "matches --bench Qwen3 (its suites: forward.TinyLM); pass a regex of one"),
+    ],
+)
+def test_a_bench_regex_that_is_bad_or_chooses_nothing_is_one_line(demo, regex, said) -> None:
+    """A typo in --bench is one line naming it (and the suites there are), exit 2, before
+    anything is installed or measured."""
+    _, hashes, project = demo
+    config = str(project.config_path)
+    result = CliRunner().invoke(
+        main, ["check", hashes[0], hashes[1], "--bench", regex, "--config", config]
+    )
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and said in lines[0], lines
+    assert not (project.config_path.parent / ".fwdasv-check").exists()
