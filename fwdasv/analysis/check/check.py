@@ -161,8 +161,8 @@ def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -
         reason = guard(commit)
         if reason is not None:
             raise CheckError(
-                f"{label} {commit[:8]} cannot be checked over the compiled base: {reason} "
-                "(build a base at a commit with these compiled sources)"
+                f"{label} {commit[:8]} cannot be checked over the compiled base: {reason}; "
+                "point asv.conf.json's fwdasv.vllm_base at such a base to check it"
             )
 
 
