@@ -14,11 +14,11 @@
 #   bash bench/h200/check_vllm.sh slow
 #   bash bench/h200/check_vllm.sh noop
 #
-# Under $OUT/check-vllm: each check's table (stdout), markdown comment (--output), progress
+# Under $OUT/check-vllm: each check's comment (markdown, stdout and --output), progress
 # (stderr) and exit status; check_vllm.log has everything. Knobs: CASES (FWDASV_CASES,
 # default decode_bs1_1k: one case keeps 6-12 vLLM processes inside a call), SAMPLES
-# (FWDASV_SAMPLES, default 5), WORK, VLLM_SITE. Changes no GPU setting; a second call reuses
-# the history and the project.
+# (FWDASV_SAMPLES, default 5), CHECK_TIMEOUT (seconds a check may take, default 540), WORK,
+# VLLM_SITE. Changes no GPU setting; a second call reuses the history and the project.
 set -u
 part=${1:?part: slow | noop}
 . "$(dirname "$0")/stage.sh"
@@ -59,7 +59,7 @@ check() {  # check NAME BASE HEAD [options]: one `fwdasv check`, its outputs und
   git -C "$repo" diff --stat "$base" "$head" | tail -3
   local t0 status
   t0=$(date +%s.%N)
-  (cd "$proj" && timeout 540 $py -m fwdasv check "$base" "$head" --bench '^forward\.Qwen3_0_6B\.' \
+  (cd "$proj" && timeout "${CHECK_TIMEOUT:-540}" $py -m fwdasv check "$base" "$head" --bench '^forward\.Qwen3_0_6B\.' \
     --output "$res/$name.md" --format markdown "$@" > "$res/$name.out" 2> "$res/$name.err")
   status=$?
   echo "$status" > "$res/$name.status"
