@@ -34,12 +34,7 @@ elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 step "machine ($part)"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
-stage_vllm
-[ -f $site/vllm/_C_stable_libtorch.abi3.so ] && [ -n "${VLLM_OFFLINE_HOME:-}" ] || {
-  echo "the offline bundle is not staged in $site (unpack parts a and b, carry c)"; exit 2; }
-stage_asv || exit 2
-stage_pth "$site"
-export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_LOG_DIR=$W/logs
+stage_vllm_run "$W/logs" || exit 2
 export FWDASV_CASES=${CASES:-decode_bs1_1k} FWDASV_SAMPLES=${SAMPLES:-5}
 repo=$W/vllm-repo proj=$W/proj
 stage_vllm_project "$repo" "$proj" || exit 2

@@ -47,14 +47,9 @@ exec > >(tee -a "$OUT/$part.log") 2>&1
 elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 stage_all() {
-  stage_vllm
-  [ -f $site/vllm/_C_stable_libtorch.abi3.so ] && [ -n "${VLLM_OFFLINE_HOME:-}" ] || {
-    echo "the offline bundle is not staged in $site (parts a, b and c first)"; exit 2; }
-  stage_asv || exit 2
   [ -d $raysite/ray ] || { echo "no Ray in $raysite: run the 'ray' part first"; exit 2; }
-  export PYTHONPATH="$raysite:$PYTHONPATH"
-  stage_pth "$site" "$raysite"
-  export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_VLLM_ENTRY=phases FWDASV_LOG_DIR=$W/logs
+  stage_vllm_run "$W/logs" "$raysite" || exit 2
+  export PYTHONPATH="$raysite:$PYTHONPATH" FWDASV_VLLM_ENTRY=phases
   export FWDASV_SAMPLES=${SAMPLES:-5} RAY_USAGE_STATS_ENABLED=0
 }
 

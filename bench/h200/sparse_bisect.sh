@@ -55,12 +55,8 @@ again() { echo "not finished within the budget: run the same command again (WORK
 limit() { local t=$(($(left) - $1)); [ "$t" -gt 0 ] && echo "$t"; }
 
 step "staging (the bundle in $site, asv, this checkout)"
-stage_vllm
-[ -f $site/vllm/_C_stable_libtorch.abi3.so ] && [ -n "${VLLM_OFFLINE_HOME:-}" ] || {
-  echo "the offline bundle is not staged in $site (unpack parts a and b first)"; exit 2; }
-stage_asv || exit 2
-stage_pth "$site"
-export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_VLLM_ENTRY=phases FWDASV_LOG_DIR=$W/logs
+stage_vllm_run "$W/logs" || exit 2
+export FWDASV_VLLM_ENTRY=phases
 repo=$W/vllm-repo proj=$W/proj machine=h200
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,power.draw --format=csv 2>&1 | head -3
 

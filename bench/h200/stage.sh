@@ -13,6 +13,10 @@
 #   stage_unpack PART   unpack the carried part(s) of the vLLM bundle into /tmp/vsite
 #   stage_vllm          source the carried bundle's stage.sh (c, b or a), or, with none
 #                       carried, take the already unpacked /tmp/vsite; sets VLLM_OFFLINE_HOME
+#   stage_vllm_run LOGS [DIR...]
+#                       what a vLLM measuring run needs: stage_vllm (refused in one line unless
+#                       all three parts are unpacked), stage_asv, stage_pth over the site (and
+#                       DIR...), FWDASV_MODEL_DIR (the bundle's models) and FWDASV_LOG_DIR=LOGS
 #   stage_vllm_project REPO PROJECT
 #                       a local vLLM history in REPO (make_vllm_history.py over the staged
 #                       site's Python, once) and its `fwdasv init --vllm` project in PROJECT
@@ -78,6 +82,20 @@ stage_vllm() {
     export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_OFFLINE_HOME=$site/offline
   fi
   [ -n "${VLLM_OFFLINE_HOME:-}" ]
+}
+
+stage_vllm_run() {
+  local logs=${1:?LOGS} site=${VLLM_SITE:-/tmp/vsite}
+  shift
+  stage_vllm
+  if [ ! -f "$site/vllm/_C_stable_libtorch.abi3.so" ] || [ -z "${VLLM_OFFLINE_HOME:-}" ]; then
+    echo "the offline bundle is not staged in $site: unpack parts a and b by earlier calls" \
+      "(bench/h200/split_a.sh join with a1, then a2; bash .vllm-offline/b/stage.sh), carry c"
+    return 2
+  fi
+  stage_asv || return 2
+  stage_pth "$site" "$@"
+  export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_LOG_DIR=$logs
 }
 
 stage_vllm_project() {

@@ -34,12 +34,8 @@ elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ] || {
   echo "this part needs 2 GPUs; nvidia-smi -L says:"; nvidia-smi -L; exit 2; }
-stage_vllm
-[ -f $site/vllm/_C_stable_libtorch.abi3.so ] && [ -n "${VLLM_OFFLINE_HOME:-}" ] || {
-  echo "the offline bundle is not staged in $site (source .vllm-offline/c/stage.sh first)"; exit 2; }
-stage_asv || exit 2
-stage_pth "$site"
-export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_VLLM_ENTRY=phases FWDASV_LOG_DIR=$W/logs
+stage_vllm_run "$W/logs" || exit 2
+export FWDASV_VLLM_ENTRY=phases
 export FWDASV_SAMPLES=${SAMPLES:-5}
 repo=$W/vllm-repo ROOT=$PWD
 SUITE='^forward\.Qwen3_0_6B\.'

@@ -35,12 +35,7 @@ nvidia-smi -L 2>&1 | head -2
 git --version || { echo "NO GIT: the script builds a git repository; cannot run"; exit 2; }
 
 step "the staged bundle, asv, fwdasv from this checkout"
-stage_vllm
-[ -f $site/vllm/_C_stable_libtorch.abi3.so ] && [ -n "${VLLM_OFFLINE_HOME:-}" ] || {
-  echo "the offline bundle is not staged in $site (unpack parts a and b, carry c)"; exit 2; }
-stage_asv || exit 2
-stage_pth "$site"
-export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_LOG_DIR=$W/logs
+stage_vllm_run "$W/logs" || exit 2
 repo=$W/vllm-repo proj=$W/proj
 
 fresh=1

@@ -32,12 +32,8 @@ exec > >(tee -a "$OUT/$part.log") 2>&1
 elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 # --- the staged bundle, asv, fwdasv from this checkout
-stage_vllm
-[ -f $site/vllm/_C_stable_libtorch.abi3.so ] && [ -n "${VLLM_OFFLINE_HOME:-}" ] || {
-  echo "the offline bundle is not staged in $site (source .vllm-offline/c/stage.sh first)"; exit 2; }
-stage_asv || exit 2
-stage_pth "$site"
-export FWDASV_MODEL_DIR=$VLLM_OFFLINE_HOME/models FWDASV_VLLM_ENTRY=phases FWDASV_LOG_DIR=$W/logs
+stage_vllm_run "$W/logs" || exit 2
+export FWDASV_VLLM_ENTRY=phases
 [ "${STARTUP_PLAN:-0}" = 1 ] && export VLLM_ENABLE_STARTUP_PLAN=1
 repo=$W/vllm-repo proj=$W/proj machine=h200
 
