@@ -166,6 +166,13 @@ def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -
             )
 
 
+def case_line(case: CaseCheck) -> str:
+    """A case's progress line: its word, then the re-measure's summary ("worse: confirmed:
+    B +53.01% vs A ..."), the re-measure's word dropped where the two are one (it read
+    "undecided: undecided: ...")."""
+    return f"{case.status}: {case.verdict.summary().removeprefix(f'{case.status}: ')}"
+
+
 def run_check(
     project: AsvProject,
     base: str,
@@ -227,7 +234,7 @@ def run_check(
             ref.suite, ref.case, ref.relative, verdict, check_status(verdict, min_effect)
         )
         if echo is not None:
-            echo(f"  {case.status}: {verdict.summary()}")
+            echo(f"  {case_line(case)}")
         checked.append(case)
     explained, errors = (
         _explain(project, base_hash, head_hash, checked, echo, bench_echo)

@@ -238,3 +238,19 @@ def test_a_bench_regex_that_is_bad_or_chooses_nothing_is_one_line(demo, regex, s
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and said in lines[0], lines
     assert not (project.config_path.parent / ".fwdasv-check").exists()
+
+
+def test_a_cases_progress_line_says_each_word_once() -> None:
+    """The case's word, then the re-measure's summary; where both words are one (an H100
+    run printed "undecided: undecided: B +0.07% ...") it is said once."""
+    from fwdasv.analysis.check.check import case_line
+
+    worse = _outcome(slower=True).cases[0]
+    assert case_line(worse).startswith("worse: confirmed: B +50.00% vs A ["), case_line(worse)
+    base = [1.0, 1.05, 0.95]
+    verdict = judge_ab(base, [v * 1.002 for v in base], 1.0, min_effect_pct=0.3)
+    undecided = CaseCheck(
+        "forward.TinyLM", "prefill_512", True, verdict, check_status(verdict, 0.3)
+    )
+    assert undecided.status == "undecided"
+    assert case_line(undecided).startswith("undecided: B +0.20% vs A ["), case_line(undecided)
