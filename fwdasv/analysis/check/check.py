@@ -28,7 +28,7 @@ from fwdasv.analysis.explain.kernel_diff import KernelDiff
 from fwdasv.analysis.findings.series import CANARY_PREFIX, metric_name
 from fwdasv.analysis.remeasure import load_suite_class, resolve_cases
 from fwdasv.analysis.rules import confirm
-from fwdasv.analysis.rules.check import check_status
+from fwdasv.analysis.rules.check import check_status, processes_to_decide
 from fwdasv.analysis.rules.confirm import Confirmation
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
@@ -256,13 +256,18 @@ def run_check(
 
 def _judged(cursor: Cursor, noise: Noise, min_effect: float, max_processes: int) -> Confirmation:
     """confirm's looks (MIN_PROCESSES a side, STEP_PROCESSES more while undecided, up to
-    `max_processes`), stopped early when the run's noise needs more processes than are left
-    (`more_processes`): a busy box's no-op pull request costs one look, not twelve."""
+    `max_processes`), stopped early when the run's own spread needs more processes than
+    `max_processes` (`rules.check.processes_to_decide`): a busy box's no-op pull request
+    costs one look, not twelve; a quiet GPU's takes the looks that decide it."""
     a, b = (list(side) for side in cursor.measure(min(confirm.MIN_PROCESSES, max_processes)))
     while True:
         verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
         left = max_processes - min(len(a), len(b))
-        if verdict.status != ReMeasureStatus.UNDECIDED or left < 1 or verdict.more_processes > left:
+        if (
+            verdict.status != ReMeasureStatus.UNDECIDED
+            or left < 1
+            or processes_to_decide(verdict, max_processes) > max_processes
+        ):
             return verdict
         more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
         a.extend(more_a)

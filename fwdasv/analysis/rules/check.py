@@ -6,12 +6,18 @@ verdict as the words `fwdasv compare` uses: `worse` (confirmed, the estimate at 
 `min_effect_pct`: the one word the check fails on, `gate.COMPARISON`), `unchanged`
 (ruled out, or a real change smaller than `min_effect_pct`), `improved` (ruled out and
 the whole interval below zero), `undecided` (the processes allowed could not tell).
+
+`processes_to_decide` is what the check's looks stop on: how many processes a side an
+undecided case would need if the run's own spread holds.
 """
 
 from __future__ import annotations
 
-from fwdasv.analysis.rules.confirm import Confirmation
+import math
+
+from fwdasv.analysis.rules.confirm import ALPHA, Confirmation
 from fwdasv.analysis.rules.status import CompareStatus, ReMeasureStatus
+from fwdasv.analysis.rules.student_t import t_isf
 
 
 def check_status(verdict: Confirmation, min_effect_pct: float) -> CompareStatus | ReMeasureStatus:
@@ -21,3 +27,36 @@ def check_status(verdict: Confirmation, min_effect_pct: float) -> CompareStatus 
     if verdict.status == ReMeasureStatus.NOT_REPRODUCED:
         return CompareStatus.IMPROVED if verdict.upper_pct < 0 else CompareStatus.UNCHANGED
     return ReMeasureStatus.UNDECIDED
+
+
+def processes_to_decide(verdict: Confirmation, cap: int, alpha: float = ALPHA) -> int:
+    """Processes a side at which an undecided verdict would be decided if the run's own
+    estimate and spread hold; `cap + 1` when not even `cap` would do.
+
+    Decided: the interval's lower bound above zero (confirmed), or its upper bound below
+    the tested step (ruled out); so the half-width must come under the larger of the
+    estimate and the tested step less the estimate. `judge_ab`'s own `more_processes`
+    projects the width that decides any estimate (half the tested step) with today's
+    pooled sd, which with no stored history is mostly the prior (1% at 0.4 degrees of
+    freedom): on a quiet GPU (processes 0.1% apart) 3+3 processes read 0.31% and
+    project 160 more, so the check stopped at its first look and passed a real 1%
+    slowdown. Here the prior's weight fades as the run's degrees of freedom grow, as it
+    does when the processes are taken; a busy box's spread (several percent) still needs
+    more than the cap at once.
+    """
+    taken = min(verdict.processes_a, verdict.processes_b)
+    run_dof = verdict.processes_a + verdict.processes_b - 2
+    prior_dof = max(verdict.dof - run_dof, 0.0)
+    prior = verdict.floor_pct / 100
+    observed = (
+        verdict.observed_sd_pct if verdict.observed_sd_pct is not None else verdict.floor_pct
+    ) / 100
+    estimate = math.log1p(verdict.percent / 100)
+    tested = math.log1p(verdict.tested_pct / 100)
+    width = max(estimate, tested - estimate)
+    for n in range(taken + 1, cap + 1):
+        dof = 2 * n - 2 + prior_dof
+        sd = math.sqrt((observed * observed * (2 * n - 2) + prior_dof * prior * prior) / dof)
+        if t_isf(alpha, dof) * sd * math.sqrt(2 / n) < width:
+            return n
+    return cap + 1

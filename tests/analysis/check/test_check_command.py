@@ -254,3 +254,26 @@ def test_a_cases_progress_line_says_each_word_once() -> None:
     )
     assert undecided.status == "undecided"
     assert case_line(undecided).startswith("undecided: B +0.20% vs A ["), case_line(undecided)
+
+
+def test_a_quiet_gpus_one_percent_slowdown_takes_the_looks_that_decide_it() -> None:
+    """Process medians 0.1% apart (the H100 run's: 615.39-616.64 us) and no stored history:
+    3+3 processes read the 1% prior's 0.31% sd and could not tell a 1% step. The check used
+    to stop there (its projection at that sd wanted 150 more) and passed the slowdown; it
+    now projects with the run's own spread, takes the next looks and says `worse`. A
+    README-only pair on the same GPU is never `worse`."""
+    from fwdasv.analysis.check.check import _held, _judged
+    from fwdasv.analysis.rules.check import processes_to_decide
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    noise = estimate_noise(())
+    base = [616.41, 616.31, 615.39, 616.02, 615.77, 616.55, 615.93, 616.18, 616.64, 615.61] * 2
+    first = judge_ab(base[:3], [v * 1.01 for v in base[3:6]], noise, min_effect_pct=0.3)
+    assert check_status(first, 0.3) == "undecided" and first.more_processes > 9
+    assert processes_to_decide(first, 12) <= 12
+    slower = _Cursor(base, [v * 1.01 for v in reversed(base)])
+    verdict = _held(_judged(slower, noise, 0.3, 12), slower, noise, 0.3, 12, None)  # type: ignore[arg-type]
+    assert check_status(verdict, 0.3) == "worse" and 3 < slower.taken <= 12, verdict.summary()
+    same = _Cursor(base, list(reversed(base)))
+    verdict = _held(_judged(same, noise, 0.3, 12), same, noise, 0.3, 12, None)  # type: ignore[arg-type]
+    assert check_status(verdict, 0.3) != "worse", verdict.summary()
