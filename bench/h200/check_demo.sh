@@ -18,7 +18,6 @@ res=$OUT/check-demo
 mkdir -p "$W" "$res"
 exec > >(tee -a "$res/check_demo.log") 2>&1
 started=$(date +%s.%N)
-elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 step "machine"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv

@@ -30,7 +30,6 @@ site=${VLLM_SITE:-/tmp/vsite}
 mkdir -p "$W" "$res"
 exec > >(tee -a "$res/check_vllm.log") 2>&1
 started=$(date +%s.%N)
-elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 step "machine ($part)"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv

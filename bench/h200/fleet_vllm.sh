@@ -44,7 +44,6 @@ site=${VLLM_SITE:-/tmp/vsite} raysite=/tmp/raysite
 py=${PY:-$py}
 mkdir -p "$W" "$OUT"
 exec > >(tee -a "$OUT/$part.log") 2>&1
-elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 stage_all() {
   [ -d $raysite/ray ] || { echo "no Ray in $raysite: run the 'ray' part first"; exit 2; }

@@ -4,7 +4,8 @@
 # vLLM 0.33 as the offline bundle carried in .vllm-offline/{a,b,c} (one part per call: a call
 # carries at most 64 MiB). Sourcing sets the environment every script needs: NVLink multicast
 # off (a shared host), unbuffered output, pip that reaches nothing; `py` (PYTHON, default
-# python3) and `step` (a timestamped heading). The functions stage the rest on demand:
+# python3), `step` (a timestamped heading) and `elapsed T0` (seconds since T0, a
+# `date +%s.%N`). The functions stage the rest on demand:
 #   stage_checkout      this checkout on PYTHONPATH
 #   stage_asv           asv from the carried wheels into /tmp/site (when not importable), and
 #                       this checkout and /tmp/site on PYTHONPATH
@@ -28,6 +29,7 @@ export PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS= PIP_CONFIG_FILE=/dev/nu
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 py=${PYTHON:-python3}
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
+elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }  # seconds since $1 (date +%s.%N)
 
 stage_checkout() {
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"

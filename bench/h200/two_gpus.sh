@@ -30,7 +30,6 @@ site=${VLLM_SITE:-/tmp/vsite}
 py=${PY:-$py}
 mkdir -p "$W" "$OUT"
 exec > >(tee -a "$OUT/$part.log") 2>&1
-elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')" -ge 2 ] || {
   echo "this part needs 2 GPUs; nvidia-smi -L says:"; nvidia-smi -L; exit 2; }

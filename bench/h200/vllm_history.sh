@@ -29,7 +29,6 @@ site=${VLLM_SITE:-/tmp/vsite}  # the staged bundle's site (stage.sh's VLLM_SITE)
 py=${PY:-$py}
 mkdir -p "$W" "$OUT"
 exec > >(tee -a "$OUT/$part.log") 2>&1
-elapsed() { awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $1}"; }
 
 # --- the staged bundle, asv, fwdasv from this checkout
 stage_vllm_run "$W/logs" || exit 2

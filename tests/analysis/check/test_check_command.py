@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import git
+from helpers import bench_script, git
 
 from fwdasv.analysis.check.check import CaseCheck, CheckOutcome
 from fwdasv.analysis.check.format import format_check
@@ -139,20 +139,11 @@ def test_readme_only_pairs_pass(demo, measuring) -> None:
     assert not failed, f"{len(failed)}/{NOOP_PAIRS} README-only pairs failed the check: {failed}"
 
 
-class _Cursor:
-    """confirm's Cursor over given process medians (BASE's, HEAD's), counting what is taken."""
-
-    def __init__(self, base: list[float], head: list[float]) -> None:
-        self.a, self.b, self.ref, self.taken = "base", "head", "ref", 0
-        self.sides = {"base": base, "head": head}
-        self.pool = self
-
-    def values(self, commit: str, ref: str) -> list[float]:
-        return self.sides[commit]
-
-    def measure(self, k: int) -> tuple[list[float], list[float]]:
-        start, self.taken = self.taken, self.taken + k
-        return self.sides["base"][start : self.taken], self.sides["head"][start : self.taken]
+def _cursor(base: list[float], head: list[float]):
+    """confirm's Cursor over given process medians (BASE's, HEAD's), counting what is taken:
+    bench/verdicts/check_looks.py's, which feeds the check's looks the same way."""
+    with bench_script("verdicts/check_looks.py") as looks:
+        return looks.Draws(base, head)
 
 
 def test_a_slowdown_must_hold_at_the_next_look() -> None:
@@ -163,13 +154,13 @@ def test_a_slowdown_must_hold_at_the_next_look() -> None:
     # Three HEAD processes slowed by a neighbour's burst, then the next three as BASE's.
     base = [1.00, 1.01, 0.99, 1.00, 1.01, 0.99]
     head = [1.15, 1.16, 1.15, 1.00, 1.01, 0.99]
-    cursor = _Cursor(base, head)
+    cursor = _cursor(base, head)
     first = _judged(cursor, noise, 0.3, 12)  # type: ignore[arg-type]
     assert check_status(first, 0.3).value == "worse" and cursor.taken == 3
     held = _held(first, cursor, noise, 0.3, 12, None)  # type: ignore[arg-type]
     assert cursor.taken == 6 and check_status(held, 0.3).value != "worse"
     # A real slowdown holds.
-    steady = _Cursor(base, [v * 1.15 for v in base])
+    steady = _cursor(base, [v * 1.15 for v in base])
     verdict = _judged(steady, estimate_noise(()), 0.3, 12)  # type: ignore[arg-type]
     held = _held(verdict, steady, noise, 0.3, 12, None)  # type: ignore[arg-type]
     assert check_status(held, 0.3).value == "worse" and steady.taken == 6
@@ -180,7 +171,7 @@ def test_a_case_too_noisy_for_the_budget_stops_at_the_first_look() -> None:
     from fwdasv.analysis.rules.noise import estimate_noise
 
     base = [1.0, 1.3, 0.8] * 4
-    cursor = _Cursor(base, [1.1, 0.9, 1.2] * 4)
+    cursor = _cursor(base, [1.1, 0.9, 1.2] * 4)
     verdict = _judged(cursor, estimate_noise(()), 0.3, 12)  # type: ignore[arg-type]
     assert check_status(verdict, 0.3).value == "undecided"
     assert cursor.taken == 3  # 12 a side could not resolve 0.3% at this noise: one look
@@ -271,9 +262,9 @@ def test_a_quiet_gpus_one_percent_slowdown_takes_the_looks_that_decide_it() -> N
     first = judge_ab(base[:3], [v * 1.01 for v in base[3:6]], noise, min_effect_pct=0.3)
     assert check_status(first, 0.3) == "undecided" and first.more_processes > 9
     assert processes_to_decide(first, 12) <= 12
-    slower = _Cursor(base, [v * 1.01 for v in reversed(base)])
+    slower = _cursor(base, [v * 1.01 for v in reversed(base)])
     verdict = _held(_judged(slower, noise, 0.3, 12), slower, noise, 0.3, 12, None)  # type: ignore[arg-type]
     assert check_status(verdict, 0.3) == "worse" and 3 < slower.taken <= 12, verdict.summary()
-    same = _Cursor(base, list(reversed(base)))
+    same = _cursor(base, list(reversed(base)))
     verdict = _held(_judged(same, noise, 0.3, 12), same, noise, 0.3, 12, None)  # type: ignore[arg-type]
     assert check_status(verdict, 0.3) != "worse", verdict.summary()
