@@ -9,9 +9,10 @@
    a side to show a step (above HIDING_PCT).
 4. Lists the findings, speed-ups too (every step of each series; the gate is on
    slowdowns), confirms each `regression` and `suspected` one by an interleaved A/B
-   re-measure (as nightly does; the speed-ups are left to nightly and `fwdasv confirm`), bisects the worst that holds down to one commit,
-   explains it (the ops that got slower), and publishes the site. Each step returns a
-   value; `DemoOutcome.found_injected` is the demo's own check. Re-running reuses the
+   re-measure (as nightly does; the speed-ups are left to nightly and `fwdasv
+   confirm`), bisects the worst that holds down to one commit, explains it (the ops
+   that got slower), and publishes the site. Each step returns a value;
+   `DemoOutcome.found_injected` is the demo's own check. Re-running reuses the
    repository, environment and results.
 """
 

@@ -185,8 +185,9 @@ def run_check(
     echo: Callable[[str], None] | None = None,
     bench_echo: Callable[[str], None] | None = None,
 ) -> CheckOutcome:
-    """Measure and judge every case (see the module); `bench`: regexes a suite's name must
-    match one of (all suites when empty)."""
+    """Measure and judge every case (see the module); `bench`: regexes one of which a
+    suite's name or one of its benchmarks' must match (`chosen_suites`; all suites when
+    empty)."""
     started = time.perf_counter()
     patterns = bench_patterns(bench)  # a typo is said before anything is resolved
     base_hash, head_hash = project.resolve(base), project.resolve(head)
