@@ -4,7 +4,8 @@
 
 Each pair is BASE and HEAD process medians drawn around one level (HEAD `step` slower),
 each process off by a normal draw of `spread` (0.1%: an H100's or H200's process medians,
-docs/measurements.md sections 25 and 32; 0.3%; 1%; 5%: a busy CPU box), and fed to the
+docs/measurements.md sections 25 and 32; 0.3%; 1%; 5%: a busy CPU box), in the last rows
+with a share `odd` of processes 15-40% slow besides (a neighbour's burst), and fed to the
 check's real looks (`fwdasv.analysis.check.check._judged`, then `_held`) with no stored
 history, as `fwdasv check` judges. Two stopping rules side by side on the same draws:
 
@@ -35,7 +36,8 @@ from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.analysis.rules.status import ReMeasureStatus
 
 MIN_EFFECT_PCT = 0.3
-SPREADS = (0.1, 0.3, 1.0, 5.0)
+# (spread %, share of odd processes): steady, then with a neighbour's bursts.
+SCENARIOS = ((0.1, 0.0), (0.3, 0.0), (1.0, 0.0), (5.0, 0.0), (0.1, 0.05), (2.0, 0.15), (5.0, 0.15))
 STEPS = (0.0, 0.3, 0.5, 1.0, 2.0)
 
 
@@ -103,22 +105,25 @@ def main() -> None:
     )
     print()
     print(
-        "| spread | step | before: worse | before: undecided | before: processes | after: worse | after: undecided | after: processes |"
+        "| spread | odd | step | before: worse | before: undecided | before: processes "
+        "| after: worse | after: undecided | after: processes |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for spread in SPREADS:
+    print("|---|---|---|---|---|---|---|---|---|")
+    for spread, odd in SCENARIOS:
         for step in STEPS:
-            noise_draws = rng.standard_normal((args.pairs, 2, width)) * spread / 100
+            offs = rng.standard_normal((args.pairs, 2, width)) * spread / 100
+            if odd:
+                slow = rng.random((args.pairs, 2, width)) < odd
+                offs += slow * rng.uniform(0.15, 0.40, (args.pairs, 2, width))
             draws = [
-                (list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1])))
-                for d in noise_draws
+                (list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs
             ]
             cells = []
             for looks in (judged_before, check._judged):
                 words, mean = run(looks, draws, args.max_processes)  # type: ignore[arg-type]
                 share = {w: 100 * words[w] / args.pairs for w in ("worse", "undecided")}
                 cells += [f"{share['worse']:.1f}%", f"{share['undecided']:.1f}%", f"{mean:.1f}"]
-            print(f"| {spread:g}% | {step:g}% | " + " | ".join(cells) + " |")
+            print(f"| {spread:g}% | {odd:.0%} | {step:g}% | " + " | ".join(cells) + " |")
     print()
     print(f"{time.perf_counter() - started:.0f} s")
 
