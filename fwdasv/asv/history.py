@@ -17,7 +17,6 @@ import dataclasses
 import itertools
 import math
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from fwdasv.asv.result_files import (
     param_label,
     parse_result_file,
 )
+from fwdasv.core.clitools import bench_regexes
 from fwdasv.core.numbers import nan_to_none
 
 # machine.json keys copied into every record (fwdasv's hardware module writes them;
@@ -242,10 +242,7 @@ class History:
             )
         self.machines = list(dict.fromkeys(machines)) or self.known_machines
         patterns = [bench] if isinstance(bench, str) else list(bench or ())
-        try:
-            self.bench = [re.compile(p) for p in patterns]
-        except re.error as error:
-            raise HistoryError(f"--bench: bad regular expression: {error}") from None
+        self.bench = bench_regexes(patterns, HistoryError)
         self.commits = commits
         self.samples = samples
         self.report = Report()

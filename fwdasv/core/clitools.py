@@ -12,8 +12,9 @@ not run" (2) never look alike to CI.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -220,6 +221,17 @@ bench_option = bench_filter(
     "Regex searched in the benchmark name or 'name(params)', as `asv run -b`; "
     "repeat to keep any match."
 )
+
+
+def bench_regexes(
+    patterns: Iterable[str], error: type[UserError] = UserError
+) -> list[re.Pattern[str]]:
+    """`--bench`'s regexes, compiled; `error` (the caller's UserError) naming the first
+    that is not one, in one line."""
+    try:
+        return [re.compile(p) for p in patterns]
+    except re.error as failure:
+        raise error(f"--bench: bad regular expression: {failure}") from None
 
 
 def factor_option(help: str) -> Callable[[F], F]:

@@ -36,6 +36,7 @@ from fwdasv.analysis.rules.status import CompareStatus, ReMeasureStatus
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.suite import ForwardSuite
 from fwdasv.asv.vllm_base import BaseError, compiled_guard
+from fwdasv.core.clitools import bench_regexes
 from fwdasv.core.errors import UserError
 
 CHECK_DIR = ".fwdasv-check"  # beside asv.conf.json: each check's bench processes
@@ -128,14 +129,6 @@ def project_suites(project: AsvProject) -> dict[str, tuple[str, ...]]:
     return names
 
 
-def bench_patterns(bench: Sequence[str]) -> list[re.Pattern[str]]:
-    """`--bench`'s regexes, compiled; CheckError naming the first that is not one."""
-    try:
-        return [re.compile(p) for p in bench]
-    except re.error as error:
-        raise CheckError(f"--bench: bad regular expression: {error}") from None
-
-
 def chosen_suites(
     suites: Mapping[str, Sequence[str]], patterns: Sequence[re.Pattern[str]]
 ) -> list[str]:
@@ -168,8 +161,7 @@ def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -
 
 def case_line(case: CaseCheck) -> str:
     """A case's progress line: its word, then the re-measure's summary ("worse: confirmed:
-    B +53.01% vs A ..."), the re-measure's word dropped where the two are one (it read
-    "undecided: undecided: ...")."""
+    B +53.01% vs A ..."), the re-measure's word dropped where the two are one."""
     return f"{case.status}: {case.verdict.summary().removeprefix(f'{case.status}: ')}"
 
 
@@ -189,7 +181,7 @@ def run_check(
     suite's name or one of its benchmarks' must match (`chosen_suites`; all suites when
     empty)."""
     started = time.perf_counter()
-    patterns = bench_patterns(bench)  # a typo is said before anything is resolved
+    patterns = bench_regexes(bench, CheckError)  # a typo is said before anything else
     base_hash, head_hash = project.resolve(base), project.resolve(head)
     if base_hash == head_hash:
         raise CheckError(f"BASE {base!r} and HEAD {head!r} are one commit, {base_hash[:8]}")

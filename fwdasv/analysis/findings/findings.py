@@ -14,7 +14,6 @@ docs/verdicts.md, "Statuses".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypedDict
@@ -61,6 +60,7 @@ from fwdasv.analysis.rules.drift import mark_drift, mark_environment_drift
 from fwdasv.analysis.rules.noise import Noise, commit_medians, estimate_noise
 from fwdasv.asv.history import Problem
 from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.core.clitools import bench_regexes
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
 if TYPE_CHECKING:
@@ -279,10 +279,7 @@ def scan(
     improvements: bool = False,
 ) -> Found:
     """`find`, with the result files that could not be read."""
-    try:
-        patterns = [re.compile(p) for p in bench]
-    except re.error as error:
-        raise FindingsError(f"--bench: bad regular expression: {error}") from None
+    patterns = bench_regexes(bench, FindingsError)
     if min_effect_pct is None:
         min_effect_pct = project.verdict_settings().min_effect_pct
     if min_effect_pct < 0:

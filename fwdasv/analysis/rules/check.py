@@ -35,14 +35,12 @@ def processes_to_decide(verdict: Confirmation, cap: int, alpha: float = ALPHA) -
 
     Decided: the interval's lower bound above zero (confirmed), or its upper bound below
     the tested step (ruled out); so the half-width must come under the larger of the
-    estimate and the tested step less the estimate. `judge_ab`'s own `more_processes`
-    projects the width that decides any estimate (half the tested step) with today's
-    pooled sd, which with no stored history is mostly the prior (1% at 0.4 degrees of
-    freedom): on a quiet GPU (processes 0.1% apart) 3+3 processes read 0.31% and
-    project 160 more, so the check stopped at its first look and passed a real 1%
-    slowdown. Here the prior's weight fades as the run's degrees of freedom grow, as it
-    does when the processes are taken; a busy box's spread (several percent) still needs
-    more than the cap at once.
+    estimate and the tested step less the estimate. The sd is projected as `judge_ab`
+    pools it at n a side: the run's observed variance over 2n - 2 degrees of freedom, the
+    prior's over its own, so the prior's weight fades as processes are added. Not
+    `judge_ab`'s `more_processes`, which holds today's pooled sd fixed: with no stored
+    history that is mostly the 1% prior, and on processes 0.1% apart it asks for far
+    more than would decide (docs/verdicts.md, "check").
     """
     taken = min(verdict.processes_a, verdict.processes_b)
     run_dof = verdict.processes_a + verdict.processes_b - 2
