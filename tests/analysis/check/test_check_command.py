@@ -198,16 +198,17 @@ def test_a_pull_request_that_changes_compiled_sources_is_refused_in_one_line(tmp
 def test_bench_chooses_a_suite_by_its_name_or_one_of_its_benchmarks(demo) -> None:
     """As `asv run -b` (and fwdasv shard's --bench): a regex of a benchmark's name chooses
     its suite, so the pattern a user gave asv or shard works here too."""
-    from fwdasv.analysis.check.check import bench_patterns, chosen_suites, project_suites
+    from fwdasv.analysis.check.check import chosen_suites, project_suites
+    from fwdasv.core.clitools import bench_regexes
 
     _, _, project = demo
     suites = project_suites(project)
     assert list(suites) == ["forward.TinyLM"]
     assert "forward.TinyLM.track_latency" in suites["forward.TinyLM"]
     for regex in ("TinyLM$", r"^forward\.TinyLM\.", r"TinyLM\.track_latency", "^forward"):
-        assert chosen_suites(suites, bench_patterns([regex])) == ["forward.TinyLM"], regex
-    assert chosen_suites(suites, bench_patterns([])) == ["forward.TinyLM"]
-    assert chosen_suites(suites, bench_patterns(["Qwen", r"TinyLM\.time_"])) == []
+        assert chosen_suites(suites, bench_regexes([regex])) == ["forward.TinyLM"], regex
+    assert chosen_suites(suites, bench_regexes([])) == ["forward.TinyLM"]
+    assert chosen_suites(suites, bench_regexes(["Qwen", r"TinyLM\.time_"])) == []
 
 
 @pytest.mark.parametrize(
@@ -219,16 +220,19 @@ def test_bench_chooses_a_suite_by_its_name_or_one_of_its_benchmarks(demo) -> Non
 )
 def test_a_bench_regex_that_is_bad_or_chooses_nothing_is_one_line(demo, regex, said) -> None:
     """A typo in --bench is one line naming it (and the suites there are), exit 2, before
-    anything is installed or measured."""
+    anything is installed or measured: the check's directory is as it was (the module's
+    other checks may have left theirs)."""
     _, hashes, project = demo
     config = str(project.config_path)
+    check_dir = project.config_path.parent / ".fwdasv-check"
+    before = sorted(check_dir.rglob("*"))
     result = CliRunner().invoke(
         main, ["check", hashes[0], hashes[1], "--bench", regex, "--config", config]
     )
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and said in lines[0], lines
-    assert not (project.config_path.parent / ".fwdasv-check").exists()
+    assert sorted(check_dir.rglob("*")) == before
 
 
 def test_a_cases_progress_line_says_each_word_once() -> None:
