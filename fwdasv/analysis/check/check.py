@@ -11,6 +11,11 @@ stands only if it holds at the next look too (`_held`). A paced suite is judged 
 forward over the workload. `rules.check.check_status` gives each case its word; each
 `worse` one is explained. vLLM over a compiled base: a commit it cannot serve is refused.
 Nothing is read from, or written to, the stored results.
+
+Each process is kept as it is measured (CHECK_DIR, per pair and machine), and a check of
+the same pair takes those first: a check cut short (a CI job's time limit, a vLLM case
+at most of a minute a process) goes on where it stopped. `fresh` sets them aside
+(`processes.set_aside`) and measures anew.
 """
 
 from __future__ import annotations
@@ -22,7 +27,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fwdasv.analysis.confirm.processes import Cursor, ProcessPool, SeriesRef, kept_dir
+from fwdasv.analysis.confirm.processes import (
+    Cursor,
+    ProcessPool,
+    SeriesRef,
+    kept_dir,
+    set_aside,
+)
 from fwdasv.analysis.explain.explain import explain_commits
 from fwdasv.analysis.explain.kernel_diff import KernelDiff
 from fwdasv.analysis.findings.series import CANARY_PREFIX, metric_name
@@ -89,6 +100,7 @@ class CheckOutcome:
     installs: int = 0
     wall_s: float = 0.0
     explain_errors: tuple[str, ...] = field(default=())
+    resumed: int = 0  # processes taken from an earlier check of the pair, not launched
 
     @property
     def slower(self) -> tuple[CaseCheck, ...]:
@@ -174,12 +186,13 @@ def run_check(
     machine: str | None = None,
     max_processes: int = confirm.MAX_PROCESSES,
     run_explain: bool = True,
+    fresh: bool = False,
     echo: Callable[[str], None] | None = None,
     bench_echo: Callable[[str], None] | None = None,
 ) -> CheckOutcome:
     """Measure and judge every case (see the module); `bench`: regexes one of which a
     suite's name or one of its benchmarks' must match (`chosen_suites`; all suites when
-    empty)."""
+    empty); `fresh`: set an earlier check's processes of the pair aside."""
     started = time.perf_counter()
     patterns = bench_regexes(bench, CheckError)  # a typo is said before anything else
     base_hash, head_hash = project.resolve(base), project.resolve(head)
@@ -200,14 +213,24 @@ def run_check(
         )
     refs = _series(project, suites)
     min_effect = project.verdict_settings().min_effect_pct
+    workdir = kept_dir(project, CHECK_DIR, base_hash, head_hash)
+    aside = set_aside(workdir) if fresh else None
+    if aside is not None and echo is not None:
+        echo(f"an earlier check's processes of this pair set aside in {aside}")
     pool = ProcessPool(
         project,
         tuple(refs),
-        kept_dir(project, CHECK_DIR, base_hash, head_hash),
+        workdir,
         echo=echo,
         bench_echo=bench_echo,
         machine=machine,
+        resume=True,
     )
+    if pool.kept and echo is not None:
+        echo(
+            f"{pool.kept} process(es) of an earlier check of this pair, kept in {workdir}: "
+            "taken first (--fresh measures anew)"
+        )
     noise = estimate_noise(())
     checked: list[CaseCheck] = []
     for ref in refs:
@@ -221,7 +244,7 @@ def run_check(
                 echo(f"  process {n}: BASE {ref.shown(a)}, HEAD {ref.shown(b)}")
 
         cursor = Cursor(pool, base_hash, head_hash, ref, on_round=shown)
-        verdict = _judged(cursor, noise, min_effect, max_processes)
+        verdict = _judged(cursor, noise, min_effect, max_processes, echo)
         verdict = _held(verdict, cursor, noise, min_effect, max_processes, echo)
         case = CaseCheck(
             ref.suite, ref.case, ref.relative, verdict, check_status(verdict, min_effect)
@@ -244,10 +267,17 @@ def run_check(
         pool.installs,
         time.perf_counter() - started,
         errors,
+        pool.resumed,
     )
 
 
-def _judged(cursor: Cursor, noise: Noise, min_effect: float, max_processes: int) -> Confirmation:
+def _judged(
+    cursor: Cursor,
+    noise: Noise,
+    min_effect: float,
+    max_processes: int,
+    echo: Callable[[str], None] | None = None,
+) -> Confirmation:
     """confirm's looks (MIN_PROCESSES a side, STEP_PROCESSES more while undecided, up to
     `max_processes`), stopped early when the run's own spread needs more processes than
     `max_processes` (`rules.check.processes_to_decide`): a busy box's no-op pull request
@@ -262,7 +292,10 @@ def _judged(cursor: Cursor, noise: Noise, min_effect: float, max_processes: int)
             or processes_to_decide(verdict, max_processes) > max_processes
         ):
             return verdict
-        more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
+        more = min(confirm.STEP_PROCESSES, left)
+        if echo is not None:  # the next look is minutes away on vLLM: say why it is taken
+            echo(f"  {verdict.summary()}; {more} more a side")
+        more_a, more_b = cursor.measure(more)
         a.extend(more_a)
         b.extend(more_b)
 

@@ -52,8 +52,13 @@ def summary(outcome: CheckOutcome) -> str:
 
 
 def _cost(outcome: CheckOutcome) -> str:
+    resumed = (
+        f" (and {outcome.resumed} kept from an earlier check of the pair)"
+        if outcome.resumed
+        else ""
+    )
     return (
-        f"{outcome.bench_processes} bench processes, {outcome.installs} install(s), "
+        f"{outcome.bench_processes} bench processes{resumed}, {outcome.installs} install(s), "
         f"{outcome.wall_s:.0f} s; intervals one-sided at {100 * (1 - ALPHA):g}% each bound"
     )
 
@@ -120,6 +125,7 @@ def to_json(outcome: CheckOutcome) -> dict[str, object]:
         "explain_errors": list(outcome.explain_errors),
         "cost": {
             "bench_processes": outcome.bench_processes,
+            "resumed_processes": outcome.resumed,
             "installs": outcome.installs,
             "wall_s": outcome.wall_s,
         },

@@ -50,6 +50,12 @@ from fwdasv.core.files import check_output_path, write_atomic
     show_default=True,
     help="Bench processes per side at most (3 at a time while a case is undecided).",
 )
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Measure anew: set the processes kept by an earlier check of this pair aside "
+    "(renamed, not deleted) instead of taking them first.",
+)
 @explain_option
 @show_bench_option
 def check_command(
@@ -61,6 +67,7 @@ def check_command(
     fmt: str,
     output: Path | None,
     max_processes: int,
+    fresh: bool,
     explain: bool,
     show_bench: bool,
 ) -> None:
@@ -74,8 +81,10 @@ def check_command(
     asv.conf.json's min_effect_pct), unchanged, improved or undecided, with its
     interval. Each slowdown is explained: the ops (kernels) that got slower and the
     source lines that call them. On vLLM over a compiled base, a commit whose compiled
-    sources differ from the base's is refused. Exits 1 on a slowdown beyond
-    min_effect_pct, 0 otherwise, 2 on bad input.
+    sources differ from the base's is refused. Each process is kept as it is measured
+    (.fwdasv-check/ beside asv.conf.json) and a check of the same pair takes those
+    first, so a check cut short goes on where it stopped (--fresh: measure anew).
+    Exits 1 on a slowdown beyond min_effect_pct, 0 otherwise, 2 on bad input.
     """
     if output is not None:
         check_output_path(output, what="--output")  # before anything is measured
@@ -89,6 +98,7 @@ def check_command(
         machine=machine,
         max_processes=max_processes,
         run_explain=explain,
+        fresh=fresh,
         echo=progress,
         bench_echo=progress if show_bench else None,
     )

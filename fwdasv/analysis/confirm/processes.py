@@ -12,11 +12,14 @@ With `resume` (bisect) each process is appended to PROCESSES_FILE in the workdir
 later pool over it takes those first: a run cut short goes on where it stopped. With
 `keep` (confirm) they are appended and never taken: bisect's ends over the same pair
 start from them (`kept_dir`), so a night's bisect does not re-measure what confirm did.
+A kept line of another machine is never taken. `set_aside` moves a workdir's kept
+processes out of the way (check's `--fresh`), keeping them.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,6 +38,22 @@ def kept_dir(project: AsvProject, kind: str, a: str, b: str) -> Path:
     """Where the processes of the pair (or range) A..B are kept: `kind` is CONFIRM_DIR or
     BISECT_DIR."""
     return project.config_path.parent / kind / f"{a[:8]}-{b[:8]}"
+
+
+def set_aside(workdir: Path) -> Path | None:
+    """Move the workdir's kept processes to a dated file beside it, so that a pool over the
+    workdir measures anew; that file's path, or None when nothing was kept."""
+    path = workdir / PROCESSES_FILE
+    if not path.is_file():
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.stem}-before-{stamp}{path.suffix}")
+    number = 1
+    while aside.exists():  # two in one second: never overwrite
+        number += 1
+        aside = path.with_name(f"{path.stem}-before-{stamp}-{number}{path.suffix}")
+    path.rename(aside)
+    return aside
 
 
 @dataclass(frozen=True)
@@ -112,6 +131,11 @@ class ProcessPool:
         return choice.env()
 
     @property
+    def kept(self) -> int:
+        """Kept processes not taken yet (a `resume` pool)."""
+        return sum(len(processes) for processes in self._kept.values())
+
+    @property
     def installs(self) -> int:
         return sum(m.installs for m in self.measurers.values())
 
@@ -125,17 +149,22 @@ class ProcessPool:
     def values(self, commit: str, ref: SeriesRef) -> list[float]:
         return [process[ref] for process in self.processes.get(commit, ())]
 
-    def measure(self, commits: Sequence[str], rounds: int = 1) -> None:
+    def measure(
+        self, commits: Sequence[str], rounds: int = 1, after: Callable[[], None] | None = None
+    ) -> None:
         """`rounds` more processes of each of `commits`, interleaved (c1 c2 c1 c2 ...)."""
-        self.run([commit for _ in range(rounds) for commit in commits])
+        self.run([commit for _ in range(rounds) for commit in commits], after)
 
-    def run(self, plan: Sequence[str]) -> None:
-        """One process of each commit of `plan`, in its order: one bench run (a look)."""
+    def run(self, plan: Sequence[str], after: Callable[[], None] | None = None) -> None:
+        """One process of each commit of `plan`, in its order: one bench run (a look).
+        `after()` is called after each process (a caller's progress)."""
         if not plan:
             return
         self.rounds += 1
         for commit in plan:
             self.processes.setdefault(commit, []).append(self._one(commit))
+            if after is not None:
+                after()
 
     def _read_kept(self) -> dict[str, list[dict[SeriesRef, float]]]:
         """The processes a pool over this workdir kept, per commit (lines naming every series)."""
@@ -149,8 +178,11 @@ class ProcessPool:
                 raw = json.loads(line)
                 commit, values = raw["commit"], raw["values"]
                 process = {names[n]: float(values[n]) for n in names}
-            except (ValueError, KeyError, TypeError):
+                machine = raw.get("machine")
+            except (ValueError, KeyError, TypeError, AttributeError):
                 continue  # a line cut short, or of other series: measured again
+            if machine != self.machine:
+                continue  # another machine's GPUs: not this series' processes
             kept.setdefault(str(commit), []).append(process)
         return kept
 
@@ -194,7 +226,9 @@ class ProcessPool:
 class Cursor:
     """One series' view of an A/B pair in a pool, as `confirm.run_confirmation` measures:
     each call takes the next k processes of A and of B, measuring (interleaved) only those
-    the pool does not hold yet. `on_round(n, a, b)` is told of each process pair taken."""
+    the pool does not hold yet. `on_round(n, a, b)` is told of each process pair taken, as
+    soon as its second process is measured (a vLLM process takes most of a minute: a look
+    of three pairs is not said all at its end)."""
 
     pool: ProcessPool
     a: str
@@ -205,12 +239,21 @@ class Cursor:
 
     def measure(self, k: int) -> tuple[list[float], list[float]]:
         need = self.taken + k
+        said = self.taken
+
+        def say() -> None:  # the pairs complete so far, not said yet
+            nonlocal said
+            ready = min(self.pool.count(self.a), self.pool.count(self.b), need)
+            if self.on_round is not None:
+                a, b = self.pool.values(self.a, self.ref), self.pool.values(self.b, self.ref)
+                for n in range(said, ready):
+                    self.on_round(n + 1, a[n], b[n])
+            said = max(said, ready)
+
+        say()  # pairs the pool already held (an earlier finding's, kept ones)
         have = min(self.pool.count(self.a), self.pool.count(self.b))
-        self.pool.measure([self.a, self.b], need - have)
+        self.pool.measure([self.a, self.b], need - have, after=say)
         a = self.pool.values(self.a, self.ref)[self.taken : need]
         b = self.pool.values(self.b, self.ref)[self.taken : need]
-        if self.on_round is not None:
-            for offset, (x, y) in enumerate(zip(a, b, strict=True)):
-                self.on_round(self.taken + offset + 1, x, y)
         self.taken = need
         return a, b

@@ -20,8 +20,9 @@ import pytest
 from click.testing import CliRunner
 from helpers import bench_script, git
 
-from fwdasv.analysis.check.check import CaseCheck, CheckOutcome
+from fwdasv.analysis.check.check import CHECK_DIR, CaseCheck, CheckOutcome
 from fwdasv.analysis.check.format import format_check
+from fwdasv.analysis.confirm.processes import PROCESSES_FILE
 from fwdasv.analysis.rules.check import check_status
 from fwdasv.analysis.rules.confirm import judge_ab
 from fwdasv.asv.scaffold import init_project
@@ -112,6 +113,23 @@ def test_the_injected_pair_fails_with_the_slowdown_and_the_op(demo, measuring) -
     assert "`tinylm/model.py:" in text and "changed here" in text
     # Nothing stored: the check reads and writes no results.
     assert not project.results_dir.exists() or not any(project.results_dir.iterdir())
+    # Its processes were kept as they were measured: the same check again (a CI job re-run
+    # after a time limit) takes them first and measures none; --fresh sets them aside.
+    kept = project.config_path.parent / CHECK_DIR / f"{base[:8]}-{slow[:8]}" / PROCESSES_FILE
+    lines = kept.read_text().splitlines()
+    assert len(lines) >= 12 and len(lines) % 2 == 0, lines
+    args = ["check", base, slow, "--config", str(project.config_path), "--no-explain"]
+    again = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert again.exit_code == 1, again.output
+    assert f"{len(lines)} process(es) of an earlier check of this pair" in again.stderr
+    cost = json.loads(again.stdout)["cost"]
+    assert (cost["bench_processes"], cost["resumed_processes"]) == (0, len(lines))
+    with measuring():
+        fresh = CliRunner().invoke(main, [*args, "--fresh", "--max-processes", "1"])
+    assert fresh.exit_code == 0, fresh.output  # 1 a side cannot decide: undecided
+    (aside,) = kept.parent.glob("processes-before-*.jsonl")
+    assert f"set aside in {aside}" in fresh.stderr and aside.read_text().splitlines() == lines
+    assert len(kept.read_text().splitlines()) == 2
 
 
 @pytest.mark.slow
@@ -272,3 +290,31 @@ def test_a_quiet_gpus_one_percent_slowdown_takes_the_looks_that_decide_it() -> N
     same = _cursor(base, list(reversed(base)))
     verdict = _held(_judged(same, noise, 0.3, 12), same, noise, 0.3, 12, None)  # type: ignore[arg-type]
     assert check_status(verdict, 0.3) != "worse", verdict.summary()
+
+
+def test_each_further_look_is_said_and_the_h200s_vllm_pairs_decide() -> None:
+    """The H200's vLLM Qwen3 decode medians (docs/measurements.md, section 33; 0.02-0.05%
+    apart, 44-51 s a process): a docs-only pair is `unchanged` after 9 a side and the ~1%
+    pull request `worse` after 6, each look taken said with the interval that asked for it
+    (a check of vLLM had said nothing for minutes after its third pair)."""
+    from fwdasv.analysis.check.check import _held, _judged
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    noise = estimate_noise(())
+    said: list[str] = []
+    same = _cursor([1572.78, 1573.39, 1573.09] * 4, [1573.26, 1573.26, 1573.04] * 4)
+    verdict = _judged(same, noise, 0.3, 12, said.append)  # type: ignore[arg-type]
+    assert check_status(verdict, 0.3) == "unchanged" and same.taken == 9, verdict.summary()
+    assert len(said) == 2, said
+    assert said[0].startswith("  undecided: B +0.01% vs A [-1.07%, +1.09%], 3+3 processes")
+    assert said[1].endswith("6+6 processes, sd 0.200% (pooled); 3 more a side"), said
+    said.clear()
+    slower = _cursor([1553.25, 1553.86, 1553.09] * 4, [1572.78, 1572.91, 1572.96] * 4)
+    verdict = _held(
+        _judged(slower, noise, 0.3, 12, said.append), slower, noise, 0.3, 12, said.append
+    )  # type: ignore[arg-type]
+    assert check_status(verdict, 0.3) == "worse" and slower.taken == 6, verdict.summary()
+    assert said == [
+        "  confirmed: B +1.25% vs A [+0.16%, +2.36%], 3+3 processes, sd 0.307% (pooled); "
+        "3 more a side: a slowdown must hold"
+    ]

@@ -11,7 +11,13 @@ from __future__ import annotations
 import math
 import random
 
-from fwdasv.analysis.confirm.processes import Cursor, ProcessPool, SeriesRef
+from fwdasv.analysis.confirm.processes import (
+    PROCESSES_FILE,
+    Cursor,
+    ProcessPool,
+    SeriesRef,
+    set_aside,
+)
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.status import Status
 
@@ -77,3 +83,46 @@ def test_a_resumed_pool_takes_the_kept_processes_first(tmp_path) -> None:
     other = DrawnPool(None, (DECODE, MIX), tmp_path, resume=True)  # type: ignore[arg-type]
     other.measure(["a"])
     assert other.resumed == 0 and other.launched == ["a"]
+
+
+def test_a_cursor_says_each_pair_as_soon_as_it_is_measured() -> None:
+    """A vLLM process takes most of a minute: a look of 3 pairs is not said at its end."""
+    pool = DrawnPool(None, (DECODE,), None)  # type: ignore[arg-type]
+    said: list[tuple[int, int]] = []  # (pair, processes launched when it was said)
+    cursor = Cursor(
+        pool, "a", "b", DECODE, on_round=lambda n, a, b: said.append((n, len(pool.launched)))
+    )
+    cursor.measure(3)
+    assert said == [(1, 2), (2, 4), (3, 6)]
+    # Pairs the pool already holds (another finding's) are said at once, then the new ones.
+    pool.measure(["a", "b"], rounds=2)
+    said.clear()
+    cursor.measure(3)
+    assert said == [(4, 10), (5, 10), (6, 12)]
+
+
+def test_a_kept_process_of_another_machine_is_not_taken(tmp_path) -> None:
+    first = DrawnPool(None, (DECODE,), tmp_path, resume=True, machine="gpu-a")  # type: ignore[arg-type]
+    first.measure(["a", "b"], rounds=2)
+    other = DrawnPool(None, (DECODE,), tmp_path, resume=True, machine="gpu-b")  # type: ignore[arg-type]
+    unnamed = DrawnPool(None, (DECODE,), tmp_path, resume=True)  # type: ignore[arg-type]
+    same = DrawnPool(None, (DECODE,), tmp_path, resume=True, machine="gpu-a")  # type: ignore[arg-type]
+    assert (other.kept, unnamed.kept, same.kept) == (0, 0, 4)
+    same.measure(["a", "b"], rounds=2)
+    assert same.resumed == 4 and same.launched == []
+    assert same.values("a", DECODE) == first.values("a", DECODE)
+
+
+def test_set_aside_keeps_the_processes_and_a_new_pool_measures_anew(tmp_path) -> None:
+    assert set_aside(tmp_path) is None  # nothing kept: nothing to move
+    first = DrawnPool(None, (DECODE,), tmp_path, resume=True)  # type: ignore[arg-type]
+    first.measure(["a", "b"])
+    text = (tmp_path / PROCESSES_FILE).read_text()
+    aside = set_aside(tmp_path)
+    assert aside is not None and aside.read_text() == text
+    assert not (tmp_path / PROCESSES_FILE).exists()
+    first.measure(["a", "b"])  # the same second: a second set-aside file, not an overwrite
+    again = set_aside(tmp_path)
+    assert again is not None and again != aside and aside.read_text() == text
+    fresh = DrawnPool(None, (DECODE,), tmp_path, resume=True)  # type: ignore[arg-type]
+    assert fresh.kept == 0
