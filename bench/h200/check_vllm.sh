@@ -19,7 +19,7 @@
 # default decode_bs1_1k: one case keeps 6-12 vLLM processes inside a call), SAMPLES
 # (FWDASV_SAMPLES, default 5), CHECK_TIMEOUT (seconds a check may take, default 540), WORK,
 # VLLM_SITE. Changes no GPU setting; a second call reuses the history and the project, and
-# a check the time limit cut short goes on from the processes it kept (44-51 s each on the
+# a check the time limit cut short goes on from the processes it kept (about 50 s each on the
 # H200: the slow pair's 6+6 and the no-op's 9+9 take two calls; measurements, section 33).
 set -u
 part=${1:?part: slow | noop}

@@ -294,7 +294,7 @@ def test_a_quiet_gpus_one_percent_slowdown_takes_the_looks_that_decide_it() -> N
 
 def test_each_further_look_is_said_and_the_h200s_vllm_pairs_decide() -> None:
     """The H200's vLLM Qwen3 decode medians (docs/measurements.md, section 33; 0.02-0.05%
-    apart, 44-51 s a process): a docs-only pair is `unchanged` after 9 a side and the ~1%
+    apart, about 50 s a process): a docs-only pair is `unchanged` after 9 a side and the ~1%
     pull request `worse` after 6, each look taken said with the interval that asked for it
     (a check of vLLM had said nothing for minutes after its third pair)."""
     from fwdasv.analysis.check.check import _held, _judged
