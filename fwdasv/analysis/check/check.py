@@ -13,8 +13,8 @@ forward over the workload. `rules.check.check_status` gives each case its word; 
 Nothing is read from, or written to, the stored results.
 
 Each process is kept as it is measured (CHECK_DIR, per pair and machine), and a check of
-the same pair takes those first: a check cut short (a CI job's time limit, a vLLM case
-at most of a minute a process) goes on where it stopped. `fresh` sets them aside
+the same pair takes those first: a check cut short (a CI job's time limit; a vLLM
+process takes most of a minute) goes on where it stopped. `fresh` sets them aside
 (`processes.set_aside`) and measures anew.
 """
 
