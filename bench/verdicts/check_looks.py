@@ -6,15 +6,24 @@ Each pair is BASE and HEAD process medians drawn around one level (HEAD `step` s
 each process off by a normal draw of `spread` (0.1%: an H100's or H200's process medians,
 docs/measurements.md sections 25 and 32; 0.3%; 1%; 5%: a busy CPU box), in the last rows
 with a share `odd` of processes 15-40% slow besides (a neighbour's burst), and fed to the
-check's real looks (`fwdasv.analysis.check.check._judged`, then `_held`) with no stored
-history, as `fwdasv check` judges. Two stopping rules side by side on the same draws:
+check's real looks (`fwdasv.analysis.check.check._judged`, then `_held`). Three ways side
+by side on the same draws:
 
-- before: stop when `judge_ab`'s `more_processes` (the width that decides any estimate,
-  at today's pooled sd, mostly the 1% prior after 3+3) exceeds what is left;
-- after: stop when `rules.check.processes_to_decide` (the run's own estimate and spread,
-  the prior's weight fading with the degrees of freedom) exceeds `--max-processes`.
+- before: no stored history; stop when `judge_ab`'s `more_processes` (the width that
+  decides any estimate, at today's pooled sd, mostly the 1% prior after 3+3) exceeds what
+  is left;
+- after: no stored history (`--no-history`, or a project with no results on the
+  machine); stop when `rules.check.processes_to_decide` (the run's own estimate and
+  spread, the prior's weight fading with the degrees of freedom) exceeds
+  `--max-processes`;
+- history: as after, with the prior `fwdasv check` takes from a stored series
+  (`check.stored_noise`: `estimate_noise` over it): `--history` commits (default 30),
+  each the mean of `--history-processes` process medians (default 1) drawn as the pair's
+  are, bursts included. A commit of several processes has a steadier median than one
+  process: its prior is too small by about the square root of their number (the worst
+  case: a stored commit's samples also widen the prior, `within_pct`, not drawn here).
 
-Prints, per spread and step, each rule's share of `worse` (a false alarm where the step
+Prints, per spread and step, each way's share of `worse` (a false alarm where the step
 is 0, a detection where it is at least min_effect_pct, 0.3%), `undecided`, and the mean
 processes a side it took.
 """
@@ -77,12 +86,16 @@ Looks = Callable[[Draws, Noise, float, int], Confirmation]
 
 
 def run(
-    looks: Looks, draws: list[tuple[list[float], list[float]]], max_processes: int
+    looks: Looks,
+    draws: list[tuple[list[float], list[float]]],
+    max_processes: int,
+    priors: list[Noise] | None = None,
 ) -> tuple[Counter[str], float]:
-    noise = estimate_noise(())
+    """Each pair judged by `looks` then `_held`, with its own prior (`priors`) or none."""
     words: Counter[str] = Counter()
     taken = 0
-    for base, head in draws:
+    for number, (base, head) in enumerate(draws):
+        noise = priors[number] if priors is not None else estimate_noise(())
         cursor = Draws(base, head)
         verdict = looks(cursor, noise, MIN_EFFECT_PCT, max_processes)  # type: ignore[arg-type]
         verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
@@ -91,36 +104,61 @@ def run(
     return words, taken / len(draws)
 
 
+def _offsets(
+    rng: np.random.Generator, shape: tuple[int, ...], spread: float, odd: float
+) -> np.ndarray:
+    """Process medians' relative offsets: normal at `spread` %, and a share `odd` of them
+    15-40% slow besides (a neighbour's burst)."""
+    offs = rng.standard_normal(shape) * spread / 100
+    if odd:
+        offs += (rng.random(shape) < odd) * rng.uniform(0.15, 0.40, shape)
+    return offs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-processes", type=int, default=confirm.MAX_PROCESSES)
+    parser.add_argument(
+        "--history", type=int, default=30, help="stored commits behind the history prior"
+    )
+    parser.add_argument(
+        "--history-processes", type=int, default=1, help="bench processes a stored commit"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     width = 2 * args.max_processes
     print(
-        f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a side, min_effect_pct {MIN_EFFECT_PCT}"
+        f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a "
+        f"side, min_effect_pct {MIN_EFFECT_PCT}, history {args.history} stored commits of "
+        f"{args.history_processes} process(es)"
     )
     print()
+    ways = ("before", "after", "history")
     print(
-        "| spread | odd | step | before: worse | before: undecided | before: processes "
-        "| after: worse | after: undecided | after: processes |"
+        "| spread | odd | step | "
+        + " | ".join(f"{w}: {c}" for w in ways for c in ("worse", "undecided", "processes"))
+        + " |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|" + "---|" * 3 * len(ways))
     for spread, odd in SCENARIOS:
         for step in STEPS:
-            offs = rng.standard_normal((args.pairs, 2, width)) * spread / 100
-            if odd:
-                slow = rng.random((args.pairs, 2, width)) < odd
-                offs += slow * rng.uniform(0.15, 0.40, (args.pairs, 2, width))
+            offs = _offsets(rng, (args.pairs, 2, width), spread, odd)
             draws = [
                 (list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs
             ]
+            shape = (args.pairs, args.history, args.history_processes)
+            stored = 1000 * (1 + _offsets(rng, shape, spread, odd).mean(axis=2))
+            priors = [estimate_noise([[float(m)] for m in medians]) for medians in stored]
             cells = []
-            for looks in (judged_before, check._judged):
-                words, mean = run(looks, draws, args.max_processes)  # type: ignore[arg-type]
+            for looks, prior in (
+                (judged_before, None),
+                (check._judged, None),
+                (check._judged, priors),
+            ):
+                words, mean = run(looks, draws, args.max_processes, prior)  # type: ignore[arg-type]
                 share = {w: 100 * words[w] / args.pairs for w in ("worse", "undecided")}
                 cells += [f"{share['worse']:.1f}%", f"{share['undecided']:.1f}%", f"{mean:.1f}"]
             print(f"| {spread:g}% | {odd:.0%} | {step:g}% | " + " | ".join(cells) + " |")

@@ -1,5 +1,6 @@
 """bench/verdicts/check_looks.py at small scale: the check's looks, before and after they
-stopped on the run's own spread, on the same simulated process medians."""
+stopped on the run's own spread, and with a stored series' noise as the prior, on the
+same simulated process medians."""
 
 from __future__ import annotations
 
@@ -37,3 +38,21 @@ def test_a_quiet_gpus_slowdowns_are_caught_and_a_busy_boxs_no_ops_stay_quiet() -
             busy_same,
             busy_processes,
         )
+        # With a stored series of the same spread as the prior (`fwdasv check` with a
+        # history on the machine), even one whose commits averaged 4 processes (a prior
+        # half the true spread): a quiet no-op pair takes fewer processes and is still
+        # never `worse`; the 1% slowdown is still caught.
+        for processes_a_commit in (1, 4):
+
+            def priors(spread_pct: float, k: int = processes_a_commit) -> list:
+                offs = rng.standard_normal((200, 30, k)) * spread_pct / 100
+                medians = 1000 * (1 + offs.mean(axis=2))
+                return [looks.estimate_noise([[float(m)] for m in row]) for row in medians]
+
+            quiet = priors(0.1)
+            same, with_history = looks.run(looks.check._judged, draws(0.1, 0.0), 12, quiet)
+            assert share(same, "worse") == 0 and with_history < 6, (same, with_history)
+            caught, _ = looks.run(looks.check._judged, quiet_step, 12, quiet)
+            assert share(caught, "worse") >= 0.98, caught
+            busy, _ = looks.run(looks.check._judged, draws(5.0, 0.0), 12, priors(5.0))
+            assert share(busy, "worse") <= 0.03, busy

@@ -3,14 +3,15 @@
 Every fwdasv suite of the project but the canary (it runs none of the code under test)
 is measured at BASE and HEAD, each installed once, one bench process at a time, BASE
 HEAD BASE HEAD ... (`confirm.processes.ProcessPool`), every case in each process. Each
-case is judged by confirm's rule (`rules.confirm.judge_ab`) with no history: the noise
-prior (`estimate_noise` of nothing, under one degree of freedom) leaves the processes to
-decide. Processes are added while a case is undecided (`_judged`), up to `max_processes`
+case is judged by confirm's rule (`rules.confirm.judge_ab`). Its noise prior is what
+confirm's is: the series' `estimate_noise` over its stored history on the machine
+(`stored_noise`), where the project has one; without one (or with `history=False`), the
+prior of nothing (1%, under one degree of freedom) leaves the processes to decide. Processes are added while a case is undecided (`_judged`), up to `max_processes`
 a side, unless its interval says no number of them within that could decide; a slowdown
 stands only if it holds at the next look too (`_held`). A paced suite is judged on its
 forward over the workload. `rules.check.check_status` gives each case its word; each
 `worse` one is explained. vLLM over a compiled base: a commit it cannot serve is refused.
-Nothing is read from, or written to, the stored results.
+Nothing is written to the stored results; they are read only for the noise priors.
 
 Each process is kept as it is measured (CHECK_DIR, per pair and machine), and a check of
 the same pair takes those first: a check cut short (a CI job's time limit; a vLLM
@@ -36,7 +37,7 @@ from fwdasv.analysis.confirm.processes import (
 )
 from fwdasv.analysis.explain.explain import explain_commits
 from fwdasv.analysis.explain.kernel_diff import KernelDiff
-from fwdasv.analysis.findings.series import CANARY_PREFIX, metric_name
+from fwdasv.analysis.findings.series import CANARY_PREFIX, load_series, metric_name
 from fwdasv.analysis.remeasure import load_suite_class, resolve_cases
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.check import check_status, processes_to_decide
@@ -67,6 +68,7 @@ class CaseCheck:
     relative: bool  # judged on the forward over the workload (a paced suite)
     verdict: Confirmation
     status: CompareStatus | ReMeasureStatus  # `rules.check.check_status`
+    prior: Noise | None = None  # the series' stored noise it was judged with; None: none
 
     @property
     def series(self) -> str:
@@ -83,6 +85,7 @@ class CaseCheck:
             "upper_pct": self.verdict.upper_pct,
             "processes_base": self.verdict.processes_a,
             "processes_head": self.verdict.processes_b,
+            "history_commits": self.prior.commits_used if self.prior is not None else 0,
             "confirmation": self.verdict.to_json(),
         }
 
@@ -187,12 +190,14 @@ def run_check(
     max_processes: int = confirm.MAX_PROCESSES,
     run_explain: bool = True,
     fresh: bool = False,
+    history: bool = True,
     echo: Callable[[str], None] | None = None,
     bench_echo: Callable[[str], None] | None = None,
 ) -> CheckOutcome:
     """Measure and judge every case (see the module); `bench`: regexes one of which a
     suite's name or one of its benchmarks' must match (`chosen_suites`; all suites when
-    empty); `fresh`: set an earlier check's processes of the pair aside."""
+    empty); `fresh`: set an earlier check's processes of the pair aside; `history`: each
+    series' stored noise as the prior (`stored_noise`), else the prior of nothing."""
     started = time.perf_counter()
     patterns = bench_regexes(bench, CheckError)  # a typo is said before anything else
     base_hash, head_hash = project.resolve(base), project.resolve(head)
@@ -231,12 +236,15 @@ def run_check(
             f"{pool.kept} process(es) of an earlier check of this pair, kept in {workdir}: "
             "taken first (--fresh measures anew)"
         )
-    noise = estimate_noise(())
+    priors = stored_noise(project, refs, machine, echo) if history else {}
     checked: list[CaseCheck] = []
     for ref in refs:
+        prior = priors.get(ref)
+        noise = prior if prior is not None else estimate_noise(())
         if echo is not None:
             echo(
-                f"{ref.suite}({ref.case}): BASE {base_hash[:8]} and HEAD {head_hash[:8]}, interleaved"
+                f"{ref.suite}({ref.case}): BASE {base_hash[:8]} and HEAD {head_hash[:8]}, "
+                f"interleaved; {_prior_said(prior, machine, history)}"
             )
 
         def shown(n: int, a: float, b: float, ref: SeriesRef = ref) -> None:
@@ -247,7 +255,7 @@ def run_check(
         verdict = _judged(cursor, noise, min_effect, max_processes, echo)
         verdict = _held(verdict, cursor, noise, min_effect, max_processes, echo)
         case = CaseCheck(
-            ref.suite, ref.case, ref.relative, verdict, check_status(verdict, min_effect)
+            ref.suite, ref.case, ref.relative, verdict, check_status(verdict, min_effect), prior
         )
         if echo is not None:
             echo(f"  {case_line(case)}")
@@ -269,6 +277,50 @@ def run_check(
         errors,
         pool.resumed,
     )
+
+
+def stored_noise(
+    project: AsvProject,
+    refs: Sequence[SeriesRef],
+    machine: str | None,
+    echo: Callable[[str], None] | None = None,
+) -> dict[SeriesRef, Noise]:
+    """Each series' noise from its stored history on `machine` (`estimate_noise`, confirm's
+    prior), for the series whose history says something beyond the prior of nothing; of
+    several environments, the one with the most measured commits. None without a machine (other machines' GPUs are
+    not this one's) or without results; stored results that cannot be read are said, and
+    the check goes on without them."""
+    if machine is None or not project.results_dir.is_dir():
+        return {}
+    try:
+        _, series = load_series(project, machine)
+    except UserError as error:
+        if echo is not None:
+            echo(f"stored results not read ({error}): judged without their noise")
+        return {}
+    found: dict[SeriesRef, tuple[int, Noise]] = {}
+    wanted = set(refs)
+    for key, stored in series.items():
+        ref = SeriesRef.of(key)
+        if key.machine != machine or ref not in wanted or key.metric != metric_name(ref.relative):
+            continue  # another machine's, another case's, or a series check does not judge
+        measured = sum(1 for samples in stored.history if samples)
+        if measured > found.get(ref, (0, None))[0]:
+            found[ref] = (measured, estimate_noise(stored.history))
+    # Too few commits to estimate from say only the prior of nothing: no stored prior.
+    return {ref: noise for ref, (_, noise) in found.items() if noise.source != "prior"}
+
+
+def _prior_said(prior: Noise | None, machine: str | None, history: bool) -> str:
+    """How a case's noise prior was chosen, for its first progress line."""
+    if prior is not None:
+        return (
+            f"noise prior {prior.noise_pct:.3g}% from {prior.commits_used} stored commit(s) "
+            f"of the series on {machine}"
+        )
+    if not history:
+        return "no stored history asked for (--no-history): the processes decide"
+    return f"no stored history of the series on {machine or 'this machine'}: the processes decide"
 
 
 def _judged(

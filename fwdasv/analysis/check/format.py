@@ -57,9 +57,15 @@ def _cost(outcome: CheckOutcome) -> str:
         if outcome.resumed
         else ""
     )
+    stored = sum(1 for case in outcome.cases if case.prior is not None)
+    priors = (
+        f"; noise priors from the stored history for {stored} of {len(outcome.cases)} case(s)"
+        if stored
+        else "; no stored history: the processes decided"
+    )
     return (
         f"{outcome.bench_processes} bench processes{resumed}, {outcome.installs} install(s), "
-        f"{outcome.wall_s:.0f} s; intervals one-sided at {100 * (1 - ALPHA):g}% each bound"
+        f"{outcome.wall_s:.0f} s; intervals one-sided at {100 * (1 - ALPHA):g}% each bound" + priors
     )
 
 

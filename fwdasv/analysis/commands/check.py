@@ -56,6 +56,13 @@ from fwdasv.core.files import check_output_path, write_atomic
     help="Measure anew: set the processes kept by an earlier check of this pair aside "
     "(renamed, not deleted) instead of taking them first.",
 )
+@click.option(
+    "--history/--no-history",
+    default=True,
+    show_default=True,
+    help="Take each series' noise from its stored results on this machine as the prior, as "
+    "confirm does (fewer processes on a quiet GPU); --no-history: the processes alone decide.",
+)
 @explain_option
 @show_bench_option
 def check_command(
@@ -68,6 +75,7 @@ def check_command(
     output: Path | None,
     max_processes: int,
     fresh: bool,
+    history: bool,
     explain: bool,
     show_bench: bool,
 ) -> None:
@@ -75,9 +83,10 @@ def check_command(
 
     BASE and HEAD (commits of the project's repository: the merge base and the pull
     request's head) are installed once each and measured one bench process at a time,
-    BASE HEAD BASE HEAD ..., every case of each suite in each process, from no stored
-    results. Each case is judged by confirm's rule on the process medians (3 a side,
-    more while undecided, up to --max-processes): worse (slower by at least
+    BASE HEAD BASE HEAD ..., every case of each suite in each process; no stored results
+    are needed. Each case is judged by confirm's rule on the process medians (3 a side,
+    more while undecided, up to --max-processes), with the series' stored noise on this
+    machine as the prior where there is a history (--no-history: none): worse (slower by at least
     asv.conf.json's min_effect_pct), unchanged, improved or undecided, with its
     interval. Each slowdown is explained: the ops (kernels) that got slower and the
     source lines that call them. On vLLM over a compiled base, a commit whose compiled
@@ -99,6 +108,7 @@ def check_command(
         max_processes=max_processes,
         run_explain=explain,
         fresh=fresh,
+        history=history,
         echo=progress,
         bench_echo=progress if show_bench else None,
     )

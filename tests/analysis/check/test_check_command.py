@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from fwdasv.analysis.check.format import format_check
 from fwdasv.analysis.confirm.processes import PROCESSES_FILE
 from fwdasv.analysis.rules.check import check_status
 from fwdasv.analysis.rules.confirm import judge_ab
+from fwdasv.analysis.rules.noise import estimate_noise
 from fwdasv.asv.scaffold import init_project
 from fwdasv.cli import main
 from fwdasv.demo.project import build_project, slow_commit
@@ -58,6 +60,13 @@ def test_each_format_says_the_verdict_and_the_exit_status() -> None:
     assert ":x: 1 slowdown(s) beyond +0.3%" in markdown
     assert "| forward.TinyLM | prefill_512 | track_relative | worse | +50.00% |" in markdown
     assert "No slowdown beyond +0.3%" in format_check(same, "table")
+    # The cost line says where the noise prior came from.
+    assert "; no stored history: the processes decided" in markdown
+    (case,) = slow.cases
+    stored = estimate_noise([[1.0 + d / 1000] for d in (1, -1, 2, 0, -2, 1, 0, -1)])
+    with_prior = replace(slow, cases=(replace(case, prior=stored),))
+    assert "noise priors from the stored history for 1 of 1 case(s)" in format_check(with_prior)
+    assert json.loads(format_check(with_prior, "json"))["cases"][0]["history_commits"] == 8
 
 
 @pytest.fixture(scope="module")
