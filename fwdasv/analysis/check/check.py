@@ -37,10 +37,11 @@ from fwdasv.analysis.confirm.processes import (
 )
 from fwdasv.analysis.explain.explain import explain_commits
 from fwdasv.analysis.explain.kernel_diff import KernelDiff
-from fwdasv.analysis.findings.series import CANARY_PREFIX, load_series, metric_name
-from fwdasv.analysis.remeasure import load_suite_class, resolve_cases
+from fwdasv.analysis.findings.series import CANARY_PREFIX, SeriesKey, load_series, metric_name
+from fwdasv.analysis.remeasure import load_suite_class, process_sizes, resolve_cases
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.check import check_status, processes_to_decide
+from fwdasv.analysis.rules.commit_processes import quiet_history
 from fwdasv.analysis.rules.confirm import Confirmation
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
@@ -285,11 +286,13 @@ def stored_noise(
     machine: str | None,
     echo: Callable[[str], None] | None = None,
 ) -> dict[SeriesRef, Noise]:
-    """Each series' noise from its stored history on `machine` (`estimate_noise`, confirm's
-    prior), for the series whose history says something beyond the prior of nothing; of
-    several environments, the one with the most measured commits. None without a machine (other machines' GPUs are
-    not this one's) or without results; stored results that cannot be read are said, and
-    the check goes on without them."""
+    """Each series' noise from its stored history on `machine`, as the findings confirm
+    judges give it: `estimate_noise` over the history with each commit's loaded processes
+    left out (`quiet_history`, where a fwdasv suite's commit holds several). Only for the
+    series whose history says something beyond the prior of nothing; of several
+    environments, the one with the most measured commits. None without a machine (other
+    machines' GPUs are not this one's) or without results; stored results that cannot be
+    read are said, and the check goes on without them."""
     if machine is None or not project.results_dir.is_dir():
         return {}
     try:
@@ -298,17 +301,22 @@ def stored_noise(
         if echo is not None:
             echo(f"stored results not read ({error}): judged without their noise")
         return {}
-    found: dict[SeriesRef, tuple[int, Noise]] = {}
     wanted = set(refs)
+    chosen: dict[SeriesRef, tuple[int, SeriesKey]] = {}
     for key, stored in series.items():
         ref = SeriesRef.of(key)
         if key.machine != machine or ref not in wanted or key.metric != metric_name(ref.relative):
             continue  # another machine's, another case's, or a series check does not judge
         measured = sum(1 for samples in stored.history if samples)
-        if measured > found.get(ref, (0, None))[0]:
-            found[ref] = (measured, estimate_noise(stored.history))
+        if measured > chosen.get(ref, (0, key))[0]:
+            chosen[ref] = (measured, key)
+    sizes = process_sizes(project, {key.benchmark for _, key in chosen.values()})
+    found = {
+        ref: estimate_noise(quiet_history(series[key].history, sizes.get(key.benchmark)).history)
+        for ref, (_, key) in chosen.items()
+    }
     # Too few commits to estimate from say only the prior of nothing: no stored prior.
-    return {ref: noise for ref, (_, noise) in found.items() if noise.source != "prior"}
+    return {ref: noise for ref, noise in found.items() if noise.source != "prior"}
 
 
 def _prior_said(prior: Noise | None, machine: str | None, history: bool) -> str:

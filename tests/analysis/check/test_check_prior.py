@@ -63,3 +63,17 @@ def test_with_the_h200s_stored_noise_a_docs_only_pair_is_decided_at_the_first_lo
         slower = looks.Draws([1553.25, 1553.86, 1553.09] * 4, [1572.78, 1572.91, 1572.96] * 4)
         verdict = _held(_judged(slower, prior, 0.3, 12), slower, prior, 0.3, 12, None)  # type: ignore[arg-type]
         assert check_status(verdict, 0.3) == "worse" and slower.taken == 6, verdict.summary()
+
+
+def test_the_prior_is_the_noise_the_findings_confirm_judges_carry(demo_history) -> None:
+    """The demo's real history (fwdasv suites: commits of several processes leave their
+    loaded ones out first): each judged series' prior is its findings' noise, the one
+    `fwdasv confirm` judges them with."""
+    from fwdasv.analysis.findings import findings
+
+    found = findings.find(demo_history.project)
+    assert found, "the demo history has its findings"
+    for finding in found:
+        ref = SeriesRef.of(finding.key)
+        priors = stored_noise(demo_history.project, [ref], finding.key.machine)
+        assert priors[ref] == finding.noise, (finding.key, priors, finding.noise)
