@@ -20,8 +20,8 @@ by side on the same draws:
   (`check.stored_noise`: `estimate_noise` over it): `--history` commits (default 30),
   each the mean of `--history-processes` process medians (default 1) drawn as the pair's
   are, bursts included. A commit of several processes has a steadier median than one
-  process: its prior is too small by about the square root of their number (the worst
-  case: a stored commit's samples also widen the prior, `within_pct`, not drawn here).
+  process, by about the square root of their number; the prior is scaled back to one
+  process (`Noise.per_process`), as the check does.
 
 Prints, per spread and step, each way's share of `worse` (a false alarm where the step
 is 0, a detection where it is at least min_effect_pct, 0.3%), `undecided`, and the mean
@@ -151,7 +151,11 @@ def main() -> None:
             ]
             shape = (args.pairs, args.history, args.history_processes)
             stored = 1000 * (1 + _offsets(rng, shape, spread, odd).mean(axis=2))
-            priors = [estimate_noise([[float(m)] for m in medians]) for medians in stored]
+            # As check.stored_noise: the commits' noise as one process's median.
+            priors = [
+                estimate_noise([[float(m)] for m in medians]).per_process(args.history_processes)
+                for medians in stored
+            ]
             cells = []
             for looks, prior in (
                 (judged_before, None),

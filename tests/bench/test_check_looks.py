@@ -39,15 +39,18 @@ def test_a_quiet_gpus_slowdowns_are_caught_and_a_busy_boxs_no_ops_stay_quiet() -
             busy_processes,
         )
         # With a stored series of the same spread as the prior (`fwdasv check` with a
-        # history on the machine), even one whose commits averaged 4 processes (a prior
-        # half the true spread): a quiet no-op pair takes fewer processes and is still
-        # never `worse`; the 1% slowdown is still caught.
+        # history on the machine), one process a commit or 4 (their mean steadier by half,
+        # scaled back to one process's as the check does): a quiet no-op pair takes fewer
+        # processes and is still never `worse`; the 1% slowdown is still caught.
         for processes_a_commit in (1, 4):
 
             def priors(spread_pct: float, k: int = processes_a_commit) -> list:
                 offs = rng.standard_normal((200, 30, k)) * spread_pct / 100
                 medians = 1000 * (1 + offs.mean(axis=2))
-                return [looks.estimate_noise([[float(m)] for m in row]) for row in medians]
+                return [
+                    looks.estimate_noise([[float(m)] for m in row]).per_process(k)
+                    for row in medians
+                ]
 
             quiet = priors(0.1)
             same, with_history = looks.run(looks.check._judged, draws(0.1, 0.0), 12, quiet)

@@ -38,7 +38,12 @@ from fwdasv.analysis.confirm.processes import (
 from fwdasv.analysis.explain.explain import explain_commits
 from fwdasv.analysis.explain.kernel_diff import KernelDiff
 from fwdasv.analysis.findings.series import CANARY_PREFIX, SeriesKey, load_series, metric_name
-from fwdasv.analysis.remeasure import load_suite_class, process_sizes, resolve_cases
+from fwdasv.analysis.remeasure import (
+    load_suite_class,
+    process_layout,
+    processes_per_commit,
+    resolve_cases,
+)
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.check import check_status, processes_to_decide
 from fwdasv.analysis.rules.commit_processes import quiet_history
@@ -286,13 +291,14 @@ def stored_noise(
     machine: str | None,
     echo: Callable[[str], None] | None = None,
 ) -> dict[SeriesRef, Noise]:
-    """Each series' noise from its stored history on `machine`, as the findings confirm
-    judges give it: `estimate_noise` over the history with each commit's loaded processes
-    left out (`quiet_history`, where a fwdasv suite's commit holds several). Only for the
-    series whose history says something beyond the prior of nothing; of several
-    environments, the one with the most measured commits. None without a machine (other
-    machines' GPUs are not this one's) or without results; stored results that cannot be
-    read are said, and the check goes on without them."""
+    """Each series' noise from its stored history on `machine`, as `fwdasv confirm` judges
+    the series' findings with it: `estimate_noise` over the history with each commit's
+    loaded processes left out (`quiet_history`, the findings' noise), as one process's
+    median (`Noise.per_process`: a commit that pooled P processes varies sqrt(P) times
+    less than one). Only for the series whose history says something beyond the prior of
+    nothing; of several environments, the one with the most measured commits. None
+    without a machine (other machines' GPUs are not this one's) or without results;
+    stored results that cannot be read are said, and the check goes on without them."""
     if machine is None or not project.results_dir.is_dir():
         return {}
     try:
@@ -310,13 +316,20 @@ def stored_noise(
         measured = sum(1 for samples in stored.history if samples)
         if measured > chosen.get(ref, (0, key))[0]:
             chosen[ref] = (measured, key)
-    sizes = process_sizes(project, {key.benchmark for _, key in chosen.values()})
-    found = {
-        ref: estimate_noise(quiet_history(series[key].history, sizes.get(key.benchmark)).history)
-        for ref, (_, key) in chosen.items()
-    }
-    # Too few commits to estimate from say only the prior of nothing: no stored prior.
-    return {ref: noise for ref, noise in found.items() if noise.source != "prior"}
+    found: dict[SeriesRef, Noise] = {}
+    for ref, (_, key) in chosen.items():
+        history = series[key].history
+        layout = process_layout(project, key.benchmark)
+        size = layout.samples if layout is not None else None
+        noise = estimate_noise(quiet_history(history, size).history)
+        if noise.source == "prior":
+            continue  # too few commits to say more than the prior of nothing: none
+        if layout is not None:
+            noise = noise.per_process(
+                processes_per_commit(history, layout.samples, layout.launches)
+            )
+        found[ref] = noise
+    return found
 
 
 def _prior_said(prior: Noise | None, machine: str | None, history: bool) -> str:

@@ -65,15 +65,26 @@ def test_with_the_h200s_stored_noise_a_docs_only_pair_is_decided_at_the_first_lo
         assert check_status(verdict, 0.3) == "worse" and slower.taken == 6, verdict.summary()
 
 
-def test_the_prior_is_the_noise_the_findings_confirm_judges_carry(demo_history) -> None:
-    """The demo's real history (fwdasv suites: commits of several processes leave their
-    loaded ones out first): each judged series' prior is its findings' noise, the one
-    `fwdasv confirm` judges them with."""
+def test_the_prior_is_the_one_confirm_judges_the_series_findings_with(demo_history) -> None:
+    """The demo's real history (a fwdasv suite: its commits' samples split into processes):
+    each judged series' prior is its findings' noise (loaded processes left out) as one
+    process's median, `Noise.per_process` of the processes a commit pooled, as
+    `fwdasv confirm` takes it (`confirm.reproduce`)."""
     from fwdasv.analysis.findings import findings
+    from fwdasv.analysis.findings.series import load_series
+    from fwdasv.analysis.remeasure import process_layout, processes_per_commit
 
-    found = findings.find(demo_history.project)
+    project = demo_history.project
+    found = findings.find(project)
     assert found, "the demo history has its findings"
+    _, series = load_series(project, demo_history.machine)
     for finding in found:
         ref = SeriesRef.of(finding.key)
-        priors = stored_noise(demo_history.project, [ref], finding.key.machine)
-        assert priors[ref] == finding.noise, (finding.key, priors, finding.noise)
+        layout = process_layout(project, finding.key.benchmark)
+        assert layout is not None, finding.key  # a fwdasv suite
+        processes = processes_per_commit(
+            series[finding.key].history, layout.samples, layout.launches
+        )
+        priors = stored_noise(project, [ref], finding.key.machine)
+        assert priors[ref] == finding.noise.per_process(processes), (finding.key, priors)
+        assert priors[ref].noise_pct >= finding.noise.noise_pct
