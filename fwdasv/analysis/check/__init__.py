@@ -1,1 +1,2 @@
-"""The pull-request check: BASE and HEAD measured interleaved, every case, from no stored results."""
+"""The pull-request check: BASE and HEAD measured interleaved, every case; no stored results
+needed (a series' stored noise is its prior where there is one)."""
