@@ -3,14 +3,16 @@
 Every fwdasv suite of the project but the canary (it runs none of the code under test)
 is measured at BASE and HEAD, each installed once, one bench process at a time, BASE
 HEAD BASE HEAD ... (`confirm.processes.ProcessPool`), every case in each process. Each
-case is judged by confirm's rule (`rules.confirm.judge_ab`). Its noise prior is what
-confirm's is: the series' `estimate_noise` over its stored history on the machine
-(`stored_noise`), where the project has one; without one (or with `history=False`), the
-prior of nothing (1%, under one degree of freedom) leaves the processes to decide. Processes are added while a case is undecided (`_judged`), up to `max_processes`
-a side, unless its interval says no number of them within that could decide; a slowdown
-stands only if it holds at the next look too (`_held`). A paced suite is judged on its
-forward over the workload. `rules.check.check_status` gives each case its word; each
-`worse` one is explained. vLLM over a compiled base: a commit it cannot serve is refused.
+case is judged by confirm's rule (`rules.confirm.judge_ab`). Its noise prior is the one
+confirm would take: the series' stored noise on the machine as one process's median
+(`stored_noise`), where the project has a history; without one (or with
+`history=False`), the prior of nothing (1%, under one degree of freedom) leaves the
+processes to decide. Processes are added while a case is undecided (`_judged`), up to
+`max_processes` a side, unless its interval says no number of them within that could
+decide; a slowdown stands only if it holds at the next look too (`_held`). A paced
+suite is judged on its forward over the workload. `rules.check.check_status` gives each
+case its word; each `worse` one is explained. vLLM over a compiled base: a commit it
+cannot serve is refused.
 Nothing is written to the stored results; they are read only for the noise priors.
 
 Each process is kept as it is measured (CHECK_DIR, per pair and machine), and a check of
