@@ -301,8 +301,8 @@ def stored_noise(
     nothing; of several environments, the one with the most measured commits. None
     without a machine (other machines' GPUs are not this one's) or without results;
     stored results that cannot be read are said, and the check goes on without them."""
-    if machine is None or not project.results_dir.is_dir():
-        return {}
+    if machine is None or not (project.results_dir / machine).is_dir():
+        return {}  # no history on this machine: not a failure to read one
     try:
         _, series = load_series(project, machine)
     except UserError as error:
@@ -313,8 +313,8 @@ def stored_noise(
     chosen: dict[SeriesRef, tuple[int, SeriesKey]] = {}
     for key, stored in series.items():
         ref = SeriesRef.of(key)
-        if key.machine != machine or ref not in wanted or key.metric != metric_name(ref.relative):
-            continue  # another machine's, another case's, or a series check does not judge
+        if ref not in wanted or key.metric != metric_name(ref.relative):
+            continue  # another case's, or a series check does not judge (load_series: one machine)
         measured = sum(1 for samples in stored.history if samples)
         if measured > chosen.get(ref, (0, key))[0]:
             chosen[ref] = (measured, key)

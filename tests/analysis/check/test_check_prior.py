@@ -25,9 +25,12 @@ def test_the_prior_is_the_series_stored_noise_on_that_machine_only(stepped) -> N
     # 12 commits of 25 samples at 1% each: a commit's median varies by about 0.2-0.3%.
     assert prior.commits_used >= 10 and 0.05 < prior.noise_pct < 0.6, prior
     assert prior.noise_pct < estimate_noise(()).noise_pct
-    # Another machine's GPUs, or no machine named, are not this series'.
-    assert stored_noise(stepped.project, [DRAWN], "another-box") == {}
-    assert stored_noise(stepped.project, [DRAWN], None) == {}
+    # Another machine's GPUs, or no machine named, are not this series'; a machine with no
+    # results stored is no history, not results that could not be read: nothing is said.
+    said: list[str] = []
+    assert stored_noise(stepped.project, [DRAWN], "another-box", said.append) == {}
+    assert stored_noise(stepped.project, [DRAWN], None, said.append) == {}
+    assert said == []
     said = _prior_said(prior, stepped.machine, True)
     assert said.startswith("noise prior ") and f"of the series on {stepped.machine}" in said
     assert "the processes decide" in _prior_said(None, "gpu-a", True)
