@@ -7,10 +7,15 @@
 #         parent (compiled sources differ from the base's) -> refused in one line, exit 2,
 #         before anything is installed or measured
 #   noop  a Python-only pair off the forward (the commit after the slow one) -> exit 0
+#   history  (optional, first) the series' stored history on this GPU: `fwdasv hw machine
+#         --name h200` and `asv run --record-samples` of the history's first 5 commits (before
+#         the slow one, one level), so that later checks judge with its noise as their prior
+#         (`--machine h200`, section 35) instead of the processes alone
 # Each part is one device call (kind nvidia-h200, timeout_s 600), made back to back after the
 # calls that unpack parts a and b of the bundle (bench/h200/split_a.sh join with a1, then a2;
 # bash .vllm-offline/b/stage.sh); the first carries [".vllm-offline/c", ".whl"]:
 #
+#   bash bench/h200/check_vllm.sh history   # optional; then slow and noop take its prior
 #   bash bench/h200/check_vllm.sh slow
 #   bash bench/h200/check_vllm.sh noop
 #
@@ -22,7 +27,7 @@
 # a check the time limit cut short goes on from the processes it kept (about 50 s each on the
 # H200: the slow pair's 6+6 and the no-op's 9+9 take two calls; measurements, section 33).
 set -u
-part=${1:?part: slow | noop}
+part=${1:?part: history | slow | noop}
 . "$(dirname "$0")/stage.sh"
 unset PYTHONDONTWRITEBYTECODE  # the per-commit trees keep bytecode across commits
 W=${WORK:-/tmp/fwdasv-check-vllm}
@@ -37,8 +42,11 @@ step "machine ($part)"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
 stage_vllm_run "$W/logs" || exit 2
 export FWDASV_CASES=${CASES:-decode_bs1_1k} FWDASV_SAMPLES=${SAMPLES:-5}
-repo=$W/vllm-repo proj=$W/proj
+repo=$W/vllm-repo proj=$W/proj machine=h200
 stage_vllm_project "$repo" "$proj" || exit 2
+# With a stored history (the history part), each check judges on its machine with its noise.
+on_machine=()
+[ -f "$W/history.done" ] && on_machine=(--machine "$machine")
 
 # A commit by its subject in the history's listing, and its parent (the line before).
 by_subject() {
@@ -56,7 +64,7 @@ check() {  # check NAME BASE HEAD [options]: one `fwdasv check`, its outputs und
   local t0 status
   t0=$(date +%s.%N)
   (cd "$proj" && timeout "${CHECK_TIMEOUT:-540}" $py -m fwdasv check "$base" "$head" --bench '^forward\.Qwen3_0_6B\.' \
-    --output "$res/$name.md" --format markdown "$@" > "$res/$name.out" 2> "$res/$name.err")
+    --output "$res/$name.md" --format markdown "${on_machine[@]}" "$@" > "$res/$name.out" 2> "$res/$name.err")
   status=$?
   echo "$status" > "$res/$name.status"
   echo "check $name exit $status in $(elapsed "$t0") s"
@@ -64,6 +72,22 @@ check() {  # check NAME BASE HEAD [options]: one `fwdasv check`, its outputs und
 }
 
 case $part in
+history)
+  [ -f "$HOME/.asv-machine.json" ] && grep -q "\"$machine\"" "$HOME/.asv-machine.json" \
+    || (cd "$proj" && $py -m fwdasv hw machine --name $machine) || exit 2
+  printf '%s\n' "${commits[@]:0:5}" > "$W/history.hashes"
+  step "asv run --record-samples, the history's first 5 commits (before the slow one), Qwen3_0_6B"
+  t0=$(date +%s.%N)
+  (cd "$proj" && timeout "${HISTORY_TIMEOUT:-480}" $py -m asv run "HASHFILE:$W/history.hashes" \
+    --record-samples --skip-existing-successful --machine $machine --bench '^forward\.Qwen3_0_6B\.' \
+    --show-stderr > "$res/asv_history.log" 2>&1)
+  echo "asv run exit $? in $(elapsed "$t0") s"
+  grep -E "failed|Error" "$res/asv_history.log" | head -10
+  (cd "$proj" && $py -m fwdasv export --machine $machine --bench '^forward\.Qwen3_0_6B\.' \
+    --format markdown > "$res/history.md" 2> "$res/history_export.err")
+  echo "export exit $?"; head -20 "$res/history.md"
+  tar czf "$res/history_results.tgz" -C "$proj" results 2>/dev/null
+  touch "$W/history.done" ;;
 slow)
   read -r csrc_base csrc_head < <(by_subject CSRC_SUBJECT)
   check refused "$csrc_base" "$csrc_head" --no-explain
