@@ -31,7 +31,7 @@ from typing import BinaryIO
 
 from fwdasv.core import results
 from fwdasv.core.errors import UserError
-from fwdasv.process_tree import ProcessTree, kill_tree
+from fwdasv.process_tree import ProcessTree, ended_by_signal, kill_tree
 from fwdasv.torchrun_output import ErrorScanner, RankFailure
 
 # Set by torchrun (or a parent torchrun) for its workers; inherited by a bench
@@ -318,10 +318,35 @@ def run_process(
 
     Returns how it exited; raises LaunchError when it cannot start, runs past
     `spec.timeout_s` or is told to `stop` (by another thread: several processes at once),
-    after killing every process it started.
+    after killing every process it started. SIGTERM or SIGHUP meanwhile (`timeout`, a
+    cancelled CI job) kills them too before this process ends (`ended_by_signal`): the
+    child is in a session of its own, out of reach of a signal to this one's group.
     """
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    started: list[tuple[subprocess.Popen[bytes], ProcessTree]] = []
+
+    def end_started() -> None:
+        for child, tree in started:
+            kill_tree(child, tree, spec.kill_grace_s)
+            print(
+                f"fwdasv: stopped {spec.argv()[0]} (process group {child.pid} and every "
+                "descendant): this process was told to end",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    with ended_by_signal(end_started):
+        return _run_process(spec, log_path, echo, stop, started)
+
+
+def _run_process(
+    spec: LaunchSpec,
+    log_path: Path,
+    echo: Callable[[str], None] | None,
+    stop: threading.Event | None,
+    started: list[tuple[subprocess.Popen[bytes], ProcessTree]],
+) -> Completed:
     argv = spec.argv()
     log = open(log_path, "wb")  # noqa: SIM115 (the reader thread closes it)
     log.write(f"$ {spec.describe()}\n".encode())
@@ -342,6 +367,7 @@ def run_process(
     reader = _Reader(child, log, echo)
     reader.start()
     tree = ProcessTree(child.pid)
+    started.append((child, tree))
     deadline = time.monotonic() + spec.timeout_s
     try:
         while True:
@@ -370,7 +396,8 @@ def run_process(
             first_error=reader.first_error,
         ) from None
     except BaseException:
-        # Interrupted (Ctrl-C, asv's own kill): never leave ranks behind.
+        # Interrupted (Ctrl-C, asv's own kill; SIGTERM and SIGHUP end it in `run_process`):
+        # never leave ranks behind.
         kill_tree(child, tree, spec.kill_grace_s)
         raise
     # Whatever outlived the child (a rank torchrun failed to stop) is ended

@@ -5,6 +5,10 @@ is reparented, so killing the child's process group does not reach the ranks.
 `ProcessTree` samples the child's descendants from /proc (Linux) while it runs and keeps
 every one it saw, by pid and start time, so a reused pid is never signalled; `kill_tree`
 sends SIGTERM to each and its group, waits the grace period, then SIGKILL.
+
+A child in a session of its own is also out of reach of a signal sent to the caller's
+group: `timeout` ending `fwdasv check`, a CI job cancelled, a scheduler stopping a run.
+`ended_by_signal` ends the tree on such a SIGTERM (or SIGHUP) before the caller exits.
 """
 
 from __future__ import annotations
@@ -13,9 +17,13 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -114,3 +122,51 @@ def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float)
     tree.signal(signal.SIGKILL, root_group=unreaped and child.returncode is None)
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=5.0)
+
+
+# Signals whose default action ends the process without running any cleanup.
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class EndedBySignal(SystemExit):
+    """SIGTERM or SIGHUP while fwdasv waited on children of its own: raised once they are
+    ended; exits 128 + the signal's number, as the shell reports a process it ended."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def ended_by_signal(cleanup: Callable[[], object]) -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP first run `cleanup` (end the children this
+    process started in sessions of their own, which a signal to its group does not reach),
+    then act as before: the handler they replaced runs (hw setup's undo guard), or, where
+    they ended the process at once, `EndedBySignal` is raised, so that the caller's
+    `finally` blocks run too. A second signal acts as before at once. Only in the main
+    thread (where Python runs signal handlers); an ignored signal stays ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    replaced: dict[int, Any] = {}
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        for number, previous in replaced.items():
+            signal.signal(number, previous)
+        cleanup()
+        previous = replaced[signum]
+        if callable(previous):
+            previous(signum, frame)
+            return
+        raise EndedBySignal(signum)
+
+    for ending in ENDING_SIGNALS:
+        handler = signal.getsignal(ending)
+        if handler is not signal.SIG_IGN and handler is not None:
+            replaced[ending] = signal.signal(ending, on_signal)
+    try:
+        yield
+    finally:
+        for number, previous in replaced.items():
+            if signal.getsignal(number) is on_signal:
+                signal.signal(number, previous)

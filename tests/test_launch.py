@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -190,6 +193,51 @@ def test_timeout_reaches_a_descendant_in_another_session(tmp_path: Path, clean_e
     finally:
         if not gone(sleeper):
             os.kill(sleeper, signal.SIGKILL)
+
+
+PARENT = """
+import sys
+from fwdasv.launch import LaunchSpec, launch
+spec = LaunchSpec(sys.argv[1:-1], timeout_s=300, kill_grace_s=1)
+launch(spec, sys.argv[sys.argv.index("--output-json") + 1], sys.argv[-1])
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_that_ends_the_caller_ends_its_bench_first(
+    tmp_path: Path, clean_env, signum: signal.Signals
+) -> None:
+    """`timeout fwdasv check ...` on an H100 (measurements, section 35): SIGTERM ended the
+    check and left its vLLM process (a session of its own) holding 73 GiB of the GPU, and
+    the next check's first process failed for memory. The caller now ends the bench and
+    every descendant first, then exits 128 + the signal, as the signal would have."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    argv = [FAKE_BENCH, "--output-json", str(tmp_path / "out.json"), "--cases", "a"]
+    argv += ["--mode", "orphan", "--pid-dir", str(pids), str(tmp_path / "bench.log")]
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, *argv], env=os.environ, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids / "sleeper.pid").exists() and parent.poll() is None:
+            assert time.monotonic() < deadline, "the bench did not start within 60 s"
+            time.sleep(0.1)
+        bench = int((pids / "rank0.pid").read_text())
+        sleeper = int((pids / "sleeper.pid").read_text())
+        parent.send_signal(signum)
+        _, stderr = parent.communicate(timeout=60)
+        assert parent.returncode == 128 + signum, stderr
+        assert "fwdasv: stopped " in stderr and "this process was told to end" in stderr
+        assert gone(bench), f"the bench {bench} outlived its caller"
+        assert gone(sleeper), f"the bench's child {sleeper} outlived its caller"
+    finally:
+        parent.kill()
+        for name in ("rank0.pid", "sleeper.pid"):
+            with contextlib.suppress(OSError, ValueError):
+                pid = int((pids / name).read_text())
+                if not gone(pid):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def test_a_bench_never_imports_from_the_callers_working_directory(

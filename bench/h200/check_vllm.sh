@@ -42,7 +42,7 @@ step "machine ($part)"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
 stage_vllm_run "$W/logs" || exit 2
 export FWDASV_CASES=${CASES:-decode_bs1_1k} FWDASV_SAMPLES=${SAMPLES:-5}
-repo=$W/vllm-repo proj=$W/proj machine=h200
+repo=$W/vllm-repo proj=$W/proj machine=${MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cd "A-Za-z0-9" | tr A-Z a-z)}
 stage_vllm_project "$repo" "$proj" || exit 2
 # With a stored history (the history part), each check judges on its machine with its noise.
 on_machine=()

@@ -35,6 +35,7 @@ from fwdasv.hw.devices import VISIBLE_DEVICES
 from fwdasv.hw.machine import write_machine_file
 from fwdasv.hw.shard import GpuMachine, Shard, ShardPlan
 from fwdasv.launch import LaunchError, LaunchSpec, run_process
+from fwdasv.process_tree import ended_by_signal
 
 SHARDS_DIR = ".fwdasv-shards"  # beside asv.conf.json: one folder per run
 SHARD_ENVS = ".fwdasv-shard-envs"  # beside asv.conf.json: one env_dir per machine
@@ -167,7 +168,7 @@ def run_shards(
 ) -> ShardOutcome:
     """Every shard's `asv run` at once, each on its GPU; waits for all of them.
 
-    Ctrl-C (or any error here) stops every run, killing what it started.
+    Ctrl-C, SIGTERM, SIGHUP (or any error here) stop every run, killing what it started.
     """
     extra = _prepare(project)
     folder = run_folder(project, plan)
@@ -205,19 +206,26 @@ def run_shards(
         ended[shard.machine] = ShardRun(shard, status, seconds, log, time.monotonic(), error)
 
     started = time.perf_counter()
-    threads = []
-    try:
-        for shard in plan.shards:
-            if not shard.commits:
-                continue
-            config = shard_config(project, shard)
-            configs.append(config)
-            thread = threading.Thread(target=run, args=(shard, config), name=shard.machine)
-            threads.append(thread)
-            thread.start()
+    threads: list[threading.Thread] = []
+
+    def stop_all() -> None:  # each run kills what it started within a second of `stop`
+        stop.set()
         for thread in threads:
-            while thread.is_alive():
-                thread.join(timeout=0.5)
+            thread.join()
+
+    try:
+        with ended_by_signal(stop_all):  # SIGTERM, SIGHUP: the runs are sessions of their own
+            for shard in plan.shards:
+                if not shard.commits:
+                    continue
+                config = shard_config(project, shard)
+                configs.append(config)
+                thread = threading.Thread(target=run, args=(shard, config), name=shard.machine)
+                threads.append(thread)
+                thread.start()
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(timeout=0.5)
     except BaseException:
         stop.set()
         for thread in threads:

@@ -38,6 +38,7 @@ config = json.load(open(args[args.index("--config") + 1]))
 hashfile = next(a for a in args if a.startswith("HASHFILE:"))[len("HASHFILE:"):]
 visible = os.environ.get("CUDA_VISIBLE_DEVICES")
 failing = visible == os.environ.get("FAKE_ASV_FAIL")
+print(f"pid {{os.getpid()}}", flush=True)
 time.sleep(0.2 if failing else float(os.environ.get("FAKE_ASV_S", "1")))
 print(json.dumps({{
     "argv": args, "visible": visible, "env_dir": config["env_dir"],
@@ -138,6 +139,61 @@ def test_ctrl_c_stops_every_run(fake_asv, monkeypatch):
         signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - started < 20, "the 60 s runs were killed"
     assert not list(project.config_path.parent.glob(".fwdasv-shard-*.json"))
+
+
+class _Handed(Exception):
+    """What the handler SIGTERM had before the runs raises: the signal was handed on."""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or one that has finished (a zombie waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
+
+
+def test_sigterm_stops_every_run_before_the_signal_acts_as_before(fake_asv, monkeypatch):
+    """`timeout` or a scheduler ending a sharded run (under locked clocks, hw setup's undo
+    guard handles SIGTERM and then ends the process): each GPU's asv run is a session of
+    its own, out of reach of the signal to the caller's group. They are ended first, then
+    the handler the signal had runs (here the test's: it notes what was still running)."""
+    import os
+    import signal
+    import threading
+
+    from fwdasv.asv.shard_run import SHARDS_DIR
+    from fwdasv.process_tree import ENDING_SIGNALS
+
+    project, python = fake_asv
+    monkeypatch.setenv("FAKE_ASV_S", "60")
+    plan = plan_shards([_gpu(0), _gpu(1)], COMMITS)
+    folder = project.config_path.parent / SHARDS_DIR
+
+    def pids() -> list[int]:
+        lines = (line for log in folder.glob("*/*.log") for line in log.read_text().splitlines())
+        return [int(line.split()[1]) for line in lines if line.startswith("pid ")]
+
+    running_when_handed: list[int] = []
+
+    def handed(signum, frame):
+        running_when_handed.extend(pid for pid in pids() if not _gone(pid))
+        raise _Handed(signum)
+
+    previous = {signum: signal.signal(signum, handed) for signum in ENDING_SIGNALS}
+    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        with pytest.raises(_Handed):
+            run_shards(project, plan, "a..b", python=python, echo=None)
+        assert all(signal.getsignal(s) is handed for s in ENDING_SIGNALS), "handlers put back"
+    finally:
+        timer.cancel()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    assert len(pids()) == 2, "both runs had started before the signal"
+    assert running_when_handed == [], "the runs outlived the signal's first handler"
 
 
 def test_a_range_is_taken_as_asv_takes_it_or_refused_in_one_line(tmp_path):

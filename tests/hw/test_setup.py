@@ -15,7 +15,7 @@ from pathlib import Path
 import pynvml
 import pytest
 from fake_nvml import FakeNvml
-from helpers import ROOT, TESTS, one_error_line
+from helpers import PROGRAMS, ROOT, TESTS, one_error_line
 from hw_helpers import invoke, quiet
 
 from fwdasv.hw import clocks as hw_clocks
@@ -241,6 +241,12 @@ fake.dump()
 os.geteuid = lambda: 0
 with hw_setup.locked_clocks(lock_clocks="base", persistence=True, state_file=sys.argv[3]):
     print("locked", flush=True)
+    if len(sys.argv) > 4:  # a bench under the locked clocks, as a nightly's asv run
+        from fwdasv.launch import LaunchSpec, launch
+        bench, pids = sys.argv[4], sys.argv[5]
+        spec = LaunchSpec([bench, "--output-json", pids + "/out.json", "--cases", "a",
+                           "--mode", "orphan", "--pid-dir", pids], timeout_s=300, kill_grace_s=1)
+        launch(spec, pids + "/out.json", pids + "/bench.log")
     time.sleep(60)
 print("the block ended without the signal", flush=True)
 """
@@ -272,6 +278,50 @@ def test_sigterm_during_a_locked_run_still_resets(tmp_path: Path):
     gpu = json.loads(dump.read_text())["gpus"][0]
     assert (gpu["persistence"], gpu["gpu_locked_clocks"]) == (0, None)
     assert not state.exists()
+
+
+def test_sigterm_while_a_bench_runs_under_locked_clocks_ends_it_then_resets(tmp_path: Path):
+    """A nightly's bench runs in a session of its own under the locked clocks: SIGTERM
+    ends the bench and its children first, then the undo guard resets the GPUs and the
+    signal ends the run as before."""
+    dump, state, pids = tmp_path / "fake.json", tmp_path / "hw-state.json", tmp_path / "pids"
+    pids.mkdir()
+    bench = str(PROGRAMS / "fake_bench.py")
+    argv = [sys.executable, "-c", CHILD, str(TESTS), str(dump), str(state), bench, str(pids)]
+    child = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pids / "sleeper.pid").exists() and child.poll() is None:
+            assert time.monotonic() < deadline, "the bench did not start within 60 s"
+            time.sleep(0.1)
+        started = [int((pids / name).read_text()) for name in ("rank0.pid", "sleeper.pid")]
+        assert json.loads(dump.read_text())["gpus"][0]["gpu_locked_clocks"] == [1365, 1365]
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=60) == -signal.SIGTERM, child.stderr.read()
+        for pid in started:
+            assert _ended(pid), f"{pid} outlived the run"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        for name in ("rank0.pid", "sleeper.pid"):
+            path = pids / name
+            if path.exists() and not _ended(int(path.read_text())):
+                os.kill(int(path.read_text()), signal.SIGKILL)
+    gpu = json.loads(dump.read_text())["gpus"][0]
+    assert (gpu["persistence"], gpu["gpu_locked_clocks"]) == (0, None)
+    assert not state.exists()
+
+
+def _ended(pid: int) -> bool:
+    """No such process, or one that has finished (a zombie waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
 
 
 def test_changes_without_root_are_refused_before_any_call(
