@@ -6,6 +6,7 @@ Where things are (`ROOT`, `DATA`, `PROGRAMS`, `ARTIFACTS`); git as the tests' au
 (`engine`, with the `FAST` flags, and `one_thread_env`); the one-line error a user mistake prints
 (`one_error_line`); asv's machine entry of the test box and the repository's suites
 (`TESTBOX`, `benchmark_suites`); raised priority while timing (`measuring_priority`);
+whether a process the test started has ended (`gone`);
 the drawn histories' projects, findings and result files (`copy_project`, `invoke_cli`,
 `finding_of`, `results_by_commit`, `result_file`, `truncate_half`, `confirmation_record`, `asv_config`);
 simulated series (`simulated_history`, `with_commit_scaled`); a bench/ script as a module
@@ -69,6 +70,15 @@ def git(repo: str | os.PathLike[str], *args: str, env: dict[str, str] | None = N
     from fwdasv.git import git as run_git
 
     return run_git(repo, *args, env={**os.environ, **GIT_IDENTITY, **(env or {})})
+
+
+def gone(pid: int) -> bool:
+    """No such process, or one that has finished (a zombie waiting to be reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
 
 
 def one_thread_env(**extra: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import PROGRAMS
+from helpers import PROGRAMS, gone
 
 from fwdasv.core import results
 from fwdasv.launch import LaunchError, LaunchSpec, launch
@@ -23,15 +23,6 @@ FAKE_BENCH = str(PROGRAMS / "fake_bench.py")
 def fake(tmp_path: Path, mode: str, *extra: str, cases: str = "a,b", **spec) -> LaunchSpec:
     args = [FAKE_BENCH, "--output-json", str(tmp_path / "out.json"), "--cases", cases]
     return LaunchSpec([*args, "--mode", mode, *extra], **spec)
-
-
-def gone(pid: int) -> bool:
-    """No such process, or one that has finished (a zombie waiting to be reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
 
 
 def test_single_process_returns_results_and_streams_output(tmp_path: Path, clean_env) -> None:

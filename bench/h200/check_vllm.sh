@@ -20,8 +20,9 @@
 #   bash bench/h200/check_vllm.sh noop
 #
 # Under $OUT/check-vllm: each check's comment (markdown, stdout and --output), progress
-# (stderr) and exit status; check_vllm.log has everything. Knobs: CASES (FWDASV_CASES,
-# default decode_bs1_1k: one case keeps 6-12 vLLM processes inside a call), SAMPLES
+# (stderr) and exit status; check_vllm.log has everything. Knobs: CASES (FWDASV_CASES for
+# the history's asv run and `--case` for each check, default decode_bs1_1k: one case keeps
+# 6-12 vLLM processes inside a call; without --case a check's process measured all 11), SAMPLES
 # (FWDASV_SAMPLES, default 5), CHECK_TIMEOUT (seconds a check may take, default 540), WORK,
 # VLLM_SITE. Changes no GPU setting; a second call reuses the history and the project, and
 # a check the time limit cut short goes on from the processes it kept (about 50 s each on the
@@ -44,9 +45,11 @@ stage_vllm_run "$W/logs" || exit 2
 export FWDASV_CASES=${CASES:-decode_bs1_1k} FWDASV_SAMPLES=${SAMPLES:-5}
 repo=$W/vllm-repo proj=$W/proj machine=${MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cd "A-Za-z0-9" | tr A-Z a-z)}
 stage_vllm_project "$repo" "$proj" || exit 2
-# With a stored history (the history part), each check judges on its machine with its noise.
-on_machine=()
-[ -f "$W/history.done" ] && on_machine=(--machine "$machine")
+# With a stored history (the history part), each check judges on its machine with its noise;
+# FWDASV_CASES: the cases each check measures.
+check_opts=()
+[ -f "$W/history.done" ] && check_opts=(--machine "$machine")
+for c in ${FWDASV_CASES//,/ }; do check_opts+=(--case "$c"); done
 
 # A commit by its subject in the history's listing, and its parent (the line before).
 by_subject() {
@@ -64,7 +67,7 @@ check() {  # check NAME BASE HEAD [options]: one `fwdasv check`, its outputs und
   local t0 status
   t0=$(date +%s.%N)
   (cd "$proj" && timeout "${CHECK_TIMEOUT:-540}" $py -m fwdasv check "$base" "$head" --bench '^forward\.Qwen3_0_6B\.' \
-    --output "$res/$name.md" --format markdown "${on_machine[@]}" "$@" > "$res/$name.out" 2> "$res/$name.err")
+    --output "$res/$name.md" --format markdown "${check_opts[@]}" "$@" > "$res/$name.out" 2> "$res/$name.err")
   status=$?
   echo "$status" > "$res/$name.status"
   echo "check $name exit $status in $(elapsed "$t0") s"

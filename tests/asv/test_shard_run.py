@@ -18,6 +18,7 @@ import pytest
 import vllm_shaped
 from click.testing import CliRunner
 from fake_nvml import H200_UUIDS, FakeNvml
+from helpers import gone
 from vllm_shaped import CSRC, write_project
 
 from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
@@ -145,15 +146,6 @@ class _Handed(Exception):
     """What the handler SIGTERM had before the runs raises: the signal was handed on."""
 
 
-def _gone(pid: int) -> bool:
-    """No such process, or one that has finished (a zombie waiting to be reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
-
-
 def test_sigterm_stops_every_run_before_the_signal_acts_as_before(fake_asv, monkeypatch):
     """`timeout` or a scheduler ending a sharded run (under locked clocks, hw setup's undo
     guard handles SIGTERM and then ends the process): each GPU's asv run is a session of
@@ -178,7 +170,7 @@ def test_sigterm_stops_every_run_before_the_signal_acts_as_before(fake_asv, monk
     running_when_handed: list[int] = []
 
     def handed(signum, frame):
-        running_when_handed.extend(pid for pid in pids() if not _gone(pid))
+        running_when_handed.extend(pid for pid in pids() if not gone(pid))
         raise _Handed(signum)
 
     previous = {signum: signal.signal(signum, handed) for signum in ENDING_SIGNALS}

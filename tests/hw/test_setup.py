@@ -15,7 +15,7 @@ from pathlib import Path
 import pynvml
 import pytest
 from fake_nvml import FakeNvml
-from helpers import PROGRAMS, ROOT, TESTS, one_error_line
+from helpers import PROGRAMS, ROOT, TESTS, gone, one_error_line
 from hw_helpers import invoke, quiet
 
 from fwdasv.hw import clocks as hw_clocks
@@ -301,27 +301,18 @@ def test_sigterm_while_a_bench_runs_under_locked_clocks_ends_it_then_resets(tmp_
         child.send_signal(signal.SIGTERM)
         assert child.wait(timeout=60) == -signal.SIGTERM, child.stderr.read()
         for pid in started:
-            assert _ended(pid), f"{pid} outlived the run"
+            assert gone(pid), f"{pid} outlived the run"
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
         for name in ("rank0.pid", "sleeper.pid"):
             path = pids / name
-            if path.exists() and not _ended(int(path.read_text())):
+            if path.exists() and not gone(int(path.read_text())):
                 os.kill(int(path.read_text()), signal.SIGKILL)
     gpu = json.loads(dump.read_text())["gpus"][0]
     assert (gpu["persistence"], gpu["gpu_locked_clocks"]) == (0, None)
     assert not state.exists()
-
-
-def _ended(pid: int) -> bool:
-    """No such process, or one that has finished (a zombie waiting to be reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rfind(")") + 2 :].split()[0] in ("Z", "X")
 
 
 def test_changes_without_root_are_refused_before_any_call(

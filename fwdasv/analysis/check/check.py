@@ -194,6 +194,7 @@ def run_check(
     head: str,
     *,
     bench: Sequence[str] = (),
+    cases: Sequence[str] = (),
     machine: str | None = None,
     max_processes: int = confirm.MAX_PROCESSES,
     run_explain: bool = True,
@@ -204,7 +205,8 @@ def run_check(
 ) -> CheckOutcome:
     """Measure and judge every case (see the module); `bench`: regexes one of which a
     suite's name or one of its benchmarks' must match (`chosen_suites`; all suites when
-    empty); `fresh`: set an earlier check's processes of the pair aside; `history`: each
+    empty); `cases`: only these cases of those suites (all when empty); `fresh`: set an
+    earlier check's processes of the pair aside; `history`: each
     series' stored noise as the prior (`stored_noise`), else the prior of nothing."""
     started = time.perf_counter()
     patterns = bench_regexes(bench, CheckError)  # a typo is said before anything else
@@ -224,7 +226,7 @@ def run_check(
                 else ""
             )
         )
-    refs = _series(project, suites)
+    refs = _chosen_cases(_series(project, suites), cases)
     min_effect = project.verdict_settings().min_effect_pct
     workdir = kept_dir(project, CHECK_DIR, base_hash, head_hash)
     aside = set_aside(workdir) if fresh else None
@@ -409,6 +411,22 @@ def _series(project: AsvProject, suites: Sequence[str]) -> list[SeriesRef]:
         target = resolve_cases(project, suite, [c.name for c in suite_class._parsed_cases])
         refs += [SeriesRef(target.suite, case, target.paced) for case in target.cases]
     return refs
+
+
+def _chosen_cases(refs: Sequence[SeriesRef], cases: Sequence[str]) -> list[SeriesRef]:
+    """The series of `cases` (every one when none is named); CheckError, one line, for a
+    case none of the chosen suites has."""
+    if not cases:
+        return list(refs)
+    known = list(dict.fromkeys(ref.case for ref in refs))
+    unknown = [case for case in dict.fromkeys(cases) if case not in known]
+    if unknown:
+        suites = ", ".join(dict.fromkeys(ref.suite for ref in refs))
+        raise CheckError(
+            f"--case {', '.join(unknown)}: no such case in {suites} (its cases: "
+            f"{', '.join(known)}); pass one of those, or --bench a suite that has it"
+        )
+    return [ref for ref in refs if ref.case in cases]
 
 
 def _explain(

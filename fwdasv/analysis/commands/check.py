@@ -33,6 +33,14 @@ from fwdasv.core.files import check_output_path, write_atomic
     "(forward.TinyLM.track_latency, as `asv run -b`) must match; repeat to keep any match "
     "[default: every fwdasv suite of the project but the canary]."
 )
+@click.option(
+    "--case",
+    "cases",
+    metavar="NAME",
+    multiple=True,
+    help="Only this case of the chosen suites, e.g. decode_bs1_1k; repeat for several "
+    "[default: every case]. Each bench process then measures these cases only.",
+)
 @format_option(
     ("table", "markdown", "json"),
     "table: for a terminal; markdown: for a pull-request comment; json: for scripts.",
@@ -71,6 +79,7 @@ def check_command(
     config: Path,
     machine: str | None,
     bench: tuple[str, ...],
+    cases: tuple[str, ...],
     fmt: str,
     output: Path | None,
     max_processes: int,
@@ -83,8 +92,8 @@ def check_command(
 
     BASE and HEAD (commits of the project's repository: the merge base and the pull
     request's head) are installed once each and measured one bench process at a time,
-    BASE HEAD BASE HEAD ..., every case of each suite in each process; no stored results
-    are needed. Each case is judged by confirm's rule on the process medians (3 a side,
+    BASE HEAD BASE HEAD ..., every case of each suite (--case: those named) in each
+    process; no stored results are needed. Each case is judged by confirm's rule on the process medians (3 a side,
     more while undecided, up to --max-processes), with the series' stored noise on this
     machine as the prior where there is a history (--no-history: none): worse (slower by at least
     asv.conf.json's min_effect_pct), unchanged, improved or undecided, with its
@@ -104,6 +113,7 @@ def check_command(
         base,
         head,
         bench=bench,
+        cases=cases,
         machine=machine,
         max_processes=max_processes,
         run_explain=explain,

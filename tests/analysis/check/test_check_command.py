@@ -133,12 +133,21 @@ def test_the_injected_pair_fails_with_the_slowdown_and_the_op(demo, measuring) -
     assert f"{len(lines)} process(es) of an earlier check of this pair" in again.stderr
     cost = json.loads(again.stdout)["cost"]
     assert (cost["bench_processes"], cost["resumed_processes"]) == (0, len(lines))
+    # --case: the bench processes measure that case only (a vLLM suite's 11 cases took an
+    # H100 about 65 s a process; measurements, section 35).
     with measuring():
-        fresh = CliRunner().invoke(main, [*args, "--fresh", "--max-processes", "1"])
+        fresh = CliRunner().invoke(
+            main, [*args, "--fresh", "--max-processes", "1", "--case", "prefill_512"]
+        )
     assert fresh.exit_code == 0, fresh.output  # 1 a side cannot decide: undecided
     (aside,) = kept.parent.glob("processes-before-*.jsonl")
     assert f"set aside in {aside}" in fresh.stderr and aside.read_text().splitlines() == lines
-    assert len(kept.read_text().splitlines()) == 2
+    measured = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert len(measured) == 2
+    assert all(
+        [name.endswith("(prefill_512)") for name in line["values"]] == [True] for line in measured
+    ), measured
+    assert "(decode_bs8_2k)" not in fresh.stderr
 
 
 @pytest.mark.slow
@@ -259,6 +268,23 @@ def test_a_bench_regex_that_is_bad_or_chooses_nothing_is_one_line(demo, regex, s
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and said in lines[0], lines
+    assert sorted(check_dir.rglob("*")) == before
+
+
+def test_a_case_no_chosen_suite_has_is_one_line(demo) -> None:
+    """--case with a name the chosen suites lack: one line naming it and the cases there
+    are, exit 2, before anything is installed or measured."""
+    _, hashes, project = demo
+    config = str(project.config_path)
+    check_dir = project.config_path.parent / ".fwdasv-check"
+    before = sorted(check_dir.rglob("*"))
+    args = ["check", hashes[0], hashes[1], "--config", config, "--case", "prefill_512"]
+    result = CliRunner().invoke(main, [*args, "--case", "decode_bs1_1k"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert "--case decode_bs1_1k: no such case in forward.TinyLM (its cases: " in lines[0]
+    assert "decode_bs8_2k, prefill_512); pass one of those" in lines[0]
     assert sorted(check_dir.rglob("*")) == before
 
 
