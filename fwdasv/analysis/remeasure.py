@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwdasv.analysis.rules.noise import Noise
 from fwdasv.asv.install import InstalledCommit, env_dir_for, install_commit
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.asv.suite import ForwardSuite
@@ -260,6 +261,18 @@ def processes_per_commit(
     if not counts or samples_per_process < 1:
         return launches
     return max(1, round(counts[len(counts) // 2] / samples_per_process))
+
+
+def one_process_noise(
+    noise: Noise, history: Sequence[Sequence[float]], layout: ProcessLayout | None
+) -> Noise:
+    """`noise` of the stored commits' medians as the noise of one bench process's median,
+    the unit confirm, bisect and check re-measure in: a commit that pooled P processes
+    (`processes_per_commit`) varies sqrt(P) times less than one (`Noise.per_process`).
+    Unscaled where the layout is unknown (not a fwdasv suite)."""
+    if layout is None:
+        return noise
+    return noise.per_process(processes_per_commit(history, layout.samples, layout.launches))
 
 
 def process_sizes(project: AsvProject, benchmarks: Iterable[str]) -> dict[str, int]:

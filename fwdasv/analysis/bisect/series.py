@@ -28,8 +28,8 @@ from fwdasv.analysis.findings.series import (
 )
 from fwdasv.analysis.remeasure import (
     RemeasureError,
-    load_suite_class,
-    processes_per_commit,
+    one_process_noise,
+    process_layout,
     resolve,
 )
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
@@ -121,10 +121,7 @@ def history_prior(project: AsvProject, series: Series | None, suite: str) -> Noi
     noise = estimate_noise(series.history)
     if noise.source == "prior":
         return None
-    _, suite_class = load_suite_class(project, suite)
-    samples = int(getattr(suite_class, "samples", 1)) or 1
-    launches = int(getattr(suite_class, "launches", 1)) or 1
-    return noise.per_process(processes_per_commit(series.history, samples, launches))
+    return one_process_noise(noise, series.history, process_layout(project, suite))
 
 
 def follow_finding(project: AsvProject, finding: Finding, series: Series | None) -> Followed:

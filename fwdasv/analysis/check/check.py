@@ -42,8 +42,8 @@ from fwdasv.analysis.explain.kernel_diff import KernelDiff
 from fwdasv.analysis.findings.series import CANARY_PREFIX, SeriesKey, load_series, metric_name
 from fwdasv.analysis.remeasure import (
     load_suite_class,
+    one_process_noise,
     process_layout,
-    processes_per_commit,
     resolve_cases,
 )
 from fwdasv.analysis.rules import confirm
@@ -328,11 +328,7 @@ def stored_noise(
         noise = estimate_noise(quiet_history(history, size).history)
         if noise.source == "prior":
             continue  # too few commits to say more than the prior of nothing: none
-        if layout is not None:
-            noise = noise.per_process(
-                processes_per_commit(history, layout.samples, layout.launches)
-            )
-        found[ref] = noise
+        found[ref] = one_process_noise(noise, history, layout)
     return found
 
 

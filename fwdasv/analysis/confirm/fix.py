@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from fwdasv.analysis.confirm.processes import CONFIRM_DIR, Cursor, ProcessPool, SeriesRef, kept_dir
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.series import Series, SeriesKey
-from fwdasv.analysis.remeasure import load_suite_class, processes_per_commit
+from fwdasv.analysis.remeasure import one_process_noise, process_layout
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.status import ReMeasureStatus
 from fwdasv.asv.project import AsvProject
@@ -68,14 +68,11 @@ def check_fix(
         machine=finding.key.machine,
         keep=True,
     )
-    _, suite_class = load_suite_class(project, finding.key.suite)
-    samples = pool.measurers[finding.key.suite].target.config.samples
-    launches = int(getattr(suite_class, "launches", 1)) or 1
     series = all_series.get(finding.key)
-    processes = processes_per_commit(series.history if series else [], samples, launches)
+    history = series.history if series else []
     verdict = confirm.run_confirmation(
         Cursor(pool, a, fix, ref).measure,
-        finding.noise.per_process(processes),
+        one_process_noise(finding.noise, history, process_layout(project, finding.key.suite)),
         claimed_pct=finding.percent,
         min_effect_pct=finding.min_effect_pct,
         start=min(confirm.MIN_PROCESSES, max_processes),

@@ -27,7 +27,7 @@ from fwdasv.analysis.findings.finding import Finding, to_re_measure
 from fwdasv.analysis.findings.series import Series, SeriesKey
 from fwdasv.analysis.findings.verdict_file import ConfirmationRecord
 from fwdasv.analysis.findings.verdicts import record_verdict
-from fwdasv.analysis.remeasure import load_suite_class, processes_per_commit
+from fwdasv.analysis.remeasure import one_process_noise, process_layout
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.status import TO_CONFIRM, ReMeasureStatus, Status
 from fwdasv.asv.project import AsvProject
@@ -38,7 +38,6 @@ __all__ = [
     "confirm_findings",
     "explain_confirmed",
     "pair_groups",
-    "processes_per_commit",
     "unexplained",
 ]
 
@@ -122,9 +121,7 @@ def confirm_findings(
             machine=group.machine,
             keep=True,  # a later bisect of A..B starts its ends from them
         )
-        _, suite_class = load_suite_class(project, group.suite)
-        samples = pool.measurers[group.suite].target.config.samples
-        launches = int(getattr(suite_class, "launches", 1)) or 1
+        layout = process_layout(project, group.suite)
         confirmed: list[tuple[Finding, str]] = []
         for finding, reason in zip(group.findings, group.reasons, strict=True):
             number += 1
@@ -139,10 +136,10 @@ def confirm_findings(
             def shown(n: int, a: float, b: float, ref: SeriesRef = ref) -> None:
                 say(f"  process {n}: A {ref.shown(a)}, B {ref.shown(b)}")
 
-            processes = processes_per_commit(all_series[finding.key].history, samples, launches)
+            history = all_series[finding.key].history
             verdict = confirm.run_confirmation(
                 Cursor(pool, group.a, group.b, ref, on_round=shown).measure,
-                finding.noise.per_process(processes),
+                one_process_noise(finding.noise, history, layout),
                 claimed_pct=finding.percent,
                 min_effect_pct=finding.min_effect_pct,
                 start=min(start, max_processes),

@@ -23,13 +23,13 @@ import pytest
 from click.testing import CliRunner
 from helpers import measuring_priority, scale_stored_case
 
-from fwdasv.analysis.confirm.reproduce import processes_per_commit
 from fwdasv.analysis.explain.kernel_diff import DEFAULT_ROUNDS
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import to_re_measure
 from fwdasv.analysis.findings.series import load_series
 from fwdasv.analysis.findings.verdict_file import VERDICTS_FILE
 from fwdasv.analysis.findings.verdicts import record_verdict
+from fwdasv.analysis.remeasure import processes_per_commit
 from fwdasv.analysis.rules.status import TO_CONFIRM, Status
 from fwdasv.cli import main
 
@@ -42,6 +42,20 @@ def test_processes_per_commit_counts_what_was_stored() -> None:
     assert processes_per_commit([[1.0] * 40] * 4 + [[1.0] * 20], 10, launches=2) == 4
     assert processes_per_commit([[], []], 10, launches=2) == 2  # nothing stored: the suite's
     assert processes_per_commit([[1.0] * 3], 10, launches=1) == 1  # never below one
+
+
+def test_one_process_noise_is_the_commits_noise_times_the_root_of_its_processes() -> None:
+    """The one rule confirm, bisect and check scale a stored history's noise by: a commit
+    that pooled P processes varies sqrt(P) times less than one process's median."""
+    from fwdasv.analysis.remeasure import ProcessLayout, one_process_noise
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    history = [[1.0 + d / 1000] * 40 for d in (1, -1, 2, 0, -2, 1, 0, -1)]
+    noise = estimate_noise(history)
+    assert noise.source != "prior"
+    scaled = one_process_noise(noise, history, ProcessLayout(samples=10, launches=2))
+    assert scaled.noise_pct == pytest.approx(noise.noise_pct * 2)  # 4 processes a commit
+    assert one_process_noise(noise, history, None) is noise  # not a fwdasv suite: as stored
 
 
 def _finding_block(log: str, name: str, a: str, b: str) -> list[str]:
