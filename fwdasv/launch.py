@@ -328,13 +328,15 @@ def run_process(
 
     def end_started() -> None:
         for child, tree in started:
+            running = child.returncode is None  # not reaped yet: it may still run
             kill_tree(child, tree, spec.kill_grace_s)
-            print(
-                f"fwdasv: stopped {spec.argv()[0]} (process group {child.pid} and every "
-                "descendant): this process was told to end",
-                file=sys.stderr,
-                flush=True,
-            )
+            if running:
+                print(
+                    f"fwdasv: stopped {spec.argv()[0]} (process group {child.pid} and every "
+                    "descendant): this process was told to end",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     with ended_by_signal(end_started):
         return _run_process(spec, log_path, echo, stop, started)

@@ -93,10 +93,11 @@ def check_command(
     BASE and HEAD (commits of the project's repository: the merge base and the pull
     request's head) are installed once each and measured one bench process at a time,
     BASE HEAD BASE HEAD ..., every case of each suite (--case: those named) in each
-    process; no stored results are needed. Each case is judged by confirm's rule on the process medians (3 a side,
-    more while undecided, up to --max-processes), with the series' stored noise on this
-    machine as the prior where there is a history (--no-history: none): worse (slower by at least
-    asv.conf.json's min_effect_pct), unchanged, improved or undecided, with its
+    process; no stored results are needed. Each case is judged by confirm's rule on the
+    process medians (3 a side, more while undecided, up to --max-processes), with the
+    series' stored noise on this machine as the prior where there is a history
+    (--no-history: none): worse (slower by at least asv.conf.json's min_effect_pct),
+    unchanged, improved or undecided, with its
     interval. Each slowdown is explained: the ops (kernels) that got slower and the
     source lines that call them. On vLLM over a compiled base, a commit whose compiled
     sources differ from the base's is refused. Each process is kept as it is measured
