@@ -8,9 +8,9 @@
 #         before anything is installed or measured
 #   noop  a Python-only pair off the forward (the commit after the slow one) -> exit 0
 #   history  (optional, first) the series' stored history on this GPU: `fwdasv hw machine
-#         --name h200` and `asv run --record-samples` of the history's first 5 commits (before
-#         the slow one, one level), so that later checks judge with its noise as their prior
-#         (`--machine h200`, section 35) instead of the processes alone
+#         --name MACHINE` and `asv run --record-samples` of the history's first 5 commits (before
+#         the slow one, one level) under the machine `fwdasv init` recorded, so that later
+#         checks judge with its noise as their prior (section 35), not the processes alone
 # Each part is one device call (kind nvidia-h200, timeout_s 600), made back to back after the
 # calls that unpack parts a and b of the bundle (bench/h200/split_a.sh join with a1, then a2;
 # bash .vllm-offline/b/stage.sh); the first carries [".vllm-offline/c", ".whl"]:
@@ -43,12 +43,15 @@ step "machine ($part)"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv
 stage_vllm_run "$W/logs" || exit 2
 export FWDASV_CASES=${CASES:-decode_bs1_1k} FWDASV_SAMPLES=${SAMPLES:-5}
-repo=$W/vllm-repo proj=$W/proj machine=${MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cd "A-Za-z0-9" | tr A-Z a-z)}
+repo=$W/vllm-repo proj=$W/proj
 stage_vllm_project "$repo" "$proj" || exit 2
-# With a stored history (the history part), each check judges on its machine with its noise;
+# The machine `fwdasv init` recorded for this box (the one every check measures under), so
+# the history part stores its series there; MACHINE names another.
+machine=${MACHINE:-$($py -c 'import json, sys
+from fwdasv.asv.project_machine import recorded_machine
+print(recorded_machine(json.load(open(sys.argv[1]))).name)' "$proj/asv.conf.json")} || exit 2
 # FWDASV_CASES: the cases each check measures.
-check_opts=()
-[ -f "$W/history.done" ] && check_opts=(--machine "$machine")
+check_opts=(--machine "$machine")
 for c in ${FWDASV_CASES//,/ }; do check_opts+=(--case "$c"); done
 
 # A commit by its subject in the history's listing, and its parent (the line before).
@@ -90,7 +93,7 @@ history)
     --format markdown > "$res/history.md" 2> "$res/history_export.err")
   echo "export exit $?"; head -20 "$res/history.md"
   tar czf "$res/history_results.tgz" -C "$proj" results 2>/dev/null
-  touch "$W/history.done" ;;
+  ;;
 slow)
   read -r csrc_base csrc_head < <(by_subject CSRC_SUBJECT)
   check refused "$csrc_base" "$csrc_head" --no-explain
