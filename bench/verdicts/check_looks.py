@@ -23,9 +23,21 @@ by side on the same draws:
   process, by about the square root of their number; the prior is scaled back to one
   process (`Noise.per_process`), as the check does.
 
+Beside them, on the same process medians, asv's own pair rule: `asv continuous` marks a
+benchmark worse when `asv.commands.compare._is_result_better(before, after)` (asv's code,
+called as is): its Mann-Whitney U on the two sides' pooled samples at p < 0.002 (its 99%
+intervals' overlap where there are too few samples), then the ratio of medians beyond
+`--factor`, here 1 + min_effect_pct (`--asv-factor`; asv's default is 1.1). asv takes the samples of one run, so each side is
+`--asv-processes` bench processes (1: a fwdasv suite's one launch a commit; 3: what the
+check's first look takes) of `--asv-samples` samples each (10: a suite's default), each
+sample off its process's median by a normal draw of `--within` times the spread (1: a
+GPU's samples spread within a process about as its process medians do, the H100's
+`track_spread_pct` 0.04-0.09% beside medians 0.04% apart, section 35). A process's burst
+moves all its samples. Fixed cost: no looks.
+
 Prints, per spread and step, each way's share of `worse` (a false alarm where the step
 is 0, a detection where it is at least min_effect_pct, 0.3%), `undecided`, and the mean
-processes a side it took.
+processes a side it took; asv's rule, its share of `worse`.
 """
 
 from __future__ import annotations
@@ -36,6 +48,8 @@ from collections import Counter
 from collections.abc import Callable
 
 import numpy as np
+from asv.commands.compare import _is_result_better
+from asv_runner.statistics import compute_stats
 
 from fwdasv.analysis.check import check
 from fwdasv.analysis.rules import confirm
@@ -104,6 +118,29 @@ def run(
     return words, taken / len(draws)
 
 
+def asv_worse(
+    base: list[float],
+    head: list[float],
+    rng: np.random.Generator,
+    samples: int,
+    within_pct: float,
+    factor: float = 1 + MIN_EFFECT_PCT / 100,
+) -> bool:
+    """`asv continuous`'s verdict on one pair: each side's processes (their medians in
+    `base`, `head`) give `samples` samples each, off their median by a normal draw of
+    `within_pct` %; asv's compute_stats and its compare rule at `factor`."""
+    sides = []
+    for medians in (base, head):
+        centre = np.repeat(np.asarray(medians, dtype=float), samples)
+        values = [
+            float(v) for v in centre * (1 + rng.standard_normal(centre.size) * within_pct / 100)
+        ]
+        median, stats = compute_stats(values, 1)
+        sides.append((median, (stats, values)))
+    (before, before_ss), (after, after_ss) = sides
+    return bool(_is_result_better(before, after, before_ss, after_ss, factor))
+
+
 def _offsets(
     rng: np.random.Generator, shape: tuple[int, ...], spread: float, odd: float
 ) -> np.ndarray:
@@ -126,23 +163,44 @@ def main() -> None:
     parser.add_argument(
         "--history-processes", type=int, default=1, help="bench processes a stored commit"
     )
+    parser.add_argument(
+        "--asv-processes",
+        type=int,
+        nargs="+",
+        default=[1, 3],
+        help="bench processes a side for asv's rule (one column each)",
+    )
+    parser.add_argument("--asv-samples", type=int, default=10, help="samples a process")
+    parser.add_argument(
+        "--asv-factor",
+        type=float,
+        default=1 + MIN_EFFECT_PCT / 100,
+        help="asv's --factor (its default is 1.1) [default: 1 + min_effect_pct]",
+    )
+    parser.add_argument(
+        "--within", type=float, default=1.0, help="samples' spread in a process / the spread"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
+    asv_rng = np.random.default_rng([args.seed, 1])  # asv's samples: the other draws as before
     width = 2 * args.max_processes
     print(
         f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a "
         f"side, min_effect_pct {MIN_EFFECT_PCT}, history {args.history} stored commits of "
-        f"{args.history_processes} process(es)"
+        f"{args.history_processes} process(es); asv's rule at {args.asv_processes} process(es) "
+        f"a side of {args.asv_samples} samples, within-process spread {args.within:g} x spread, "
+        f"factor {args.asv_factor:g}"
     )
     print()
     ways = ("before", "after", "history")
     print(
         "| spread | odd | step | "
         + " | ".join(f"{w}: {c}" for w in ways for c in ("worse", "undecided", "processes"))
+        + "".join(f" | asv {k}+{k}: worse" for k in args.asv_processes)
         + " |"
     )
-    print("|---|---|---|" + "---|" * 3 * len(ways))
+    print("|---|---|---|" + "---|" * (3 * len(ways) + len(args.asv_processes)))
     for spread, odd in SCENARIOS:
         for step in STEPS:
             offs = _offsets(rng, (args.pairs, 2, width), spread, odd)
@@ -165,6 +223,19 @@ def main() -> None:
                 words, mean = run(looks, draws, args.max_processes, prior)  # type: ignore[arg-type]
                 share = {w: 100 * words[w] / args.pairs for w in ("worse", "undecided")}
                 cells += [f"{share['worse']:.1f}%", f"{share['undecided']:.1f}%", f"{mean:.1f}"]
+            for k in args.asv_processes:
+                flagged = sum(
+                    asv_worse(
+                        base[:k],
+                        head[:k],
+                        asv_rng,
+                        args.asv_samples,
+                        args.within * spread,
+                        args.asv_factor,
+                    )
+                    for base, head in draws
+                )
+                cells.append(f"{100 * flagged / args.pairs:.1f}%")
             print(f"| {spread:g}% | {odd:.0%} | {step:g}% | " + " | ".join(cells) + " |")
     print()
     print(f"{time.perf_counter() - started:.0f} s")

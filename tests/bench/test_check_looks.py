@@ -59,3 +59,26 @@ def test_a_quiet_gpus_slowdowns_are_caught_and_a_busy_boxs_no_ops_stay_quiet() -
             assert share(caught, "worse") >= 0.98, caught
             busy, _ = looks.run(looks.check._judged, draws(5.0, 0.0), 12, priors(5.0))
             assert share(busy, "worse") <= 0.03, busy
+
+
+def test_asvs_pair_rule_beside_the_checks_is_asvs_own_code_on_the_same_pairs() -> None:
+    """asv's rule (`_is_result_better`, as `asv continuous` marks a benchmark worse): a
+    step well beyond the factor, far outside the processes' spread, is worse; a step under
+    the factor is not, however steady; and a no-op pair whose processes differ by more than
+    the factor is worse by asv's rule (its samples pool the processes as one run), where
+    the check, with the series' stored noise, says `unchanged` or `undecided`, never worse."""
+    with bench_script("verdicts/check_looks.py") as looks:
+        rng = np.random.default_rng(5)
+        steady = [1000.0] * 3
+        assert looks.asv_worse(steady, [1020.0] * 3, rng, 10, 0.05)
+        assert not looks.asv_worse(steady, [1002.0] * 3, rng, 10, 0.01)  # 0.2% < factor 0.3%
+        assert not looks.asv_worse(steady, steady, rng, 10, 0.05)
+        # One process a side, 1% apart: no step, yet beyond asv's factor and its test.
+        assert looks.asv_worse([1000.0], [1010.0], rng, 10, 0.05)
+        offs = rng.standard_normal((200, 2, 24)) / 100  # 1% process spread, no step
+        draws = [(list(1000 * (1 + d[0])), list(1000 * (1 + d[1]))) for d in offs]
+        flagged = sum(looks.asv_worse(b[:1], h[:1], rng, 10, 1.0) for b, h in draws)
+        stored = 1000 * (1 + rng.standard_normal((200, 30)) / 100)
+        priors = [looks.estimate_noise([[float(m)] for m in row]) for row in stored]
+        words, _ = looks.run(looks.check._judged, draws, 12, priors)
+        assert flagged >= 15 and words.get("worse", 0) <= 3, (flagged, words)
