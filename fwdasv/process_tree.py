@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -126,6 +125,9 @@ def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float)
 
 # Signals whose default action ends the process without running any cleanup.
 ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+# What `signal.signal` takes and returns: a handler, SIG_DFL or SIG_IGN, or None (one
+# not installed from Python).
+Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 class EndedBySignal(SystemExit):
@@ -148,7 +150,7 @@ def ended_by_signal(cleanup: Callable[[], object]) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    replaced: dict[int, Any] = {}
+    replaced: dict[int, Handler] = {}
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         for number, previous in replaced.items():
