@@ -173,15 +173,24 @@ def test_sigterm_stops_every_run_before_the_signal_acts_as_before(fake_asv, monk
         running_when_handed.extend(pid for pid in pids() if not gone(pid))
         raise _Handed(signum)
 
+    def signal_once_both_run() -> None:  # however long a loaded box takes to start them
+        deadline = time.monotonic() + 60
+        while len(pids()) < 2 and time.monotonic() < deadline and not done.is_set():
+            time.sleep(0.1)
+        if not done.is_set():
+            os.kill(os.getpid(), signal.SIGTERM)
+
     previous = {signum: signal.signal(signum, handed) for signum in ENDING_SIGNALS}
-    timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGTERM))
-    timer.start()
+    done = threading.Event()
+    sender = threading.Thread(target=signal_once_both_run)
+    sender.start()
     try:
         with pytest.raises(_Handed):
             run_shards(project, plan, "a..b", python=python, echo=None)
         assert all(signal.getsignal(s) is handed for s in ENDING_SIGNALS), "handlers put back"
     finally:
-        timer.cancel()
+        done.set()
+        sender.join()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     assert len(pids()) == 2, "both runs had started before the signal"
