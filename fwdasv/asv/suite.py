@@ -195,7 +195,8 @@ class ForwardSuite(abc.ABC):
     # Explicit, so editing a suite file does not orphan its history.
     version: ClassVar[str] = "1"
     # Covers model load plus all cases (asv's timeout is an inactivity timeout;
-    # the bench's output is echoed so progress keeps it alive).
+    # the bench's output is echoed so progress keeps it alive). The bench's own,
+    # wall-clock, is a minute shorter (`launch_timeout`).
     timeout: ClassVar[float] = 3600.0
     param_names: ClassVar[list[str]] = ["case"]
     params: ClassVar[list[list[str]]]
@@ -284,7 +285,7 @@ class ForwardSuite(abc.ABC):
             extra_args=tuple(self.extra_args),
             env=env,
             python=sys.executable,
-            timeout_s=float(self.timeout),
+            timeout_s=launch_timeout(float(self.timeout)),
             device=self.device,
             timer=self.timer,
             reference=self.reference,
@@ -399,6 +400,21 @@ def _record_environment(
         return
     if ran is not None:
         say(f"[fwdasv] {suite}: running with {ran.environment.describe()}")
+
+
+# asv ends a setup_cache silent for the suite's `timeout` with SIGTERM to its process
+# group and SIGKILL 1 s later (`asv.util.check_output`): the bench, a session of its own,
+# would get only the SIGTERM its caller passes on before being killed, too little for a
+# bench that ignores it. A bench silent from its start would meet asv's timeout first (it
+# starts earlier), so the bench's own wall-clock timeout is shorter, by this much, and
+# ends the whole tree itself.
+LAUNCH_TIMEOUT_MARGIN_S = 60.0
+
+
+def launch_timeout(asv_timeout_s: float) -> float:
+    """The bench's wall-clock timeout under asv's `asv_timeout_s`: a minute earlier (a
+    tenth earlier for a timeout under ten minutes)."""
+    return asv_timeout_s - min(LAUNCH_TIMEOUT_MARGIN_S, asv_timeout_s / 10)
 
 
 def _own_setup_cache(cls: type[ForwardSuite]) -> types.FunctionType:

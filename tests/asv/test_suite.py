@@ -471,6 +471,17 @@ def test_target_path_goes_first_on_the_bench_pythonpath() -> None:
     assert "PYTHONPATH" not in Inside().run_config().env
 
 
+def test_the_bench_times_out_before_asv_does() -> None:
+    """asv SIGKILLs a setup_cache 1 s after its timeout's SIGTERM, and a bench silent from
+    its start would meet asv's timeout first: the bench's own (it ends the whole tree)
+    is shorter."""
+    assert TinyEngine.timeout == 3600.0
+    assert TinyEngine().run_config().timeout_s == 3540.0
+    assert Crashy().run_config().timeout_s == 270.0  # a tenth earlier under ten minutes
+    for asv_timeout in (1.0, 60.0, 599.0, 600.0, 86400.0):
+        assert 0 < asvsuite.launch_timeout(asv_timeout) < asv_timeout
+
+
 class Crashy(TorchSuite):
     model = "crash_targets:target"
     iters = 2
