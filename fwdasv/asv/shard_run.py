@@ -227,9 +227,7 @@ def run_shards(
                 while thread.is_alive():
                     thread.join(timeout=0.5)
     except BaseException:
-        stop.set()
-        for thread in threads:
-            thread.join()
+        stop_all()
         raise
     finally:
         for config in configs:
