@@ -24,9 +24,11 @@
 # the history's asv run and `--case` for each check, default decode_bs1_1k: one case keeps
 # 6-12 vLLM processes inside a call; without --case a check's process measured all 11), SAMPLES
 # (FWDASV_SAMPLES, default 5), CHECK_TIMEOUT (seconds a check may take, default 540), WORK,
-# VLLM_SITE. Changes no GPU setting; a second call reuses the history and the project, and
-# a check the time limit cut short goes on from the processes it kept (about 50 s each on the
-# H200: the slow pair's 6+6 and the no-op's 9+9 take two calls; measurements, section 33).
+# VLLM_SITE, EXPLAIN (1: the slow pair's check profiles both commits and keeps the kernel
+# diff in $OUT/check-vllm/explain). Changes no GPU setting; a second call reuses the history
+# and the project, and a check the time limit cut short goes on from the processes it kept
+# (about 50 s each on the H200: the slow pair's 6+6 and the no-op's 9+9 take two calls;
+# measurements, section 33).
 set -u
 part=${1:?part: history | slow | noop}
 . "$(dirname "$0")/stage.sh"
@@ -98,7 +100,14 @@ slow)
   read -r csrc_base csrc_head < <(by_subject CSRC_SUBJECT)
   check refused "$csrc_base" "$csrc_head" --no-explain
   read -r slow_base slow_head < <(by_subject SLOW_SUBJECT)
-  check slow "$slow_base" "$slow_head" --no-explain ;;
+  # EXPLAIN=1: profile the worse pair and keep its kernel diff (`fwdasv explain`'s table in
+  # the comment, the kernels.json files under .fwdasv-explain/ copied to $res/explain).
+  if [ "${EXPLAIN:-0}" = 1 ]; then
+    check slow "$slow_base" "$slow_head" --explain
+    [ -d "$proj/.fwdasv-explain" ] && cp -r "$proj/.fwdasv-explain" "$res/explain"
+  else
+    check slow "$slow_base" "$slow_head" --no-explain
+  fi ;;
 noop)
   # The commit after the slow one: Python only, off the forward.
   read -r _ slow_head < <(by_subject SLOW_SUBJECT)
