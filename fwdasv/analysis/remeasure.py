@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.commit_processes import quiet_history
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.asv.install import InstalledCommit, env_dir_for, install_commit
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.asv.suite import ForwardSuite
@@ -273,6 +274,18 @@ def one_process_noise(
     if layout is None:
         return noise
     return noise.per_process(processes_per_commit(history, layout.samples, layout.launches))
+
+
+def stored_prior(history: Sequence[Sequence[float]], layout: ProcessLayout | None) -> Noise | None:
+    """A series' stored noise as the prior of a re-measure (check, bisect): `estimate_noise`
+    over `history` with each commit's loaded processes left out (`quiet_history`, the noise
+    the series' findings are judged with), as one process's median (`one_process_noise`).
+    None where the history says nothing beyond the prior of nothing (too few commits)."""
+    size = layout.samples if layout is not None else None
+    noise = estimate_noise(quiet_history(history, size).history)
+    if noise.source == "prior":
+        return None
+    return one_process_noise(noise, history, layout)
 
 
 def process_sizes(project: AsvProject, benchmarks: Iterable[str]) -> dict[str, int]:

@@ -28,11 +28,11 @@ from fwdasv.analysis.findings.series import (
 )
 from fwdasv.analysis.remeasure import (
     RemeasureError,
-    one_process_noise,
     process_layout,
     resolve,
+    stored_prior,
 )
-from fwdasv.analysis.rules.noise import Noise, estimate_noise
+from fwdasv.analysis.rules.noise import Noise
 from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.result_files import BenchmarkInfo, param_label
@@ -114,14 +114,12 @@ class Followed:
 
 
 def history_prior(project: AsvProject, series: Series | None, suite: str) -> Noise | None:
-    """The noise of one process's median from the series' stored history, None when the
-    history is too short to estimate it (the prior alone says only "about 1%")."""
+    """The noise of one process's median from the series' stored history, with each
+    commit's loaded processes left out, as check and confirm take it (`stored_prior`); None
+    when the history is too short to estimate it (the prior alone says only "about 1%")."""
     if series is None:
         return None
-    noise = estimate_noise(series.history)
-    if noise.source == "prior":
-        return None
-    return one_process_noise(noise, series.history, process_layout(project, suite))
+    return stored_prior(series.history, process_layout(project, suite))
 
 
 def follow_finding(project: AsvProject, finding: Finding, series: Series | None) -> Followed:

@@ -42,13 +42,12 @@ from fwdasv.analysis.explain.kernel_diff import KernelDiff
 from fwdasv.analysis.findings.series import CANARY_PREFIX, SeriesKey, load_series, metric_name
 from fwdasv.analysis.remeasure import (
     load_suite_class,
-    one_process_noise,
     process_layout,
     resolve_cases,
+    stored_prior,
 )
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.check import check_status, processes_to_decide
-from fwdasv.analysis.rules.commit_processes import quiet_history
 from fwdasv.analysis.rules.confirm import Confirmation
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
@@ -324,13 +323,9 @@ def stored_noise(
     layouts = {b: process_layout(project, b) for b in {key.benchmark for _, key in chosen.values()}}
     found: dict[SeriesRef, Noise] = {}
     for ref, (_, key) in chosen.items():
-        history = series[key].history
-        layout = layouts[key.benchmark]
-        size = layout.samples if layout is not None else None
-        noise = estimate_noise(quiet_history(history, size).history)
-        if noise.source == "prior":
-            continue  # too few commits to say more than the prior of nothing: none
-        found[ref] = one_process_noise(noise, history, layout)
+        prior = stored_prior(series[key].history, layouts[key.benchmark])
+        if prior is not None:  # None: too few commits to say more than the prior of nothing
+            found[ref] = prior
     return found
 
 
