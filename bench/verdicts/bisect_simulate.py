@@ -21,9 +21,17 @@ GPU's slow clock state (+1..3%, with probability `outlier`). Scenarios:
     gpu-no-step  a finding of +1% that was a false alarm (no step): any commit named is wrong
     busy-no-step the same at a busy box's noise (+15% claimed)
 
-With a history, the prior is the true sd with 30 degrees of freedom (a 50-commit history).
+With a history, the prior is the true sd with 30 degrees of freedom (a 50-commit history),
+or with `--prior stored` what bisect takes from a drawn stored history (`remeasure.stored_prior`:
+each commit's loaded processes left out, as one process's median), or with `--prior raw`
+the same history's noise with nothing left out (bisect's prior before stored_prior). The
+stored history: 50 commits before the range, 2 processes of 5 samples each, a process
+drawn as the search's are (its sd, odd and outlier chances), an odd slow one also 5 times
+as spread inside (a loaded process). It comes from a generator of its own, so `stored` and
+`raw` search the same bench processes.
 
     python bench/verdicts/bisect_simulate.py --trials 200 [--scenario NAME ...] [--seed 1]
+        [--prior true|stored|raw]
 
 prints per scenario: right, wrong, undecided, not reproducible (% of searches; a search of
 several series counts as its worst), and the mean and max bench processes and bench runs
@@ -43,8 +51,9 @@ from fwdasv.analysis.bisect.outcome import Answer
 from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.bisect.series import Followed
 from fwdasv.analysis.confirm.processes import ProcessPool, SeriesRef
+from fwdasv.analysis.remeasure import ProcessLayout, one_process_noise, stored_prior
 from fwdasv.analysis.rules.confirm import MAX_PROCESSES
-from fwdasv.analysis.rules.noise import Noise
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
 
 REF = SeriesRef("sim.Sim", "c0")
 FALSE_ALARM_PCT = {"gpu-no-step": 1.0, "busy-no-step": 15.0}  # what the finding claimed
@@ -82,6 +91,50 @@ SCENARIOS = {
 }
 
 
+STORED = ProcessLayout(samples=5, launches=2)  # a stored commit: 2 processes of 5 samples
+STORED_COMMITS = 50
+PRIORS = ("true", "stored", "raw")
+
+
+def odd_factor(rng: random.Random, scenario: Scenario) -> tuple[float, bool]:
+    """One process's odd factor (1.0 for most) and whether it ran loaded (an odd slow one)."""
+    if rng.random() < scenario.odd:
+        slow = rng.random() < 0.5
+        return (rng.uniform(1.2, 1.6), True) if slow else (rng.uniform(0.75, 0.85), False)
+    if rng.random() < scenario.outlier:
+        low, high = scenario.outlier_pct
+        return rng.uniform(1 + low / 100, 1 + high / 100), False
+    return 1.0, False
+
+
+def stored_history(rng: random.Random, scenario: Scenario, sd: float) -> list[list[float]]:
+    """A series' stored history before the range: STORED_COMMITS commits at one level, each
+    STORED.launches processes of STORED.samples samples; a process's median drawn as the
+    search's processes are, its samples sd apart around it (5 times that when loaded)."""
+    history = []
+    for _ in range(STORED_COMMITS):
+        samples: list[float] = []
+        for _ in range(STORED.launches):
+            odd, loaded = odd_factor(rng, scenario)
+            median = odd * math.exp(rng.gauss(0, sd))
+            within = sd * (5 if loaded else 1)
+            samples.extend(median * math.exp(rng.gauss(0, within)) for _ in range(STORED.samples))
+        history.append(samples)
+    return history
+
+
+def prior_of(mode: str, rng: random.Random, scenario: Scenario, sd: float) -> Noise | None:
+    """The prior a series is bisected with: the truth, or a drawn history's as bisect takes
+    it (`stored`: loaded processes left out) or took it before (`raw`)."""
+    if mode == "true":
+        return Noise(100 * sd, 100 * sd, None, 50, "history", 30.0)
+    history = stored_history(rng, scenario, sd)
+    if mode == "stored":
+        return stored_prior(history, STORED)
+    noise = estimate_noise(history)
+    return None if noise.source == "prior" else one_process_noise(noise, history, STORED)
+
+
 class SimulatedPool(ProcessPool):
     """A process pool whose bench processes are drawn, not launched."""
 
@@ -99,13 +152,7 @@ class SimulatedPool(ProcessPool):
         self.bench_processes += 1
         index = self.line.index(commit)
         # One process measures every case: an odd process (a neighbour) slows them all.
-        odd = 1.0
-        if self.rng.random() < self.scenario.odd:
-            slow = self.rng.random() < 0.5
-            odd = self.rng.uniform(1.2, 1.6) if slow else self.rng.uniform(0.75, 0.85)
-        elif self.rng.random() < self.scenario.outlier:
-            low, high = self.scenario.outlier_pct
-            odd = self.rng.uniform(1 + low / 100, 1 + high / 100)
+        odd, _ = odd_factor(self.rng, self.scenario)
         out = {}
         for ref in self.series:
             level = 1.0 + (self.steps[ref] / 100 if index >= self.culprit else 0.0)
@@ -113,8 +160,11 @@ class SimulatedPool(ProcessPool):
         return out
 
 
-def trial(scenario: Scenario, seed: int, max_processes: int) -> tuple[str, int, int]:
+def trial(
+    scenario: Scenario, seed: int, max_processes: int, prior: str = "true"
+) -> tuple[str, int, int]:
     rng = random.Random(seed)
+    history_rng = random.Random(seed + 7_777_777)  # the stored histories: their own draws
     low, high = scenario.sd_pct
     refs = tuple(SeriesRef("sim.Sim", f"c{i}") for i in range(scenario.series))
     sds = {r: math.exp(rng.uniform(math.log(low), math.log(high))) / 100 for r in refs}
@@ -127,10 +177,9 @@ def trial(scenario: Scenario, seed: int, max_processes: int) -> tuple[str, int, 
     pool.sds, pool.steps = sds, steps
     tracks = []
     for ref in refs:
-        sd = 100 * sds[ref]
-        prior = Noise(sd, sd, None, 50, "history", 30.0) if scenario.history else None
+        noise = prior_of(prior, history_rng, scenario, sds[ref]) if scenario.history else None
         claimed = (steps[ref] or FALSE_ALARM_PCT[scenario.name]) if scenario.claimed else None
-        tracks.append(Track(Followed(ref, "seconds", prior, claimed), Search(line)))
+        tracks.append(Track(Followed(ref, "seconds", noise, claimed), Search(line)))
     bisector = Bisector(
         None,  # type: ignore[arg-type]
         "sim",
@@ -162,6 +211,13 @@ def main() -> int:
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-processes", type=int, default=MAX_PROCESSES)
+    parser.add_argument(
+        "--prior",
+        choices=PRIORS,
+        default="true",
+        help="the series' prior: the true sd, or a drawn stored history's as bisect takes it "
+        "(stored) or took it before loaded processes were left out (raw)",
+    )
     args = parser.parse_args()
     names = args.scenario or list(SCENARIOS)
     print(
@@ -172,7 +228,8 @@ def main() -> int:
     for name in names:
         scenario = SCENARIOS[name]
         outcomes = [
-            trial(scenario, args.seed * 100_000 + i, args.max_processes) for i in range(args.trials)
+            trial(scenario, args.seed * 100_000 + i, args.max_processes, args.prior)
+            for i in range(args.trials)
         ]
 
         def pct(word: str, outcomes: list[tuple[str, int, int]] = outcomes) -> str:
