@@ -39,6 +39,13 @@ def check_ends(session: Session) -> None:
         f"GOOD {session.good[:8]} and BAD {session.bad[:8]}, interleaved: {count} process(es) "
         "each first" + ("" if prior else " (no stored history: the run's own spread decides)")
     )
+    for track in session.tracks:
+        noise = track.followed.prior
+        if noise is not None:  # what each series is judged with, as check says it
+            session.say(
+                f"  {track.followed.ref.name}: noise prior {noise.noise_pct:.3g}% a process, "
+                f"from {noise.commits_used} stored commit(s) of the series on {session.machine}"
+            )
     session.pool.measure([session.good, session.bad], count)
     decided: set[int] = set()
     while True:

@@ -57,6 +57,7 @@ def _bisector(
     prior: bool = True,
     refusal=None,
     seed: int = 1,
+    echo=None,
 ) -> Bisector:
     count = len(next(iter(levels.values())))
     line = tuple(f"{i:040x}" for i in range(count))
@@ -74,7 +75,7 @@ def _bisector(
         tracks,
         pool,
         refusal,
-        echo=None,
+        echo=echo,
         subjects=dict.fromkeys(line, "subject"),
     )
 
@@ -93,6 +94,24 @@ def test_a_doubled_forward_is_placed_from_one_process_a_probe() -> None:
     assert result.bench_runs == 1 + len(result.probes)
     assert all(p.processes == 1 for p in result.probes)
     assert "last good" in result.evidence()
+
+
+def test_each_series_prior_is_said_before_the_ends() -> None:
+    """As check does: the noise each series is judged with, and where it came from."""
+    said: list[str] = []
+    levels, sds = {QUIET: _step(8, 4, 2.0), NOISY: _step(8, 4, 2.0)}, {QUIET: 0.02, NOISY: 0.05}
+    _bisector(levels, sds, {QUIET: 95.0, NOISY: 95.0}, echo=said.append).run()
+    ends = next(i for i, line in enumerate(said) if line.startswith("GOOD "))
+    assert "no stored history" not in said[ends], said
+    assert said[ends + 1 : ends + 3] == [
+        f"  {QUIET.name}: noise prior 2% a process, from 40 stored commit(s) of the series on box",
+        f"  {NOISY.name}: noise prior 5% a process, from 40 stored commit(s) of the series on box",
+    ], said
+    # Without a stored history: the first line says so, and no prior is named.
+    said.clear()
+    _bisector(levels, sds, {QUIET: 95.0, NOISY: 95.0}, prior=False, echo=said.append).run()
+    assert any("no stored history: the run's own spread decides" in line for line in said), said
+    assert not [line for line in said if "noise prior" in line], said
 
 
 def test_a_5x_step_over_26_commits_takes_at_most_log2_plus_3_bench_runs() -> None:
