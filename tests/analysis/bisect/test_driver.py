@@ -11,6 +11,7 @@ fresh asv project where only GOOD and BAD are stored, bisected with real bench p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -110,8 +111,21 @@ def test_each_series_prior_is_said_before_the_ends() -> None:
     # Without a stored history: the first line says so, and no prior is named.
     said.clear()
     _bisector(levels, sds, {QUIET: 95.0, NOISY: 95.0}, prior=False, echo=said.append).run()
-    assert any("no stored history: the run's own spread decides" in line for line in said), said
+    ends = next(i for i, line in enumerate(said) if line.startswith("GOOD "))
+    assert said[ends].endswith("(no stored history: the run's own spread decides)"), said
     assert not [line for line in said if "noise prior" in line], said
+    # One series with a stored history and one without: each says its own.
+    said.clear()
+    bisector = _bisector(levels, sds, {QUIET: 95.0, NOISY: 95.0}, echo=said.append)
+    (_, noisy) = bisector.tracks
+    noisy.followed = dataclasses.replace(noisy.followed, prior=None)
+    bisector.run()
+    ends = next(i for i, line in enumerate(said) if line.startswith("GOOD "))
+    assert "no stored history" not in said[ends], said
+    assert said[ends + 1].startswith(f"  {QUIET.name}: noise prior 2% a process"), said
+    assert said[ends + 2] == (
+        f"  {NOISY.name}: no stored history of the series on box: the run's own spread decides"
+    ), said
 
 
 def test_a_5x_step_over_26_commits_takes_at_most_log2_plus_3_bench_runs() -> None:
