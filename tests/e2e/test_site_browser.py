@@ -404,8 +404,8 @@ def test_graph_page_draws_a_point_per_commit(request: pytest.FixtureRequest) -> 
 
 
 # The graph page's first series redrawn alone, then with a second series whose flat line
-# (drawn after it, at the same value) passes through its middle point: flot's own plot on
-# the page's placeholder, with the page's options.
+# (drawn after it, at the same value, 4 pixels wide) passes through its middle point:
+# flot's own plot on the page's placeholder, with the page's options.
 _PAINT_OVER_JS = """
 var $ = window.jQuery, placeholder = $('#main-graph'), old = placeholder.data('plot');
 var first = $.grep(old.getData(), function (s) {
@@ -415,12 +415,14 @@ var data = $.grep(first.data, function (p) { return p[0] !== null && p[1] !== nu
 var middle = data[Math.floor(data.length / 2)];
 var before = data[Math.floor(data.length / 2) - 1], after = data[Math.floor(data.length / 2) + 1];
 var reach = Math.min(middle[0] - before[0], after[0] - middle[0]) / 2;
-var series = function (points, color) {
-    return {data: points, label: color, color: color, lines: {show: true}, points: {show: true}};
+var series = function (points, color, width) {
+    return {data: points, label: color, color: color, lines: {show: true, lineWidth: width},
+            points: {show: true}};
 };
+// The line 4 pixels wide: a thinner one may pass half a pixel off the sampled centre pixel.
 $.plot(placeholder, [
-    series(data, 'rgb(0, 0, 255)'),
-    series([[middle[0] - reach, middle[1]], [middle[0] + reach, middle[1]]], 'rgb(255, 0, 0)')
+    series(data, 'rgb(0, 0, 255)', 2),
+    series([[middle[0] - reach, middle[1]], [middle[0] + reach, middle[1]]], 'rgb(255, 0, 0)', 4)
 ], old.getOptions());
 return middle[0];
 """
