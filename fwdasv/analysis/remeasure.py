@@ -288,6 +288,20 @@ def stored_prior(history: Sequence[Sequence[float]], layout: ProcessLayout | Non
     return one_process_noise(noise, history, layout)
 
 
+def prior_said(prior: Noise | None, machine: str | None, history: bool) -> str:
+    """How a series' noise prior was chosen, for the progress lines of check and bisect:
+    the prior `stored_prior` gave on `machine`, else why there is none (`history`: whether
+    a stored history was asked for)."""
+    if prior is not None:
+        return (
+            f"noise prior {prior.noise_pct:.3g}% from {prior.commits_used} stored commit(s) "
+            f"of the series on {machine}"
+        )
+    if not history:
+        return "no stored history asked for (--no-history): the processes decide"
+    return f"no stored history of the series on {machine or 'this machine'}: the processes decide"
+
+
 def process_sizes(project: AsvProject, benchmarks: Iterable[str]) -> dict[str, int]:
     """Samples per bench process of each benchmark that is a fwdasv suite's."""
     out = {}

@@ -20,6 +20,7 @@ from fwdasv.analysis.bisect.rules import (
     sides_agree,
 )
 from fwdasv.analysis.bisect.session import Session, Track
+from fwdasv.analysis.remeasure import prior_said
 from fwdasv.analysis.rules.confirm import magnitude_pct
 from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
 
@@ -27,7 +28,7 @@ from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
 def check_ends(session: Session) -> None:
     """GOOD and BAD interleaved, judged per series, more processes while any is undecided
     (a series decided at one look keeps that verdict, as confirm's findings do)."""
-    priors = [t.followed.prior is not None for t in session.tracks]
+    stored = any(t.followed.prior is not None for t in session.tracks)
     # A huge step (or one not known yet, by hand) starts at two a side, a finding's
     # smaller one at three. Two, not one: a level read from one process may be an odd
     # process's (both ends read 45-55% slow once, and a bad commit that read fast
@@ -37,22 +38,12 @@ def check_ends(session: Session) -> None:
     count = 2 if huge else ROBUST_PROCESSES
     session.say(
         f"GOOD {session.good[:8]} and BAD {session.bad[:8]}, interleaved: {count} process(es) "
-        "each first" + ("" if any(priors) else " (no stored history: the run's own spread decides)")
+        "each first" + ("" if stored else " (no stored history: the run's own spread decides)")
     )
-    # What each series is judged with, as check says it (a series without a stored history
-    # beside ones with: its own line).
-    for track in session.tracks if any(priors) else ():
-        name, noise = track.followed.ref.name, track.followed.prior
-        if noise is None:
-            session.say(
-                f"  {name}: no stored history of the series on {session.machine}: the run's "
-                "own spread decides"
-            )
-        else:
-            session.say(
-                f"  {name}: noise prior {noise.noise_pct:.3g}% a process, from "
-                f"{noise.commits_used} stored commit(s) of the series on {session.machine}"
-            )
+    if stored:  # what each series is judged with, in check's words
+        for track in session.tracks:
+            said = prior_said(track.followed.prior, session.machine, True)
+            session.say(f"  {track.followed.ref.name}: {said}")
     session.pool.measure([session.good, session.bad], count)
     decided: set[int] = set()
     while True:

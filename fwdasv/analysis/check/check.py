@@ -42,6 +42,7 @@ from fwdasv.analysis.explain.kernel_diff import KernelDiff
 from fwdasv.analysis.findings.series import CANARY_PREFIX, SeriesKey, load_series, metric_name
 from fwdasv.analysis.remeasure import (
     load_suite_class,
+    prior_said,
     process_layout,
     resolve_cases,
     stored_prior,
@@ -253,7 +254,7 @@ def run_check(
         if echo is not None:
             echo(
                 f"{ref.suite}({ref.case}): BASE {base_hash[:8]} and HEAD {head_hash[:8]}, "
-                f"interleaved; {_prior_said(prior, machine, history)}"
+                f"interleaved; {prior_said(prior, machine, history)}"
             )
 
         def shown(n: int, a: float, b: float, ref: SeriesRef = ref) -> None:
@@ -327,18 +328,6 @@ def stored_noise(
         if prior is not None:  # None: too few commits to say more than the prior of nothing
             found[ref] = prior
     return found
-
-
-def _prior_said(prior: Noise | None, machine: str | None, history: bool) -> str:
-    """How a case's noise prior was chosen, for its first progress line."""
-    if prior is not None:
-        return (
-            f"noise prior {prior.noise_pct:.3g}% from {prior.commits_used} stored commit(s) "
-            f"of the series on {machine}"
-        )
-    if not history:
-        return "no stored history asked for (--no-history): the processes decide"
-    return f"no stored history of the series on {machine or 'this machine'}: the processes decide"
 
 
 def _judged(

@@ -98,15 +98,16 @@ def test_a_doubled_forward_is_placed_from_one_process_a_probe() -> None:
 
 
 def test_each_series_prior_is_said_before_the_ends() -> None:
-    """As check does: the noise each series is judged with, and where it came from."""
+    """In check's words (`remeasure.prior_said`): the noise each series is judged with,
+    and where it came from."""
     said: list[str] = []
     levels, sds = {QUIET: _step(8, 4, 2.0), NOISY: _step(8, 4, 2.0)}, {QUIET: 0.02, NOISY: 0.05}
     _bisector(levels, sds, {QUIET: 95.0, NOISY: 95.0}, echo=said.append).run()
     ends = next(i for i, line in enumerate(said) if line.startswith("GOOD "))
     assert "no stored history" not in said[ends], said
     assert said[ends + 1 : ends + 3] == [
-        f"  {QUIET.name}: noise prior 2% a process, from 40 stored commit(s) of the series on box",
-        f"  {NOISY.name}: noise prior 5% a process, from 40 stored commit(s) of the series on box",
+        f"  {QUIET.name}: noise prior 2% from 40 stored commit(s) of the series on box",
+        f"  {NOISY.name}: noise prior 5% from 40 stored commit(s) of the series on box",
     ], said
     # Without a stored history: the first line says so, and no prior is named.
     said.clear()
@@ -122,9 +123,9 @@ def test_each_series_prior_is_said_before_the_ends() -> None:
     bisector.run()
     ends = next(i for i, line in enumerate(said) if line.startswith("GOOD "))
     assert "no stored history" not in said[ends], said
-    assert said[ends + 1].startswith(f"  {QUIET.name}: noise prior 2% a process"), said
+    assert said[ends + 1].startswith(f"  {QUIET.name}: noise prior 2% from 40 stored"), said
     assert said[ends + 2] == (
-        f"  {NOISY.name}: no stored history of the series on box: the run's own spread decides"
+        f"  {NOISY.name}: no stored history of the series on box: the processes decide"
     ), said
 
 

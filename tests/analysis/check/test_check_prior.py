@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from helpers import bench_script
 
-from fwdasv.analysis.check.check import _held, _judged, _prior_said, stored_noise
+from fwdasv.analysis.check.check import _held, _judged, stored_noise
 from fwdasv.analysis.confirm.processes import SeriesRef
+from fwdasv.analysis.remeasure import prior_said
 from fwdasv.analysis.rules.check import check_status
 from fwdasv.analysis.rules.noise import estimate_noise
 
@@ -31,10 +32,10 @@ def test_the_prior_is_the_series_stored_noise_on_that_machine_only(stepped) -> N
     assert stored_noise(stepped.project, [DRAWN], "another-box", said.append) == {}
     assert stored_noise(stepped.project, [DRAWN], None, said.append) == {}
     assert said == []
-    said = _prior_said(prior, stepped.machine, True)
+    said = prior_said(prior, stepped.machine, True)
     assert said.startswith("noise prior ") and f"of the series on {stepped.machine}" in said
-    assert "the processes decide" in _prior_said(None, "gpu-a", True)
-    assert "--no-history" in _prior_said(None, "gpu-a", False)
+    assert "the processes decide" in prior_said(None, "gpu-a", True)
+    assert "--no-history" in prior_said(None, "gpu-a", False)
 
 
 def test_a_paced_case_takes_its_forward_over_the_workload_series(drawn_history) -> None:
