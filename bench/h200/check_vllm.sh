@@ -25,7 +25,8 @@
 # 6-12 vLLM processes inside a call; without --case a check's process measured all 11), SAMPLES
 # (FWDASV_SAMPLES, default 5), CHECK_TIMEOUT (seconds a check may take, default 540), WORK,
 # VLLM_SITE, EXPLAIN (1: the slow pair's check profiles both commits and keeps the kernel
-# diff in $OUT/check-vllm/explain). Changes no GPU setting; a second call reuses the history
+# diff in $OUT/check-vllm/explain), MAX_PROCESSES (each check's --max-processes, default the
+# check's own 12: fewer fit a check and its profiles in one call). Changes no GPU setting; a second call reuses the history
 # and the project, and a check the time limit cut short goes on from the processes it kept
 # (about 50 s each on the H200: the slow pair's 6+6 and the no-op's 9+9 take two calls;
 # measurements, section 33).
@@ -55,6 +56,7 @@ print(recorded_machine(json.load(open(sys.argv[1]))).name)' "$proj/asv.conf.json
 # FWDASV_CASES: the cases each check measures.
 check_opts=(--machine "$machine")
 for c in ${FWDASV_CASES//,/ }; do check_opts+=(--case "$c"); done
+[ -n "${MAX_PROCESSES:-}" ] && check_opts+=(--max-processes "$MAX_PROCESSES")
 
 # A commit by its subject in the history's listing, and its parent (the line before).
 by_subject() {
