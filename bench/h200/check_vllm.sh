@@ -26,8 +26,9 @@
 # (FWDASV_SAMPLES, default 5), CHECK_TIMEOUT (seconds a check may take, default 540), WORK,
 # VLLM_SITE, EXPLAIN (1: the slow pair's check profiles both commits and keeps the kernel
 # diff in $OUT/check-vllm/explain), MAX_PROCESSES (each check's --max-processes, default the
-# check's own 12: fewer fit a check and its profiles in one call). Changes no GPU setting; a second call reuses the history
-# and the project, and a check the time limit cut short goes on from the processes it kept
+# check's own 12: fewer fit a check and its profiles in one call). Changes no GPU setting; a
+# second call reuses the history and the project, and a check the time limit cut short goes
+# on from the processes it kept
 # (about 50 s each on the H200: the slow pair's 6+6 and the no-op's 9+9 take two calls;
 # measurements, section 33).
 set -u
