@@ -28,9 +28,8 @@
 # diff in $OUT/check-vllm/explain), MAX_PROCESSES (each check's --max-processes, default the
 # check's own 12: fewer fit a check and its profiles in one call). Changes no GPU setting; a
 # second call reuses the history and the project, and a check the time limit cut short goes
-# on from the processes it kept
-# (about 50 s each on the H200: the slow pair's 6+6 and the no-op's 9+9 take two calls;
-# measurements, section 33).
+# on from the processes it kept (about 50 s each on the H200: the slow pair's 6+6 and the
+# no-op's 9+9 take two calls; measurements, section 33).
 set -u
 part=${1:?part: history | slow | noop}
 . "$(dirname "$0")/stage.sh"
