@@ -4,6 +4,7 @@ processes names no wrong commit, and a huge step costs one process a probe."""
 from __future__ import annotations
 
 import math
+import random
 
 from helpers import bench_script
 
@@ -26,8 +27,6 @@ def test_a_drawn_stored_history_gives_bisect_its_prior_as_bisect_takes_it() -> N
     """`--prior stored`: the prior comes from a drawn stored history through bisect's own
     rule (`remeasure.stored_prior`), loaded processes left out, where `raw` keeps them; the
     searches on it still name no wrong commit."""
-    import random
-
     with bench_script("verdicts/bisect_simulate.py") as simulate:
         busy = simulate.SCENARIOS["busy-15pct"]
         wider = 0

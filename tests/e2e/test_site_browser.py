@@ -415,14 +415,16 @@ var data = $.grep(first.data, function (p) { return p[0] !== null && p[1] !== nu
 var middle = data[Math.floor(data.length / 2)];
 var before = data[Math.floor(data.length / 2) - 1], after = data[Math.floor(data.length / 2) + 1];
 var reach = Math.min(middle[0] - before[0], after[0] - middle[0]) / 2;
-var series = function (points, color, width) {
-    return {data: points, label: color, color: color, lines: {show: true, lineWidth: width},
+var series = function (points, color, lines) {
+    return {data: points, label: color, color: color, lines: $.extend({show: true}, lines),
             points: {show: true}};
 };
-// The line 4 pixels wide: a thinner one may pass half a pixel off the sampled centre pixel.
+// The first series with the page's line width; the line 4 pixels wide: a thinner one may
+// pass half a pixel off the sampled centre pixel.
 $.plot(placeholder, [
-    series(data, 'rgb(0, 0, 255)', 2),
-    series([[middle[0] - reach, middle[1]], [middle[0] + reach, middle[1]]], 'rgb(255, 0, 0)', 4)
+    series(data, 'rgb(0, 0, 255)', {}),
+    series([[middle[0] - reach, middle[1]], [middle[0] + reach, middle[1]]], 'rgb(255, 0, 0)',
+           {lineWidth: 4})
 ], old.getOptions());
 return middle[0];
 """

@@ -42,7 +42,7 @@ def check_ends(session: Session) -> None:
     )
     if stored:  # what each series is judged with, in check's words
         for track in session.tracks:
-            said = prior_said(track.followed.prior, session.machine, True)
+            said = prior_said(track.followed.prior, session.machine, history=True)
             session.say(f"  {track.followed.ref.name}: {said}")
     session.pool.measure([session.good, session.bad], count)
     decided: set[int] = set()
