@@ -55,6 +55,11 @@ class AsvProject:
     def load(cls, config_path: str | os.PathLike[str]) -> AsvProject:
         path = Path(config_path).resolve()
         if not path.is_file():
+            if path.exists():  # a directory, a device: `--config .` or `--config /dev/null`
+                raise AsvError(
+                    f"asv configuration {path} is not a file; pass --config PATH of an "
+                    "asv.conf.json"
+                )
             raise AsvError(f"asv configuration {path} does not exist; pass --config PATH")
         try:
             import json5

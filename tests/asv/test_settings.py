@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.asv.settings import FwdasvSettings, VllmBaseSettings
 from fwdasv.core.verdicts import SettingsError, VerdictSettings
 
@@ -57,3 +57,15 @@ def test_a_project_reads_its_block_once_and_refuses_a_malformed_one_each_time(
     for _ in range(2):
         with pytest.raises(SettingsError, match="confirm must be true or false"):
             bad.verdict_settings()
+
+
+@pytest.mark.parametrize("name", ["missing.json", "a-directory"])
+def test_a_config_path_that_is_no_file_is_named_with_what_it_is(tmp_path: Path, name: str) -> None:
+    (tmp_path / "a-directory").mkdir()
+    path = tmp_path / name
+    with pytest.raises(AsvError) as raised:
+        AsvProject.load(path)
+    said = str(raised.value)
+    assert str(path) in said and "pass --config PATH" in said
+    assert ("is not a file" in said) == path.exists()
+    assert ("does not exist" in said) == (not path.exists())
