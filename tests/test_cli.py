@@ -99,3 +99,30 @@ def test_a_user_mistake_exits_2_in_every_kind_of_command(tmp_path: Path) -> None
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2, (what, result.output)
         assert result.stderr.startswith("Error: ") and len(result.stderr.splitlines()) == 1, what
+
+
+def test_a_project_dir_that_cannot_be_made_is_one_line_before_any_work(tmp_path: Path) -> None:
+    """init and demo fill --dir with a tree of their own: a file on its way, a device, a
+    folder that takes no new entry are refused in one line (they were tracebacks), and
+    nothing is created on the way. (A file at --dir itself is click's own refusal.)"""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (tmp_path / "a-file").write_text("kept\n")
+    bad = {
+        str(tmp_path / "a-file" / "project"): "a-file is a file, not a directory",
+        "/dev/null": "/dev/null is a device; give a directory",
+        # /proc takes no new entry, even from root (os.access may say yes).
+        "/proc/fwdasv-project/deeper": "/proc",
+    }
+    commands = {
+        "init": ["init", "--repo", str(repo), "--target", "a.b:c", "--no-check", "--dir"],
+        "demo": ["demo", "--dir"],
+    }
+    for name, args in commands.items():
+        for directory, said in bad.items():
+            result = CliRunner().invoke(main, [*args, directory])
+            assert result.exit_code == 2, (name, directory, result.output)
+            (line,) = result.stderr.splitlines()
+            assert line.startswith(f"Error: --dir {directory}") and said in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "repo"]
+    assert (tmp_path / "a-file").read_text() == "kept\n" and not any(repo.iterdir())

@@ -17,6 +17,7 @@ from fwdasv.asv.scaffold import (
 from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec, paced_by_default
 from fwdasv.core.clitools import CONTEXT, Command
 from fwdasv.core.errors import UserError
+from fwdasv.core.files import check_project_dir
 from fwdasv.hw.machine import this_machine
 
 
@@ -176,6 +177,7 @@ def init_command(
     the repository is imported from --target-path in every bench. Refuses to
     replace an existing project unless --force.
     """
+    check_project_dir(directory)  # before the HEAD check: a bad --dir costs nothing
     if vllm:
         base = _vllm_base(target, target_path, import_paths, cases, reference, base)
         written, commit = init_vllm_project(

@@ -63,14 +63,16 @@ def _parent_ready(path: Path, make_parents: bool, what: str) -> None:
             ) from None
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputPathError(f"{what} {path}: the directory {parent} is not writable")
+    _probe(parent, f"{what} {path}: no file can be created in {parent}")
+
+
+def _probe(directory: Path, refused: str) -> None:
     # os.access answers yes to root wherever the mode bits allow: /proc, a read-only mount
     # or a full disk refuse a new file only when one is made.
     try:
-        fd, probe = tempfile.mkstemp(prefix=".fwdasv-probe-", dir=parent)
+        fd, probe = tempfile.mkstemp(prefix=".fwdasv-probe-", dir=directory)
     except OSError as error:
-        raise OutputPathError(
-            f"{what} {path}: no file can be created in {parent} ({error.strerror})"
-        ) from None
+        raise OutputPathError(f"{refused} ({error.strerror})") from None
     os.close(fd)
     os.unlink(probe)
 
@@ -99,12 +101,45 @@ def check_output_dir(
             )
         if not os.access(path, os.W_OK | os.X_OK):
             raise OutputPathError(f"{what} {path}: the directory is not writable")
+        _probe(path, f"{what} {path}: no file can be created in it")
         return path
     _parent_ready(path, make_parents, what)
     try:
         path.mkdir()
     except OSError as error:
         raise OutputPathError(f"{what} {path}: cannot create it ({error.strerror})") from None
+    return path
+
+
+def check_project_dir(path: str | os.PathLike[str], *, what: str = "--dir") -> Path:
+    """`path` as a Path, when a project directory can live there; else one clear error.
+
+    For the directory a command fills with a tree of its own (`fwdasv init`, `fwdasv
+    demo`): an existing directory (or a link to one) must take a new file; a missing one
+    must be creatable, from its nearest existing ancestor, which must be a directory that
+    takes a new entry. Nothing is created: a command refused later leaves no empty folder.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise OutputPathError(f"{what} {path}: the directory is not writable")
+        _probe(path, f"{what} {path}: no file can be created in it")
+        return path
+    if path.exists() or path.is_symlink():
+        mode = path.lstat().st_mode
+        raise OutputPathError(f"{what} {path} is {_kind(mode)}; give a directory (new or existing)")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        mode = ancestor.lstat().st_mode
+        kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+        raise OutputPathError(
+            f"{what} {path}: {ancestor} is {kind}, not a directory; give a path in a directory"
+        )
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{what} {path}: the directory {ancestor} is not writable")
+    _probe(ancestor, f"{what} {path}: nothing can be created in {ancestor}")
     return path
 
 

@@ -6,6 +6,7 @@ import click
 
 from fwdasv.core.clitools import Command
 from fwdasv.core.errors import EXIT_FINDING
+from fwdasv.core.files import check_project_dir
 from fwdasv.demo.run import MACHINE, run_demo
 
 
@@ -35,6 +36,7 @@ def demo_command(directory: str, every: int, machine: str | None) -> None:
     Exits 0 when fwdasv named the commit the demo made slower, 1 when it did not
     (the last lines say what it found instead and what to do).
     """
+    check_project_dir(directory)  # one line, before anything is built or measured
     outcome = run_demo(directory, every=every, machine=machine, echo=click.echo)
     if not outcome.found_injected:
         raise SystemExit(EXIT_FINDING)

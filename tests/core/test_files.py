@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv.core.files import write_atomic
+from fwdasv.core.files import OutputPathError, check_output_dir, check_project_dir, write_atomic
 
 
 def test_write_atomic_replaces_the_file_whole(tmp_path):
@@ -65,3 +65,19 @@ def test_read_regular_names_what_is_there_and_never_waits(tmp_path: Path) -> Non
             read_regular(tmp_path / name)
     with pytest.raises(FileNotFoundError):
         read_regular(tmp_path / "missing.json")
+
+
+def test_a_project_dir_is_checked_without_creating_anything(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    assert check_project_dir(tmp_path / "link") == tmp_path / "link"  # a link to a folder
+    deep = tmp_path / "new" / "deeper"
+    assert check_project_dir(deep) == deep
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
+    assert not any((tmp_path / "real").iterdir())  # the probe file is gone
+
+
+def test_an_existing_output_dir_that_takes_no_file_is_refused() -> None:
+    # /proc is a directory root may "write" by its mode bits; no file can be made there.
+    with pytest.raises(OutputPathError, match=r"^--profile-dir /proc: "):
+        check_output_dir("/proc", what="--profile-dir")
