@@ -137,9 +137,11 @@ def nightly_command(
     Exit status: 0 no confirmed regression left untriaged, 1 a confirmed regression
     first seen tonight or that nobody triaged (`fwdasv triage`; with --no-confirm: any
     such regression; a suspected one, a step among the newest 1-3 commits, is
-    re-measured the same night), 2 the run could not be made (asv failed)
-    or a result file could not be read, whatever else was found (named in the
-    listing; --skip-unreadable to pass anyway), 4 a pre-flight check failed.
+    re-measured the same night), 2 the run could not be made (asv failed),
+    a result file could not be read, whatever else was found (named in the
+    listing; --skip-unreadable to pass anyway), or a suite measured before has no
+    value in any case at its newest commit (named in the listing: skipped or failed
+    there, a step would not show), 4 a pre-flight check failed.
     """
     outcome = run_nightly(
         config,

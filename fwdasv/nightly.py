@@ -11,8 +11,9 @@ happened before (a failure, Ctrl-C). Each step returns a value (`MachineStep`,
 `PreflightStep`, `ConfirmStep`, `BisectStep`, `NightlyOutcome`); what it prints is read
 from that value. Exit status (`fwdasv.core.errors.EXIT_RULE`): 0 none below, 1 a confirmed
 regression nobody triaged (any, without confirmation; a suspected one too with
-`fail_on_suspected`, an acknowledged one with `fail_on_open`), 2 no run or an unreadable
-result file, 4 a pre-flight failure.
+`fail_on_suspected`, an acknowledged one with `fail_on_open`), 2 no run, an unreadable
+result file, or a suite of this machine with no value at its newest commit
+(`rules.dark`), 4 a pre-flight failure.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pathlib import Path
 
 from fwdasv.analysis import triage
 from fwdasv.analysis.bisect.from_findings import range_groups
+from fwdasv.analysis.findings.dark import DarkSuite
 from fwdasv.analysis.findings.finding import Finding, to_re_measure
+from fwdasv.analysis.findings.findings import Found
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.publish import notify as notify_module
 from fwdasv.analysis.publish.publish import publish
@@ -164,6 +167,7 @@ class NightlyOutcome:
     findings: tuple[Finding, ...] = ()
     unreadable: tuple[Problem, ...] = ()  # result files the findings could not read
     fail_on_open: bool = False  # an acknowledged finding gates too
+    dark: tuple[DarkSuite, ...] = ()  # this machine's suites with nothing at their newest
 
     @property
     def triaged(self) -> list[Finding]:
@@ -173,7 +177,7 @@ class NightlyOutcome:
         ]
 
     def lines(self) -> list[str]:
-        listing = format_findings(self.findings, "table", self.unreadable)
+        listing = format_findings(self.findings, "table", self.unreadable, self.dark)
         out = [f"  {line}" for line in listing.splitlines()]
         if self.triaged:
             states = ", ".join(f"{f.key.name} {f.range_label}: {f.triage}" for f in self.triaged)
@@ -237,9 +241,7 @@ def run_nightly(
         if preflight.failed:
             return NightlyOutcome(EXIT_HARDWARE, this, preflight)
         # What the findings were before the night's run: the message tells only what is new.
-        before = (
-            notify_module.seen(triage.read(project, machine=this.name).findings) if notify else None
-        )
+        prior = triage.read(project, machine=this.name) if notify else None
         asv_status = _measure(project, this.name, spec, existing_python, commit, echo, machine_file)
         if asv_status == 2:
             echo("[nightly] some benchmarks failed (their results are recorded as failed)")
@@ -269,6 +271,7 @@ def run_nightly(
         echo("[nightly] 7/7 asv publish with the findings")
         site = publish(project, echo=None)
         published = tuple(f for f in site.findings if f.key.machine == this.name)
+        dark = tuple(d for d in site.dark if d.machine == this.name)
         # Skipped, an unreadable file still counts inside a finding's range (misread there).
         unreadable = [p.path for p in site.unreadable]
         counted = (
@@ -276,7 +279,9 @@ def run_nightly(
         )
         # Only what nobody triaged gates (an acknowledged one too with fail_on_open).
         gate = nightly_gate(step.confirm, fail_on_suspected).exit_status(
-            (f.status for f in published if counts_tonight(f.triage, fail_on_open)), counted
+            (f.status for f in published if counts_tonight(f.triage, fail_on_open)),
+            counted,
+            len(dark),
         )
         outcome = NightlyOutcome(
             gate,
@@ -288,10 +293,11 @@ def run_nightly(
             published,
             site.unreadable,
             fail_on_open,
+            dark,
         )
         say(outcome.lines())
-        if before is not None:
-            _notify(project, this.name, before, outcome, notify, site_url, echo)
+        if prior is not None:
+            _notify(project, this.name, prior, outcome, notify, site_url, echo)
         return outcome
     finally:
         if locked:
@@ -302,24 +308,25 @@ def run_nightly(
 def _notify(
     project: asv_project.AsvProject,
     machine: str,
-    before: frozenset[tuple[object, str]],
+    prior: Found,
     outcome: NightlyOutcome,
     urls: tuple[str, ...],
     site_url: str | None,
     echo: Callable[[str], None],
 ) -> None:
-    """One document to each URL when the night brought a finding; none on a quiet night."""
-    new = notify_module.news(before, outcome.findings)
-    if not new:
+    """One document to each URL when the night brought a finding or a suite went dark;
+    none on a quiet night. `prior`: the results as read before the night's run."""
+    new = notify_module.news(notify_module.seen(prior.findings), outcome.findings)
+    dark = notify_module.dark_news(notify_module.seen_dark(prior.dark), outcome.dark)
+    if not new and not dark:
         echo("[nightly] notify: nothing new tonight, no message")
         return
     name = str(project.raw.get("project", project.config_path.parent.name))
-    document = notify_module.night_document(name, machine, new, outcome.status, site_url)
+    document = notify_module.night_document(name, machine, new, outcome.status, site_url, dark)
+    what = f"{len(new)} new finding(s)" + (f", {len(dark)} suite(s) gone dark" if dark else "")
     for url in urls:
         sent = notify_module.post(url, document, echo=lambda line: echo(f"  {line}"))
-        echo(
-            f"[nightly] notify {url}: {len(new)} new finding(s) " + ("sent" if sent else "NOT sent")
-        )
+        echo(f"[nightly] notify {url}: {what} " + ("sent" if sent else "NOT sent"))
 
 
 def _machine_step(

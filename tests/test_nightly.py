@@ -217,3 +217,62 @@ def test_one_night_reads_the_results_once_for_its_findings_and_once_for_the_site
     night = CliRunner().invoke(main, ["nightly", "--config", config, "--machine", "nightlybox"])
     assert night.exit_code == 0, night.output
     assert reads == ["['nightlybox']", "()"], reads
+
+
+def test_a_suite_that_measures_nothing_at_the_newest_commit_fails_the_night(project) -> None:
+    """A commit moves the target's module away: asv records every case of the suite as
+    skipped there (no failure, asv's own exit 0), and step detection reads values only, so
+    'no regressions' would say nothing of the new commit. The night names the suite and
+    exits 2, as for a result file it cannot read, and tells the webhook once; so does
+    `regressions`. Once the module is back, the gate sees the series again."""
+    import json
+
+    from webhook import Hook
+
+    config = str(project.config_path)
+    args = ["nightly", "--config", config, "--machine", "nightlybox", "--no-confirm"]
+    first = CliRunner().invoke(main, args)
+    assert first.exit_code == 0 and "Not measured" not in first.output, first.output
+    repo = Path(project.repo)
+    measured = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    (repo / "tinylm" / "bench.py").rename(repo / "bench_moved.py")
+    gone = _commit(repo, "Move the bench module out of the package")
+    hook = Hook()
+    try:
+        night = CliRunner().invoke(main, [*args, "--notify", hook.url])
+        assert night.exit_code == 2, night.output
+        assert gone[:8] in _stored(project)  # asv recorded the commit: skipped, not failed
+        note = (
+            f"Not measured at the newest commit, every case skipped or failed: forward.Nightly "
+            f"on nightlybox at {gone[:8]} (last measured at {measured[:8]}, 1 case)"
+        )
+        assert note in night.output, night.output
+        (document,) = hook.bodies
+        assert "1 suite(s) measured nothing" in document["text"], document
+        (told,) = document["fwdasv"]["unmeasured"]
+        assert (told["suite"], told["commit"]) == ("forward.Nightly", gone)
+        # Still dark the next night (a commit more, the module still away): the gate stays
+        # 2, and the webhook is not told again.
+        still = _commit(repo, "Touch the notes")
+        again = CliRunner().invoke(main, [*args, "--notify", hook.url])
+        assert again.exit_code == 2 and f"at {still[:8]} (last measured at" in again.output
+        assert len(hook.bodies) == 1, again.output
+        assert "[nightly] notify: nothing new tonight, no message" in again.output
+    finally:
+        hook.close()
+    listing = CliRunner().invoke(main, ["regressions", "--config", config, "--format", "json"])
+    assert listing.exit_code == 2, listing.output
+    (dark,) = json.loads(listing.stdout)["unmeasured"]
+    assert (dark["suite"], dark["commit"], dark["last_measured"]) == (
+        "forward.Nightly",
+        still,
+        measured,
+    )
+    (repo / "bench_moved.py").rename(repo / "tinylm" / "bench.py")
+    back = _commit(repo, "Move the bench module back")
+    lit = CliRunner().invoke(main, args)
+    assert back[:8] in _stored(project) and "Not measured" not in lit.output, lit.output
+    listed = findings.find(project, improvements=True)
+    assert lit.exit_code == FINDINGS.exit_status(f.status for f in listed), lit.output

@@ -28,7 +28,8 @@ Exit status, every command:
      named for sure (bisect), the injected commit not named (demo), a fix whose
      re-measure does not show the old level back (triage fixed-by)
   2  bad input, or input that cannot be read: a wrong option or path, a result file
-     that cannot be read (whatever else was found; --skip-unreadable passes), a range
+     that cannot be read (whatever else was found; --skip-unreadable passes), a suite
+     that measured nothing at its newest commit (regressions, confirm, nightly), a range
      bisect cannot search
   3  a measurement refused: a case non-finite, differing from eager, or failed (forward)
   4  hardware not ready: no NVIDIA driver or GPU, a pre-flight check failed, root needed

@@ -63,10 +63,12 @@ def fleet_night(
     echo("[fleet-nightly] 3/4 publish with every machine's findings")
     site = publish(project, echo=None)
     gate = nightly_gate(True, fail_on_suspected).exit_status(
-        (f.status for f in site.findings if counts_tonight(f.triage, False)), len(site.unreadable)
+        (f.status for f in site.findings if counts_tonight(f.triage, False)),
+        len(site.unreadable),
+        len(site.dark),
     )
     echo(f"[fleet-nightly] 4/4 the gate over {len(project.machines())} machine(s): exit {gate}")
-    for line in format_findings(site.findings, "table", site.unreadable).splitlines():
+    for line in format_findings(site.findings, "table", site.unreadable, site.dark).splitlines():
         indented(line)
     left = len(outcome.ledger.failed) + len(outcome.ledger.queue)
     if left:

@@ -47,11 +47,11 @@ def progress(line: str) -> None:
 def gate_findings(
     found: findings.Found, fmt: str, skip_unreadable: bool, gate: Gate = FINDINGS
 ) -> None:
-    """Print the findings, name the unreadable files and the warnings, exit by the
-    findings' gate."""
+    """Print the findings, name the unreadable files, the suites gone dark and the
+    warnings, exit by the findings' gate."""
     unreadable = count_unreadable(found, skip_unreadable)
-    click.echo(format_findings(found.findings, fmt, found.unreadable))
-    end(gate.exit_status((f.status for f in found.findings), unreadable))
+    click.echo(format_findings(found.findings, fmt, found.unreadable, found.dark))
+    end(gate.exit_status((f.status for f in found.findings), unreadable, len(found.dark)))
 
 
 def count_unreadable(found: findings.Found, skip_unreadable: bool) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from fwdasv.analysis.commands.common import analysis_command, count_unreadable
+from fwdasv.analysis.findings.dark import dark_line
 from fwdasv.analysis.findings.format import summary_line, unreadable_line
 from fwdasv.analysis.publish.publish import publish
 from fwdasv.analysis.rules.gate import FINDINGS
@@ -42,6 +43,8 @@ def publish_command(config: Path, skip_unreadable: bool) -> None:
         click.echo(f"no regressions in the {where} results")
     if found.unreadable:
         click.echo(unreadable_line(found.unreadable))
+    if found.dark:  # said, not gated: publishing is not a check (regressions, nightly are)
+        click.echo(dark_line(found.dark))
     for line in site_hint(project):
         click.echo(line)
     end(FINDINGS.exit_status((), unreadable))

@@ -91,7 +91,10 @@ def regressions_command(
     results cannot be read. A result file that cannot be read (truncated, not
     JSON) is named on stderr, counted in the JSON (`unreadable`) and fails the
     command (2) unless --skip-unreadable: a regression at its commit would not
-    show. A commit never measured is no problem.
+    show. A commit never measured is no problem. A suite measured before with no
+    value in any case at its newest commit (its target's module gone, every case
+    skipped or failed there) is named under the listing, counted in the JSON
+    (`unmeasured`) and fails the command (2) likewise.
     """
     project = AsvProject.load(config)
     warn_environments(project, machine)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypedDict
 
+from fwdasv.analysis.findings.dark import DarkSuite, dark_suites
 from fwdasv.analysis.findings.finding import (
     Commit,
     Finding,
@@ -227,6 +228,9 @@ class Found:
     order: tuple[str, ...] = ()
     series: Mapping[SeriesKey, Series] = field(default_factory=dict)
     judged: tuple[Finding, ...] = ()
+    # The judged suites with no value in any case at their newest commit: a step there is
+    # invisible, so the commands that gate count them as they count unreadable files.
+    dark: tuple[DarkSuite, ...] = ()
 
     def with_verdicts(self, project: AsvProject) -> Found:
         """The same read with the verdicts file's newest lines applied: what a re-measure or
@@ -310,7 +314,8 @@ def scan(
     warnings: list[str] = []
     if subjects:
         out = attach_commits(out, project, warnings.append)
-    read = Found((), unreadable, tuple(warnings), tuple(order), all_series, tuple(out))
+    dark = dark_suites(order, all_series, filter(selected, judged_series(all_series)))
+    read = Found((), unreadable, tuple(warnings), tuple(order), all_series, tuple(out), dark)
     return read.with_verdicts(project)
 
 

@@ -13,6 +13,7 @@ import json
 from collections import defaultdict
 from collections.abc import Sequence
 
+from fwdasv.analysis.findings.dark import DarkSuite, dark_line
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.rules.status import Status
 from fwdasv.asv.history import Problem
@@ -119,7 +120,10 @@ def unreadable_line(unreadable: Sequence[Problem]) -> str:
 
 
 def format_findings(
-    findings: Sequence[Finding], fmt: str, unreadable: Sequence[Problem] = ()
+    findings: Sequence[Finding],
+    fmt: str,
+    unreadable: Sequence[Problem] = (),
+    dark: Sequence[DarkSuite] = (),
 ) -> str:
     gating = sum(f.gating for f in findings)
     if fmt == "json":
@@ -132,6 +136,8 @@ def format_findings(
                 "above_threshold": gating,
                 "unreadable": [{"path": p.path, "error": p.message} for p in unreadable],
                 "unreadable_count": len(unreadable),
+                # Suites with nothing measured at their newest commit (`rules/dark.py`).
+                "unmeasured": [d.to_json() for d in dark],
             },
             indent=2,
             allow_nan=False,
@@ -155,7 +161,12 @@ def format_findings(
     for f in findings:
         counts[f.status] += 1
     tally = ", ".join(f"{n} {s}" for s, n in counts.items()) or "none"
-    note = unreadable_line(unreadable) if unreadable else ""
+    note = ". ".join(
+        [
+            *([unreadable_line(unreadable)] if unreadable else []),
+            *([dark_line(dark)] if dark else []),
+        ]
+    )
     if fmt == "markdown":
         tail = f"\n**{note}.**\n" if note else ""
         if not findings:
@@ -171,7 +182,7 @@ def format_findings(
     if fmt == "table":
         tail = f"\n{note}" if note else ""
         if not findings:
-            where = "readable" if note else "stored"
+            where = "readable" if unreadable else "stored"
             return f"No regressions in the {where} results." + tail
         out = text_table(headers, rows)
         if RE_MEASURED_HEADER in headers:

@@ -2,7 +2,8 @@
 
 `news` picks the findings the night brought: a regression, suspected or confirmed one
 whose (finding, status) was not in the results before the night's run (a step first
-seen, or first confirmed). `night_document` is one document in the shape Slack's
+seen, or first confirmed); `dark_news` the suites that went dark during it (measured
+nothing at their newest commit, `fwdasv.analysis.rules.dark`), each told once. `night_document` is one document in the shape Slack's
 incoming webhooks take (`text`, and `blocks` of mrkdwn sections) with the same facts
 for any other webhook under `fwdasv` (each finding: series, change, range, status,
 culprit, and its row on the site: `fwdasv/findings.html#finding-<id>` under
@@ -19,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 
+from fwdasv.analysis.findings.dark import DarkSuite
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.publish.pages import PAGES
 from fwdasv.analysis.publish.publish import finding_id
@@ -35,6 +37,17 @@ SHOWN = 10  # findings listed in the message's text (all of them under `fwdasv`)
 def seen(found: Iterable[Finding]) -> frozenset[tuple[object, str]]:
     """What a night compares against: each finding's (ident, status) before its run."""
     return frozenset((f.ident, str(f.status)) for f in found)
+
+
+def seen_dark(dark: Iterable[DarkSuite]) -> frozenset[tuple[object, ...]]:
+    """The suites gone dark before a night's run: each once while it stays dark (its
+    machine, environment, suite and the commit it was last measured at)."""
+    return frozenset((d.machine, d.env_name, d.suite, d.last_measured) for d in dark)
+
+
+def dark_news(before: frozenset[tuple[object, ...]], dark: Iterable[DarkSuite]) -> list[DarkSuite]:
+    """The suites of `dark` that went dark during the night (none already dark before)."""
+    return [d for d in dark if (d.machine, d.env_name, d.suite, d.last_measured) not in before]
 
 
 def news(before: frozenset[tuple[object, str]], found: Iterable[Finding]) -> list[Finding]:
@@ -88,20 +101,32 @@ def _line(finding: Finding, site_url: str | None) -> str:
     )
 
 
+def _dark_line(dark: DarkSuite) -> str:
+    return (
+        f"• `{dark.suite}` measured nothing at `{dark.commit[:8]}` (every case skipped or "
+        f"failed; last measured at `{dark.last_measured[:8]}`): a step there would not show"
+    )
+
+
 def night_document(
     project: str,
     machine: str,
     new: Sequence[Finding],
     status: int,
     site_url: str | None = None,
+    dark: Sequence[DarkSuite] = (),
 ) -> dict[str, object]:
-    """One night's message (see the module); `status` is the night's exit status."""
+    """One night's message (see the module); `status` is the night's exit status, `dark`
+    the suites that went dark tonight."""
     headline = (
         f"fwdasv nightly, {project} on {machine}: {len(new)} new finding(s), exit status {status}"
     )
+    if dark:
+        headline += f", {len(dark)} suite(s) measured nothing"
     lines = [_line(f, site_url) for f in new[:SHOWN]]
     if len(new) > SHOWN:
         lines.append(f"… and {len(new) - SHOWN} more")
+    lines.extend(_dark_line(d) for d in dark)
     if site_url:
         lines.append(f"<{site_url.rstrip('/')}/{PAGES}/findings.html|All findings>")
     return {
@@ -116,6 +141,7 @@ def night_document(
             "status": status,
             "site": site_url,
             "findings": [_finding_json(f, site_url) for f in new],
+            "unmeasured": [d.to_json() for d in dark],
         },
     }
 

@@ -3,7 +3,8 @@
 A `Gate` is one small frozen value, as pytest-benchmark's `PercentageRegressionCheck`
 is: the statuses that fail, and how verdicts become an exit status (2 when result files
 could not be read, whatever else was found, as a step there is invisible, unless the
-command skips them; else 1 when any fails; else 0). Every command that gates reads one
+command skips them, or when a suite measured nothing at its newest commit; else 1 when
+any fails; else 0). Every command that gates reads one
 of these:
 
     FINDINGS         regressions, confirm, publish's count, nightly --no-confirm, the
@@ -43,11 +44,12 @@ class Gate:
         """How many of the verdicts fail the check."""
         return sum(1 for status in statuses if self.fails(status))
 
-    def exit_status(self, statuses: Iterable[str], unreadable: int = 0) -> int:
-        """EXIT_UNREADABLE (2) when `unreadable` result files could not be read, whatever the
-        verdicts (a step at their commits is invisible, and one beside them can be misread);
-        else EXIT_FINDING (1) when any verdict fails the check; else EXIT_OK (0)."""
-        if unreadable:
+    def exit_status(self, statuses: Iterable[str], unreadable: int = 0, dark: int = 0) -> int:
+        """EXIT_UNREADABLE (2) when `unreadable` result files could not be read or `dark`
+        suites measured nothing at their newest commit (`rules.dark`), whatever the verdicts
+        (a step at those commits is invisible, and one beside them can be misread); else
+        EXIT_FINDING (1) when any verdict fails the check; else EXIT_OK (0)."""
+        if unreadable or dark:
             return EXIT_UNREADABLE
         if any(self.fails(status) for status in statuses):
             return EXIT_FINDING

@@ -11,45 +11,15 @@ import json
 import shutil
 import socket
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from webhook import Hook
 
 from fwdasv.analysis.publish import notify
 from fwdasv.cli import main
-
-
-class Hook:
-    """A webhook on 127.0.0.1: every POST body kept, answered with `codes` in turn (then 200)."""
-
-    def __init__(self, codes: tuple[int, ...] = ()) -> None:
-        self.bodies: list[dict] = []
-        self.codes = list(codes)
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers["Content-Length"])
-                hook.bodies.append(json.loads(self.rfile.read(length)))
-                self.send_response(hook.codes.pop(0) if hook.codes else 200)
-                self.end_headers()
-                self.wfile.write(b"ok")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
