@@ -61,18 +61,21 @@ def _parent_ready(path: Path, make_parents: bool, what: str) -> None:
             raise OutputPathError(
                 f"{what} {path}: cannot create {parent} ({error.strerror})"
             ) from None
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{what} {path}: the directory {parent} is not writable")
-    _probe(parent, f"{what} {path}: no file can be created in {parent}")
+    _takes_files(parent, f"{what} {path}")
 
 
-def _probe(directory: Path, refused: str) -> None:
+def _takes_files(directory: Path, said: str) -> None:
+    """One clear error, starting with `said`, unless a new file can be made in `directory`."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise OutputPathError(f"{said}: the directory {directory} is not writable")
     # os.access answers yes to root wherever the mode bits allow: /proc, a read-only mount
     # or a full disk refuse a new file only when one is made.
     try:
         fd, probe = tempfile.mkstemp(prefix=".fwdasv-probe-", dir=directory)
     except OSError as error:
-        raise OutputPathError(f"{refused} ({error.strerror})") from None
+        raise OutputPathError(
+            f"{said}: no file can be created in {directory} ({error.strerror})"
+        ) from None
     os.close(fd)
     os.unlink(probe)
 
@@ -99,9 +102,7 @@ def check_output_dir(
             raise OutputPathError(
                 f"{what} {path} is {_kind(mode)}; give a directory (new or existing)"
             )
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise OutputPathError(f"{what} {path}: the directory is not writable")
-        _probe(path, f"{what} {path}: no file can be created in it")
+        _takes_files(path, f"{what} {path}")
         return path
     _parent_ready(path, make_parents, what)
     try:
@@ -121,9 +122,7 @@ def check_project_dir(path: str | os.PathLike[str], *, what: str = "--dir") -> P
     """
     path = Path(path)
     if path.is_dir():
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise OutputPathError(f"{what} {path}: the directory is not writable")
-        _probe(path, f"{what} {path}: no file can be created in it")
+        _takes_files(path, f"{what} {path}")
         return path
     if path.exists() or path.is_symlink():
         mode = path.lstat().st_mode
@@ -137,9 +136,7 @@ def check_project_dir(path: str | os.PathLike[str], *, what: str = "--dir") -> P
         raise OutputPathError(
             f"{what} {path}: {ancestor} is {kind}, not a directory; give a path in a directory"
         )
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{what} {path}: the directory {ancestor} is not writable")
-    _probe(ancestor, f"{what} {path}: nothing can be created in {ancestor}")
+    _takes_files(ancestor, f"{what} {path}")
     return path
 
 

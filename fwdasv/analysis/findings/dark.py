@@ -7,6 +7,7 @@ listing that names them. Why it matters, and what is not dark: the rule's module
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,14 +28,7 @@ class DarkSuite:
     cases: int
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "machine": self.machine,
-            "env_name": self.env_name,
-            "suite": self.suite,
-            "commit": self.commit,
-            "last_measured": self.last_measured,
-            "cases": self.cases,
-        }
+        return dataclasses.asdict(self)
 
 
 def dark_suites(
