@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fwdasv.core.errors import UserError
+from fwdasv.core.files import NotRegularFileError, read_regular
 
 
 class CaseError(UserError, ValueError):
@@ -233,13 +234,18 @@ def load_cases(path: str | Path) -> list[BenchCase]:
     """
     path = Path(path)
     try:
-        text = path.read_text()
+        # Not path.read_text(): a FIFO with no writer would hold the bench until killed.
+        text = read_regular(path).decode()
     except FileNotFoundError:
         raise CaseError(
             f"Shapes file {path} does not exist; pass an existing JSON or YAML file"
         ) from None
+    except NotRegularFileError as error:
+        raise CaseError(f"Shapes file {path} is {error}; pass a JSON or YAML file") from None
     except OSError as error:
         raise CaseError(f"Shapes file {path} cannot be read: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise CaseError(f"Shapes file {path} is not UTF-8 text; pass a JSON or YAML file") from None
     try:
         if path.suffix in (".yaml", ".yml"):
             import yaml

@@ -453,8 +453,20 @@ def test_missing_shapes_file(tmp_path):
 
 
 def test_shapes_path_that_is_a_directory(tmp_path):
-    with pytest.raises(CaseError, match=rf"Shapes file {tmp_path} cannot be read"):
+    with pytest.raises(CaseError, match=rf"Shapes file {tmp_path} is a directory, not a regular"):
         load_cases(tmp_path)
+
+
+def test_a_shapes_fifo_is_refused_at_once_and_binary_is_named(tmp_path):
+    """A FIFO with no writer held the bench until it was killed (path.read_text waits)."""
+    fifo = tmp_path / "shapes.json"
+    os.mkfifo(fifo)
+    with pytest.raises(CaseError, match=rf"^Shapes file {fifo} is a FIFO, not a regular file"):
+        load_cases(fifo)
+    binary = tmp_path / "shapes.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(CaseError, match=rf"^Shapes file {binary} is not UTF-8 text"):
+        load_cases(binary)
 
 
 @settings(max_examples=100, deadline=None)
