@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwdasv.core.files import NotRegularFileError, read_regular
 from fwdasv.hw.errors import HardwareError
 
 STATE_FILE_ENV = "FWDASV_HW_STATE_FILE"
@@ -165,10 +166,15 @@ def _not_a_state_file(path: object) -> HardwareError:
 
 def load_state(path: Path) -> HwState:
     try:
-        state = json.loads(path.read_text())
+        # Not path.read_text(): a FIFO with no writer would hold reset (and the clocks) forever.
+        state = json.loads(read_regular(path))
+    except NotRegularFileError as error:
+        raise HardwareError(
+            f"the saved GPU state {path} is {error}; give the --state-file setup wrote"
+        ) from None
     except OSError as error:
         raise HardwareError(f"cannot read the saved GPU state {path}: {error.strerror}") from None
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise HardwareError(
             f"the saved GPU state {path} is not valid JSON ({error}); restore the GPUs by hand "
             "(nvidia-smi -rgc -rmc) and delete it"

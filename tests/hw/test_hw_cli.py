@@ -5,6 +5,7 @@ reset, machine, and every option's help.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 from pathlib import Path
@@ -63,6 +64,20 @@ def test_cli_setup_dry_run_then_setup_and_reset(fake: FakeNvml, as_root, state_f
     assert fake.settings() == before and not state_file.exists()
     again = invoke("reset")
     assert again.exit_code == 2 and "nothing to reset" in one_error_line(again.stderr, ignoring=())
+
+
+def test_cli_reset_refuses_a_fifo_state_file_at_once(fake: FakeNvml, as_root, tmp_path: Path):
+    """A FIFO with no writer at --state-file held reset (read_text waits) until killed."""
+    fifo = tmp_path / "state.json"
+    os.mkfifo(fifo)
+    before = fake.settings()
+    result = invoke("reset", "--state-file", str(fifo))
+    assert result.exit_code == 2, result.output
+    assert one_error_line(result.stderr, ignoring=()) == (
+        f"Error: the saved GPU state {fifo} is a FIFO, not a regular file; give the "
+        "--state-file setup wrote"
+    )
+    assert fake.setter_calls == [] and fake.settings() == before and fifo.exists()
 
 
 def test_cli_machine_prints_the_entry(fake: FakeNvml, tmp_path: Path):
