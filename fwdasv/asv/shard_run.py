@@ -30,7 +30,7 @@ from fwdasv.asv.locked_machine import MODULE as LOCKED_ASV
 from fwdasv.asv.locked_machine import machine_file_locked
 from fwdasv.asv.project import ASV_TIMEOUT_S, RUN_OK, AsvError, AsvProject, run_args
 from fwdasv.asv.vllm_base import compiled_guard
-from fwdasv.core.files import write_atomic
+from fwdasv.core.files import NotRegularFileError, read_regular, write_atomic
 from fwdasv.hw.devices import VISIBLE_DEVICES
 from fwdasv.hw.machine import write_machine_file
 from fwdasv.hw.shard import GpuMachine, Shard, ShardPlan
@@ -46,10 +46,13 @@ def range_commits(project: AsvProject, spec: str) -> list[str]:
     `HASHFILE:F` (one per line), oldest first, as full hashes."""
     if spec.startswith("HASHFILE:"):
         path = Path(spec.removeprefix("HASHFILE:")).expanduser()
-        try:
-            names = [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        try:  # read_regular: a FIFO with no writer would hold the run until killed
+            text = read_regular(path).decode("utf-8", "replace")
+        except NotRegularFileError as error:
+            raise AsvError(f"{spec}: it is {error}; give a file of one commit a line") from None
         except OSError as error:
             raise AsvError(f"{spec}: cannot read it ({error.strerror})") from None
+        names = [line.strip() for line in text.splitlines() if line.strip()]
         return [project.resolve(name) for name in names]
     good, sep, bad = spec.partition("..")
     if not sep or not good or not bad or bad.startswith("."):

@@ -10,6 +10,7 @@ fast ones put a stand-in for `python -m asv` at the launch boundary.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -212,6 +213,11 @@ def test_a_range_is_taken_as_asv_takes_it_or_refused_in_one_line(tmp_path):
     for bad in ("ALL", "main", "..x", "a...b"):
         with pytest.raises(AsvError, match=r"give A\.\.B"):
             range_commits(project, bad)
+    # A FIFO with no writer held the run until killed (read_text waits).
+    fifo = tmp_path / "hashes.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(AsvError, match=r"it is a FIFO, not a regular file; give a file of one"):
+        range_commits(project, f"HASHFILE:{fifo}")
 
 
 @pytest.mark.slow
