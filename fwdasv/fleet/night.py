@@ -9,8 +9,8 @@ new ones), the triage of every finding on the GPU that measured it
 (every machine), and nightly's gate over every machine's findings
 (`rules.gate.nightly_gate`, confirmed findings only; what someone triaged is listed, not
 counted). Hardware setup and pre-flight stay with each host (`fwdasv hw`). Exit status:
-nightly's (0, 1 a confirmed regression nobody triaged, 2 an unreadable result file or a
-commit no GPU measured).
+nightly's (0, 1 a confirmed regression nobody triaged, 2 an unreadable result file, a
+suite gone dark on a machine (`rules.dark`) or a commit no GPU measured).
 """
 
 from __future__ import annotations
