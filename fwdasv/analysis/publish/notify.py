@@ -7,9 +7,10 @@ nothing at their newest commit, `fwdasv.analysis.rules.dark`), each told once.
 `night_document` is one document in the shape Slack's incoming webhooks take (`text`,
 and `blocks` of mrkdwn sections) with the same facts for any other webhook under
 `fwdasv` (each finding: series, change, range, status, culprit, and its row on the site:
-`fwdasv/findings.html#finding-<id>` under `--site-url`; each suite gone dark). `post` sends it with urllib only: ATTEMPTS tries, RETRY_DELAYS_S apart,
-on a refused connection, a timeout or a 5xx/429; every failure is said through `echo`
-and `post` never raises: a message that cannot be sent never changes the night's gate.
+`fwdasv/findings.html#finding-<id>` under `--site-url`; each suite gone dark). `post`
+sends it with urllib only: ATTEMPTS tries, RETRY_DELAYS_S apart, on a refused
+connection, a timeout or a 5xx/429; every failure is said through `echo` and `post`
+never raises: a message that cannot be sent never changes the night's gate.
 """
 
 from __future__ import annotations
