@@ -72,7 +72,8 @@ def dark_line(dark: Sequence[DarkSuite]) -> str:
     )
     return (
         f"Not measured at the newest commit, every case skipped or failed: {named}. A "
-        "regression there would not show here; `asv run` says why (its `asv: skipped:` "
-        "and failure lines): fix the suite's target, or take a retired suite out of "
-        "benchmarks/"
+        "regression there would not show here; `asv run` says why (its `asv: skipped:`, "
+        "failure and build lines): fix what it names (the suite's target, the build, a "
+        "compiled vLLM base older than the commit's compiled code), or take a retired "
+        "suite out of benchmarks/"
     )
