@@ -27,6 +27,11 @@ class DarkSuite:
     last_measured: str
     cases: int
 
+    @property
+    def ident(self) -> tuple[str, str | None, str, str]:
+        """What stays the same while the suite stays dark: a night tells it once."""
+        return (self.machine, self.env_name, self.suite, self.last_measured)
+
     def to_json(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 

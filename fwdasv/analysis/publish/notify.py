@@ -41,14 +41,13 @@ def seen(found: Iterable[Finding]) -> frozenset[tuple[object, str]]:
 
 
 def seen_dark(dark: Iterable[DarkSuite]) -> frozenset[tuple[object, ...]]:
-    """The suites gone dark before a night's run: each once while it stays dark (its
-    machine, environment, suite and the commit it was last measured at)."""
-    return frozenset((d.machine, d.env_name, d.suite, d.last_measured) for d in dark)
+    """The suites gone dark before a night's run, by `DarkSuite.ident`."""
+    return frozenset(d.ident for d in dark)
 
 
 def dark_news(before: frozenset[tuple[object, ...]], dark: Iterable[DarkSuite]) -> list[DarkSuite]:
     """The suites of `dark` that went dark during the night (none already dark before)."""
-    return [d for d in dark if (d.machine, d.env_name, d.suite, d.last_measured) not in before]
+    return [d for d in dark if d.ident not in before]
 
 
 def news(before: frozenset[tuple[object, str]], found: Iterable[Finding]) -> list[Finding]:
