@@ -5,8 +5,9 @@ that raised elsewhere as failed: neither is a value, and step detection reads on
 values. When every case of a suite has no value at the newest commit asv recorded it at,
 the newest commits are invisible to the findings, and a listing of "no regressions" says
 nothing of them: the target's module was renamed, the forward bench went away, every case
-started failing validation. `gone_dark` finds that; `fwdasv regressions` and `fwdasv
-nightly` name the suite and exit 2, as for a result file they could not read.
+started failing validation, the commit did not build. `gone_dark` finds that; the
+commands that gate (regressions, confirm, nightly, fleet-nightly) name the suite and exit
+2, as for a result file they could not read.
 
 Not dark: a suite never measured on the machine (a pipeline suite on one GPU: skipped
 from the start, as designed), one with a value in any case at its newest recorded commit
