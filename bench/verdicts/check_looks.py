@@ -35,6 +35,13 @@ GPU's samples spread within a process about as its process medians do, the H100'
 `track_spread_pct` 0.04-0.09% beside medians 0.04% apart, section 35). A process's burst
 moves all its samples. Fixed cost: no looks.
 
+`--levels GAP` asks another question: a GPU whose processes fall on one of two levels GAP %
+apart (section 39's H100: 1393 and 1398 us, 0.36%; its stored history gave the check a
+0.242% prior, and a docs-only pull request came out `undecided` at a cap of 3). Every
+process, the stored history's included, lands on the upper level with probability 1/2,
+besides its normal draw; only the steady rows at 0.03% and 0.1% spread are drawn, at
+`--max-processes` (run it again with `--max-processes 3` for section 39's cap).
+
 Prints, per spread and step, each way's share of `worse` (a false alarm where the step
 is 0, a detection where it is at least min_effect_pct, 0.3%), `undecided`, and the mean
 processes a side it took; asv's rule, its share of `worse`.
@@ -142,13 +149,16 @@ def asv_worse(
 
 
 def _offsets(
-    rng: np.random.Generator, shape: tuple[int, ...], spread: float, odd: float
+    rng: np.random.Generator, shape: tuple[int, ...], spread: float, odd: float, levels: float = 0
 ) -> np.ndarray:
     """Process medians' relative offsets: normal at `spread` %, and a share `odd` of them
-    15-40% slow besides (a neighbour's burst)."""
+    15-40% slow besides (a neighbour's burst); with `levels`, half of them, at random,
+    `levels` % slower besides (a GPU whose processes fall on two levels)."""
     offs = rng.standard_normal(shape) * spread / 100
     if odd:
         offs += (rng.random(shape) < odd) * rng.uniform(0.15, 0.40, shape)
+    if levels:
+        offs += (rng.random(shape) < 0.5) * levels / 100
     return offs
 
 
@@ -180,7 +190,15 @@ def main() -> None:
     parser.add_argument(
         "--within", type=float, default=1.0, help="samples' spread in a process / the spread"
     )
+    parser.add_argument(
+        "--levels",
+        type=float,
+        default=0.0,
+        metavar="GAP",
+        help="processes on two levels GAP %% apart (steady rows only) [default: one level]",
+    )
     args = parser.parse_args()
+    scenarios = ((0.03, 0.0), (0.1, 0.0)) if args.levels else SCENARIOS
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     asv_rng = np.random.default_rng([args.seed, 1])  # asv's samples: the other draws as before
@@ -191,6 +209,7 @@ def main() -> None:
         f"{args.history_processes} process(es); asv's rule at {args.asv_processes} process(es) "
         f"a side of {args.asv_samples} samples, within-process spread {args.within:g} x spread, "
         f"factor {args.asv_factor:g}"
+        + (f"; two levels {args.levels:g}% apart" if args.levels else "")
     )
     print()
     ways = ("before", "after", "history")
@@ -201,14 +220,14 @@ def main() -> None:
         + " |"
     )
     print("|---|---|---|" + "---|" * (3 * len(ways) + len(args.asv_processes)))
-    for spread, odd in SCENARIOS:
+    for spread, odd in scenarios:
         for step in STEPS:
-            offs = _offsets(rng, (args.pairs, 2, width), spread, odd)
+            offs = _offsets(rng, (args.pairs, 2, width), spread, odd, args.levels)
             draws = [
                 (list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs
             ]
             shape = (args.pairs, args.history, args.history_processes)
-            stored = 1000 * (1 + _offsets(rng, shape, spread, odd).mean(axis=2))
+            stored = 1000 * (1 + _offsets(rng, shape, spread, odd, args.levels).mean(axis=2))
             # As check.stored_noise: the commits' noise as one process's median.
             priors = [
                 estimate_noise([[float(m)] for m in medians]).per_process(args.history_processes)

@@ -82,3 +82,26 @@ def test_asvs_pair_rule_beside_the_checks_is_asvs_own_code_on_the_same_pairs() -
         priors = [looks.estimate_noise([[float(m)] for m in row]) for row in stored]
         words, _ = looks.run(looks.check._judged, draws, 12, priors)
         assert flagged >= 15 and words.get("worse", 0) <= 3, (flagged, words)
+
+
+def test_a_two_level_gpus_no_op_pairs_stay_quiet_at_the_default_cap_not_at_a_cap_of_3() -> None:
+    """Processes on two levels 0.36% apart (section 39's H100), a stored series drawn the
+    same way as the prior: half of them land on the upper level; at the default cap a no-op
+    pair is hardly ever `worse` (the slowdown must hold over 3 more a side) and is often
+    `undecided`; at a cap of 3 nothing can hold, and a pair whose three processes a side
+    fell on opposite levels is called `worse` (docs/measurements.md section 40)."""
+    with bench_script("verdicts/check_looks.py") as looks:
+        rng = np.random.default_rng(7)
+        offs = looks._offsets(rng, (400, 2, 24), 0.03, 0.0, 0.36)
+        upper = offs > 0.18 / 100
+        assert 0.45 < upper.mean() < 0.55, upper.mean()
+        assert abs(offs[upper].mean() - offs[~upper].mean() - 0.0036) < 0.0001
+        draws = [(list(1000 * (1 + d[0])), list(1000 * (1 + d[1]))) for d in offs]
+        stored = 1000 * (1 + looks._offsets(rng, (400, 30), 0.03, 0.0, 0.36))
+        priors = [looks.estimate_noise([[float(m)] for m in row]) for row in stored]
+        default, taken = looks.run(looks.check._judged, draws, 12, priors)
+        capped, _ = looks.run(looks.check._judged, draws, 3, priors)
+        assert default.get("worse", 0) <= 4 and default.get("undecided", 0) >= 40, default
+        assert taken > 4, taken
+        assert capped.get("worse", 0) > default.get("worse", 0), (capped, default)
+        assert capped.get("undecided", 0) > default.get("undecided", 0), (capped, default)
