@@ -56,7 +56,8 @@ from fwdasv.core.files import check_output_path, write_atomic
     type=click.IntRange(min=1),
     default=confirm.MAX_PROCESSES,
     show_default=True,
-    help="Bench processes per side at most (3 at a time while a case is undecided).",
+    help="Bench processes per side at most (3 at a time while a case is undecided). A "
+    "slowdown must hold over 3 more a side; under 6 it may have no room to.",
 )
 @click.option(
     "--fresh",
