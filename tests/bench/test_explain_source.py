@@ -28,9 +28,9 @@ def test_explain_source_script_names_the_added_op_and_line_on_cpu(
     and its mark are structure, asserted always. Whether the whole forward's change
     stands out of the noise (explain's exit 1) is the GPU's must-show: on a CPU, 3
     profiles a side of 4 layers beside a neighbour's load can leave the tanh's +0.4 ms
-    inside the op time's noise (seen 2026-12-06: net +65 us, noise +-84 us, explain exit
-    0; docs/measurements.md section 40). There the test holds that explain said so and
-    that the script then failed its exit_1 check, and only that."""
+    inside the op time's noise (docs/measurements.md section 40). There the test holds
+    that explain said so and that the script then failed its exit_1 check, and only
+    that."""
     script = ROOT / "bench" / "h200" / "explain_source.py"
     out = tmp_path / "out"
     argv = [sys.executable, str(script), "--out", str(out), "--device", "cpu"]
