@@ -4,7 +4,7 @@
 # first time), Debian's chromium for the browser test, then ruff, mypy and pytest.
 # Extra arguments go to pytest (e.g. scripts/test.sh -k cases). The end-to-end
 # must-shows marked `long` (minutes of real asv each: a busy box, a script repository,
-# every command) are left out, to keep CI inside 20 minutes (the tests take about 14 on
+# every command) are left out, to keep CI inside 20 minutes (the tests took 14-17 on
 # a 2-core box); `scripts/test.sh --long` runs them too (`pytest -m long` alone: 18
 # minutes there).
 set -euo pipefail
