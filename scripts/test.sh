@@ -36,15 +36,23 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # The vllm extra pins torch (vllm 0.33.0: the CUDA 2.14.0 wheel): this environment is
 # the vLLM contract's, apart from the demo's (.venv-demo, scripts/demo.sh).
-echo "[test.sh] installing fwdasv[test,vllm] into .venv (vllm==0.33.0 and its torch: about"
-echo "[test.sh]   10 GB the first time, several minutes; pip's progress below)"
+# uv installs it: pip took 225 s for the 235 packages of a first install on a 2-core VM,
+# uv 30 s (parallel downloads; docs/measurements.md, section 41). uv itself comes from
+# pip. Its cache lies inside .venv (same filesystem: the files are hard links, not a
+# second 10 GB copy), so a second run of this script installs nothing again.
+echo "[test.sh] installing fwdasv[test,vllm] into .venv with uv (vllm==0.33.0 and its torch:"
+echo "[test.sh]   about 10 GB the first time, a minute or more)"
 set +e
-# --no-cache-dir: no second copy of the downloads (several GB) in pip's cache.
-.venv/bin/python -m pip install --disable-pip-version-check --no-cache-dir -e '.[test,vllm]' 2>&1 \
-  | grep --line-buffered -E '^(Collecting|Downloading|Installing|Successfully|ERROR|error)'
+.venv/bin/python -m pip install --disable-pip-version-check --no-cache-dir -q 'uv>=0.5,<1' 2>&1 \
+  | grep -v "^WARNING: Location"
 pip_status=${PIPESTATUS[0]}
+if [ "$pip_status" = 0 ]; then
+  UV_CACHE_DIR=.venv/.uv-cache .venv/bin/python -m uv pip install --python .venv/bin/python \
+    -e '.[test,vllm]' 2>&1 | grep --line-buffered -v -E '^ [-+~] '
+  pip_status=${PIPESTATUS[0]}
+fi
 set -e
-[ "$pip_status" = 0 ] || { echo "[test.sh] pip install failed (status $pip_status)"; exit 1; }
+[ "$pip_status" = 0 ] || { echo "[test.sh] the install failed (status $pip_status)"; exit 1; }
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   # Root (or sudo) and apt only when they are missing.
   echo "[test.sh] installing Debian's chromium and chromium-driver (browser test; needs apt and root)"
