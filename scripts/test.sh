@@ -36,10 +36,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # The vllm extra pins torch (vllm 0.33.0: the CUDA 2.14.0 wheel): this environment is
 # the vLLM contract's, apart from the demo's (.venv-demo, scripts/demo.sh).
-# uv installs it: pip took 225 s for the 235 packages of a first install on a 2-core VM,
-# uv 30 s (parallel downloads; docs/measurements.md, section 41). uv itself comes from
-# pip. Its cache lies inside .venv (same filesystem: the files are hard links, not a
-# second 10 GB copy), so a second run of this script installs nothing again.
+# uv installs it: a first install on a 2-core VM took pip 225 s, uv 71 s (parallel
+# downloads and byte-compiling; docs/measurements.md, section 41). --compile-bytecode as
+# pip does: without it, where PYTHONDONTWRITEBYTECODE is set (as on that VM) every
+# process compiles torch and vllm anew (import torch 3.3 s against 1.8 s). uv itself
+# comes from pip. Its cache lies inside .venv (same filesystem: hard links, not a second
+# 10 GB copy), so a second run of this script installs nothing again.
 echo "[test.sh] installing fwdasv[test,vllm] into .venv with uv (vllm==0.33.0 and its torch:"
 echo "[test.sh]   about 10 GB the first time, a minute or more)"
 set +e
@@ -47,8 +49,8 @@ set +e
   | grep -v "^WARNING: Location"
 pip_status=${PIPESTATUS[0]}
 if [ "$pip_status" = 0 ]; then
-  UV_CACHE_DIR=.venv/.uv-cache .venv/bin/python -m uv pip install --python .venv/bin/python \
-    -e '.[test,vllm]' 2>&1 | grep --line-buffered -v -E '^ [-+~] '
+  UV_CACHE_DIR=.venv/.uv-cache .venv/bin/python -m uv pip install --compile-bytecode \
+    --python .venv/bin/python -e '.[test,vllm]' 2>&1 | grep --line-buffered -v -E '^ [-+~] '
   pip_status=${PIPESTATUS[0]}
 fi
 set -e
