@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up and run fwdasv's tests on a fresh machine: a venv in .venv with fwdasv
-# and its test and vLLM-contract extras (vllm==0.33.0, about 10 GB, a few minutes the
-# first time), Debian's chromium for the browser test, then ruff, mypy and pytest.
-# Extra arguments go to pytest (e.g. scripts/test.sh -k cases). The end-to-end
+# and its test and vLLM-contract extras (vllm==0.33.0, about 10 GB, a minute or two the
+# first time, through uv), Debian's chromium for the browser test, then ruff, mypy and
+# pytest. Extra arguments go to pytest (e.g. scripts/test.sh -k cases). The end-to-end
 # must-shows marked `long` (minutes of real asv each: a busy box, a script repository,
-# every command) are left out, to keep CI inside 20 minutes (the tests took 14-17 on
-# a 2-core box); `scripts/test.sh --long` runs them too (`pytest -m long` alone: 18
-# minutes there).
+# every command) are left out, to keep CI inside 20 minutes (a new clone's .ci/run took
+# 979 s on a 2-core box); `scripts/test.sh --long` runs them too (`pytest -m long` alone:
+# 18 minutes there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 long="not long and "
@@ -16,7 +16,7 @@ if [ "${1:-}" = "--long" ]; then
 fi
 python=${PYTHON:-python3}
 # A first install needs room: .venv ends near 10 GB (vllm==0.33.0 pulls the CUDA torch and
-# its libraries) and pip unpacks each download beside it. Say so before pip runs out of
+# its libraries) and the installer unpacks each download. Say so before it runs out of
 # disk half-way (OSError 28) rather than after. FWDASV_INSTALL_GB sets the need.
 if ! compgen -G ".venv/lib/python3*/site-packages/vllm-0.33.0.dist-info" > /dev/null; then
   need_gb=${FWDASV_INSTALL_GB:-12}
@@ -36,7 +36,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # The vllm extra pins torch (vllm 0.33.0: the CUDA 2.14.0 wheel): this environment is
 # the vLLM contract's, apart from the demo's (.venv-demo, scripts/demo.sh).
-# uv installs it: a first install on a 2-core VM took pip 225 s, uv 71 s (parallel
+# uv installs it: a first install on a quiet 2-core VM took pip 196 s, uv 71 s (parallel
 # downloads and byte-compiling; docs/measurements.md, section 41). --compile-bytecode as
 # pip does: without it, where PYTHONDONTWRITEBYTECODE is set (as on that VM) every
 # process compiles torch and vllm anew (import torch 3.3 s against 1.8 s). uv itself
@@ -47,14 +47,14 @@ echo "[test.sh]   about 10 GB the first time, a minute or more)"
 set +e
 .venv/bin/python -m pip install --disable-pip-version-check --no-cache-dir -q 'uv>=0.5,<1' 2>&1 \
   | grep -v "^WARNING: Location"
-pip_status=${PIPESTATUS[0]}
-if [ "$pip_status" = 0 ]; then
+install_status=${PIPESTATUS[0]}
+if [ "$install_status" = 0 ]; then
   UV_CACHE_DIR=.venv/.uv-cache .venv/bin/python -m uv pip install --compile-bytecode \
     --python .venv/bin/python -e '.[test,vllm]' 2>&1 | grep --line-buffered -v -E '^ [-+~] '
-  pip_status=${PIPESTATUS[0]}
+  install_status=${PIPESTATUS[0]}
 fi
 set -e
-[ "$pip_status" = 0 ] || { echo "[test.sh] the install failed (status $pip_status)"; exit 1; }
+[ "$install_status" = 0 ] || { echo "[test.sh] the install failed (status $install_status)"; exit 1; }
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   # Root (or sudo) and apt only when they are missing.
   echo "[test.sh] installing Debian's chromium and chromium-driver (browser test; needs apt and root)"
@@ -64,26 +64,31 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
 else
   echo "[test.sh] chromium and chromedriver found: nothing to install (no root needed)"
 fi
-echo "[test.sh] ruff"
-.venv/bin/python -m ruff check fwdasv tests benchmarks scripts bench
-.venv/bin/python -m ruff format --check fwdasv tests benchmarks scripts bench
-# mypy: the whole package at pyproject's settings, core/ and analysis/ also --strict.
-echo "[test.sh] mypy"
-.venv/bin/python -m mypy
-.venv/bin/python -m mypy --strict --follow-imports=silent fwdasv/core fwdasv/analysis
 # The tests whose verdicts rest on CPU timings (marker `measure`, set by
 # tests/conftest.py: real asv histories, confirmations, profiles) run in front, one at
 # a time; the rest run beside them at the lowest CPU priority (nice 19), on what the
 # timing leaves idle: a timing taken while another test competes for the CPU is noise,
-# and one pytest after the other would take twice the time. The rest's output follows
-# the timing tests'. The exit status is the first failure's; with no arguments both
-# parts must run tests (pytest's 5, "no tests collected", fails); with arguments
+# and one pytest after the other would take twice the time. The rest start first, beside
+# ruff and mypy (one CPU, about 70 s from a cold cache), which time nothing; the timing
+# tests start after mypy. The rest's output follows the timing tests'. The exit status
+# is the first failure's (ruff, mypy, the timing tests, the rest); with no arguments
+# both parts must run tests (pytest's 5, "no tests collected", fails); with arguments
 # (e.g. -k cases) one part may select none.
 base=$(mktemp -d "${TMPDIR:-/tmp}/fwdasv-tests.XXXXXX")
-echo "[test.sh] pytest: the timing tests, with the rest beside them at nice 19 (log: $base/rest.log)"
+echo "[test.sh] pytest: the tests that time nothing start now at nice 19, beside ruff, mypy"
+echo "[test.sh]   and then the timing tests (their log: $base/rest.log)"
 nice -n 19 .venv/bin/python -m pytest -p no:cacheprovider --durations=25 --basetemp "$base/rest" \
   -m "${long}not measure" "$@" > "$base/rest.log" 2>&1 &
 rest_pid=$!
+lint=0
+echo "[test.sh] ruff"
+.venv/bin/python -m ruff check fwdasv tests benchmarks scripts bench || lint=$?
+.venv/bin/python -m ruff format --check fwdasv tests benchmarks scripts bench || lint=$?
+# mypy: the whole package at pyproject's settings, core/ and analysis/ also --strict.
+echo "[test.sh] mypy"
+.venv/bin/python -m mypy || lint=$?
+.venv/bin/python -m mypy --strict --follow-imports=silent fwdasv/core fwdasv/analysis || lint=$?
+echo "[test.sh] pytest: the timing tests"
 timing=0
 .venv/bin/python -m pytest --durations=25 --basetemp "$base/timing" -m "${long}measure" "$@" \
   || timing=$?
@@ -96,9 +101,10 @@ if [ $# -gt 0 ]; then
   if [ "$timing" = 5 ] && [ "$rest" != 5 ]; then timing=0; fi
   if [ "$rest" = 5 ] && [ "$timing" = 0 ]; then rest=0; fi
 fi
-status=$timing
+status=$lint
+if [ "$status" = 0 ]; then status=$timing; fi
 if [ "$status" = 0 ]; then status=$rest; fi
-echo "[test.sh] pytest exit status $status (timing tests $timing, the others $rest)"
+echo "[test.sh] exit status $status (ruff and mypy $lint, timing tests $timing, the others $rest)"
 # The tests' files (real asv projects and environments, about 400 MB) stay only for a failure.
 if [ "$status" = 0 ]; then rm -rf "$base"; else echo "[test.sh] the tests' files kept in $base"; fi
 exit "$status"

@@ -85,7 +85,19 @@ def test_the_test_script_says_what_it_installs_and_asks_for_root_only_when_neede
     assert "nothing to install (no root needed)" in text
 
 
-def test_the_test_script_stops_before_pip_when_the_disk_cannot_hold_the_install(
+def test_the_test_script_installs_byte_compiled_as_pip_did() -> None:
+    # uv leaves .py files uncompiled unless told; where PYTHONDONTWRITEBYTECODE is set
+    # (this VM) every process then compiled torch and vllm anew: `import torch` 3.3 s
+    # against 1.8 s, and a new clone's tests ran 20% slower (docs/measurements.md, 41).
+    text = SCRIPTS["test.sh"].read_text()
+    # Each `uv pip install` command with its continuation lines.
+    commands = re.findall(r"-m uv pip install(?:[^\n]*\\\n)*[^\n]*", text)
+    assert commands, "test.sh's install is uv's"
+    for command in commands:
+        assert "--compile-bytecode" in command, command
+
+
+def test_the_test_script_stops_before_installing_when_the_disk_cannot_hold_it(
     tmp_path: Path,
 ) -> None:
     # A first install is about 10 GB; with less free, pip used to fail half-way with
