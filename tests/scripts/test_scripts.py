@@ -88,7 +88,7 @@ def test_the_test_script_says_what_it_installs_and_asks_for_root_only_when_neede
 def test_the_test_script_installs_byte_compiled_as_pip_did() -> None:
     # uv leaves .py files uncompiled unless told; where PYTHONDONTWRITEBYTECODE is set
     # (this VM) every process then compiled torch and vllm anew: `import torch` 3.3 s
-    # against 1.8 s, and a new clone's tests ran 20% slower (docs/measurements.md, 41).
+    # against 1.8 s, and a new clone's tests ran a third slower (docs/measurements.md, 41).
     text = SCRIPTS["test.sh"].read_text()
     # Each `uv pip install` command with its continuation lines.
     commands = re.findall(r"-m uv pip install(?:[^\n]*\\\n)*[^\n]*", text)
