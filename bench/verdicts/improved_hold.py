@@ -1,0 +1,140 @@
+"""Should `improved` hold as `worse` does? `fwdasv check`'s looks with and without it.
+
+    python bench/verdicts/improved_hold.py [--pairs 1000] [--seed 1] [--max-processes 12]
+
+`fwdasv check` takes 3 more processes a side before a slowdown stands
+(`fwdasv.analysis.check.check._held`); a speed-up stands at the look that found it. On a
+GPU whose processes fall on two levels, some no-op pull requests came out `improved`
+(docs/measurements.md, section 40). This script asks what a hold for speed-ups would
+buy and cost: each pair is drawn as check_looks.py draws it (its `_offsets`: a normal
+draw of `spread` a process, on one level or on two levels 0.36% apart, section 39's
+H100), HEAD `step` faster or the same, with a prior from 30 stored commits drawn the
+same way (`check.stored_noise`'s estimate), and judged by the check's real looks
+(`check._judged`), then by `_held` as it is, or by `_held` widened to `improved` (this
+script's `held_either`: the same 3 more a side, judged with all the processes; fwdasv
+has no such rule).
+
+Prints, per GPU, spread and step, with and without the hold: the share of pairs
+`improved`, `worse`, `undecided` and `unchanged`, and the mean processes a side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+try:
+    import fwdasv  # noqa: F401
+except ImportError:  # a checkout without `pip install -e .`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from check_looks import MIN_EFFECT_PCT, Draws, _offsets
+
+from fwdasv.analysis.check import check
+from fwdasv.analysis.rules import confirm
+from fwdasv.analysis.rules.check import check_status
+from fwdasv.analysis.rules.confirm import Confirmation
+from fwdasv.analysis.rules.noise import Noise, estimate_noise
+from fwdasv.analysis.rules.status import CompareStatus
+
+# (GPU, spread %, levels' gap %): one level, quiet (an H100's or H200's 0.1%), less so, a
+# CPU box's 1%; section 39's H100 on two levels.
+GPUS = (("one level", 0.1, 0.0), ("one level", 0.3, 0.0), ("one level", 1.0, 0.0))
+GPUS += (("two levels", 0.03, 0.36), ("two levels", 0.1, 0.36))
+STEPS = (0.0, -0.3, -0.5, -1.0, -2.0)
+WORDS = ("improved", "worse", "undecided", "unchanged")
+
+
+def held_either(
+    verdict: Confirmation, cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+) -> Confirmation:
+    """`check._held` widened to speed-ups: a `worse` or `improved` verdict takes
+    HOLD_PROCESSES more a side and is judged again with all the processes."""
+    more = min(check.HOLD_PROCESSES, max_processes - cursor.taken)
+    word = check_status(verdict, min_effect)
+    if word not in (CompareStatus.WORSE, CompareStatus.IMPROVED) or more < 1:
+        return verdict
+    cursor.measure(more)
+    return confirm.judge_ab(
+        cursor.sides["base"][: cursor.taken],
+        cursor.sides["head"][: cursor.taken],
+        noise,
+        min_effect_pct=min_effect,
+    )
+
+
+def cell(
+    spread: float,
+    levels: float,
+    step: float,
+    hold_improved: bool,
+    *,
+    pairs: int,
+    seed: int,
+    max_processes: int,
+    history: int = 30,
+) -> tuple[Counter[str], float]:
+    """One cell: each word's count over `pairs` pairs, and the mean processes a side. The
+    same seed gives the same draws with and without the hold."""
+    rng = np.random.default_rng(seed)
+    offs = _offsets(rng, (pairs, 2, 2 * max_processes), spread, 0.0, levels)
+    draws = [(list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs]
+    stored = 1000 * (1 + _offsets(rng, (pairs, history, 1), spread, 0.0, levels).mean(axis=2))
+    words: Counter[str] = Counter()
+    taken = 0
+    for (base, head), medians in zip(draws, stored, strict=True):
+        noise = estimate_noise([[float(m)] for m in medians]).per_process(1)
+        cursor = Draws(base, head)
+        verdict = check._judged(cursor, noise, MIN_EFFECT_PCT, max_processes)  # type: ignore[arg-type]
+        if hold_improved:
+            verdict = held_either(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
+        else:
+            verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
+        words[str(check_status(verdict, MIN_EFFECT_PCT))] += 1
+        taken += cursor.taken
+    return words, taken / pairs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--pairs", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--max-processes", type=int, default=confirm.MAX_PROCESSES)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    print(
+        f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a "
+        f"side, min_effect_pct {MIN_EFFECT_PCT}, a prior from 30 stored commits"
+    )
+    print()
+    print("| GPU | spread | step | hold | " + " | ".join(WORDS) + " | processes a side |")
+    print("|---|---|---|---|" + "---|" * len(WORDS) + "---|")
+    for gpu, spread, levels in GPUS:
+        for step in STEPS:
+            for hold in (False, True):
+                words, mean = cell(
+                    spread,
+                    levels,
+                    step,
+                    hold,
+                    pairs=args.pairs,
+                    seed=args.seed,
+                    max_processes=args.max_processes,
+                )
+                shares = [f"{100 * words[w] / args.pairs:.1f}%" for w in WORDS]
+                print(
+                    f"| {gpu} | {spread:g}% | {step:g}% | {'improved too' if hold else 'worse only'}"
+                    f" | " + " | ".join(shares) + f" | {mean:.1f} |"
+                )
+    print()
+    print(f"{time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
