@@ -16,6 +16,18 @@ has no such rule).
 
 Prints, per GPU, spread and step, with and without the hold: the share of pairs
 `improved`, `worse`, `undecided` and `unchanged`, and the mean processes a side.
+
+`--speed-up-rule` asks another question (section 41): the check calls a 2% speed-up
+`undecided` at 1% spread, where a 2% slowdown is `worse`, because `judge_ab` rules a step
+out only when its interval is narrow enough (`noise_limited`), while it confirms one
+above zero however wide. This script's `speed_up_status` gives check's speed-ups a rule
+of their own, as `worse` has (an undecided verdict whose interval lies below zero, the
+estimate beyond half the min effect: `improved` beyond the min effect, else
+`unchanged`); `judged_speed_ups` is check's looks stopping on it; `held_speed_ups` holds
+the speed-ups that rule decided (3 more a side, as `_held`). fwdasv has none of these.
+Prints, per scenario (busy ones too: a share of processes 15-40% slow, which on BASE
+reads as a speed-up) and step, as the check is, with the rule, with the rule and its
+hold.
 """
 
 from __future__ import annotations
@@ -38,10 +50,10 @@ from check_looks import MIN_EFFECT_PCT, Draws, _offsets
 
 from fwdasv.analysis.check import check
 from fwdasv.analysis.rules import confirm
-from fwdasv.analysis.rules.check import check_status
+from fwdasv.analysis.rules.check import check_status, processes_to_decide
 from fwdasv.analysis.rules.confirm import Confirmation
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
-from fwdasv.analysis.rules.status import CompareStatus
+from fwdasv.analysis.rules.status import CompareStatus, ReMeasureStatus
 
 # (GPU, spread %, levels' gap %): one level, quiet (an H100's or H200's 0.1%), less so, a
 # CPU box's 1%; section 39's H100 on two levels.
@@ -49,6 +61,10 @@ GPUS = (("one level", 0.1, 0.0), ("one level", 0.3, 0.0), ("one level", 1.0, 0.0
 GPUS += (("two levels", 0.03, 0.36), ("two levels", 0.1, 0.36))
 STEPS = (0.0, -0.3, -0.5, -1.0, -2.0)
 WORDS = ("improved", "worse", "undecided", "unchanged")
+# (spread %, share of odd processes, levels' gap %) for --speed-up-rule.
+RULE_SCENARIOS = ((0.1, 0.0, 0.0), (0.3, 0.0, 0.0), (1.0, 0.0, 0.0), (5.0, 0.0, 0.0))
+RULE_SCENARIOS += ((0.1, 0.05, 0.0), (2.0, 0.15, 0.0), (5.0, 0.15, 0.0), (0.03, 0.0, 0.36))
+RULE_STEPS = (0.0, -0.5, -1.0, -2.0, 1.0)
 
 
 def held_either(
@@ -67,6 +83,95 @@ def held_either(
         noise,
         min_effect_pct=min_effect,
     )
+
+
+def speed_up_status(verdict: Confirmation, min_effect: float) -> CompareStatus | ReMeasureStatus:
+    """check_status, and for an undecided verdict whose interval lies below zero with the
+    estimate beyond half the min effect (`worse`'s rule, mirrored): `improved` beyond the
+    min effect, else `unchanged`."""
+    word = check_status(verdict, min_effect)
+    if (
+        word == ReMeasureStatus.UNDECIDED
+        and verdict.upper_pct < 0
+        and verdict.percent <= -min_effect / 2
+    ):
+        return CompareStatus.IMPROVED if verdict.percent <= -min_effect else CompareStatus.UNCHANGED
+    return word
+
+
+def judged_speed_ups(
+    cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+) -> Confirmation:
+    """`check._judged`'s looks, stopped by `speed_up_status` instead of `judge_ab`'s status."""
+    a, b = (list(side) for side in cursor.measure(min(confirm.MIN_PROCESSES, max_processes)))
+    while True:
+        verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
+        left = max_processes - min(len(a), len(b))
+        if (
+            speed_up_status(verdict, min_effect) != ReMeasureStatus.UNDECIDED
+            or left < 1
+            or processes_to_decide(verdict, max_processes) > max_processes
+        ):
+            return verdict
+        more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
+        a.extend(more_a)
+        b.extend(more_b)
+
+
+def held_speed_ups(
+    verdict: Confirmation, cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+) -> Confirmation:
+    """`check._held`, and a speed-up `speed_up_status` alone decided held the same way."""
+    verdict = check._held(verdict, cursor, noise, min_effect, max_processes, None)  # type: ignore[arg-type]
+    more = min(check.HOLD_PROCESSES, max_processes - cursor.taken)
+    by_rule = verdict.status == ReMeasureStatus.UNDECIDED
+    if not by_rule or speed_up_status(verdict, min_effect) != CompareStatus.IMPROVED or more < 1:
+        return verdict
+    cursor.measure(more)
+    return confirm.judge_ab(
+        cursor.sides["base"][: cursor.taken],
+        cursor.sides["head"][: cursor.taken],
+        noise,
+        min_effect_pct=min_effect,
+    )
+
+
+def rule_cell(
+    spread: float,
+    odd: float,
+    levels: float,
+    step: float,
+    way: str,
+    *,
+    pairs: int,
+    seed: int,
+    max_processes: int,
+    history: int = 30,
+) -> tuple[Counter[str], float]:
+    """As `cell`, for `way` "check" (as it is), "rule" (`speed_up_status` and its looks) or
+    "rule + hold"; the same seed gives the same draws for each way."""
+    rng = np.random.default_rng(seed)
+    offs = _offsets(rng, (pairs, 2, 2 * max_processes), spread, odd, levels)
+    draws = [(list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs]
+    stored = 1000 * (1 + _offsets(rng, (pairs, history, 1), spread, odd, levels).mean(axis=2))
+    words: Counter[str] = Counter()
+    taken = 0
+    for (base, head), medians in zip(draws, stored, strict=True):
+        noise = estimate_noise([[float(m)] for m in medians]).per_process(1)
+        cursor = Draws(base, head)
+        if way == "check":
+            verdict = check._judged(cursor, noise, MIN_EFFECT_PCT, max_processes)  # type: ignore[arg-type]
+            verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
+            words[str(check_status(verdict, MIN_EFFECT_PCT))] += 1
+        else:
+            verdict = judged_speed_ups(cursor, noise, MIN_EFFECT_PCT, max_processes)
+            if way == "rule + hold":
+                verdict = held_speed_ups(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
+            else:
+                verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
+            words[str(speed_up_status(verdict, MIN_EFFECT_PCT))] += 1
+        taken += cursor.taken
+    return words, taken / pairs
 
 
 def cell(
@@ -101,13 +206,50 @@ def cell(
     return words, taken / pairs
 
 
+def rule_table(args: argparse.Namespace) -> None:
+    print(
+        f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a "
+        f"side, min_effect_pct {MIN_EFFECT_PCT}, a prior from 30 stored commits"
+    )
+    print()
+    print("| spread | odd | levels | step | way | " + " | ".join(WORDS) + " | processes a side |")
+    print("|---|---|---|---|---|" + "---|" * len(WORDS) + "---|")
+    for spread, odd, levels in RULE_SCENARIOS:
+        for step in RULE_STEPS:
+            for way in ("check", "rule", "rule + hold"):
+                words, mean = rule_cell(
+                    spread,
+                    odd,
+                    levels,
+                    step,
+                    way,
+                    pairs=args.pairs,
+                    seed=args.seed,
+                    max_processes=args.max_processes,
+                )
+                shares = [f"{100 * words[w] / args.pairs:.1f}%" for w in WORDS]
+                print(
+                    f"| {spread:g}% | {odd:.0%} | {levels:g}% | {step:g}% | {way} | "
+                    + " | ".join(shares)
+                    + f" | {mean:.1f} |"
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--max-processes", type=int, default=confirm.MAX_PROCESSES)
+    parser.add_argument(
+        "--speed-up-rule", action="store_true", help="the second question (see the docstring)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.speed_up_rule:
+        rule_table(args)
+        print()
+        print(f"{time.perf_counter() - started:.0f} s")
+        return
     print(
         f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a "
         f"side, min_effect_pct {MIN_EFFECT_PCT}, a prior from 30 stored commits"
