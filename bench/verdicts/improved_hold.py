@@ -3,31 +3,31 @@
     python bench/verdicts/improved_hold.py [--pairs 1000] [--seed 1] [--max-processes 12]
 
 `fwdasv check` takes 3 more processes a side before a slowdown stands
-(`fwdasv.analysis.check.check._held`); a speed-up stands at the look that found it. On a
-GPU whose processes fall on two levels, some no-op pull requests came out `improved`
-(docs/measurements.md, section 40). This script asks what a hold for speed-ups would
-buy and cost: each pair is drawn as check_looks.py draws it (its `_offsets`: a normal
-draw of `spread` a process, on one level or on two levels 0.36% apart, section 39's
-H100), HEAD `step` faster or the same, with a prior from 30 stored commits drawn the
-same way (`check.stored_noise`'s estimate), and judged by the check's real looks
-(`check._judged`), then by `_held` as it is, or by `_held` widened to `improved` (this
-script's `held_either`: the same 3 more a side, judged with all the processes; fwdasv
-has no such rule).
+(`fwdasv.analysis.check.check._held`), and before a speed-up that only its interval
+decided stands (`rules.check.faster_by_interval`, below); a speed-up `judge_ab` ruled out
+stands at the look that found it. On a GPU whose processes fall on two levels, some no-op
+pull requests came out `improved` (docs/measurements.md, section 40). This script asks
+what a hold for every speed-up would buy and cost: each pair is drawn as check_looks.py
+draws it (its `_offsets`: a normal draw of `spread` a process, on one level or on two
+levels 0.36% apart, section 39's H100), HEAD `step` faster or the same, with a prior
+from 30 stored commits drawn the same way (`check.stored_noise`'s estimate), and judged
+by the check's real looks (`check._judged`), then by `_held` as it is, or by `_held`
+widened to every `improved` (this script's `held_either`: the same 3 more a side,
+judged with all the processes).
 
 Prints, per GPU, spread and step, with and without the hold: the share of pairs
 `improved`, `worse`, `undecided` and `unchanged`, and the mean processes a side.
 
-`--speed-up-rule` asks another question (section 41): the check calls a 2% speed-up
+`--speed-up-rule` asks another question (section 41): the check called a 2% speed-up
 `undecided` at 1% spread, where a 2% slowdown is `worse`, because `judge_ab` rules a step
 out only when its interval is narrow enough (`noise_limited`), while it confirms one
-above zero however wide. This script's `speed_up_status` gives check's speed-ups a rule
-of their own, as `worse` has (an undecided verdict whose interval lies below zero, the
-estimate beyond half the min effect: `improved` beyond the min effect, else
-`unchanged`); `judged_speed_ups` is check's looks stopping on it; `held_speed_ups` holds
-the speed-ups that rule decided (3 more a side, as `_held`). fwdasv has none of these.
-Prints, per scenario (busy ones too: a share of processes 15-40% slow, which on BASE
-reads as a speed-up) and step, as the check is, with the rule, with the rule and its
-hold.
+above zero however wide. `rules.check.faster_by_interval` now decides such a speed-up as
+a slowdown is decided (an undecided verdict whose interval lies below zero: `improved`),
+`check._judged` stops on it and `check._held` holds it. Three ways on the same pairs:
+"before" (this script's `status_before`, `judged_before`, `held_slowdowns`: the check as
+it was), "no hold" (the rule, its speed-ups not held), "check" (as it is now). Prints,
+per scenario (busy ones too: a share of processes 15-40% slow, which on BASE reads as a
+speed-up) and step.
 """
 
 from __future__ import annotations
@@ -85,30 +85,24 @@ def held_either(
     )
 
 
-def speed_up_status(verdict: Confirmation, min_effect: float) -> CompareStatus | ReMeasureStatus:
-    """check_status, and for an undecided verdict whose interval lies below zero with the
-    estimate beyond half the min effect (`worse`'s rule, mirrored): `improved` beyond the
-    min effect, else `unchanged`."""
-    word = check_status(verdict, min_effect)
-    if (
-        word == ReMeasureStatus.UNDECIDED
-        and verdict.upper_pct < 0
-        and verdict.percent <= -min_effect / 2
-    ):
-        return CompareStatus.IMPROVED if verdict.percent <= -min_effect else CompareStatus.UNCHANGED
-    return word
+def status_before(verdict: Confirmation, min_effect: float) -> CompareStatus | ReMeasureStatus:
+    """check_status as it was before `faster_by_interval` (docs/measurements.md, section
+    41): an undecided verdict stayed `undecided`."""
+    if verdict.status == ReMeasureStatus.UNDECIDED:
+        return ReMeasureStatus.UNDECIDED
+    return check_status(verdict, min_effect)
 
 
-def judged_speed_ups(
+def judged_before(
     cursor: Draws, noise: Noise, min_effect: float, max_processes: int
 ) -> Confirmation:
-    """`check._judged`'s looks, stopped by `speed_up_status` instead of `judge_ab`'s status."""
+    """`check._judged`'s looks as they were: stopped by `judge_ab`'s own status."""
     a, b = (list(side) for side in cursor.measure(min(confirm.MIN_PROCESSES, max_processes)))
     while True:
         verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
         left = max_processes - min(len(a), len(b))
         if (
-            speed_up_status(verdict, min_effect) != ReMeasureStatus.UNDECIDED
+            verdict.status != ReMeasureStatus.UNDECIDED
             or left < 1
             or processes_to_decide(verdict, max_processes) > max_processes
         ):
@@ -118,14 +112,12 @@ def judged_speed_ups(
         b.extend(more_b)
 
 
-def held_speed_ups(
+def held_slowdowns(
     verdict: Confirmation, cursor: Draws, noise: Noise, min_effect: float, max_processes: int
 ) -> Confirmation:
-    """`check._held`, and a speed-up `speed_up_status` alone decided held the same way."""
-    verdict = check._held(verdict, cursor, noise, min_effect, max_processes, None)  # type: ignore[arg-type]
+    """`check._held` as it was: a `worse` verdict only, 3 more a side."""
     more = min(check.HOLD_PROCESSES, max_processes - cursor.taken)
-    by_rule = verdict.status == ReMeasureStatus.UNDECIDED
-    if not by_rule or speed_up_status(verdict, min_effect) != CompareStatus.IMPROVED or more < 1:
+    if check_status(verdict, min_effect) != CompareStatus.WORSE or more < 1:
         return verdict
     cursor.measure(more)
     return confirm.judge_ab(
@@ -148,8 +140,9 @@ def rule_cell(
     max_processes: int,
     history: int = 30,
 ) -> tuple[Counter[str], float]:
-    """As `cell`, for `way` "check" (as it is), "rule" (`speed_up_status` and its looks) or
-    "rule + hold"; the same seed gives the same draws for each way."""
+    """As `cell`, for `way` "before" (the check before `faster_by_interval`), "no hold"
+    (the rule, its speed-ups not held) or "check" (fwdasv's: the rule and its hold); the
+    same seed gives the same draws for each way."""
     rng = np.random.default_rng(seed)
     offs = _offsets(rng, (pairs, 2, 2 * max_processes), spread, odd, levels)
     draws = [(list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs]
@@ -159,17 +152,17 @@ def rule_cell(
     for (base, head), medians in zip(draws, stored, strict=True):
         noise = estimate_noise([[float(m)] for m in medians]).per_process(1)
         cursor = Draws(base, head)
-        if way == "check":
-            verdict = check._judged(cursor, noise, MIN_EFFECT_PCT, max_processes)  # type: ignore[arg-type]
-            verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
-            words[str(check_status(verdict, MIN_EFFECT_PCT))] += 1
+        if way == "before":
+            verdict = judged_before(cursor, noise, MIN_EFFECT_PCT, max_processes)
+            verdict = held_slowdowns(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
+            words[str(status_before(verdict, MIN_EFFECT_PCT))] += 1
         else:
-            verdict = judged_speed_ups(cursor, noise, MIN_EFFECT_PCT, max_processes)
-            if way == "rule + hold":
-                verdict = held_speed_ups(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
+            verdict = check._judged(cursor, noise, MIN_EFFECT_PCT, max_processes)  # type: ignore[arg-type]
+            if way == "no hold":
+                verdict = held_slowdowns(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
             else:
                 verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
-            words[str(speed_up_status(verdict, MIN_EFFECT_PCT))] += 1
+            words[str(check_status(verdict, MIN_EFFECT_PCT))] += 1
         taken += cursor.taken
     return words, taken / pairs
 
@@ -216,7 +209,7 @@ def rule_table(args: argparse.Namespace) -> None:
     print("|---|---|---|---|---|" + "---|" * len(WORDS) + "---|")
     for spread, odd, levels in RULE_SCENARIOS:
         for step in RULE_STEPS:
-            for way in ("check", "rule", "rule + hold"):
+            for way in ("before", "no hold", "check"):
                 words, mean = rule_cell(
                     spread,
                     odd,
@@ -271,7 +264,7 @@ def main() -> None:
                 )
                 shares = [f"{100 * words[w] / args.pairs:.1f}%" for w in WORDS]
                 print(
-                    f"| {gpu} | {spread:g}% | {step:g}% | {'improved too' if hold else 'worse only'}"
+                    f"| {gpu} | {spread:g}% | {step:g}% | {'every improved' if hold else 'check'}"
                     f" | " + " | ".join(shares) + f" | {mean:.1f} |"
                 )
     print()

@@ -9,9 +9,9 @@ confirm would take: the series' stored noise on the machine as one process's med
 `history=False`), the prior of nothing (1%, under one degree of freedom) leaves the
 processes to decide. Processes are added while a case is undecided (`_judged`), up to
 `max_processes` a side, unless its interval says no number of them within that could
-decide; a slowdown stands only if it holds at the next look too (`_held`). A paced
-suite is judged on its forward over the workload. `rules.check.check_status` gives each
-case its word; each `worse` one is explained. vLLM over a compiled base: a commit it
+decide; a slowdown (or a speed-up only its interval decided) stands only if it holds at
+the next look too (`_held`). A paced suite is judged on its forward over the workload.
+`rules.check.check_status` gives each case its word; each `worse` one is explained. vLLM over a compiled base: a commit it
 cannot serve is refused.
 Nothing is written to the stored results; they are read only for the noise priors.
 
@@ -48,7 +48,7 @@ from fwdasv.analysis.remeasure import (
     stored_prior,
 )
 from fwdasv.analysis.rules import confirm
-from fwdasv.analysis.rules.check import check_status, processes_to_decide
+from fwdasv.analysis.rules.check import check_status, faster_by_interval, processes_to_decide
 from fwdasv.analysis.rules.confirm import Confirmation
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.analysis.rules.noise import Noise, estimate_noise
@@ -185,7 +185,20 @@ def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -
 def case_line(case: CaseCheck) -> str:
     """A case's progress line: its word, then the re-measure's summary ("worse: confirmed:
     B +53.01% vs A ..."), the re-measure's word dropped where the two are one."""
-    return f"{case.status}: {case.verdict.summary().removeprefix(f'{case.status}: ')}"
+    return _line(str(case.status), case.verdict)
+
+
+def _line(word: str, verdict: Confirmation) -> str:
+    """`word: ` and the verdict's summary; for a speed-up only its interval decided, its
+    numbers and why, not judge_ab's "undecided ... rules nothing out"."""
+    if faster_by_interval(verdict):
+        return (
+            f"{word}: B {verdict.percent:+.2f}% vs A "
+            f"[{verdict.lower_pct:+.2f}%, {verdict.upper_pct:+.2f}%], "
+            f"{verdict.processes_a}+{verdict.processes_b} processes, sd {verdict.sd_pct:.3f}% "
+            f"({verdict.variance}); the whole interval below zero"
+        )
+    return f"{word}: {verdict.summary().removeprefix(f'{word}: ')}"
 
 
 def run_check(
@@ -346,7 +359,7 @@ def _judged(
         verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
         left = max_processes - min(len(a), len(b))
         if (
-            verdict.status != ReMeasureStatus.UNDECIDED
+            check_status(verdict, min_effect) != ReMeasureStatus.UNDECIDED
             or left < 1
             or processes_to_decide(verdict, max_processes) > max_processes
         ):
@@ -369,12 +382,19 @@ def _held(
 ) -> Confirmation:
     """A slowdown that holds at the next look too: HOLD_PROCESSES more a side, judged with
     all the processes. On a shared box a neighbour's burst can slow one side's few
-    processes (seen: +15.7% on a README-only pair at 3 a side); it rarely does so twice."""
+    processes (seen: +15.7% on a README-only pair at 3 a side); it rarely does so twice.
+    A speed-up that only its interval decided (`faster_by_interval`: a burst on BASE's
+    processes reads as one) holds the same way; one `judge_ab` ruled a step out does not
+    (it costs a quiet GPU's speed-up nothing more; docs/measurements.md, section 41)."""
     more = min(HOLD_PROCESSES, max_processes - cursor.taken)
-    if check_status(verdict, min_effect) != CompareStatus.WORSE or more < 1:
+    word = check_status(verdict, min_effect)
+    by_interval = word == CompareStatus.IMPROVED and faster_by_interval(verdict)
+    if (word != CompareStatus.WORSE and not by_interval) or more < 1:
         return verdict
     if echo is not None:
-        echo(f"  {verdict.summary()}; {more} more a side: a slowdown must hold")
+        what = "a slowdown" if word == CompareStatus.WORSE else "a speed-up"
+        said = verdict.summary() if word == CompareStatus.WORSE else _line(str(word), verdict)
+        echo(f"  {said}; {more} more a side: {what} must hold")
     cursor.measure(more)
     pool, taken = cursor.pool, cursor.taken
     return confirm.judge_ab(

@@ -5,7 +5,17 @@
 verdict as the words `fwdasv compare` uses: `worse` (confirmed, the estimate at least
 `min_effect_pct`: the one word the check fails on, `gate.COMPARISON`), `unchanged`
 (ruled out, or a real change smaller than `min_effect_pct`), `improved` (ruled out and
-the whole interval below zero), `undecided` (the processes allowed could not tell).
+the whole interval below zero, or `faster_by_interval`), `undecided` (the processes
+allowed could not tell).
+
+`faster_by_interval`: `judge_ab` confirms a slowdown whose interval lies above zero however
+wide, but rules a step out only with an interval narrow enough to have excluded a
+min-effect step; with no claimed step (the check has none) a clear speed-up on a noisy box
+stayed `undecided` (a 2% speed-up at 1% spread never `improved`, where the 2% slowdown is
+`worse` 77% of the time). So an undecided verdict whose interval lies below zero is
+`improved`, as a confirmed slowdown is `worse`, mirrored
+(docs/measurements.md, section 41; the check holds such a speed-up as it holds a
+slowdown, `fwdasv.analysis.check.check._held`).
 
 `processes_to_decide` is what the check's looks stop on: how many processes a side an
 undecided case would need if the run's own spread holds.
@@ -26,7 +36,16 @@ def check_status(verdict: Confirmation, min_effect_pct: float) -> CompareStatus 
         return CompareStatus.WORSE if verdict.percent >= min_effect_pct else CompareStatus.UNCHANGED
     if verdict.status == ReMeasureStatus.NOT_REPRODUCED:
         return CompareStatus.IMPROVED if verdict.upper_pct < 0 else CompareStatus.UNCHANGED
+    if faster_by_interval(verdict):
+        return CompareStatus.IMPROVED
     return ReMeasureStatus.UNDECIDED
+
+
+def faster_by_interval(verdict: Confirmation) -> bool:
+    """An undecided verdict whose whole interval lies below zero: a speed-up, decided as
+    `judge_ab` confirms a slowdown (mirrored). Undecided, its half-width is at least the
+    min effect (else the step would be ruled out), so its estimate lies beyond it."""
+    return verdict.status == ReMeasureStatus.UNDECIDED and verdict.upper_pct < 0
 
 
 def processes_to_decide(verdict: Confirmation, cap: int, alpha: float = ALPHA) -> int:

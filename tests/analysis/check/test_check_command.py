@@ -353,3 +353,34 @@ def test_each_further_look_is_said_and_the_h200s_vllm_pairs_decide() -> None:
         "  confirmed: B +1.25% vs A [+0.16%, +2.36%], 3+3 processes, sd 0.307% (pooled); "
         "3 more a side: a slowdown must hold"
     ]
+
+
+def test_a_noisy_speed_up_is_held_then_improved() -> None:
+    """Processes 1% apart, HEAD 2% faster, no stored history: judge_ab's interval lies below
+    zero at 9 a side but is too wide to rule a step out ("undecided at this noise"); the
+    check calls it `improved` only after 3 more a side hold it (docs/measurements.md,
+    section 41), and its line says why, not "rules nothing out". A neighbour's burst on
+    BASE's first three processes reads as a speed-up at 3 a side; it does not hold."""
+    from fwdasv.analysis.check.check import CaseCheck, _held, _judged, case_line
+    from fwdasv.analysis.rules.noise import estimate_noise
+    from fwdasv.analysis.rules.status import CompareStatus
+
+    noise = estimate_noise(())
+    base = [1.0 + 0.01 * ((i * 7) % 5 - 2) for i in range(12)]
+    faster = _cursor(base, [v * 0.98 for v in reversed(base)])
+    first = _judged(faster, noise, 0.3, 12)  # type: ignore[arg-type]
+    assert check_status(first, 0.3).value == "improved" and first.noise_limited, first.summary()
+    taken = faster.taken
+    said: list[str] = []
+    held = _held(first, faster, noise, 0.3, 12, said.append)  # type: ignore[arg-type]
+    assert faster.taken == taken + 3 and check_status(held, 0.3).value == "improved"
+    assert said and said[0].endswith("3 more a side: a speed-up must hold"), said
+    assert said[0].startswith("  improved: B -2.11% vs A [") and "nothing out" not in said[0]
+    case = CaseCheck("forward.TinyLM", "prefill_512", True, held, CompareStatus.IMPROVED)
+    line = case_line(case)
+    assert line.startswith("improved: B -2.00% vs A [-3.6") and line.endswith("below zero")
+    burst = _cursor([1.15, 1.16, 1.15, 1.00, 1.01, 0.99], [1.00, 1.01, 0.99, 1.00, 1.01, 0.99])
+    first = _judged(burst, noise, 0.3, 12)  # type: ignore[arg-type]
+    assert check_status(first, 0.3).value == "improved" and burst.taken == 3
+    held = _held(first, burst, noise, 0.3, 12, None)  # type: ignore[arg-type]
+    assert burst.taken == 6 and check_status(held, 0.3).value == "undecided", held.summary()
