@@ -36,6 +36,7 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -61,20 +62,25 @@ GPUS = (("one level", 0.1, 0.0), ("one level", 0.3, 0.0), ("one level", 1.0, 0.0
 GPUS += (("two levels", 0.03, 0.36), ("two levels", 0.1, 0.36))
 STEPS = (0.0, -0.3, -0.5, -1.0, -2.0)
 WORDS = ("improved", "worse", "undecided", "unchanged")
+Cell = tuple[Counter[str], float]  # each word's count, the mean processes a side
 # (spread %, share of odd processes, levels' gap %) for --speed-up-rule.
 RULE_SCENARIOS = ((0.1, 0.0, 0.0), (0.3, 0.0, 0.0), (1.0, 0.0, 0.0), (5.0, 0.0, 0.0))
 RULE_SCENARIOS += ((0.1, 0.05, 0.0), (2.0, 0.15, 0.0), (5.0, 0.15, 0.0), (0.03, 0.0, 0.36))
 RULE_STEPS = (0.0, -0.5, -1.0, -2.0, 1.0)
 
 
-def held_either(
-    verdict: Confirmation, cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+def held(
+    verdict: Confirmation,
+    cursor: Draws,
+    noise: Noise,
+    min_effect: float,
+    max_processes: int,
+    words: tuple[CompareStatus, ...],
 ) -> Confirmation:
-    """`check._held` widened to speed-ups: a `worse` or `improved` verdict takes
-    HOLD_PROCESSES more a side and is judged again with all the processes."""
+    """A verdict whose word is one of `words` takes HOLD_PROCESSES more a side (as many as
+    are left) and is judged again with all the processes, as `check._held` does."""
     more = min(check.HOLD_PROCESSES, max_processes - cursor.taken)
-    word = check_status(verdict, min_effect)
-    if word not in (CompareStatus.WORSE, CompareStatus.IMPROVED) or more < 1:
+    if check_status(verdict, min_effect) not in words or more < 1:
         return verdict
     cursor.measure(more)
     return confirm.judge_ab(
@@ -83,6 +89,21 @@ def held_either(
         noise,
         min_effect_pct=min_effect,
     )
+
+
+def held_either(
+    verdict: Confirmation, cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+) -> Confirmation:
+    """`check._held` widened to every speed-up: `worse` and `improved` held."""
+    words = (CompareStatus.WORSE, CompareStatus.IMPROVED)
+    return held(verdict, cursor, noise, min_effect, max_processes, words)
+
+
+def held_slowdowns(
+    verdict: Confirmation, cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+) -> Confirmation:
+    """`check._held` as it was: a `worse` verdict only."""
+    return held(verdict, cursor, noise, min_effect, max_processes, (CompareStatus.WORSE,))
 
 
 def status_before(verdict: Confirmation, min_effect: float) -> CompareStatus | ReMeasureStatus:
@@ -112,22 +133,6 @@ def judged_before(
         b.extend(more_b)
 
 
-def held_slowdowns(
-    verdict: Confirmation, cursor: Draws, noise: Noise, min_effect: float, max_processes: int
-) -> Confirmation:
-    """`check._held` as it was: a `worse` verdict only, 3 more a side."""
-    more = min(check.HOLD_PROCESSES, max_processes - cursor.taken)
-    if check_status(verdict, min_effect) != CompareStatus.WORSE or more < 1:
-        return verdict
-    cursor.measure(more)
-    return confirm.judge_ab(
-        cursor.sides["base"][: cursor.taken],
-        cursor.sides["head"][: cursor.taken],
-        noise,
-        min_effect_pct=min_effect,
-    )
-
-
 def rule_cell(
     spread: float,
     odd: float,
@@ -140,9 +145,10 @@ def rule_cell(
     max_processes: int,
     history: int = 30,
 ) -> tuple[Counter[str], float]:
-    """As `cell`, for `way` "before" (the check before `faster_by_interval`), "no hold"
-    (the rule, its speed-ups not held) or "check" (fwdasv's: the rule and its hold); the
-    same seed gives the same draws for each way."""
+    """One cell: each word's count over `pairs` pairs, and the mean processes a side, for
+    `way` "before" (the check before `faster_by_interval`), "no hold" (the rule, its
+    speed-ups not held), "check" (fwdasv's: the rule and its hold) or "every improved"
+    (`held_either`); the same seed gives the same draws for each way."""
     rng = np.random.default_rng(seed)
     offs = _offsets(rng, (pairs, 2, 2 * max_processes), spread, odd, levels)
     draws = [(list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs]
@@ -160,6 +166,8 @@ def rule_cell(
             verdict = check._judged(cursor, noise, MIN_EFFECT_PCT, max_processes)  # type: ignore[arg-type]
             if way == "no hold":
                 verdict = held_slowdowns(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
+            elif way == "every improved":
+                verdict = held_either(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
             else:
                 verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
             words[str(check_status(verdict, MIN_EFFECT_PCT))] += 1
@@ -178,54 +186,29 @@ def cell(
     max_processes: int,
     history: int = 30,
 ) -> tuple[Counter[str], float]:
-    """One cell: each word's count over `pairs` pairs, and the mean processes a side. The
-    same seed gives the same draws with and without the hold."""
-    rng = np.random.default_rng(seed)
-    offs = _offsets(rng, (pairs, 2, 2 * max_processes), spread, 0.0, levels)
-    draws = [(list(1000 * (1 + d[0])), list(1000 * (1 + step / 100) * (1 + d[1]))) for d in offs]
-    stored = 1000 * (1 + _offsets(rng, (pairs, history, 1), spread, 0.0, levels).mean(axis=2))
-    words: Counter[str] = Counter()
-    taken = 0
-    for (base, head), medians in zip(draws, stored, strict=True):
-        noise = estimate_noise([[float(m)] for m in medians]).per_process(1)
-        cursor = Draws(base, head)
-        verdict = check._judged(cursor, noise, MIN_EFFECT_PCT, max_processes)  # type: ignore[arg-type]
-        if hold_improved:
-            verdict = held_either(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
-        else:
-            verdict = check._held(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes, None)  # type: ignore[arg-type]
-        words[str(check_status(verdict, MIN_EFFECT_PCT))] += 1
-        taken += cursor.taken
-    return words, taken / pairs
+    """`rule_cell` on one level or two, no odd processes: the check as it is, or with every
+    `improved` held. The same seed gives the same draws with and without the hold."""
+    way = "every improved" if hold_improved else "check"
+    return rule_cell(
+        spread, 0.0, levels, step, way, pairs=pairs, seed=seed, max_processes=max_processes,
+        history=history,
+    )  # fmt: skip
 
 
-def rule_table(args: argparse.Namespace) -> None:
+def print_table(
+    args: argparse.Namespace, heading: Sequence[str], rows: Iterable[tuple[list[str], Cell]]
+) -> None:
+    """The run's settings, then a markdown table: `heading`, WORDS' shares, processes."""
     print(
         f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a "
         f"side, min_effect_pct {MIN_EFFECT_PCT}, a prior from 30 stored commits"
     )
     print()
-    print("| spread | odd | levels | step | way | " + " | ".join(WORDS) + " | processes a side |")
-    print("|---|---|---|---|---|" + "---|" * len(WORDS) + "---|")
-    for spread, odd, levels in RULE_SCENARIOS:
-        for step in RULE_STEPS:
-            for way in ("before", "no hold", "check"):
-                words, mean = rule_cell(
-                    spread,
-                    odd,
-                    levels,
-                    step,
-                    way,
-                    pairs=args.pairs,
-                    seed=args.seed,
-                    max_processes=args.max_processes,
-                )
-                shares = [f"{100 * words[w] / args.pairs:.1f}%" for w in WORDS]
-                print(
-                    f"| {spread:g}% | {odd:.0%} | {levels:g}% | {step:g}% | {way} | "
-                    + " | ".join(shares)
-                    + f" | {mean:.1f} |"
-                )
+    print("| " + " | ".join([*heading, *WORDS, "processes a side"]) + " |")
+    print("|" + "---|" * (len(heading) + len(WORDS) + 1))
+    for labels, (words, mean) in rows:
+        shares = [f"{100 * words[w] / args.pairs:.1f}%" for w in WORDS]
+        print("| " + " | ".join([*labels, *shares, f"{mean:.1f}"]) + " |")
 
 
 def main() -> None:
@@ -238,35 +221,35 @@ def main() -> None:
     )
     args = parser.parse_args()
     started = time.perf_counter()
+    draws = {"pairs": args.pairs, "seed": args.seed, "max_processes": args.max_processes}
     if args.speed_up_rule:
-        rule_table(args)
-        print()
-        print(f"{time.perf_counter() - started:.0f} s")
-        return
-    print(
-        f"{args.pairs} pairs a cell, seed {args.seed}, max {args.max_processes} processes a "
-        f"side, min_effect_pct {MIN_EFFECT_PCT}, a prior from 30 stored commits"
-    )
-    print()
-    print("| GPU | spread | step | hold | " + " | ".join(WORDS) + " | processes a side |")
-    print("|---|---|---|---|" + "---|" * len(WORDS) + "---|")
-    for gpu, spread, levels in GPUS:
-        for step in STEPS:
-            for hold in (False, True):
-                words, mean = cell(
-                    spread,
-                    levels,
-                    step,
-                    hold,
-                    pairs=args.pairs,
-                    seed=args.seed,
-                    max_processes=args.max_processes,
+        print_table(
+            args,
+            ["spread", "odd", "levels", "step", "way"],
+            (
+                (
+                    [f"{spread:g}%", f"{odd:.0%}", f"{levels:g}%", f"{step:g}%", way],
+                    rule_cell(spread, odd, levels, step, way, **draws),
                 )
-                shares = [f"{100 * words[w] / args.pairs:.1f}%" for w in WORDS]
-                print(
-                    f"| {gpu} | {spread:g}% | {step:g}% | {'every improved' if hold else 'check'}"
-                    f" | " + " | ".join(shares) + f" | {mean:.1f} |"
+                for spread, odd, levels in RULE_SCENARIOS
+                for step in RULE_STEPS
+                for way in ("before", "no hold", "check")
+            ),
+        )
+    else:
+        print_table(
+            args,
+            ["GPU", "spread", "step", "hold"],
+            (
+                (
+                    [gpu, f"{spread:g}%", f"{step:g}%", "every improved" if hold else "check"],
+                    cell(spread, levels, step, hold, **draws),
                 )
+                for gpu, spread, levels in GPUS
+                for step in STEPS
+                for hold in (False, True)
+            ),
+        )
     print()
     print(f"{time.perf_counter() - started:.0f} s")
 
