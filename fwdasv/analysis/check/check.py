@@ -11,8 +11,8 @@ processes to decide. Processes are added while a case is undecided (`_judged`), 
 `max_processes` a side, unless its interval says no number of them within that could
 decide; a slowdown (or a speed-up only its interval decided) stands only if it holds at
 the next look too (`_held`). A paced suite is judged on its forward over the workload.
-`rules.check.check_status` gives each case its word; each `worse` one is explained. vLLM over a compiled base: a commit it
-cannot serve is refused.
+`rules.check.check_status` gives each case its word; each `worse` one is explained. vLLM
+over a compiled base: a commit it cannot serve is refused.
 Nothing is written to the stored results; they are read only for the noise priors.
 
 Each process is kept as it is measured (CHECK_DIR, per pair and machine), and a check of

@@ -13,9 +13,9 @@ wide, but rules a step out only with an interval narrow enough to have excluded 
 min-effect step; with no claimed step (the check has none) a clear speed-up on a noisy box
 stayed `undecided` (a 2% speed-up at 1% spread never `improved`, where the 2% slowdown is
 `worse` 77% of the time). So an undecided verdict whose interval lies below zero is
-`improved`, as a confirmed slowdown is `worse`, mirrored
-(docs/measurements.md, section 41; the check holds such a speed-up as it holds a
-slowdown, `fwdasv.analysis.check.check._held`).
+`improved`, as a confirmed slowdown is `worse`, mirrored (docs/measurements.md, section
+41; the check holds such a speed-up as it holds a slowdown,
+`fwdasv.analysis.check.check._held`).
 
 `processes_to_decide` is what the check's looks stop on: how many processes a side an
 undecided case would need if the run's own spread holds.
