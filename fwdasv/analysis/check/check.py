@@ -192,12 +192,7 @@ def _line(word: str, verdict: Confirmation) -> str:
     """`word: ` and the verdict's summary; for a speed-up only its interval decided, its
     numbers and why, not judge_ab's "undecided ... rules nothing out"."""
     if faster_by_interval(verdict):
-        return (
-            f"{word}: B {verdict.percent:+.2f}% vs A "
-            f"[{verdict.lower_pct:+.2f}%, {verdict.upper_pct:+.2f}%], "
-            f"{verdict.processes_a}+{verdict.processes_b} processes, sd {verdict.sd_pct:.3f}% "
-            f"({verdict.variance}); the whole interval below zero"
-        )
+        return f"{word}: {verdict.measured()}; the whole interval below zero"
     return f"{word}: {verdict.summary().removeprefix(f'{word}: ')}"
 
 
@@ -387,13 +382,12 @@ def _held(
     processes reads as one) holds the same way; one `judge_ab` ruled a step out does not
     (it costs a quiet GPU's speed-up nothing more; docs/measurements.md, section 41)."""
     more = min(HOLD_PROCESSES, max_processes - cursor.taken)
-    word = check_status(verdict, min_effect)
-    by_interval = word == CompareStatus.IMPROVED and faster_by_interval(verdict)
-    if (word != CompareStatus.WORSE and not by_interval) or more < 1:
+    by_interval = faster_by_interval(verdict)  # its word is `improved`
+    if (check_status(verdict, min_effect) != CompareStatus.WORSE and not by_interval) or more < 1:
         return verdict
     if echo is not None:
-        what = "a slowdown" if word == CompareStatus.WORSE else "a speed-up"
-        said = verdict.summary() if word == CompareStatus.WORSE else _line(str(word), verdict)
+        said = _line("improved", verdict) if by_interval else verdict.summary()
+        what = "a speed-up" if by_interval else "a slowdown"
         echo(f"  {said}; {more} more a side: {what} must hold")
     cursor.measure(more)
     pool, taken = cursor.pool, cursor.taken

@@ -126,11 +126,15 @@ class Confirmation:
                 else f"+{self.min_effect_pct:g}% (min-effect) step"
             )
             why = f"; the interval could not have excluded a {effect}, so it rules nothing out"
+        return f"{self.label}: {self.measured()}{why}"
+
+    def measured(self) -> str:
+        """What was measured, without a word for it: "B -2.00% vs A [-3.63%, -0.34%],
+        12+12 processes, sd 1.461% (pooled)"."""
         return (
-            f"{self.label}: B {self.percent:+.2f}% vs A "
-            f"[{self.lower_pct:+.2f}%, {self.upper_pct:+.2f}%], "
+            f"B {self.percent:+.2f}% vs A [{self.lower_pct:+.2f}%, {self.upper_pct:+.2f}%], "
             f"{self.processes_a}+{self.processes_b} processes, sd {self.sd_pct:.3f}% "
-            f"({self.variance}){why}"
+            f"({self.variance})"
         )
 
 
