@@ -7,6 +7,9 @@
 #         parent (compiled sources differ from the base's) -> refused in one line, exit 2,
 #         before anything is installed or measured
 #   noop  a Python-only pair off the forward (the commit after the slow one) -> exit 0
+#   fast  the slow pair reversed (HEAD the slow commit's parent: the casts taken out again), a
+#         pull request that speeds the forward up -> `improved`, exit 0; without the stored
+#         history its interval, not judge_ab, decides it, and it is held 3 more a side
 #   history  (optional, first) the series' stored history on this GPU: `fwdasv hw machine
 #         --name MACHINE` and `asv run --record-samples` of the history's first 5 commits (before
 #         the slow one, one level) under the machine `fwdasv init` recorded, so that later
@@ -18,6 +21,7 @@
 #   bash bench/h200/check_vllm.sh history   # optional; then slow and noop take its prior
 #   bash bench/h200/check_vllm.sh slow
 #   bash bench/h200/check_vllm.sh noop
+#   bash bench/h200/check_vllm.sh fast
 #
 # Under $OUT/check-vllm: each check's comment (markdown, stdout and --output), progress
 # (stderr) and exit status; check_vllm.log has everything. Knobs: CASES (FWDASV_CASES for
@@ -31,7 +35,7 @@
 # on from the processes it kept (about 50 s each on the H200: the slow pair's 6+6 and the
 # no-op's 9+9 take two calls; measurements, section 33).
 set -u
-part=${1:?part: history | slow | noop}
+part=${1:?part: history | slow | noop | fast}
 . "$(dirname "$0")/stage.sh"
 unset PYTHONDONTWRITEBYTECODE  # the per-commit trees keep bytecode across commits
 W=${WORK:-/tmp/fwdasv-check-vllm}
@@ -115,6 +119,10 @@ noop)
   read -r _ slow_head < <(by_subject SLOW_SUBJECT)
   next=$(awk -v h="$slow_head" 'found {print $1; exit} $1 == h {found=1}' "$repo.commits")
   check noop "$slow_head" "$next" --no-explain ;;
+fast)
+  # The slow pair reversed: BASE the slow commit, HEAD its parent.
+  read -r slow_base slow_head < <(by_subject SLOW_SUBJECT)
+  check fast "$slow_head" "$slow_base" --no-explain ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
 step "done ($part), wall $(elapsed "$started") s"
