@@ -189,11 +189,21 @@ def case_line(case: CaseCheck) -> str:
 
 
 def _line(word: str, verdict: Confirmation) -> str:
-    """`word: ` and the verdict's summary; for a speed-up only its interval decided, its
-    numbers and why, not judge_ab's "undecided ... rules nothing out"."""
+    """`word: ` and the verdict's summary ("worse: confirmed: B +1.25% vs A ..."). Where
+    the summary's word is confirm's and would mislead in a pull request, which re-measures
+    no finding, the numbers and why: a speed-up only its interval decided ("the whole
+    interval below zero", not judge_ab's "undecided ... rules nothing out"), a step ruled
+    out (an H100 printed "improved: not-reproduced: B -6.65% ..."), a change too small to
+    count (not "unchanged: confirmed: ...")."""
     if faster_by_interval(verdict):
-        return f"{word}: {verdict.measured()}; the whole interval below zero"
-    return f"{word}: {verdict.summary().removeprefix(f'{word}: ')}"
+        why = "the whole interval below zero"
+    elif verdict.status == ReMeasureStatus.NOT_REPRODUCED:
+        why = f"a {verdict.tested_pct:+g}% step ruled out"
+    elif verdict.status == ReMeasureStatus.CONFIRMED and word != CompareStatus.WORSE:
+        why = f"above zero, under the {verdict.min_effect_pct:+g}% min effect"
+    else:
+        return f"{word}: {verdict.summary().removeprefix(f'{word}: ')}"
+    return f"{word}: {verdict.measured()}; {why}"
 
 
 def run_check(

@@ -384,3 +384,37 @@ def test_a_noisy_speed_up_is_held_then_improved() -> None:
     assert check_status(first, 0.3).value == "improved" and burst.taken == 3
     held = _held(first, burst, noise, 0.3, 12, None)  # type: ignore[arg-type]
     assert burst.taken == 6 and check_status(held, 0.3).value == "undecided", held.summary()
+
+
+def test_a_case_line_says_what_the_check_decided_not_confirms_word() -> None:
+    """A pull request re-measures no finding, so confirm's words mislead in the check's
+    progress lines. An H100 (docs/measurements.md, section 42) printed "improved:
+    not-reproduced: B -6.65% ..." for the slow Qwen3 pair reversed; the line now says the
+    step was ruled out. Its processes, with a stored history of about its noise: decided at
+    the first look, not held (the same pair as a slowdown is held). A real change under the min effect is `unchanged`, and its
+    line says so, not "unchanged: confirmed"."""
+    from fwdasv.analysis.check.check import CaseCheck, _held, _judged, case_line
+    from fwdasv.analysis.rules.noise import estimate_noise
+
+    stored = estimate_noise([[1382.0 * (1 + d / 4000)] for d in (1, -1, 0, 1, -1)])
+    base = [1479.84, 1479.44, 1483.87, 1483.25, 1483.81, 1483.97]  # the H100's, in us
+    head = [1381.80, 1381.76, 1381.55, 1381.65, 1382.05, 1382.14]
+
+    def line(cursor: object) -> tuple[str, int, list[str]]:
+        said: list[str] = []
+        verdict = _judged(cursor, stored, 0.3, 12, said.append)  # type: ignore[arg-type]
+        verdict = _held(verdict, cursor, stored, 0.3, 12, said.append)  # type: ignore[arg-type]
+        case = CaseCheck(
+            "forward.Qwen3_0_6B", "decode_bs1_1k", True, verdict, check_status(verdict, 0.3)
+        )
+        return case_line(case), cursor.taken, said  # type: ignore[attr-defined]
+
+    faster, taken, said = line(_cursor(base, head))
+    assert faster.startswith("improved: B -6.6") and taken == 3 and said == [], (faster, said)
+    assert faster.endswith("3+3 processes, sd 0.060% (pooled); a +0.3% step ruled out"), faster
+    slower, taken, said = line(_cursor(head, base))
+    assert slower.startswith("worse: confirmed: B +7.") and taken == 6, slower  # held
+    assert said[0].endswith("3 more a side: a slowdown must hold"), said
+    small, taken, _ = line(_cursor(base[:3] * 2, base[3:] * 2))
+    assert small.startswith("unchanged: B +0.22% vs A [+0.04%, +0.40%]"), small
+    assert small.endswith("; above zero, under the +0.3% min effect") and taken == 3, small
