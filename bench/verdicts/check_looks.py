@@ -88,19 +88,37 @@ class Draws:
         return self.sides["base"][start : self.taken], self.sides["head"][start : self.taken]
 
 
-def judged_before(
-    cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+def looks_until(
+    cursor: Draws,
+    noise: Noise,
+    min_effect: float,
+    max_processes: int,
+    hopeless: Callable[[Confirmation, int], bool],
 ) -> Confirmation:
-    """The looks as they stopped before: on `judge_ab`'s own projection."""
+    """The check's looks, frozen as they once were: 3 a side, then 3 more while `judge_ab`
+    says undecided, processes are left and `hopeless(verdict, left)` does not stop them."""
     a, b = (list(side) for side in cursor.measure(min(confirm.MIN_PROCESSES, max_processes)))
     while True:
         verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
         left = max_processes - min(len(a), len(b))
-        if verdict.status != ReMeasureStatus.UNDECIDED or left < 1 or verdict.more_processes > left:
+        if verdict.status != ReMeasureStatus.UNDECIDED or left < 1 or hopeless(verdict, left):
             return verdict
         more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
         a.extend(more_a)
         b.extend(more_b)
+
+
+def judged_before(
+    cursor: Draws, noise: Noise, min_effect: float, max_processes: int
+) -> Confirmation:
+    """The looks as they stopped before: on `judge_ab`'s own projection."""
+    return looks_until(
+        cursor,
+        noise,
+        min_effect,
+        max_processes,
+        lambda verdict, left: verdict.more_processes > left,
+    )
 
 
 Looks = Callable[[Draws, Noise, float, int], Confirmation]

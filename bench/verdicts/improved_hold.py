@@ -24,9 +24,9 @@ out only when its interval is narrow enough (`noise_limited`), while it confirms
 above zero however wide. `rules.check.faster_by_interval` now decides such a speed-up as
 a slowdown is decided (an undecided verdict whose interval lies below zero: `improved`),
 `check._judged` stops on it and `check._held` holds it. Three ways on the same pairs:
-"before" (this script's `status_before`, `judged_before`, `held_slowdowns`: the check as
-it was), "no hold" (the rule, its speed-ups not held), "check" (as it is now). Prints,
-per scenario (busy ones too: a share of processes 15-40% slow, which on BASE reads as a
+"before" (this script's `status_before` and `held_slowdowns`, check_looks.py's
+`looks_until`: the check as it was), "no hold" (the rule, its speed-ups not held),
+"check" (as it is now). Prints, per scenario (busy ones too: a share of processes 15-40% slow, which on BASE reads as a
 speed-up) and step.
 """
 
@@ -47,7 +47,7 @@ except ImportError:  # a checkout without `pip install -e .`
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from check_looks import MIN_EFFECT_PCT, Draws, _offsets
+from check_looks import MIN_EFFECT_PCT, Draws, _offsets, looks_until
 
 from fwdasv.analysis.check import check
 from fwdasv.analysis.rules import confirm
@@ -114,25 +114,6 @@ def status_before(verdict: Confirmation, min_effect: float) -> CompareStatus | R
     return check_status(verdict, min_effect)
 
 
-def judged_before(
-    cursor: Draws, noise: Noise, min_effect: float, max_processes: int
-) -> Confirmation:
-    """`check._judged`'s looks as they were: stopped by `judge_ab`'s own status."""
-    a, b = (list(side) for side in cursor.measure(min(confirm.MIN_PROCESSES, max_processes)))
-    while True:
-        verdict = confirm.judge_ab(a, b, noise, min_effect_pct=min_effect)
-        left = max_processes - min(len(a), len(b))
-        if (
-            verdict.status != ReMeasureStatus.UNDECIDED
-            or left < 1
-            or processes_to_decide(verdict, max_processes) > max_processes
-        ):
-            return verdict
-        more_a, more_b = cursor.measure(min(confirm.STEP_PROCESSES, left))
-        a.extend(more_a)
-        b.extend(more_b)
-
-
 def rule_cell(
     spread: float,
     odd: float,
@@ -159,7 +140,14 @@ def rule_cell(
         noise = estimate_noise([[float(m)] for m in medians]).per_process(1)
         cursor = Draws(base, head)
         if way == "before":
-            verdict = judged_before(cursor, noise, MIN_EFFECT_PCT, max_processes)
+            # check._judged's looks as they were: stopped by judge_ab's own status.
+            verdict = looks_until(
+                cursor,
+                noise,
+                MIN_EFFECT_PCT,
+                max_processes,
+                lambda verdict, _: processes_to_decide(verdict, max_processes) > max_processes,
+            )
             verdict = held_slowdowns(verdict, cursor, noise, MIN_EFFECT_PCT, max_processes)
             words[str(status_before(verdict, MIN_EFFECT_PCT))] += 1
         else:
