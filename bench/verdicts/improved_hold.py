@@ -26,8 +26,8 @@ a slowdown is decided (an undecided verdict whose interval lies below zero: `imp
 `check._judged` stops on it and `check._held` holds it. Three ways on the same pairs:
 "before" (this script's `status_before` and `held_slowdowns`, check_looks.py's
 `looks_until`: the check as it was), "no hold" (the rule, its speed-ups not held),
-"check" (as it is now). Prints, per scenario (busy ones too: a share of processes 15-40% slow, which on BASE reads as a
-speed-up) and step.
+"check" (as it is now). Prints, per scenario (busy ones too: a share of processes 15-40%
+slow, which on BASE reads as a speed-up) and step.
 """
 
 from __future__ import annotations
