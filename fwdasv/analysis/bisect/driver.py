@@ -5,8 +5,9 @@ commit up to BAD) and sets up a `ProcessPool` for every series followed: each be
 process measures all of them (a suite's cases, the latency or the paced ratio), so one
 search serves all the series that stepped in the range; its processes are kept in
 BISECT_DIR, so a bisection cut short goes on where it stopped. `run`: the ends
-(`ends.check_ends`), the search (`probes.search`), the final pair once more and each
-series' `BisectResult` (`final_pair`). The rules are pure (`rules`, `search`); how it
+(`ends.check_ends`), the search (`probes.search`), a second look at a probe a burst left
+unplaced in the final pair (`probes.retry`), the final pair once more and each series'
+`BisectResult` (`final_pair`). The rules are pure (`rules`, `search`); how it
 decides: docs/verdicts.md.
 """
 
@@ -112,6 +113,7 @@ class Bisector(Session):
         )
         ends.check_ends(self)
         probes.search(self)
+        probes.retry(self)
         final_pair.recheck(self)
         if self.pool.failed and not self.pool.measured:
             # Nothing was measured: an answer would be the failures' (every probe skipped,

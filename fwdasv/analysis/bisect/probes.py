@@ -6,7 +6,8 @@ it (1 process for a step beyond ODD_PROCESS_PCT, else ROBUST_PROCESSES; then mor
 and BAD topped up beside it, while any series cannot place it, up to `max_processes`),
 judged by `rules.judge_probe`. A series that cannot place it takes the verdict of those
 that do (`rules.group_verdict`). Untestable commits (the compiled-code guard) and failed
-measures are skipped, as `git bisect skip` does. How: docs/verdicts.md ("bisect").
+measures are skipped, as `git bisect skip` does; a probe a burst left unplaced inside the
+final pair is measured once more (`retry`). How: docs/verdicts.md ("bisect").
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fwdasv.analysis.bisect.rules import (
     next_look,
     placed,
     settled,
+    vetoed,
 )
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.remeasure import RemeasureError
@@ -41,6 +43,49 @@ def next_index(session: Session) -> int | None:
 def search(session: Session) -> None:
     while (index := next_index(session)) is not None:
         place(session, index)
+
+
+def retry(session: Session) -> None:
+    """A probe left inside a series' final pair that its comparisons placed but its
+    processes did not agree on (`rules.vetoed`: a burst's mark) is measured once more on
+    fresh processes (its first ones set aside), then the search goes on. Without it the
+    answer was `git bisect skip`'s, "the step is at one of" two commits: beside a
+    neighbour's load, 3 of a good probe's 12 processes read past the midpoint to BAD's
+    level, and the demo's slowdown went unnamed. Once a commit; a placement on fresh
+    processes is judged by the same rule as any probe's, and the final pair is re-checked
+    after (`final_pair.recheck`). A probe the noise left undecided is not measured again:
+    on simulated noisy series that cost 40-70% more processes (docs/verdicts.md)."""
+    retried: set[int] = set()
+    while (index := _undecided_inside(session, retried)) is not None:
+        retried.add(index)
+        commit = session.line[index]
+        count = session.pool.set_aside(commit)
+        session.say(
+            f"{commit[:8]}: not placed by {count} process(es) and left inside the final pair: "
+            "measured again on fresh processes"
+        )
+        for track in session.tracks:
+            if track.active and index in track.search.skipped:
+                track.search = track.search.unskipped(index)
+        place(session, index)
+        search(session)
+
+
+def _undecided_inside(session: Session, retried: set[int]) -> int | None:
+    """A commit inside an active series' final pair that its processes left unplaced, its
+    comparisons placing it (`vetoed`; not one untestable or failed), not measured again."""
+    for track in session.tracks:
+        if not track.active:
+            continue
+        lo, hi = track.search.pair
+        undecided = {p.commit for p in track.search.probes if p.decided_by == "undecided"}
+        for index in sorted(track.search.skipped):
+            commit = session.line[index]
+            if not (lo < index < hi and index not in retried and commit in undecided):
+                continue
+            if vetoed(session.judge(session.values(commit, track), track)):
+                return index
+    return None
 
 
 def place(session: Session, index: int) -> None:

@@ -197,6 +197,16 @@ def placed(judgment: ProbeJudgment) -> bool:
     return judgment.verdict in (BisectStatus.GOOD, BisectStatus.BAD)
 
 
+def vetoed(judgment: ProbeJudgment) -> bool:
+    """Whether the comparisons place the probe (one confirmed, the other ruled out) and only
+    its processes' agreement (`sides_agree`, `robust`) kept it unplaced: a burst over some
+    of them, which fresh processes may not meet (`probes.retry`)."""
+    confirmed, ruled_out = ReMeasureStatus.CONFIRMED, ReMeasureStatus.NOT_REPRODUCED
+    outcomes = (judgment.from_good.status, judgment.to_bad.status)
+    leaning = outcomes in ((confirmed, ruled_out), (ruled_out, confirmed))
+    return leaning and not placed(judgment)
+
+
 def settled(judgment: ProbeJudgment) -> bool:
     """Placed, or shown to lie between ends that are not a step apart: no more processes."""
     return placed(judgment) or judgment.between

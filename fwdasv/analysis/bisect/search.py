@@ -57,6 +57,10 @@ class Search:
             return replace(self, skipped=self.skipped | {index}, probes=probes)
         return replace(self, decisions={**self.decisions, index: probe.verdict}, probes=probes)
 
+    def unskipped(self, index: int) -> Search:
+        """With a skipped index open again (to be measured once more); its probe stays."""
+        return replace(self, skipped=self.skipped - {index})
+
     @property
     def skipped_inside(self) -> tuple[str, ...]:
         """The skipped commits strictly between the pair: the step may be at one of them."""

@@ -149,6 +149,12 @@ class ProcessPool:
     def values(self, commit: str, ref: SeriesRef) -> list[float]:
         return [process[ref] for process in self.processes.get(commit, ())]
 
+    def set_aside(self, commit: str) -> int:
+        """`commit`'s processes taken out of what is judged, so that it is measured again
+        on fresh ones (bisect's second look at a probe it could not place); they stay in
+        PROCESSES_FILE. How many there were."""
+        return len(self.processes.pop(commit, []))
+
     def measure(
         self, commits: Sequence[str], rounds: int = 1, after: Callable[[], None] | None = None
     ) -> None:

@@ -172,6 +172,51 @@ def test_a_noisy_case_takes_the_verdict_of_the_cases_that_place_a_probe() -> Non
     assert all(p.verdict in (BisectStatus.GOOD, BisectStatus.BAD) for p in quiet.probes)
 
 
+def _burst_over(bisector: Bisector, index: int, launches: int) -> None:
+    """A neighbour's load over the first `launches` processes of commit `index`: every
+    fourth of them reads 1.6 times slower, at BAD's level (3 of 12: the demo's bisect in a
+    loaded CI run read 3 of a good probe's 12 processes past the midpoint)."""
+    pool, commit, launch = bisector.pool, bisector.line[index], bisector.pool._launch
+    seen = [0]
+
+    def loaded(name: str) -> dict[SeriesRef, float]:
+        values = launch(name)
+        if name == commit:
+            seen[0] += 1
+            if seen[0] <= launches and seen[0] % 4 == 1:
+                return {ref: 1.6 * value for ref, value in values.items()}
+        return values
+
+    pool._launch = loaded  # type: ignore[method-assign]
+
+
+def test_a_probe_a_burst_left_unplaced_inside_the_final_pair_is_measured_again() -> None:
+    """The last good commit, first probed, is left unplaced at 12 processes by a burst (3
+    of 12 at BAD's level); the search places the others around it. Once the final pair
+    holds it, it is measured again on fresh processes, placed good, and the step named;
+    its first processes are set aside. A burst that lasts leaves it undecided, measured
+    again once only, the answer naming both commits as before."""
+    said: list[str] = []
+    bisector = _bisector({QUIET: _step(9, 5, 1.6)}, {QUIET: 0.03}, {QUIET: 60.0}, echo=said.append)
+    _burst_over(bisector, 4, launches=12)
+    (result,) = bisector.run()
+    log = "\n".join(said)
+    assert result.answer == Answer.FOUND and result.first_bad == bisector.line[5], log
+    assert result.last_good == bisector.line[4] and result.skipped == (), log
+    first, *_, again = [p for p in result.probes if p.commit == bisector.line[4]]
+    assert first.verdict == BisectStatus.UNKNOWN and first.processes == 12, log
+    assert again.verdict == BisectStatus.GOOD and again.processes < 12, log
+    assert f"{bisector.line[4][:8]}: not placed by 12 process(es) and left inside" in log
+    # A burst that lasts: measured again once, then the answer is undecided, as before.
+    said.clear()
+    bisector = _bisector({QUIET: _step(9, 5, 1.6)}, {QUIET: 0.03}, {QUIET: 60.0}, echo=said.append)
+    _burst_over(bisector, 4, launches=10**6)
+    (result,) = bisector.run()
+    assert result.answer == Answer.UNDECIDED and result.skipped == (bisector.line[4],), result
+    assert f"{bisector.line[4][:8]} (undecided)" in result.reason, result.reason
+    assert sum("measured again on fresh processes" in line for line in said) == 1, said
+
+
 def test_a_bisect_of_a_confirmed_pair_starts_its_ends_from_confirms_processes(
     tmp_path: Path,
 ) -> None:

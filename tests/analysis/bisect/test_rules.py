@@ -17,6 +17,7 @@ from fwdasv.analysis.bisect.rules import (
     robust,
     run_noise,
     sides_agree,
+    vetoed,
 )
 from fwdasv.analysis.rules.confirm import magnitude_pct
 from fwdasv.analysis.rules.noise import Noise
@@ -78,6 +79,24 @@ def test_odd_processes_do_not_carry_a_probe_to_the_other_side() -> None:
     assert not sides_agree(good, odd, bad, BisectStatus.BAD, 1)
     assert judge_probe(good, odd, bad, busy, 1, change_pct=15.0).verdict == BisectStatus.UNKNOWN
     assert sides_agree(good, _processes(1.15, 9, 6, 0.02), bad, BisectStatus.BAD, 1)
+
+
+def test_a_probe_its_comparisons_place_but_its_processes_do_not_is_vetoed() -> None:
+    """The demo's loaded CI run: a good probe, 9 of its 12 processes at GOOD's level and 3
+    at BAD's (+60%). Both comparisons place it good, but 3 of 12 across the midpoint is
+    more than sides_agree allows (2): `vetoed`, so bisect measures it again on fresh
+    processes. A probe the noise leaves undecided, or one placed, is not vetoed."""
+    busy = Noise(3.0, 3.0, None, 50, "history", 30.0)
+    good, bad = _processes(1.0, 10, 12, 0.02), _processes(1.6, 11, 12, 0.02)
+    burst = [1.6 * v if i % 4 == 0 else v for i, v in enumerate(_processes(1.0, 12, 12, 0.02))]
+    judged = judge_probe(good, burst, bad, busy, 1, change_pct=60.0)
+    assert judged.verdict == BisectStatus.UNKNOWN and vetoed(judged), judged.text()
+    assert judged.from_good.status == ReMeasureStatus.NOT_REPRODUCED, judged.text()
+    clean = judge_probe(good, _processes(1.0, 13, 3, 0.02), bad, busy, 1, change_pct=60.0)
+    assert clean.verdict == BisectStatus.GOOD and not vetoed(clean), clean.text()
+    half = judge_probe(good, _processes(1.26, 14, 12, 0.02), bad, busy, 1, change_pct=60.0)
+    # Half way: both comparisons confirm a step (part-way); nothing a burst made.
+    assert half.verdict == BisectStatus.PART_WAY and not vetoed(half), half.text()
 
 
 def test_ends_and_the_run_s_own_noise() -> None:
