@@ -20,6 +20,10 @@ GPU's slow clock state (+1..3%, with probability `outlier`). Scenarios:
                  one search for all (a case that cannot place a probe takes the others')
     gpu-no-step  a finding of +1% that was a false alarm (no step): any commit named is wrong
     busy-no-step the same at a busy box's noise (+15% claimed)
+    burst-60pct  the demo's paced ratio: a 60% step over 10 commits, sd 0.7-4.5%, and
+                 neighbours' bursts (3% of processes start one; it and the next 2-7
+                 processes read 20-60% slow: a load that lasts, as in a loaded CI run)
+    burst-15pct  a 15% step at the same noise and bursts, over 16 commits
 
 With a history, the prior is the true sd with 30 degrees of freedom (a 50-commit history),
 or with `--prior stored` what bisect takes from a drawn stored history (`remeasure.stored_prior`:
@@ -35,7 +39,9 @@ as spread inside (a loaded process). It comes from a generator of its own, so `s
 
 prints per scenario: right, wrong, undecided, not reproducible (% of searches; a search of
 several series counts as its worst), and the mean and max bench processes and bench runs
-(looks). Exit 1 when any bisect named a wrong commit.
+(looks). Exit 1 when any bisect named a wrong commit: with the burst scenarios in the run it
+does (a burst that covers a good probe's processes and then the final pair's re-check
+places it bad; docs/measurements.md, section 42).
 """
 
 from __future__ import annotations
@@ -72,6 +78,8 @@ class Scenario:
     claimed: bool = True  # bisected from a finding (its change known) or by hand
     series: int = 1  # cases of one suite stepping at the same commit, each its own sd
     step_spread: float = 0.0  # each case's step drawn in step_pct * (1 +- step_spread)
+    burst: float = 0.0  # chance a process starts a neighbour's burst: it and the next 2-7
+    # processes in launch order read 20-60% slow (a load that lasts a while, not one process)
 
 
 SCENARIOS = {
@@ -87,6 +95,8 @@ SCENARIOS = {
         Scenario("gpu-suite", 2.0, (0.03, 0.5), outlier=0.03, series=11, step_spread=0.6),
         Scenario("gpu-no-step", 0.0, (0.05, 0.5), outlier=0.03),
         Scenario("busy-no-step", 0.0, (2.0, 5.0), odd=0.15),
+        Scenario("burst-60pct", 60.0, (0.7, 4.5), commits=10, burst=0.03),
+        Scenario("burst-15pct", 15.0, (0.7, 4.5), burst=0.03),
     )
 }
 
@@ -148,11 +158,16 @@ class SimulatedPool(ProcessPool):
     def _set_up(self) -> None:
         pass  # no suites to resolve
 
+    burst_left: int = 0  # processes the current burst still slows
+
     def _launch(self, commit: str) -> dict[SeriesRef, float]:
         self.bench_processes += 1
         index = self.line.index(commit)
         # One process measures every case: an odd process (a neighbour) slows them all.
         odd, _ = odd_factor(self.rng, self.scenario)
+        if self.scenario.burst and (self.burst_left or self.rng.random() < self.scenario.burst):
+            self.burst_left = (self.burst_left or self.rng.randint(3, 8)) - 1
+            odd = self.rng.uniform(1.2, 1.6)
         out = {}
         for ref in self.series:
             level = 1.0 + (self.steps[ref] / 100 if index >= self.culprit else 0.0)
