@@ -7,11 +7,13 @@ one commit (`run_noise`). A probe's test floor is half the step (`probe_floor_pc
 A probe M is `bad` when GOOD->M is confirmed and M->BAD not reproduced, `good` the other
 way round, `part-way` when both are confirmed, `unknown` otherwise (measure more; both
 ruled out: `between`, the ends are not a step apart). A decision also needs nearly all
-of M's processes on its side of the levels' midpoint (`sides_agree`) and, from fewer
-than ROBUST_PROCESSES processes, values no odd process could have made (`robust`:
-beyond ODD_PROCESS_PCT and 3 sds of the other level). Several series of one search:
-a series that cannot place M takes the others' verdict unless its own leans against it
-(`group_verdict`). The table, with its figures: docs/verdicts.md ("bisect").
+of M's processes on its side of the levels' midpoint (`sides_agree`); from fewer than
+ROBUST_PROCESSES processes, values no odd process could have made (`robust`: beyond
+ODD_PROCESS_PCT and 3 sds of the other level); and M not past the far end by half the
+step or more (`_beyond`: no commit of a one-step range sits there, a burst puts one
+there). Several series of one search: a series that cannot place M takes the others'
+verdict unless its own leans against it (`group_verdict`). The table, with its figures:
+docs/verdicts.md ("bisect").
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ class ProbeJudgment:
     verdict: BisectStatus  # good / bad / part-way / unknown
     from_good: Confirmation  # GOOD -> M: is M beyond GOOD in the step's direction?
     to_bad: Confirmation  # M -> BAD: is BAD beyond M?
+    overshoot: str = ""  # "BAD" or "GOOD" when M lies beyond that end (`judge_probe`)
 
     @property
     def between(self) -> bool:
@@ -142,9 +145,10 @@ class ProbeJudgment:
         return self.from_good.status == self.to_bad.status == ReMeasureStatus.NOT_REPRODUCED
 
     def text(self) -> str:
+        beyond = f"; M beyond {self.overshoot} by half the step or more" if self.overshoot else ""
         return (
             f"GOOD->M {self.from_good.percent:+.2f}% {self.from_good.label}; "
-            f"M->BAD {self.to_bad.percent:+.2f}% {self.to_bad.label}"
+            f"M->BAD {self.to_bad.percent:+.2f}% {self.to_bad.label}{beyond}"
         )
 
 
@@ -178,7 +182,18 @@ def judge_probe(
     outcomes = (up.status, down.status)
     bad_side = sides_agree(good, probe, bad, BisectStatus.BAD, direction)
     good_side = sides_agree(good, probe, bad, BisectStatus.GOOD, direction)
-    if outcomes == (confirmed, ruled_out) and robust(probe, good, noise) and bad_side:
+    overshoot = ""
+    if outcomes == (confirmed, ruled_out) and _beyond(
+        bad, probe, noise, direction, change_pct, alpha
+    ):
+        overshoot = "BAD"
+    elif outcomes == (ruled_out, confirmed) and _beyond(
+        probe, good, noise, direction, change_pct, alpha
+    ):
+        overshoot = "GOOD"
+    if overshoot:
+        verdict = BisectStatus.UNKNOWN
+    elif outcomes == (confirmed, ruled_out) and robust(probe, good, noise) and bad_side:
         verdict = BisectStatus.BAD
     elif outcomes == (ruled_out, confirmed) and robust(probe, bad, noise) and good_side:
         verdict = BisectStatus.GOOD
@@ -190,7 +205,27 @@ def judge_probe(
         verdict = BisectStatus.PART_WAY
     else:
         verdict = BisectStatus.UNKNOWN
-    return ProbeJudgment(verdict, up, down)
+    return ProbeJudgment(verdict, up, down, overshoot)
+
+
+def _beyond(
+    near: Sequence[float],
+    far: Sequence[float],
+    noise: Noise,
+    direction: int,
+    change_pct: float,
+    alpha: float,
+) -> bool:
+    """Whether `far` lies beyond `near` in the step's direction by half the step or more
+    (confirm's rule, the whole step as its min effect): a probe past an end by that much
+    sits at neither level of a one-step range, which a burst over its processes does (a
+    good probe at +53% against a 15% step, simulated, was placed bad; docs/measurements.md,
+    section 42)."""
+    whole = magnitude_pct(change_pct)
+    verdict = judge_step(
+        near, far, noise, direction, claimed_pct=None, min_effect_pct=whole, alpha=alpha
+    )
+    return verdict.status == ReMeasureStatus.CONFIRMED
 
 
 def placed(judgment: ProbeJudgment) -> bool:

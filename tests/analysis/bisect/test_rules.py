@@ -99,6 +99,24 @@ def test_a_probe_its_comparisons_place_but_its_processes_do_not_is_vetoed() -> N
     assert half.verdict == BisectStatus.PART_WAY and not vetoed(half), half.text()
 
 
+def test_a_probe_beyond_an_end_by_half_the_step_is_not_placed() -> None:
+    """A 15% step: a good probe whose processes all ran inside a neighbour's burst read
+    +53% (simulated, docs/measurements.md section 42), both comparisons "placed" it bad,
+    and bisect named a wrong commit. A commit of a one-step range sits at one of two
+    levels; past BAD by half the step or more it is not placed (and, its comparisons
+    leaning, measured again on fresh processes: `vetoed`). At BAD's level, or a little
+    past it, it is placed as before; the same holds below GOOD for a speed-up's end."""
+    busy = Noise(2.0, 2.0, None, 50, "history", 30.0)
+    good, bad = _processes(1.0, 20, 6, 0.02), _processes(1.15, 21, 6, 0.02)
+    burst = judge_probe(good, _processes(1.53, 22, 3, 0.02), bad, busy, 1, change_pct=15.0)
+    assert burst.verdict == BisectStatus.UNKNOWN and burst.overshoot == "BAD", burst.text()
+    assert vetoed(burst) and burst.text().endswith("M beyond BAD by half the step or more")
+    at_bad = judge_probe(good, _processes(1.17, 23, 3, 0.02), bad, busy, 1, change_pct=15.0)
+    assert at_bad.verdict == BisectStatus.BAD and not at_bad.overshoot, at_bad.text()
+    below = judge_probe(good, _processes(0.8, 24, 3, 0.02), bad, busy, 1, change_pct=15.0)
+    assert below.verdict == BisectStatus.UNKNOWN and below.overshoot == "GOOD", below.text()
+
+
 def test_ends_and_the_run_s_own_noise() -> None:
     assert run_noise([[1.0], [2.0]]) is None  # no commit with two processes yet
     noise = run_noise([[1.0, 1.01, 0.99], [2.0, 2.02]])
