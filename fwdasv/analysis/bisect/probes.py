@@ -46,15 +46,14 @@ def search(session: Session) -> None:
 
 
 def retry(session: Session) -> None:
-    """A probe left inside a series' final pair that its comparisons placed but its
-    processes did not agree on (`rules.vetoed`: a burst's mark) is measured once more on
-    fresh processes (its first ones set aside), then the search goes on. Without it the
-    answer was `git bisect skip`'s, "the step is at one of" two commits: beside a
-    neighbour's load, 3 of a good probe's 12 processes read past the midpoint to BAD's
-    level, and the demo's slowdown went unnamed. Once a commit; a placement on fresh
-    processes is judged by the same rule as any probe's, and the final pair is re-checked
-    after (`final_pair.recheck`). A probe the noise left undecided is not measured again:
-    on simulated noisy series that cost 40-70% more processes (docs/verdicts.md)."""
+    """Each skipped probe left inside a series' final pair whose comparisons placed it but
+    a guard on its processes did not (`rules.vetoed`: a burst's mark) is measured once
+    more on fresh processes (its first ones set aside), then the search goes on; otherwise
+    the answer would be "the step is at one of" it and the first bad commit. Once a
+    commit; the fresh processes are judged by the same rules as any probe's, and the
+    final pair is re-checked after (`final_pair.recheck`). A probe the noise left
+    undecided is not measured again: more processes there are `--max-processes`' to give
+    (docs/verdicts.md, "A second look")."""
     retried: set[int] = set()
     while (index := _undecided_inside(session, retried)) is not None:
         retried.add(index)

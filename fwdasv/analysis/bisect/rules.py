@@ -178,27 +178,23 @@ def judge_probe(
     down = judge_step(
         probe, bad, noise, direction, claimed_pct=None, min_effect_pct=floor, alpha=alpha
     )
-    confirmed, ruled_out = ReMeasureStatus.CONFIRMED, ReMeasureStatus.NOT_REPRODUCED
-    outcomes = (up.status, down.status)
+    confirmed = ReMeasureStatus.CONFIRMED
+    lean = leaning(up, down)
     bad_side = sides_agree(good, probe, bad, BisectStatus.BAD, direction)
     good_side = sides_agree(good, probe, bad, BisectStatus.GOOD, direction)
     overshoot = ""
-    if outcomes == (confirmed, ruled_out) and _beyond(
-        bad, probe, noise, direction, change_pct, alpha
-    ):
+    if lean == BisectStatus.BAD and _beyond(bad, probe, noise, direction, change_pct, alpha):
         overshoot = "BAD"
-    elif outcomes == (ruled_out, confirmed) and _beyond(
-        probe, good, noise, direction, change_pct, alpha
-    ):
+    elif lean == BisectStatus.GOOD and _beyond(probe, good, noise, direction, change_pct, alpha):
         overshoot = "GOOD"
     if overshoot:
         verdict = BisectStatus.UNKNOWN
-    elif outcomes == (confirmed, ruled_out) and robust(probe, good, noise) and bad_side:
+    elif lean == BisectStatus.BAD and robust(probe, good, noise) and bad_side:
         verdict = BisectStatus.BAD
-    elif outcomes == (ruled_out, confirmed) and robust(probe, bad, noise) and good_side:
+    elif lean == BisectStatus.GOOD and robust(probe, bad, noise) and good_side:
         verdict = BisectStatus.GOOD
     elif (
-        outcomes == (confirmed, confirmed)
+        (up.status, down.status) == (confirmed, confirmed)
         and robust(probe, good, noise)
         and robust(probe, bad, noise)
     ):
@@ -217,10 +213,9 @@ def _beyond(
     alpha: float,
 ) -> bool:
     """Whether `far` lies beyond `near` in the step's direction by half the step or more
-    (confirm's rule, the whole step as its min effect): a probe past an end by that much
-    sits at neither level of a one-step range, which a burst over its processes does (a
-    good probe at +53% against a 15% step, simulated, was placed bad; docs/measurements.md,
-    section 42)."""
+    (confirm's rule, the whole step as its min effect). A probe past an end by that much
+    sits at neither level of a one-step range; a burst over its processes puts it there
+    (docs/verdicts.md, "bisect")."""
     whole = magnitude_pct(change_pct)
     verdict = judge_step(
         near, far, noise, direction, claimed_pct=None, min_effect_pct=whole, alpha=alpha
@@ -232,14 +227,21 @@ def placed(judgment: ProbeJudgment) -> bool:
     return judgment.verdict in (BisectStatus.GOOD, BisectStatus.BAD)
 
 
-def vetoed(judgment: ProbeJudgment) -> bool:
-    """Whether the comparisons place the probe (one confirmed, the other ruled out) and only
-    its processes' agreement (`sides_agree`, `robust`) kept it unplaced: a burst over some
-    of them, which fresh processes may not meet (`probes.retry`)."""
+def leaning(up: Confirmation, down: Confirmation) -> BisectStatus | None:
+    """Where the two comparisons alone place a probe: bad (GOOD->M confirmed, M->BAD ruled
+    out), good (the other way round), else None."""
     confirmed, ruled_out = ReMeasureStatus.CONFIRMED, ReMeasureStatus.NOT_REPRODUCED
-    outcomes = (judgment.from_good.status, judgment.to_bad.status)
-    leaning = outcomes in ((confirmed, ruled_out), (ruled_out, confirmed))
-    return leaning and not placed(judgment)
+    return {
+        (confirmed, ruled_out): BisectStatus.BAD,
+        (ruled_out, confirmed): BisectStatus.GOOD,
+    }.get((up.status, down.status))
+
+
+def vetoed(judgment: ProbeJudgment) -> bool:
+    """Whether the comparisons place the probe (`leaning`) and only a guard on its
+    processes (`sides_agree`, `robust`, `_beyond`) kept it unplaced: the mark of a burst
+    over some of them, which fresh processes may not meet (`probes.retry`)."""
+    return leaning(judgment.from_good, judgment.to_bad) is not None and not placed(judgment)
 
 
 def settled(judgment: ProbeJudgment) -> bool:

@@ -191,10 +191,10 @@ def case_line(case: CaseCheck) -> str:
 def _line(word: str, verdict: Confirmation) -> str:
     """`word: ` and the verdict's summary ("worse: confirmed: B +1.25% vs A ..."). Where
     the summary's word is confirm's and would mislead in a pull request, which re-measures
-    no finding, the numbers and why: a speed-up only its interval decided ("the whole
-    interval below zero", not judge_ab's "undecided ... rules nothing out"), a step ruled
-    out (an H100 printed "improved: not-reproduced: B -6.65% ..."), a change too small to
-    count (not "unchanged: confirmed: ...")."""
+    no finding, the numbers and why instead: a speed-up only its interval decided ("the
+    whole interval below zero"), a step ruled out ("a +0.3% step ruled out", not
+    "not-reproduced"), a real change under the min effect ("above zero, under the +0.3%
+    min effect", not "confirmed")."""
     if faster_by_interval(verdict):
         why = "the whole interval below zero"
     elif verdict.status == ReMeasureStatus.NOT_REPRODUCED:
