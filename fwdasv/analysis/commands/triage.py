@@ -10,6 +10,8 @@ re-measure of the finding's old level against the fix shows the level back
 
 from __future__ import annotations
 
+import contextlib
+import re
 from pathlib import Path
 
 import click
@@ -28,25 +30,38 @@ from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.findings.verdict_file import TriageRecord
 from fwdasv.analysis.findings.verdicts import record_verdict
 from fwdasv.analysis.rules.status import TriageState
-from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.clitools import bench_option, config_option, machine_option
 from fwdasv.core.errors import EXIT_FINDING, EXIT_OK, UserError
 
 STATES = tuple(str(s) for s in TriageState)
+# A hash or a prefix git would take for one (4 hex digits at least): "" or "9" names
+# nearly every finding.
+_PREFIX = re.compile(r"^[0-9a-f]{4,40}$")
 
 
 def named(found: tuple[Finding, ...], commit: str) -> list[Finding]:
-    """The findings COMMIT names: their first new commit, or bisect's culprit, starts with it."""
-    prefix = commit.lower()
-    out = []
+    """The findings COMMIT names: their first new commit, or bisect's culprit, is it (a full
+    hash) or starts with it (a prefix of 4-40 hex digits, naming one commit among them)."""
+    wanted = commit.strip().lower()
+    if not _PREFIX.match(wanted):
+        raise UserError(
+            f"COMMIT {commit!r} is no commit of the repository nor a hash prefix of 4 to 40 "
+            "hex digits; give a finding's first new commit (the second hash of its range in "
+            "`fwdasv regressions`) or its culprit"
+        )
+    hits: dict[str, list[Finding]] = {}
     for finding in found:
         culprit = finding.culprit()
         culprit_commit = culprit["commit"] if culprit is not None else None
-        if finding.after_commit.startswith(prefix) or (
-            culprit_commit is not None and culprit_commit.startswith(prefix)
-        ):
-            out.append(finding)
-    return out
+        for candidate in (finding.after_commit, culprit_commit):
+            if candidate is not None and candidate.lower().startswith(wanted):
+                hits.setdefault(candidate.lower(), []).append(finding)
+                break
+    if len(hits) > 1:
+        listed = ", ".join(sorted(c[:12] for c in hits))
+        raise UserError(f"COMMIT {commit} is ambiguous: it starts {listed}; give more of the hash")
+    return next(iter(hits.values()), [])
 
 
 @analysis_command("triage")
@@ -79,7 +94,8 @@ def triage_command(
     """Say what a finding is: STATE for the findings COMMIT names.
 
     COMMIT is a finding's first new commit (the second hash of its range in
-    `fwdasv regressions`) or bisect's culprit, a prefix is enough; --bench and
+    `fwdasv regressions`) or bisect's culprit: a hash, a prefix of 4 or more hex
+    digits naming one of them, a branch or a tag; --bench and
     --machine narrow the findings named. The states, after Chromium's perf
     dashboard (file bug, ignore, mark invalid) and Bencher's alert states:
 
@@ -106,6 +122,8 @@ def triage_command(
             "re-measure shows the old level back)"
         )
     found = triage.read(project, machine=machine, bench=bench)
+    with contextlib.suppress(AsvError):  # a branch, tag or short hash as git takes it
+        commit = project.resolve(commit)
     chosen = named(found.findings, commit)
     if not chosen:
         raise UserError(

@@ -12,18 +12,21 @@ refused: nothing recorded, exit 1.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from helpers import measuring_priority
 
+from fwdasv.analysis.commands.triage import named
 from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.verdict_file import VERDICTS_FILE
 from fwdasv.analysis.findings.verdicts import record_verdict
 from fwdasv.analysis.rules.status import TO_CONFIRM, Status
 from fwdasv.cli import main
+from fwdasv.core.errors import UserError
 
 pytestmark = pytest.mark.slow
 
@@ -138,3 +141,37 @@ def test_fixed_by_is_refused_unless_a_re_measure_shows_the_level_back(
     assert refused.exit_code == 1, refused.output
     assert f"fixed-by {demo_history.slow_commit[:8]} refused" in refused.output
     assert (project.results_dir / VERDICTS_FILE).read_text() == before
+
+
+def test_a_commit_that_names_no_one_finding_records_nothing(demo_history, tmp_path: Path) -> None:
+    """An empty COMMIT once matched every finding (every hash starts with ""), and "9" any
+    finding whose hash starts 9: each wrote a state for findings nobody named."""
+    project = demo_history.new_project(tmp_path / "asv")
+    config = str(project.config_path)
+    found = findings.find(project)
+    ours = next(
+        f
+        for f in found
+        if f.key.benchmark == demo_history.benchmark and f.after_commit == demo_history.slow_commit
+    )
+    record_verdict(project, ours, status=Status.CONFIRMED)
+    verdicts = project.results_dir / VERDICTS_FILE
+    before = verdicts.read_text()
+    for commit in ("", " ", ours.after_commit[:1], ours.after_commit[:3], "zzzz"):
+        said = CliRunner().invoke(main, ["triage", "acknowledged", commit, "--config", config])
+        assert said.exit_code == 2, (commit, said.output)
+        assert f"COMMIT {commit!r} is no commit of the repository" in said.output
+        assert verdicts.read_text() == before, commit
+    # Four hex digits naming two findings' commits: refused, the commits listed.
+    other = "1" if ours.after_commit[4] == "0" else "0"
+    twin = replace(ours, after_commit=ours.after_commit[:4] + other * 36)
+    with pytest.raises(UserError, match=f"COMMIT {ours.after_commit[:4]} is ambiguous"):
+        named((ours, twin), ours.after_commit[:4])
+    assert named((ours, twin), ours.after_commit[:5]) == [ours]
+    # The full hash names the finding.
+    said = CliRunner().invoke(
+        main,
+        ["triage", "acknowledged", ours.after_commit, "--bench", ours.key.case, "--config", config],
+    )
+    assert said.exit_code == 0, said.output
+    assert verdicts.read_text() != before
