@@ -3,6 +3,8 @@ joining any cluster."""
 
 from __future__ import annotations
 
+import sys
+
 from click.testing import CliRunner
 from toy_model import build_repo
 
@@ -49,3 +51,23 @@ def test_fleet_confirm_and_triage_read_their_options_before_joining_any_cluster(
             "results are stored under that name; measure under that name first "
             "(`asv run --machine NAME`)"
         ]
+
+
+def test_shard_over_ray_without_ray_installed_is_one_line(tmp_path, monkeypatch):
+    """Ray is an extra (`fwdasv[fleet]`): without it the fleet's commands once ended in a
+    ModuleNotFoundError traceback, exit 1, which CI reads as a finding."""
+    from fwdasv.fleet import _ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as when not installed
+    monkeypatch.delitem(_ray.__dict__, "ray", raising=False)  # nothing imported before
+    hashes = build_repo(tmp_path / "mymodel", commits=3, slow_index=None)
+    project = write_torch_project(tmp_path / "asv", tmp_path / "mymodel", "mymodel", [])
+    span = f"{hashes[0]}..{hashes[2]}"
+    done = CliRunner().invoke(
+        main, ["shard", "--config", str(project.config_path), "--ray", "auto", span]
+    )
+    assert done.exit_code == EXIT_USAGE, done.output
+    assert done.output.splitlines() == [
+        "Error: the fleet's commands need Ray, not installed in this environment: pip install "
+        "'fwdasv[fleet]' (or the ray version of pyproject.toml's fleet extra)"
+    ]
