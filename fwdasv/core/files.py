@@ -95,6 +95,10 @@ def check_output_dir(
         mode = path.lstat().st_mode
     except FileNotFoundError:
         mode = None
+    except NotADirectoryError:
+        raise OutputPathError(
+            f"{what} {path}: a parent of it is a file, not a directory; give a path in a directory"
+        ) from None
     except OSError as error:
         raise OutputPathError(f"{what} {path}: cannot be checked ({error.strerror})") from None
     if mode is not None:

@@ -23,6 +23,7 @@ from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
 from fwdasv.core.clitools import CliError, config_option, finding, format_option
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.core.files import check_output_dir
 
 
 @analysis_command("explain")
@@ -40,8 +41,8 @@ from fwdasv.core.errors import EXIT_USAGE
     "--profile-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Where the profiles go [default: .fwdasv-explain/<GOOD>-<BAD>-<suite>-<case> beside "
-    "the results directory].",
+    help="Where the profiles go: a directory, made when missing (its parent must exist) "
+    "[default: .fwdasv-explain/<GOOD>-<BAD>-<suite>-<case> beside the results directory].",
 )
 @click.option(
     "--files",
@@ -104,6 +105,8 @@ def explain_command(
         project = AsvProject.load(config)
         project_machine(project, machine)  # this box must be the project's machine, or named
         refuse_bad_pair(project, good, bad, "GOOD and BAD", "explain")
+        if profile_dir is not None:  # before anything is installed or profiled
+            check_output_dir(profile_dir, what="--profile-dir")
         done = explain_commits(
             project,
             good,

@@ -100,6 +100,31 @@ def file_at(repo: Path, commit: str, path: str) -> list[str]:
     return git(repo, "show", f"{commit}:{path}").splitlines()
 
 
+def test_a_profile_dir_that_cannot_be_one_is_refused_before_anything_is_installed(
+    tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--profile-dir was checked only when the first profile was written: after the
+    installs, a traceback, exit 1; a missing tree was made whole without a word."""
+    hashes, slow, _, config = demo_asv_project(tmp_path, shared_asv_env)
+    monkeypatch.chdir(tmp_path / "asv")
+    args = ["explain", hashes[slow - 1], hashes[slow], "forward.TinyLM.track_latency"]
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for where, said in (
+        (tmp_path / "deep" / "er" / "x", f"--profile-dir {tmp_path / 'deep' / 'er' / 'x'}: the "),
+        (a_file, "is a file"),  # click's own check
+        (a_file / "x", f"--profile-dir {a_file / 'x'}: a parent of it is a file"),
+    ):
+        result = CliRunner().invoke(
+            main, [*args, "--config", str(config), "--profile-dir", str(where)]
+        )
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.strip().splitlines()
+        assert line.startswith("Error: ") and said in line, line
+    assert not (tmp_path / "deep").exists()
+    assert not (tmp_path / "asv" / ".fwdasv-explain").exists()  # nothing profiled
+
+
 @pytest.mark.slow
 def test_explain_names_the_ops_that_replaced_the_fused_attention(
     tmp_path: Path, shared_asv_env: Path, asv_machine_home: Path, monkeypatch: pytest.MonkeyPatch
