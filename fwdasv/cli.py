@@ -43,7 +43,10 @@ def main() -> None:
 @click.command("nightly", cls=AnalysisCommand, context_settings=CONTEXT)
 @config_option("asv configuration.")
 @click.option(
-    "--machine", help="asv machine name [default: host, GPU count and model, UUID digest]."
+    "--machine",
+    help="asv machine name [default: the project's machine, which `fwdasv init` records: "
+    "another box is refused unless named here; with none recorded, the name `fwdasv hw "
+    "machine` gives this box].",
 )
 @click.option(
     "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated [default: all]."

@@ -219,6 +219,8 @@ def run_nightly(
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
     # Before the clocks are touched or anything runs.
     check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
+    if not existing_python:
+        asv_project.check_spec(project, spec)
 
     def say(lines: list[str]) -> None:
         for line in lines:

@@ -129,10 +129,12 @@ def fake_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeNvml:
 
 
 def test_nightly_resets_locked_clocks_even_when_the_run_fails(
-    project, fake_gpus: FakeNvml, tmp_path: Path
+    project, fake_gpus: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = fake_gpus.settings()
-    # A range asv cannot resolve: the run fails after the clocks were locked.
+    # A range asv cannot resolve, let past the check made before the clocks are touched
+    # (below): asv's run fails after the clocks were locked.
+    monkeypatch.setattr("fwdasv.nightly.asv_project.check_spec", lambda *a, **k: None)
     result = CliRunner().invoke(
         main,
         [
@@ -158,6 +160,45 @@ def test_nightly_resets_locked_clocks_even_when_the_run_fails(
     lines = result.output.splitlines()
     assert any("1/7 hardware setup: lock clocks at base" in line for line in lines)
     assert any("reset: restoring the saved GPU state" in line for line in lines)
+
+
+def test_a_range_git_cannot_read_is_refused_before_the_clocks_are_touched(
+    project, fake_gpus: FakeNvml, tmp_path: Path
+) -> None:
+    """A bad --spec once locked the clocks, wrote the machine file and printed asv's
+    traceback twice before its one line."""
+    hashfile = tmp_path / "none.txt"
+    for spec, said in (
+        ("no-such-branch", "--spec 'no-such-branch': git cannot read it in "),
+        ("main..nosuch", "--spec 'main..nosuch': git cannot read it in "),
+        ("", "--spec '': no range; "),
+        (f"HASHFILE:{hashfile}", f"--spec HASHFILE:{hashfile}: {hashfile} is not a file; "),
+    ):
+        result = CliRunner().invoke(
+            main,
+            [
+                "nightly",
+                "--config",
+                str(project.config_path),
+                "--machine",
+                "lockedbox",
+                "--machine-file",
+                str(tmp_path / "machine.json"),
+                "--lock-clocks",
+                "base",
+                "--spec",
+                spec,
+            ],
+        )
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.splitlines()
+        assert line.startswith(f"Error: {said}"), line
+        assert line.endswith(
+            "give NEW, ALL, A..B, a branch, a commit or HASHFILE:FILE (asv run's range)"
+        )
+    assert fake_gpus.setter_calls == []
+    assert not (tmp_path / "machine.json").exists()
+    assert not project.results_dir.exists() or not _stored(project)
 
 
 def test_each_step_prints_from_its_value() -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -296,6 +297,43 @@ def run_spec(
 
 # `asv run`'s statuses that mean it ran: 2 is some benchmark failed, the rest saved.
 RUN_OK = (0, 2)
+# The range specs `asv run` reads itself rather than giving them to git.
+ASV_SPECS = ("NEW", "ALL", "EXISTING", "TAGS", "HEAD")
+
+
+def check_spec(project: AsvProject, spec: str, what: str = "--spec") -> None:
+    """Refuse, in one line, an `asv run` range that asv would fail on after the work before
+    it (a night's clock setup and machine file): a git range that git cannot read
+    (`git rev-list --first-parent SPEC --`, as asv runs it) or a HASHFILE that is no
+    file. Not checked: asv's own words (NEW, ALL, ...) and a repository asv has not
+    cloned yet."""
+    if spec in ASV_SPECS:
+        return
+    hint = "give NEW, ALL, A..B, a branch, a commit or HASHFILE:FILE (asv run's range)"
+    if spec.startswith("HASHFILE:"):
+        path = spec.removeprefix("HASHFILE:")
+        if path != "-" and not Path(path).is_file():
+            raise UserError(f"{what} {spec}: {path} is not a file; {hint}")
+        return
+    repo = project.local_repo
+    if repo is None or not repo.is_dir():
+        return
+    try:
+        words = shlex.split(spec)
+    except ValueError as error:
+        raise UserError(f"{what} {spec!r}: {error}; {hint}") from None
+    if not words:
+        raise UserError(f"{what} {spec!r}: no range; {hint}")
+    try:
+        done = git_run(repo, "rev-list", "--first-parent", "--max-count=1", *words, "--")
+    except GitError:
+        return  # git cannot run here: asv will say so
+    if done.returncode not in (0, 1):
+        said = str(done.stderr).strip().splitlines()
+        raise UserError(
+            f"{what} {spec!r}: git cannot read it in {repo} ({said[0] if said else 'no output'}); "
+            f"{hint}"
+        )
 
 
 def run_args(
