@@ -39,6 +39,7 @@ from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks as hw_checks
 from fwdasv.hw import machine as hw_machine
 from fwdasv.hw import setup as hw_setup
+from fwdasv.hw.clocks import check_lock_values
 from fwdasv.hw.nvml import read_inventory
 
 STATUS_OK, STATUS_REGRESSION, STATUS_FAILED = 0, 1, 2
@@ -221,6 +222,7 @@ def run_nightly(
     check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
     if not existing_python:
         asv_project.check_spec(project, spec)
+    check_lock_values(lock_clocks, None)
 
     def say(lines: list[str]) -> None:
         for line in lines:

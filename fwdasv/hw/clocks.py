@@ -155,18 +155,33 @@ class LockRequest:
         return ClockLock(self.mhz, self.mhz, f"{self.mhz}MHz")
 
 
-def _memory_lock(text: str, gpu: GpuInfo) -> ClockLock:
+def _memory_mhz(text: str) -> int | None:
+    """`--lock-memory-clocks`' frequency in MHz; None for 'max' (the GPU's own)."""
     value = text.strip().lower()
     if value == "max":
+        return None
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    raise HardwareError(
+        f"--lock-memory-clocks {text!r}: give a frequency in MHz or 'max' (e.g. 3201 on an H200)"
+    )
+
+
+def check_lock_values(lock_clocks: str | None, lock_memory_clocks: str | None) -> None:
+    """Refuse a --lock-clocks or --lock-memory-clocks that is neither a frequency nor a word
+    they take, before NVML is asked anything (bad input is exit 2 on any box)."""
+    if lock_clocks:
+        LockRequest.parse(lock_clocks)
+    if lock_memory_clocks:
+        _memory_mhz(lock_memory_clocks)
+
+
+def _memory_lock(text: str, gpu: GpuInfo) -> ClockLock:
+    mhz = _memory_mhz(text)
+    if mhz is None:
         mhz = gpu.memory_clock_max_mhz
         if mhz is None:
             raise HardwareError(f"{gpu.label}: the maximum memory clock is unreadable")
-    elif value.isdigit() and int(value) > 0:
-        mhz = int(value)
-    else:
-        raise HardwareError(
-            f"--lock-memory-clocks {text!r}: give a frequency in MHz or 'max' (e.g. 3201 on an H200)"
-        )
     return ClockLock(mhz, mhz, f"{mhz}MHz")
 
 

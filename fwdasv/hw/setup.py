@@ -17,7 +17,14 @@ from typing import Any
 import pynvml
 
 from fwdasv.core.files import write_atomic
-from fwdasv.hw.clocks import Change, applier_for, plan_reset, plan_setup, require_root
+from fwdasv.hw.clocks import (
+    Change,
+    applier_for,
+    check_lock_values,
+    plan_reset,
+    plan_setup,
+    require_root,
+)
 from fwdasv.hw.errors import HardwareError
 from fwdasv.hw.nvml import GpuInfo, nvml, read_gpu, read_inventory_in_session
 from fwdasv.hw.statefile import HwState, boot_id, load_state, now_iso, resolve_state_file
@@ -116,6 +123,7 @@ def _setup(
             "nothing to set up: give --lock-clocks MHz|base|default, --lock-memory-clocks "
             "and/or --persistence"
         )
+    check_lock_values(lock_clocks, lock_memory_clocks)
     path = resolve_state_file(state_file)
     if not dry_run:
         require_root("fwdasv hw setup")

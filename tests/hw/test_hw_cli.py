@@ -157,6 +157,23 @@ def test_cli_machine_for_named_gpus_without_a_driver_is_still_exit_4(
     assert not (tmp_path / "m.json").exists()
 
 
+def test_a_bad_clock_value_is_bad_input_before_the_driver_is_asked(
+    monkeypatch: pytest.MonkeyPatch, state_file: Path
+):
+    """`--lock-clocks fast` on a box without a driver once said "no NVIDIA driver", exit 4:
+    the value, bad anywhere, was read only after NVML answered."""
+    fake = FakeNvml.h200().install(monkeypatch)
+    fake.init_error = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
+    for option, said in (
+        ("--lock-clocks", "--lock-clocks 'fast': give a frequency in MHz"),
+        ("--lock-memory-clocks", "--lock-memory-clocks 'fast': give a frequency in MHz"),
+    ):
+        result = invoke("setup", "--dry-run", option, "fast")
+        assert result.exit_code == 2, result.output
+        assert said in one_error_line(result.stderr, ignoring=())
+    assert fake.setter_calls == []
+
+
 def test_every_option_has_help():
     from fwdasv.hw.cli import hw
 
