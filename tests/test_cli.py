@@ -44,6 +44,29 @@ def test_every_default_is_written_in_square_brackets() -> None:
     assert not parenthesized, parenthesized
 
 
+def test_every_number_option_refuses_nan_and_inf() -> None:
+    """`regressions --min-effect nan` ran as if no threshold was given (nan compares false)
+    and `--min-effect inf` said "No regressions": click's FloatRange takes both."""
+    numbers = [
+        (path, option)
+        for path, _, option in _options()
+        if isinstance(option.type, click.FloatRange) or option.type is click.FLOAT
+    ]
+    assert numbers  # --min-effect, --factor, --alpha, --warmup-s, --timeout-s at least
+    accepted = []
+    for path, option in numbers:
+        for value in ("nan", "inf", "-inf"):
+            try:
+                option.type.convert(value, option, None)
+            except click.BadParameter:
+                continue
+            accepted.append((path, option.opts[0], value))
+    assert not accepted, accepted
+    result = CliRunner().invoke(main, ["regressions", "--min-effect", "nan"])
+    assert result.exit_code == 2, result.output
+    assert "'nan' is not a finite number" in result.output
+
+
 def test_an_option_naming_a_file_is_shown_as_file_wherever_it_appears() -> None:
     metavars: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for path, ctx, option in _options():

@@ -12,6 +12,7 @@ not run" (2) never look alike to CI.
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -234,16 +235,30 @@ def bench_regexes(
         raise error(f"--bench: bad regular expression: {failure}") from None
 
 
+class FiniteRange(click.FloatRange):
+    """click's FloatRange without nan and inf: a threshold of nan compares false with
+    everything (`--min-effect nan` reported as if none was given), one of inf hides every
+    step."""
+
+    name = "finite float range"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
 def factor_option(help: str) -> Callable[[F], F]:
     """`--factor`, a ratio of medians (1.05 = 5%); its default comes from the configuration
     (`fwdasv.core.verdicts`), so the help says it and the command reads None."""
-    return click.option("--factor", type=click.FloatRange(min=1), default=None, help=help)
+    return click.option("--factor", type=FiniteRange(min=1), default=None, help=help)
 
 
 def alpha_option(default: float = stats.SIGNIFICANCE, help: str | None = None) -> Callable[[F], F]:
     return click.option(
         "--alpha",
-        type=click.FloatRange(min=0, max=1, min_open=True, max_open=True),
+        type=FiniteRange(min=0, max=1, min_open=True, max_open=True),
         default=default,
         show_default=True,
         help=help or "Significance level of the test (asv's is 0.002).",

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from fwdasv.core.cases import GRAMMAR_HELP
-from fwdasv.core.clitools import Command
+from fwdasv.core.clitools import Command, FiniteRange
 from fwdasv.engine.config import ForwardRun
 from fwdasv.engine.protocol import AUTO, DEFAULT_GPU_PROTOCOL, PROTOCOLS
 from fwdasv.engine.run import run_forward
@@ -75,7 +75,7 @@ from fwdasv.targets.base import DEFAULT_TARGET
 )
 @click.option(
     "--warmup-s",
-    type=click.FloatRange(min=0, max=3600),
+    type=FiniteRange(min=0, max=3600),
     default=1.0,
     help="Seconds of replays before timing (steady clocks).",
 )
@@ -113,7 +113,7 @@ from fwdasv.targets.base import DEFAULT_TARGET
 )
 @click.option(
     "--timeout-s",
-    type=click.FloatRange(min=0, min_open=True),
+    type=FiniteRange(min=0, min_open=True),
     default=3600.0,
     help="Pipeline runs: kill the torchrun group after this long.",
 )

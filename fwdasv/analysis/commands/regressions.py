@@ -18,6 +18,7 @@ from fwdasv.analysis.findings.format import FORMATS
 from fwdasv.analysis.rules.gate import findings_gate
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.clitools import (
+    FiniteRange,
     bench_option,
     config_option,
     format_option,
@@ -39,7 +40,7 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT
     "--min-effect",
     "--threshold",
     "min_effect",
-    type=click.FloatRange(min=0),
+    type=FiniteRange(min=0),
     default=None,
     help=(
         "Smallest step reported, in percent, however significant (--threshold: its old name) "
