@@ -16,6 +16,7 @@ from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
     Group,
+    PathOption,
     config_option,
     skip_unreadable_option,
     warn_unreadable,
@@ -54,7 +55,7 @@ def main() -> None:
 @lock_clocks_option("Lock SM clocks for the run (root); reset afterwards. [default: not locked]")
 @click.option(
     "--state-file",
-    type=click.Path(dir_okay=False),
+    type=PathOption(dir_okay=False),
     help="Where setup saves the GPU state that reset restores.",
 )
 @click.option(
@@ -68,7 +69,7 @@ def main() -> None:
 @click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
 @click.option(
     "--machine-file",
-    type=click.Path(dir_okay=False),
+    type=PathOption(dir_okay=False),
     help="asv machine file to write. [default: ~/.asv-machine.json]",
 )
 @click.option(

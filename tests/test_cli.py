@@ -67,6 +67,26 @@ def test_every_number_option_refuses_nan_and_inf() -> None:
     assert "'nan' is not a finite number" in result.output
 
 
+def test_every_path_option_refuses_an_empty_path() -> None:
+    """`--config ""` was read as the current directory ("/cwd is not a file") and
+    `export -o ""` as "--output . is a directory": neither named the empty value."""
+    paths = [(p, o) for p, _, o in _options() if isinstance(o.type, click.Path)]
+    assert len(paths) >= 15, paths  # --config of every command, --output, --machine-file, ...
+    taken = []
+    for path, option in paths:
+        for value in ("", " "):
+            try:
+                option.type.convert(value, option, None)
+            except click.BadParameter as error:
+                assert "the path is empty" in error.message, (path, option.opts[0])
+                continue
+            taken.append((path, option.opts[0], value))
+    assert not taken, taken
+    result = CliRunner().invoke(main, ["export", "-o", ""])
+    assert result.exit_code == 2, result.output
+    assert "'--output' / '-o': the path is empty" in result.output
+
+
 def test_an_option_naming_a_file_is_shown_as_file_wherever_it_appears() -> None:
     metavars: dict[str, set[tuple[str, str]]] = defaultdict(set)
     for path, ctx, option in _options():

@@ -15,7 +15,7 @@ from fwdasv.asv.scaffold import (
     init_vllm_project,
 )
 from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec, paced_by_default
-from fwdasv.core.clitools import CONTEXT, Command
+from fwdasv.core.clitools import CONTEXT, Command, PathOption
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_project_dir
 from fwdasv.hw.machine import this_machine
@@ -34,7 +34,7 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
 @click.option(
     "--repo",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathOption(file_okay=False, path_type=Path),
     help="The git clone of the model to track (asv installs it at each commit: pip for a "
     "package, its checkout on the import path for a repository without setup.py or "
     "pyproject.toml).",
@@ -48,7 +48,7 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
 )
 @click.option(
     "--target-path",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathOption(file_okay=False, path_type=Path),
     default=None,
     metavar="DIR",
     help="A directory outside the repository that holds the target's module (a bench file "
@@ -72,7 +72,7 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
 @click.option(
     "--base",
     default=None,
-    type=click.Path(exists=True, path_type=Path),
+    type=PathOption(exists=True, path_type=Path),
     help="With --vllm: a vLLM wheel, or a directory holding an installed vllm/ with its compiled "
     "extensions (a site-packages, the offline bundle's tree).",
 )
@@ -94,7 +94,7 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
 @click.option(
     "--dir",
     "directory",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathOption(file_okay=False, path_type=Path),
     default=".",
     help="Where the asv project goes: asv.conf.json, benchmarks/, and later results/, env/ "
     "and html/.",

@@ -202,7 +202,7 @@ def config_option(
         "config",
         default="asv.conf.json",
         show_default=True,
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=PathOption(dir_okay=False, path_type=Path),
         help=help,
     )
 
@@ -233,6 +233,16 @@ def bench_regexes(
         return [re.compile(p) for p in patterns]
     except re.error as failure:
         raise error(f"--bench: bad regular expression: {failure}") from None
+
+
+class PathOption(click.Path):
+    """click's Path without the empty string: `--config ""` was read as the current
+    directory and refused as "/cwd is not a file", naming no option."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("the path is empty; give a file or directory name.", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class FiniteRange(click.FloatRange):

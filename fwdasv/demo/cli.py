@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwdasv.core.clitools import Command
+from fwdasv.core.clitools import Command, PathOption
 from fwdasv.core.errors import EXIT_FINDING
 from fwdasv.core.files import check_project_dir
 from fwdasv.demo.run import MACHINE, run_demo
@@ -14,7 +14,7 @@ from fwdasv.demo.run import MACHINE, run_demo
 @click.option(
     "--dir",
     "directory",
-    type=click.Path(file_okay=False),
+    type=PathOption(file_okay=False),
     default="fwdasv-demo",
     help="Where the demo project, its asv results and the site go (reused on re-runs).",
 )

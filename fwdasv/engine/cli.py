@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from fwdasv.core.cases import GRAMMAR_HELP
-from fwdasv.core.clitools import Command, FiniteRange
+from fwdasv.core.clitools import Command, FiniteRange, PathOption
 from fwdasv.engine.config import ForwardRun
 from fwdasv.engine.protocol import AUTO, DEFAULT_GPU_PROTOCOL, PROTOCOLS
 from fwdasv.engine.run import run_forward
@@ -43,7 +43,7 @@ from fwdasv.targets.base import DEFAULT_TARGET
     "--case", "case", multiple=True, metavar="NAME=REQS", help=GRAMMAR_HELP + ". Repeatable."
 )
 @click.option(
-    "--shapes", type=click.Path(), help="JSON or YAML file of cases (vLLM's --shapes schema)."
+    "--shapes", type=PathOption(), help="JSON or YAML file of cases (vLLM's --shapes schema)."
 )
 @click.option(
     "--suite", multiple=True, help="A named case suite of fwdasv.core.cases.SUITES. Repeatable."
@@ -119,7 +119,7 @@ from fwdasv.targets.base import DEFAULT_TARGET
 )
 @click.option(
     "--output-json",
-    type=click.Path(dir_okay=False),
+    type=PathOption(dir_okay=False),
     help="Write results here (vLLM's --output-json schema).",
 )
 @click.option(
@@ -130,14 +130,14 @@ from fwdasv.targets.base import DEFAULT_TARGET
 )
 @click.option(
     "--profile-dir",
-    type=click.Path(file_okay=False),
+    type=PathOption(file_okay=False),
     help="After timing each case, profile it in separate runs that never count in the timings "
     "(3 CUDA graph replays under torch.profiler; on CPU 3 eager forwards, per-op self time); "
     "write DIR/<case>.rank<r>.kernels.json (vLLM's schema) and .trace.json.gz.",
 )
 @click.option(
     "--dump-output",
-    type=click.Path(file_okay=False),
+    type=PathOption(file_okay=False),
     help="Debug, pipeline runs: save each rank's streamed output tensors per case as "
     "DIR/<case>.rank<r>.pt (torch.save).",
 )

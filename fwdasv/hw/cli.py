@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from fwdasv.core.clitools import CliError, F, Group, format_option
+from fwdasv.core.clitools import CliError, F, Group, PathOption, format_option
 from fwdasv.core.errors import EXIT_CHECKS_FAILED
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks, statefile
@@ -40,7 +40,7 @@ def _gpus_option(command: F) -> F:
 def _state_file_option(command: F) -> F:
     return click.option(
         "--state-file",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=PathOption(dir_okay=False, path_type=Path),
         default=None,
         show_default=_STATE_DEFAULT,
         help="Where setup saves the GPUs' previous state and reset reads it.",
@@ -225,7 +225,7 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
 )
 @click.option(
     "--machine-file",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=PathOption(dir_okay=False, path_type=Path),
     default=None,
     show_default=hw_machine.DEFAULT_MACHINE_FILE,
     help="asv's machine file to merge the entry into (other machines are kept).",

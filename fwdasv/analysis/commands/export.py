@@ -12,13 +12,13 @@ from fwdasv.analysis.export import FORMATS, PROGRESS_MIN_FILES, export
 from fwdasv.asv.commit_filter import parse_commit_filter
 from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvError, AsvProject
-from fwdasv.core.clitools import CliError, bench_option, config_option, format_option
+from fwdasv.core.clitools import CliError, PathOption, bench_option, config_option, format_option
 from fwdasv.core.errors import EXIT_UNREADABLE
 from fwdasv.core.files import check_output_path
 
 
 @analysis_command("export")
-@click.argument("results_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("results_dir", required=False, type=PathOption(file_okay=False, path_type=Path))
 @config_option("The asv configuration whose results_dir is exported (when no RESULTS_DIR).")
 @format_option(
     FORMATS,
@@ -27,6 +27,7 @@ from fwdasv.core.files import check_output_path
 @click.option(
     "--output",
     "-o",
+    type=PathOption(dir_okay=False, allow_dash=True),
     default="-",
     show_default=True,
     help="File to write (atomically: temp file + rename), or - for stdout.",
@@ -48,7 +49,7 @@ from fwdasv.core.files import check_output_path
 )
 @click.option(
     "--repo",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=PathOption(file_okay=False, path_type=Path),
     help="The benchmarked project's git clone, to resolve --commits A..B. "
     "[default: --config's repository]",
 )
