@@ -104,4 +104,13 @@ def _rev_list(range_spec: str, repo: str | os.PathLike[str] | None) -> list[str]
             f"git rev-list {range_spec!r} failed in {repo}: {reason} "
             "(check both ends exist there: git fetch, or fix the names)"
         )
-    return [line.strip().lower() for line in done.stdout.splitlines() if line.strip()]
+    listed = [line.strip().lower() for line in done.stdout.splitlines() if line.strip()]
+    old, dots, new = range_spec.partition("..")
+    if not listed and dots and old and new and not new.startswith("."):
+        turned = git_run(repo, "rev-list", "--max-count=1", f"{new}..{old}", "--")
+        if turned.returncode == 0 and turned.stdout.strip():
+            raise HistoryError(
+                f"the commit range {range_spec!r} holds no commit: {new} is older than "
+                f"{old}; write it oldest first, {new}..{old}"
+            )
+    return listed

@@ -10,7 +10,7 @@ import pytest
 from asv_results import PER_COMMIT
 
 from fwdasv.asv.commit_filter import CommitFilter, parse_commit_filter
-from fwdasv.asv.history import History
+from fwdasv.asv.history import History, HistoryError
 
 pytestmark = pytest.mark.slow
 
@@ -41,6 +41,10 @@ def test_filters(results_tree: dict[str, Any]) -> None:
     ranged = parse_commit_filter([f"{c1}..{c3}"], results_tree["repo"])
     records = list(History(results_tree["results"], commits=ranged).records())
     assert {r.commit_hash for r in records} == {c2, c3}
+    # Turned round, the range holds nothing: said so, not "no record matches".
+    with pytest.raises(HistoryError, match=rf"{c1} is older than {c3}; write it oldest first"):
+        parse_commit_filter([f"{c3}..{c1}"], results_tree["repo"])
+    assert parse_commit_filter([f"{c3}..{c3}"], results_tree["repo"]).prefixes == frozenset()
     prefix = CommitFilter(frozenset({c1[:6].upper()}))
     records = list(History(results_tree["results"], commits=prefix).records())
     assert {r.commit_hash for r in records} == {c1}
