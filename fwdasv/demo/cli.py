@@ -27,8 +27,9 @@ from fwdasv.demo.run import MACHINE, run_demo
 @click.option(
     "--machine",
     default=None,
-    help=f"asv machine name for the results [default: the one a re-run's project records, "
-    f"else {MACHINE}; another box is refused unless named here].",
+    help=f"asv machine name for the results; a name the project holds no results of starts "
+    f"its series afresh [default: the one a re-run's project records, else {MACHINE}; "
+    "another box is refused unless named here].",
 )
 def demo_command(directory: str, every: int, machine: str | None) -> None:
     """Run the whole service on a demo model repository: history, regression, bisect, site.

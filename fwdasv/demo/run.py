@@ -188,6 +188,13 @@ def run_demo(
     machine = demo_machine(root, machine)
     project, gpu = _asv_project(root, machine, indented)
     say(f"2/7 asv project {project.config_path} (machine {machine}: gpu {gpu})")
+    others = [m for m in _machines_stored(project) if m != machine]
+    if others and not _stored_under(project, machine):
+        indented(
+            f"machine {machine!r} has no results in this project yet (stored: "
+            f"{', '.join(others)}): its series start afresh, every commit measured again; "
+            f"the commands printed last name it with --machine"
+        )
     steps = _Steps(project, machine, say, indented)
     measured = steps.measure(hashes, every)
     say("4/7 findings: each series judged by its own run-to-run noise")
@@ -335,6 +342,13 @@ def record_demo_machine(
         )
         hw_machine.write_machine_file(entry, replace=True)
     return entry
+
+
+def _machines_stored(project: asv_project.AsvProject) -> list[str]:
+    """The machines the project's results dir holds results of, by name."""
+    if not project.results_dir.is_dir():
+        return []
+    return sorted(d.name for d in project.results_dir.iterdir() if _stored_under(project, d.name))
 
 
 def _stored_under(project: asv_project.AsvProject, machine: str) -> bool:
@@ -574,6 +588,8 @@ def next_commands(outcome: DemoOutcome, project: asv_project.AsvProject) -> list
     # explain as the demo did: bisect's last good and first bad commits, when it named them.
     diffed = f"{named.last_good[:8]} {named.first_bad[:8]}" if named is not None else pair
     where = f"--config {config}"
+    if len(_machines_stored(project)) > 1:  # compare refuses to pick one of several
+        where += f" --machine {outcome.machine}"
     return [
         f"next ({which}; exit statuses: `{fwdasv} --help`):",
         f"  {fwdasv} regressions {where}   # 1: a regression or confirmed finding, 0: none",

@@ -274,6 +274,33 @@ def test_the_demos_last_lines_are_the_next_commands_runnable_as_printed(
     assert f"bisect {OTHER[:8]}..{INJECTED[:8]} " in lines[names.index("bisect") + 1]
 
 
+def test_next_commands_name_the_machine_once_the_project_holds_several(
+    tmp_path: Path, project: AsvProject
+) -> None:
+    """`demo --machine other` in a demo directory measures a second machine's series; the
+    printed `compare` then failed "results for several machines: pick one with --machine"."""
+    import shlex
+
+    from fwdasv.cli import main
+    from fwdasv.demo.run import next_commands
+
+    outcome = _outcome(tmp_path, None, explained=False)
+    alone = next_commands(outcome, project)
+    assert not any("--machine" in line for line in alone)
+    for machine in (outcome.machine, "other"):
+        (project.results_dir / machine).mkdir(parents=True)
+        (project.results_dir / machine / "machine.json").write_text("{}")
+        (project.results_dir / machine / f"{INJECTED[:8]}-env.json").write_text("{}")
+    lines = next_commands(outcome, project)
+    for line in lines[1:]:
+        argv = shlex.split(line.partition("   # ")[0])
+        assert argv[argv.index("--machine") + 1] == outcome.machine, line
+        group = main.make_context("fwdasv", argv[1:])
+        sub = main.get_command(group, argv[1])
+        assert sub is not None, line
+        sub.make_context(argv[1], argv[2:], parent=group)
+
+
 def test_nightly_counts_back_from_the_newest_and_keeps_the_first() -> None:
     assert nightly_commits(list("abcdefg"), 2) == list("aceg")
     assert nightly_commits(list("abcdefgh"), 2) == list("abdfh")
