@@ -100,6 +100,25 @@ def test_an_option_naming_a_file_is_shown_as_file_wherever_it_appears() -> None:
         assert shown == {"DIRECTORY"}, (name, sorted(metavars[name]))
 
 
+def test_bisect_given_two_commits_for_its_range_says_so(tmp_path: Path) -> None:
+    """`compare` and `explain` take A B; `bisect A B BENCH` was "Got unexpected extra
+    argument (BENCH)", naming the benchmark rather than the range."""
+    cases = {
+        ("f0dbdc6a", "97dabcef", "forward.TinyLM.track_relative"): "Error: GOOD..BAD is one "
+        "argument, not two commits: write f0dbdc6a..97dabcef forward.TinyLM.track_relative",
+        ("a..b", "forward.X.track", "more"): "Error: unexpected argument 'more': bisect takes "
+        "[GOOD..BAD BENCH]",
+        ("f0dbdc6a",): "Error: 'f0dbdc6a': write the range as GOOD..BAD",
+    }
+    config = str(tmp_path / "none.json")
+    for args, said in cases.items():
+        result = CliRunner().invoke(main, ["bisect", *args, "--config", config])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [said]
+    usage = CliRunner().invoke(main, ["bisect", "--help"]).output.splitlines()[0]
+    assert usage.endswith(" bisect [OPTIONS] [GOOD..BAD] [BENCH]"), usage
+
+
 def test_the_root_help_gives_each_commands_whole_summary() -> None:
     for args in ([], ["hw"]):
         result = CliRunner().invoke(main, [*args, "--help"], terminal_width=80)

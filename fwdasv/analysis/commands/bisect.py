@@ -24,9 +24,9 @@ from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
 
 
-@analysis_command("bisect")
-@click.argument("commit_range", metavar="GOOD..BAD", required=False)
-@click.argument("bench", metavar="BENCH", required=False)
+@analysis_command("bisect", extra_args=True)  # two commits for GOOD..BAD: said so
+@click.argument("commit_range", metavar="[GOOD..BAD]", required=False)
+@click.argument("bench", metavar="[BENCH]", required=False)
 @case_option("The case (parameter) to follow, e.g. decode_bs8 (with GOOD..BAD BENCH).")
 @config_option()
 @machine_option(
@@ -90,6 +90,17 @@ def bisect_command(
     one is not named, 2 on bad input (a range whose ends are untestable, an
     existing environment).
     """
+    extra = click.get_current_context().args
+    if extra:
+        if commit_range is not None and ".." not in commit_range and bench is not None:
+            raise CliError(
+                f"GOOD..BAD is one argument, not two commits: write {commit_range}..{bench} "
+                f"{extra[0]}",
+                EXIT_USAGE,
+            )
+        raise CliError(
+            f"unexpected argument {extra[0]!r}: bisect takes [GOOD..BAD BENCH]", EXIT_USAGE
+        )
     if commit_range is not None:
         good, sep, bad = commit_range.partition("..")
         if not sep or not good or not bad or bad.startswith("."):

@@ -33,10 +33,14 @@ from fwdasv.git import GitError, git_run
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def analysis_command(name: str) -> Callable[[Callable[..., Any]], click.Command]:
+def analysis_command(
+    name: str, extra_args: bool = False
+) -> Callable[[Callable[..., Any]], click.Command]:
     """`@click.command` of an analysis command: one-line user errors with status 2
-    (`AnalysisCommand`), `-h`, defaults shown."""
-    return click.command(name, cls=AnalysisCommand, context_settings=CONTEXT)
+    (`AnalysisCommand`), `-h`, defaults shown; `extra_args`: arguments beyond its own reach
+    the command (`click.Context.args`), to name the mistake they are."""
+    settings = {**CONTEXT, "allow_extra_args": True} if extra_args else CONTEXT
+    return click.command(name, cls=AnalysisCommand, context_settings=settings)
 
 
 def progress(line: str) -> None:
