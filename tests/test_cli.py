@@ -119,6 +119,15 @@ def test_bisect_given_two_commits_for_its_range_says_so(tmp_path: Path) -> None:
     assert usage.endswith(" bisect [OPTIONS] [GOOD..BAD] [BENCH]"), usage
 
 
+def test_a_group_without_a_command_prints_its_help_not_an_error() -> None:
+    """`fwdasv` alone printed its whole help as "Error: Usage: ..." with a hint to --help."""
+    for args in ([], ["hw"]):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output  # as click's own groups
+        assert result.output.startswith("Usage: "), result.output[:80]
+        assert "Error" not in result.output and "(see '" not in result.output
+
+
 def test_the_root_help_gives_each_commands_whole_summary() -> None:
     for args in ([], ["hw"]):
         result = CliRunner().invoke(main, [*args, "--help"], terminal_width=80)

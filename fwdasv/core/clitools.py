@@ -55,6 +55,10 @@ def _one_line_main(
         )
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
+    except click.exceptions.NoArgsIsHelpError as error:
+        # A group run with no command: its help, as click prints it, not an "Error:".
+        click.echo(error.format_message(), err=True)
+        sys.exit(error.exit_code)
     except click.UsageError as error:
         hint = ""
         if error.ctx is not None:

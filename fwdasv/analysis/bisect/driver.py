@@ -106,10 +106,15 @@ class Bisector(Session):
     def run(self) -> list[BisectResult]:
         after = len(self.line) - 1
         names = ", ".join(t.followed.ref.name for t in self.tracks)
+        probes_said = (
+            f"about {n} probe{'s' if n != 1 else ''}; each"
+            if (n := expected_probes(after))
+            else "no probe: the ends"
+        )
         self.say(
-            f"bisect {names} on {self.machine}: {after} commits after GOOD {self.good[:8]} up to "
-            f"BAD {self.bad[:8]} (about {expected_probes(after)} probes; each judged by "
-            "confirm's rule on interleaved process medians)"
+            f"bisect {names} on {self.machine}: {after} commit{'s' if after != 1 else ''} after "
+            f"GOOD {self.good[:8]} up to BAD {self.bad[:8]} ({probes_said} judged by confirm's "
+            "rule on interleaved process medians)"
         )
         ends.check_ends(self)
         probes.search(self)

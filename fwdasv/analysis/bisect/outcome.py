@@ -92,7 +92,7 @@ class BisectResult:
             f"{self.bench_runs} bench run{'s' if self.bench_runs != 1 else ''}, "
             f"{self.bench_processes} bench process{'es' if self.bench_processes != 1 else ''}"
             f"{f' ({self.resumed} kept from an earlier search)' if self.resumed else ''}"
-            f" over {self.range_size} commits"
+            f" over {self.range_size} commit{'s' if self.range_size != 1 else ''}"
         )
 
     def evidence(self) -> str:

@@ -51,7 +51,8 @@ def confirm_command(
     show_bench: bool,
     skip_unreadable: bool,
 ) -> None:
-    """Re-measure every regression found: A and B interleaved on this machine, then explain.
+    """Re-measure each regression, suspected step and speed-up found: A and B interleaved
+    on this machine, then explain the slowdowns.
 
     For each finding with status `regression` or `suspected`, the commit before its step (A)
     and the one after (B) are installed in turn into asv's environment and
