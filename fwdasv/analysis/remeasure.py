@@ -147,11 +147,13 @@ class Remeasurer:
 
     def _install(self, commit: str, env_dir: Path | None) -> InstalledCommit:
         where = "its own environment" if env_dir is not None else "asv's environment"
-        self.say(f"  installing {commit[:8]} into {where}")
+        self.say(f"  {commit[:8]}: {where}, installing it unless it is there")
         done = install_commit(self.project, commit, echo=self.bench_echo, env_dir=env_dir)
         self.installs += int(done.installed)
         self.install_s += done.seconds
-        if not done.installed:
+        if done.installed:
+            self.say(f"  {commit[:8]}: installed in {done.seconds:.1f} s")
+        else:
             self.say(f"  {commit[:8]}: already installed there")
         return done
 
