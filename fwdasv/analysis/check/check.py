@@ -184,12 +184,16 @@ def refuse_uncompiled(project: AsvProject, commits: Sequence[tuple[str, str]]) -
 
 def case_line(case: CaseCheck) -> str:
     """A case's progress line: its word, then the re-measure's summary ("worse: confirmed:
-    B +53.01% vs A ..."), the re-measure's word dropped where the two are one."""
+    HEAD +53.01% vs BASE ..."), the re-measure's word dropped where the two are one."""
     return _line(str(case.status), case.verdict)
 
 
+# A pull request's sides, as its header names them (confirm's A and B elsewhere).
+SIDES = ("BASE", "HEAD")
+
+
 def _line(word: str, verdict: Confirmation) -> str:
-    """`word: ` and the verdict's summary ("worse: confirmed: B +1.25% vs A ..."). Where
+    """`word: ` and the verdict's summary ("worse: confirmed: HEAD +1.25% vs BASE ..."). Where
     the summary's word is confirm's and would mislead in a pull request, which re-measures
     no finding, the numbers and why instead: a speed-up only its interval decided ("the
     whole interval below zero"), a step ruled out ("a +0.3% step ruled out", not
@@ -202,8 +206,8 @@ def _line(word: str, verdict: Confirmation) -> str:
     elif verdict.status == ReMeasureStatus.CONFIRMED and word != CompareStatus.WORSE:
         why = f"above zero, under the {verdict.min_effect_pct:+g}% min effect"
     else:
-        return f"{word}: {verdict.summary().removeprefix(f'{word}: ')}"
-    return f"{word}: {verdict.measured()}; {why}"
+        return f"{word}: {verdict.summary(*SIDES).removeprefix(f'{word}: ')}"
+    return f"{word}: {verdict.measured(*SIDES)}; {why}"
 
 
 def run_check(
@@ -371,7 +375,7 @@ def _judged(
             return verdict
         more = min(confirm.STEP_PROCESSES, left)
         if echo is not None:  # the next look is minutes away on vLLM: say why it is taken
-            echo(f"  {verdict.summary()}; {more} more a side")
+            echo(f"  {verdict.summary(*SIDES)}; {more} more a side")
         more_a, more_b = cursor.measure(more)
         a.extend(more_a)
         b.extend(more_b)
@@ -396,7 +400,7 @@ def _held(
     if (check_status(verdict, min_effect) != CompareStatus.WORSE and not by_interval) or more < 1:
         return verdict
     if echo is not None:
-        said = _line("improved", verdict) if by_interval else verdict.summary()
+        said = _line("improved", verdict) if by_interval else verdict.summary(*SIDES)
         what = "a speed-up" if by_interval else "a slowdown"
         echo(f"  {said}; {more} more a side: {what} must hold")
     cursor.measure(more)

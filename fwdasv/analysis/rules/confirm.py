@@ -117,7 +117,8 @@ class Confirmation:
         """Whether this re-measure tested a speed-up (B faster than A)."""
         return self.tested_pct < 0
 
-    def summary(self) -> str:
+    def summary(self, a: str = "A", b: str = "B") -> str:
+        """The label and what was measured, B told over A (`a`, `b`: their names)."""
         why = ""
         if self.noise_limited:
             effect = (
@@ -126,13 +127,13 @@ class Confirmation:
                 else f"+{self.min_effect_pct:g}% (min-effect) step"
             )
             why = f"; the interval could not have excluded a {effect}, so it rules nothing out"
-        return f"{self.label}: {self.measured()}{why}"
+        return f"{self.label}: {self.measured(a, b)}{why}"
 
-    def measured(self) -> str:
+    def measured(self, a: str = "A", b: str = "B") -> str:
         """What was measured, without a word for it: "B -2.00% vs A [-3.63%, -0.34%],
-        12+12 processes, sd 1.461% (pooled)"."""
+        12+12 processes, sd 1.461% (pooled)" (`a`, `b`: the sides' names)."""
         return (
-            f"B {self.percent:+.2f}% vs A [{self.lower_pct:+.2f}%, {self.upper_pct:+.2f}%], "
+            f"{b} {self.percent:+.2f}% vs {a} [{self.lower_pct:+.2f}%, {self.upper_pct:+.2f}%], "
             f"{self.processes_a}+{self.processes_b} processes, sd {self.sd_pct:.3f}% "
             f"({self.variance})"
         )

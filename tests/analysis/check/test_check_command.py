@@ -294,14 +294,14 @@ def test_a_cases_progress_line_says_each_word_once() -> None:
     from fwdasv.analysis.check.check import case_line
 
     worse = _outcome(slower=True).cases[0]
-    assert case_line(worse).startswith("worse: confirmed: B +50.00% vs A ["), case_line(worse)
+    assert case_line(worse).startswith("worse: confirmed: HEAD +50.00% vs BASE ["), case_line(worse)
     base = [1.0, 1.05, 0.95]
     verdict = judge_ab(base, [v * 1.002 for v in base], 1.0, min_effect_pct=0.3)
     undecided = CaseCheck(
         "forward.TinyLM", "prefill_512", True, verdict, check_status(verdict, 0.3)
     )
     assert undecided.status == "undecided"
-    assert case_line(undecided).startswith("undecided: B +0.20% vs A ["), case_line(undecided)
+    assert case_line(undecided).startswith("undecided: HEAD +0.20% vs BASE ["), case_line(undecided)
 
 
 def test_a_quiet_gpus_one_percent_slowdown_takes_the_looks_that_decide_it() -> None:
@@ -341,7 +341,7 @@ def test_each_further_look_is_said_and_the_h200s_vllm_pairs_decide() -> None:
     verdict = _judged(same, noise, 0.3, 12, said.append)  # type: ignore[arg-type]
     assert check_status(verdict, 0.3) == "unchanged" and same.taken == 9, verdict.summary()
     assert len(said) == 2, said
-    assert said[0].startswith("  undecided: B +0.01% vs A [-1.07%, +1.09%], 3+3 processes")
+    assert said[0].startswith("  undecided: HEAD +0.01% vs BASE [-1.07%, +1.09%], 3+3 processes")
     assert said[1].endswith("6+6 processes, sd 0.200% (pooled); 3 more a side"), said
     said.clear()
     slower = _cursor([1553.25, 1553.86, 1553.09] * 4, [1572.78, 1572.91, 1572.96] * 4)
@@ -350,7 +350,7 @@ def test_each_further_look_is_said_and_the_h200s_vllm_pairs_decide() -> None:
     )  # type: ignore[arg-type]
     assert check_status(verdict, 0.3) == "worse" and slower.taken == 6, verdict.summary()
     assert said == [
-        "  confirmed: B +1.25% vs A [+0.16%, +2.36%], 3+3 processes, sd 0.307% (pooled); "
+        "  confirmed: HEAD +1.25% vs BASE [+0.16%, +2.36%], 3+3 processes, sd 0.307% (pooled); "
         "3 more a side: a slowdown must hold"
     ]
 
@@ -375,10 +375,10 @@ def test_a_noisy_speed_up_is_held_then_improved() -> None:
     held = _held(first, faster, noise, 0.3, 12, said.append)  # type: ignore[arg-type]
     assert faster.taken == taken + 3 and check_status(held, 0.3).value == "improved"
     assert said and said[0].endswith("3 more a side: a speed-up must hold"), said
-    assert said[0].startswith("  improved: B -2.11% vs A [") and "nothing out" not in said[0]
+    assert said[0].startswith("  improved: HEAD -2.11% vs BASE [") and "nothing out" not in said[0]
     case = CaseCheck("forward.TinyLM", "prefill_512", True, held, CompareStatus.IMPROVED)
     line = case_line(case)
-    assert line.startswith("improved: B -2.00% vs A [-3.6") and line.endswith("below zero")
+    assert line.startswith("improved: HEAD -2.00% vs BASE [-3.6") and line.endswith("below zero")
     burst = _cursor([1.15, 1.16, 1.15, 1.00, 1.01, 0.99], [1.00, 1.01, 0.99, 1.00, 1.01, 0.99])
     first = _judged(burst, noise, 0.3, 12)  # type: ignore[arg-type]
     assert check_status(first, 0.3).value == "improved" and burst.taken == 3
@@ -410,11 +410,11 @@ def test_a_case_line_says_what_the_check_decided_not_confirms_word() -> None:
         return case_line(case), cursor.taken, said  # type: ignore[attr-defined]
 
     faster, taken, said = line(_cursor(base, head))
-    assert faster.startswith("improved: B -6.6") and taken == 3 and said == [], (faster, said)
+    assert faster.startswith("improved: HEAD -6.6") and taken == 3 and said == [], (faster, said)
     assert faster.endswith("3+3 processes, sd 0.060% (pooled); a +0.3% step ruled out"), faster
     slower, taken, said = line(_cursor(head, base))
-    assert slower.startswith("worse: confirmed: B +7.") and taken == 6, slower  # held
+    assert slower.startswith("worse: confirmed: HEAD +7.") and taken == 6, slower  # held
     assert said[0].endswith("3 more a side: a slowdown must hold"), said
     small, taken, _ = line(_cursor(base[:3] * 2, base[3:] * 2))
-    assert small.startswith("unchanged: B +0.22% vs A [+0.04%, +0.40%]"), small
+    assert small.startswith("unchanged: HEAD +0.22% vs BASE [+0.04%, +0.40%]"), small
     assert small.endswith("; above zero, under the +0.3% min effect") and taken == 3, small
