@@ -15,7 +15,7 @@ from fwdasv.asv.scaffold import (
     init_vllm_project,
 )
 from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec, paced_by_default
-from fwdasv.core.clitools import CONTEXT, Command, PathOption
+from fwdasv.core.clitools import CONTEXT, Command, PathOption, command_here
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_project_dir
 from fwdasv.hw.machine import this_machine
@@ -287,13 +287,15 @@ def _next_steps(
     recorded = recorded_machine(AsvProject.load(project_dir / "asv.conf.json").raw)
     machine = recorded.name if recorded is not None else "NAME"
     run_args, run_why = run
-    steps = [
-        (f"fwdasv hw machine --name {machine}", machine_why),
-        (f"asv run --record-samples --machine {machine} {run_args}ALL", run_why),
-        *more,
-        ("fwdasv regressions", "steps beyond each series' own noise; exit 1 on a regression"),
-    ]
     here = Path.cwd().resolve()
+    # As this shell runs them, from the project's directory (`cd` first below).
+    fwdasv, asv = (command_here(name, relative=project_dir == here) for name in ("fwdasv", "asv"))
+    steps = [
+        (f"{fwdasv} hw machine --name {machine}", machine_why),
+        (f"{asv} run --record-samples --machine {machine} {run_args}ALL", run_why),
+        *((command.replace("fwdasv ", f"{fwdasv} ", 1), why) for command, why in more),
+        (f"{fwdasv} regressions", "steps beyond each series' own noise; exit 1 on a regression"),
+    ]
     if project_dir != here:
         steps = [(f"cd {_shown(project_dir, here)}", ""), *steps]
     if recorded is not None:

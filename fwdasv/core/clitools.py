@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -237,6 +239,22 @@ def bench_regexes(
         return [re.compile(p) for p in patterns]
     except re.error as failure:
         raise error(f"--bench: bad regular expression: {failure}") from None
+
+
+def command_here(name: str, relative: bool = True) -> str:
+    """How to run console script `name` from the shell that ran this one: the path beside
+    this Python when it is not what PATH finds (scripts/demo.sh's .venv-demo/bin is not on
+    PATH), relative to here when inside (`relative`; absolute for a line that `cd`s first);
+    `name` when PATH finds it; else `python -m name`."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and shutil.which(name) != str(beside):
+        if not relative:
+            return str(beside)
+        try:
+            return os.path.relpath(beside)
+        except ValueError:
+            return str(beside)
+    return name if shutil.which(name) else f"{sys.executable} -m {name}"
 
 
 class PathOption(click.Path):

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +48,7 @@ from fwdasv.asv import project as asv_project
 from fwdasv.asv.project_machine import ProjectMachine, choose_machine
 from fwdasv.asv.scaffold import init_project
 from fwdasv.asv.suitespec import SuiteSpec, paced_by_default
+from fwdasv.core.clitools import command_here
 from fwdasv.demo.project import (
     HISTORY_LENGTH,
     SLOW_COMMIT_SUBJECT,
@@ -523,24 +522,8 @@ def _stored(project: asv_project.AsvProject, machine: str) -> set[str]:
     return {p.name.split("-", 1)[0] for p in folder.glob("*-*.json")} if folder.is_dir() else set()
 
 
-def fwdasv_command() -> str:
-    """How to run fwdasv from the shell that ran the demo: the path beside this Python
-    (scripts/demo.sh's .venv/bin/fwdasv is not on PATH), relative to here when inside."""
-    beside = Path(sys.executable).parent / "fwdasv"
-    if not beside.is_file() or shutil.which("fwdasv") == str(beside):
-        return "fwdasv"
-    try:
-        return os.path.relpath(beside)
-    except ValueError:
-        return str(beside)
-
-
-def _asv_command() -> str:
-    return "asv" if shutil.which("asv") else f"{sys.executable} -m asv"
-
-
 def _closing_lines(outcome: DemoOutcome, project: asv_project.AsvProject) -> list[str]:
-    fwdasv = fwdasv_command()
+    fwdasv = command_here("fwdasv")
     short = outcome.injected[:8]
     if outcome.found_injected:
         verdict = [
@@ -558,7 +541,7 @@ def _closing_lines(outcome: DemoOutcome, project: asv_project.AsvProject) -> lis
             f"done in {outcome.wall_s:.0f} s. The demo did NOT find its injected regression "
             f"({short} '{SLOW_COMMIT_SUBJECT}'): {what}.",
             "What to do: run it again (stored results are reused; re-measuring adds samples: "
-            f"cd {project.config_path.parent} && {_asv_command()} run --append-samples "
+            f"cd {project.config_path.parent} && {command_here('asv', relative=False)} run --append-samples "
             f"--machine {outcome.machine} ALL), preferably with fewer other jobs on this machine; "
             f"`{fwdasv} regressions --config {project.config_path}` lists what was found.",
         ]
@@ -570,7 +553,7 @@ def next_commands(outcome: DemoOutcome, project: asv_project.AsvProject) -> list
     the exit status it gives by the rule of `fwdasv --help` (`fwdasv.core.errors.EXIT_RULE`).
     They follow the finding the demo diagnosed (explain: bisect's pair, when it named one);
     without one, the injected commit and its parent."""
-    fwdasv = fwdasv_command()
+    fwdasv = command_here("fwdasv")
     config = str(project.config_path)
     with contextlib.suppress(ValueError):
         inside = os.path.relpath(config)

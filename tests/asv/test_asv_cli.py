@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from toy_model import TARGET, build_repo
 from fwdasv.asv.settings import FwdasvSettings
 from fwdasv.asv.suitespec import CANARY_CASES, CANARY_CLASS, CANARY_TARGET, DEFAULT_CASES
 from fwdasv.cli import main
+from fwdasv.core.clitools import command_here
 
 
 @pytest.fixture(scope="module")
@@ -103,14 +105,18 @@ def test_init_writes_a_project_asv_reads_and_prints_the_next_commands(
     lines = result.stdout.splitlines()
     steps = [line.split("#")[0].strip() for line in lines[lines.index("next:") + 1 :]]
     assert steps[0] == f"cd {target_dir}"
-    assert steps[1].startswith("fwdasv hw machine --name ")
+    # As this shell runs them after the cd: what PATH finds, else the script beside this
+    # Python by its absolute path (`.venv-demo/bin/fwdasv init` once printed bare `fwdasv`).
+    fwdasv, asv = command_here("fwdasv", relative=False), command_here("asv", relative=False)
+    assert fwdasv == "fwdasv" or os.path.isabs(fwdasv), fwdasv
+    assert steps[1].startswith(f"{fwdasv} hw machine --name ")
     machine = steps[1].split()[-1]
     assert machine == recorded["name"]
     assert f"machine {machine}: recorded in asv.conf.json" in result.stdout
     assert steps[2:] == [
-        f"asv run --record-samples --machine {machine} ALL",
-        "fwdasv publish",
-        "fwdasv regressions",
+        f"{asv} run --record-samples --machine {machine} ALL",
+        f"{fwdasv} publish",
+        f"{fwdasv} regressions",
     ]
 
 
