@@ -44,6 +44,12 @@ def test_every_default_is_written_in_square_brackets() -> None:
     assert not parenthesized, parenthesized
 
 
+def test_every_option_has_help() -> None:
+    """The fleet's --max-processes, --explain and --bisect had none."""
+    bare = [(p, o.opts[0]) for p, _, o in _options() if not (o.help or "").strip()]
+    assert not bare, bare
+
+
 def test_every_number_option_refuses_nan_and_inf() -> None:
     """`regressions --min-effect nan` ran as if no threshold was given (nan compares false)
     and `--min-effect inf` said "No regressions": click's FloatRange takes both."""

@@ -93,10 +93,17 @@ _ray_option = click.option(
     "--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster."
 )
 _fleet_dir_option = click.option(
-    "--fleet-dir", metavar="DIR", help="Where nodes keep the project's copy."
+    "--fleet-dir",
+    metavar="DIR",
+    help="Where each node keeps its copy of the project [default: <tmp>/fwdasv-fleet].",
 )
 _max_processes_option = click.option(
-    "--max-processes", type=click.IntRange(min=3), default=6, show_default=True
+    "--max-processes",
+    type=click.IntRange(min=3),
+    default=6,
+    show_default=True,
+    help="Bench processes a side at most in each confirmation's re-measure, on the GPU that "
+    "measured the finding.",
 )
 
 
@@ -218,8 +225,14 @@ def fleet_triage_command(fleet: FleetOptions, explain: bool) -> None:
 @config_option()
 @_fleet_dir_option
 @_max_processes_option
-@explain_switch(None)
-@click.option("--bisect/--no-bisect", default=True, show_default=True)
+@explain_switch("Profile each confirmed regression at both commits, on its GPU.")
+@click.option(
+    "--bisect/--no-bisect",
+    default=True,
+    show_default=True,
+    help="Bisect each regression or confirmed finding whose range holds commits the night "
+    "left unmeasured, on its GPU.",
+)
 @click.option("--fail-on-suspected", is_flag=True, help="Exit 1 on a suspected finding too.")
 def fleet_nightly_command(
     range_spec: str,
