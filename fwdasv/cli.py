@@ -30,7 +30,7 @@ from fwdasv.fleet.cli import (
     fleet_triage_command,
 )
 from fwdasv.fleet.shard_cli import shard_command
-from fwdasv.hw.cli import hw, lock_clocks_option
+from fwdasv.hw.cli import STATE_DEFAULT, hw, lock_clocks_option
 from fwdasv.hw.nvml import parse_gpu_selection
 from fwdasv.nightly import run_nightly
 
@@ -42,9 +42,10 @@ def main() -> None:
 
 
 @click.command("nightly", cls=AnalysisCommand, context_settings=CONTEXT)
-@config_option("asv configuration.")
+@config_option()
 @click.option(
     "--machine",
+    "-m",
     help="asv machine name [default: the project's machine, which `fwdasv init` records: "
     "another box is refused unless named here; with none recorded, the name `fwdasv hw "
     "machine` gives this box].",
@@ -56,6 +57,7 @@ def main() -> None:
 @click.option(
     "--state-file",
     type=PathOption(dir_okay=False),
+    show_default=STATE_DEFAULT,
     help="Where setup saves the GPU state that reset restores.",
 )
 @click.option(

@@ -23,7 +23,14 @@ from fwdasv.analysis.findings import findings
 from fwdasv.analysis.findings.finding import Finding, to_re_measure
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.shard_run import range_commits
-from fwdasv.core.clitools import CONTEXT, CliError, Command, bench_option, config_option
+from fwdasv.core.clitools import (
+    CONTEXT,
+    CliError,
+    Command,
+    bench_option,
+    config_option,
+    machine_option,
+)
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.fleet import _ray
 from fwdasv.fleet.actor import BISECT, CONFIRM, EXPLAIN, Hooks
@@ -163,9 +170,7 @@ def fleet_options(command: Callable[..., None]) -> Callable[..., None]:
         (
             _ray_option,
             config_option(),
-            click.option(
-                "--machine", help="Only this machine's findings [default: every machine]."
-            ),
+            machine_option("Only this machine's findings [default: every machine]."),
             bench_option,
             _fleet_dir_option,
             _max_processes_option,

@@ -29,6 +29,7 @@ from fwdasv.hw.shard import gpu_machines, plan_shards
 )
 @click.option(
     "--bench",
+    "-b",
     "bench",
     multiple=True,
     metavar="REGEX",

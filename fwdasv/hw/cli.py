@@ -24,7 +24,7 @@ from fwdasv.hw import machine as hw_machine
 from fwdasv.hw import setup as hw_setup
 from fwdasv.hw.nvml import parse_gpu_selection
 
-_STATE_DEFAULT = f"${statefile.STATE_FILE_ENV} or {statefile.DEFAULT_STATE_FILE}"
+STATE_DEFAULT = f"${statefile.STATE_FILE_ENV} or {statefile.DEFAULT_STATE_FILE}"
 
 
 def _gpus_option(command: F) -> F:
@@ -42,7 +42,7 @@ def _state_file_option(command: F) -> F:
         "--state-file",
         type=PathOption(dir_okay=False, path_type=Path),
         default=None,
-        show_default=_STATE_DEFAULT,
+        show_default=STATE_DEFAULT,
         help="Where setup saves the GPUs' previous state and reset reads it.",
     )(command)
 

@@ -17,7 +17,7 @@ from fwdasv.core.clitools import config_option, end, skip_unreadable_option
 
 
 @analysis_command("publish")
-@config_option("asv configuration.")
+@config_option()
 @skip_unreadable_option
 def publish_command(config: Path, skip_unreadable: bool) -> None:
     """`asv publish`, with fwdasv's findings in the site, working without the internet.
