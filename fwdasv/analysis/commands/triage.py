@@ -122,12 +122,14 @@ def triage_command(
             "re-measure shows the old level back)"
         )
     found = triage.read(project, machine=machine, bench=bench)
+    asked = commit
     with contextlib.suppress(AsvError):  # a branch, tag or short hash as git takes it
         commit = project.resolve(commit)
     chosen = named(found.findings, commit)
     if not chosen:
+        shown = asked if commit.startswith(asked.lower()) else f"{asked} ({commit[:8]})"
         raise UserError(
-            f"COMMIT {commit}: no finding starts its range or names its culprit there; "
+            f"COMMIT {shown}: no finding starts its range or names its culprit there; "
             "`fwdasv regressions` lists them (the second hash of a range)"
         )
     record = TriageRecord(state, note, issue)
