@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -358,6 +359,44 @@ def _stored_under(project: asv_project.AsvProject, machine: str) -> bool:
     )
 
 
+ASV_LOG = "asv-run.log"  # in the demo's project directory, appended run after run
+# asv's own step lines ("· Creating environments", "·· Installing", "[ 7.0%] · For tinylm
+# commit ..."): a benchmark's line has three dots, its notes four.
+_ASV_STEP = re.compile(r"^\s*(\[\s*[\d.]+%\]\s*)?·{1,2}\s")
+_ASV_TROUBLE = re.compile(r"\bfailed\b|Error|Traceback")
+
+
+@dataclass
+class AsvDigest:
+    """asv's output as the demo shows it: every line into `log`, and on screen only asv's
+    step lines (environments, installs, the benchmark count, each commit), a failed
+    benchmark and an error. The rest stays in the log: ~16 tables a commit, half of them
+    GPU telemetry (n/a on a CPU), and the bench's per-case notes (`notes` counts the
+    "unstable timing" ones)."""
+
+    log: Path
+    show: Callable[[str], None]
+    lines: int = 0
+    notes: int = 0
+
+    def __call__(self, line: str) -> None:
+        with self.log.open("a", encoding="utf-8") as out:
+            out.write(line + "\n")
+        self.lines += 1
+        self.notes += "unstable timing" in line
+        if _ASV_STEP.match(line) or _ASV_TROUBLE.search(line):
+            self.show(line)
+
+    def summary(self) -> str:
+        noted = (
+            f", and {self.notes} 'unstable timing' notes: the sample spread of this box, which "
+            "each series' noise takes in"
+            if self.notes
+            else ""
+        )
+        return f"asv's whole output ({self.lines} lines: its tables{noted}): {self.log}"
+
+
 @dataclass(frozen=True)
 class _Steps:
     """Steps 3 and 5-7 on the demo's asv project and machine: `say` prints the `[demo]`
@@ -378,7 +417,7 @@ class _Steps:
             f"3/7 asv run: {len(nightly)} of {len(hashes)} commits (every {_ordinal(every)}, "
             "like a nightly job); stored results are reused"
         )
-        asv_project.run_commits(project, nightly, machine, echo=self.indented)
+        self._run(nightly)
         found = demo_read(project, machine)
         rest = [h for h in hashes if h not in nightly]
         if not rest:
@@ -395,9 +434,16 @@ class _Steps:
         self.say(line)
         if not missing:
             return Measured(list(hashes), found, widened_for=(case, noise_pct))
-        asv_project.run_commits(project, missing, machine, echo=self.indented)
+        self._run(missing)
         found = demo_read(project, machine)
         return Measured(list(hashes), found, widened_for=(case, noise_pct))
+
+    def _run(self, commits: list[str]) -> None:
+        """`asv run` of `commits`, its output digested (`AsvDigest`)."""
+        digest = AsvDigest(self.project.config_path.parent / ASV_LOG, self.indented)
+        asv_project.run_commits(self.project, commits, self.machine, echo=digest)
+        if digest.lines:
+            self.indented(digest.summary())
 
     def diagnose(self, worst: Finding, bisect_regressions: bool) -> Diagnosis:
         """Steps 6-7 on the worst finding that held its confirmation: bisect its range,

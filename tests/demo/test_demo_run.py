@@ -301,6 +301,62 @@ def test_next_commands_name_the_machine_once_the_project_holds_several(
         sub.make_context(argv[1], argv[2:], parent=group)
 
 
+# asv run's output as the demo printed it on a CPU (2026-12-06, a new clone's demo),
+# cut to one commit's first benchmarks.
+ASV_OUTPUT = """\
+· Creating environments
+· Discovering benchmarks
+·· Installing 326a4c9b <main~13> into fwdasv-py3.11
+· Running 128 total benchmarks (8 commits * 1 environments * 16 benchmarks)
+[ 0.00%] · For tinylm commit 326a4c9b <main~13>:
+[ 0.00%] ·· Benchmarking fwdasv-py3.11
+[ 0.78%] ··· Setting up forward:22                                           ok
+[ 0.78%] ··· forward.CanaryDecoder.track_graph_vs_eager                      ok
+[ 0.78%] ··· ============ =====
+                 case
+             ------------ -----
+              decode_bs4   n/a
+              prefill_64   n/a
+             ============ =====
+
+[ 1.56%] ··· forward.CanaryDecoder.track_latency                             ok
+[ 1.56%] ···· For parameters: 'decode_bs4'
+              [fwdasv] decode_bs4: unstable timing (sample spread 4.86%)
+
+              For parameters: 'prefill_64'
+              [fwdasv] prefill_64: unstable timing (sample spread 3.50%)
+[ 2.34%] ··· forward.TinyLM.track_latency                                    failed
+"""
+
+
+def test_the_demo_shows_asvs_steps_and_keeps_its_tables_in_a_log(tmp_path: Path) -> None:
+    """Its 2,238 lines were mostly asv's tables (GPU telemetry n/a on a CPU) and the bench's
+    "unstable timing" notes: they go to the log; asv's steps and a failure show."""
+    from fwdasv.demo.run import AsvDigest
+
+    shown: list[str] = []
+    digest = AsvDigest(tmp_path / "asv-run.log", shown.append)
+    lines = ASV_OUTPUT.splitlines()
+    for line in lines:
+        digest(line)
+    assert shown == [
+        "· Creating environments",
+        "· Discovering benchmarks",
+        "·· Installing 326a4c9b <main~13> into fwdasv-py3.11",
+        "· Running 128 total benchmarks (8 commits * 1 environments * 16 benchmarks)",
+        "[ 0.00%] · For tinylm commit 326a4c9b <main~13>:",
+        "[ 0.00%] ·· Benchmarking fwdasv-py3.11",
+        "[ 2.34%] ··· forward.TinyLM.track_latency                                    failed",
+    ]
+    assert (tmp_path / "asv-run.log").read_text().splitlines() == lines
+    assert (digest.lines, digest.notes) == (len(lines), 2)
+    assert digest.summary() == (
+        f"asv's whole output ({len(lines)} lines: its tables, and 2 'unstable timing' notes: "
+        f"the sample spread of this box, which each series' noise takes in): "
+        f"{tmp_path / 'asv-run.log'}"
+    )
+
+
 def test_nightly_counts_back_from_the_newest_and_keeps_the_first() -> None:
     assert nightly_commits(list("abcdefg"), 2) == list("aceg")
     assert nightly_commits(list("abcdefgh"), 2) == list("abdfh")
