@@ -210,14 +210,16 @@ def test_a_signal_that_ends_the_caller_ends_its_bench_first(
         [sys.executable, "-c", PARENT, *argv], env=os.environ, stderr=subprocess.PIPE, text=True
     )
     try:
-        deadline = time.monotonic() + 60
+        # Generous bounds: test.sh runs niced, and a neighbour at normal priority once
+        # starved the caller past 60 s (it ends in about 2 s on a quiet box).
+        deadline = time.monotonic() + 300
         while not (pids / "sleeper.pid").exists() and parent.poll() is None:
-            assert time.monotonic() < deadline, "the bench did not start within 60 s"
+            assert time.monotonic() < deadline, "the bench did not start within 300 s"
             time.sleep(0.1)
         bench = int((pids / "rank0.pid").read_text())
         sleeper = int((pids / "sleeper.pid").read_text())
         parent.send_signal(signum)
-        _, stderr = parent.communicate(timeout=60)
+        _, stderr = parent.communicate(timeout=300)
         assert parent.returncode == 128 + signum, stderr
         assert "fwdasv: stopped " in stderr and "this process was told to end" in stderr
         assert gone(bench), f"the bench {bench} outlived its caller"

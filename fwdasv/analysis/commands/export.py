@@ -27,7 +27,8 @@ from fwdasv.core.files import check_output_path
 @click.option(
     "--output",
     "-o",
-    type=PathOption(dir_okay=False, allow_dash=True),
+    type=PathOption(allow_dash=True),  # a directory: check_output_path's own words
+    metavar="FILE",
     default="-",
     show_default=True,
     help="File to write (atomically: temp file + rename), or - for stdout.",
