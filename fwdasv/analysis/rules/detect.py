@@ -97,10 +97,81 @@ def detect(
     out = sorted([*out, *short], key=_order)
     if edge:
         out = _with_edges(out, medians, noise, min_effect_pct, undecided, improvements, cuts)
-    if not (edge and segments):
-        return out  # the steps between levels that hold only, or the rules alone
-    found = changes(medians, noise, samples, min_effect_pct=min_effect_pct)
-    return with_segments(out, found, improvements=improvements)
+    if edge and segments:
+        found = changes(medians, noise, samples, min_effect_pct=min_effect_pct)
+        out = with_segments(out, found, improvements=improvements)
+    unlisted: list[Step] = []
+    if out and not improvements:
+        # The speed-ups not listed end their neighbours' levels too (`ended_at_neighbours`).
+        faster = detect(
+            medians,
+            noise,
+            min_effect_pct=min_effect_pct,
+            z0=z0,
+            edge=edge,
+            improvements=True,
+            undecided=undecided,
+            samples=samples,
+            segments=segments,
+        )
+        unlisted = [s for s in faster if s.status == Status.IMPROVEMENT]
+    return ended_at_neighbours(out, medians, noise, unlisted)
+
+
+def ended_at_neighbours(
+    steps: Sequence[Step],
+    medians: Sequence[float | None],
+    noise: Noise,
+    unlisted: Sequence[Step] = (),
+) -> list[Step]:
+    """Each step's levels ended at a step inside them at least its own size (of `steps`,
+    or `unlisted`: the speed-ups without `improvements`), its size (levels, percent, z,
+    commits a side) told from the commits left: the fit holds no level of 2-3 commits, so
+    a step beside one (found by `short` or `edges`) had its level run through it (2 | 2 |
+    4 commits on an H100: a +55.7% step after a -30.4% one was told +8.5%, from the level
+    before both). A smaller step inside moves the level by less than the step and is
+    left in it: a noise-sized one would only take commits away. Sizes only: each step's
+    status is its rule's, and one whose direction the shorter levels would turn is left."""
+    index, logs = valid_logs(medians)
+    at = {int(i): k for k, i in enumerate(index)}
+    others = [*steps, *unlisted]
+    out = []
+    for step in steps:
+        b, a = at.get(step.before_index), at.get(step.after_index)
+        if b is None or a is None:
+            out.append(step)
+            continue
+        size = abs(math.log1p(step.percent / 100))
+        start, stop = b + 1 - step.commits_before, a + step.commits_after
+        for other in others:
+            o = at.get(other.after_index)
+            if o is None or o == a or abs(math.log1p(other.percent / 100)) < size:
+                continue
+            if start < o <= b:
+                start = o
+            elif a < o < stop:
+                stop = o
+        if (start, stop) == (b + 1 - step.commits_before, a + step.commits_after):
+            out.append(step)
+            continue
+        before, after = float(np.mean(logs[start : b + 1])), float(np.mean(logs[a:stop]))
+        log_step = after - before
+        if log_step == 0 or (log_step < 0) != (step.percent < 0):
+            out.append(step)
+            continue
+        n_before, n_after = b + 1 - start, stop - a
+        out.append(
+            dataclasses.replace(
+                step,
+                before=math.exp(before),
+                after=math.exp(after),
+                percent=100 * math.expm1(log_step),
+                z=abs(log_step) / (noise.sigma * math.sqrt(1 / n_before + 1 / n_after)),
+                commits_before=n_before,
+                commits_after=n_after,
+            )
+        )
+    return out
 
 
 def with_segments(out: Sequence[Step], found: Sequence[Step], *, improvements: bool) -> list[Step]:
