@@ -44,6 +44,22 @@ def test_every_default_is_written_in_square_brackets() -> None:
     assert not parenthesized, parenthesized
 
 
+def _taken(
+    options: list[tuple[str, click.Option]], values: tuple[str, ...], said: str = ""
+) -> list[tuple[str, str, str]]:
+    """The (command, option, value) whose type took the value; each refusal says `said`."""
+    taken = []
+    for path, option in options:
+        for value in values:
+            try:
+                option.type.convert(value, option, None)
+            except click.BadParameter as error:
+                assert said in error.message, (path, option.opts[0], error.message)
+                continue
+            taken.append((path, option.opts[0], value))
+    return taken
+
+
 def test_every_option_has_help() -> None:
     """The fleet's --max-processes, --explain and --bisect had none."""
     bare = [(p, o.opts[0]) for p, _, o in _options() if not (o.help or "").strip()]
@@ -59,15 +75,7 @@ def test_every_number_option_refuses_nan_and_inf() -> None:
         if isinstance(option.type, click.FloatRange) or option.type is click.FLOAT
     ]
     assert numbers  # --min-effect, --factor, --alpha, --warmup-s, --timeout-s at least
-    accepted = []
-    for path, option in numbers:
-        for value in ("nan", "inf", "-inf"):
-            try:
-                option.type.convert(value, option, None)
-            except click.BadParameter:
-                continue
-            accepted.append((path, option.opts[0], value))
-    assert not accepted, accepted
+    assert not _taken(numbers, ("nan", "inf", "-inf"))
     result = CliRunner().invoke(main, ["regressions", "--min-effect", "nan"])
     assert result.exit_code == 2, result.output
     assert "'nan' is not a finite number" in result.output
@@ -78,16 +86,7 @@ def test_every_path_option_refuses_an_empty_path() -> None:
     `export -o ""` as "--output . is a directory": neither named the empty value."""
     paths = [(p, o) for p, _, o in _options() if isinstance(o.type, click.Path)]
     assert len(paths) >= 15, paths  # --config of every command, --output, --machine-file, ...
-    taken = []
-    for path, option in paths:
-        for value in ("", " "):
-            try:
-                option.type.convert(value, option, None)
-            except click.BadParameter as error:
-                assert "the path is empty" in error.message, (path, option.opts[0])
-                continue
-            taken.append((path, option.opts[0], value))
-    assert not taken, taken
+    assert not _taken(paths, ("", " "), "the path is empty")
     result = CliRunner().invoke(main, ["export", "-o", ""])
     assert result.exit_code == 2, result.output
     assert "'--output' / '-o': the path is empty" in result.output

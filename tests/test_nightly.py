@@ -128,6 +128,12 @@ def fake_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeNvml:
     return FakeNvml.h200(count=2).install(monkeypatch)
 
 
+def _locked_night(project, *args: str):
+    """`fwdasv nightly` as machine lockedbox with the clocks locked at base (fake NVML)."""
+    argv = ["nightly", "--config", str(project.config_path), "--machine", "lockedbox"]
+    return CliRunner().invoke(main, [*argv, "--lock-clocks", "base", *args])
+
+
 def test_nightly_resets_locked_clocks_even_when_the_run_fails(
     project, fake_gpus: FakeNvml, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -135,20 +141,7 @@ def test_nightly_resets_locked_clocks_even_when_the_run_fails(
     # A range asv cannot resolve, let past the check made before the clocks are touched
     # (below): asv's run fails after the clocks were locked.
     monkeypatch.setattr("fwdasv.nightly.asv_project.check_spec", lambda *a, **k: None)
-    result = CliRunner().invoke(
-        main,
-        [
-            "nightly",
-            "--config",
-            str(project.config_path),
-            "--machine",
-            "lockedbox",
-            "--lock-clocks",
-            "base",
-            "--spec",
-            "no-such-branch",
-        ],
-    )
+    result = _locked_night(project, "--spec", "no-such-branch")
     assert result.exit_code == 2, result.output
     assert "Error: asv run exited" in result.stderr
     calls = [call[0] for call in fake_gpus.setter_calls]
@@ -174,21 +167,8 @@ def test_a_range_git_cannot_read_is_refused_before_the_clocks_are_touched(
         ("", "--spec '': no range; "),
         (f"HASHFILE:{hashfile}", f"--spec HASHFILE:{hashfile}: {hashfile} is not a file; "),
     ):
-        result = CliRunner().invoke(
-            main,
-            [
-                "nightly",
-                "--config",
-                str(project.config_path),
-                "--machine",
-                "lockedbox",
-                "--machine-file",
-                str(tmp_path / "machine.json"),
-                "--lock-clocks",
-                "base",
-                "--spec",
-                spec,
-            ],
+        result = _locked_night(
+            project, "--machine-file", str(tmp_path / "machine.json"), "--spec", spec
         )
         assert result.exit_code == 2, result.output
         (line,) = result.output.splitlines()
