@@ -5,7 +5,8 @@ large settled steps the noise estimate is too uncertain to decide (`suspected`),
 steps beside levels of 2-3 commits (`short`: a short history, a short level), and
 the steps at the history's head and start that no level holds yet (`edges`), an edge
 near a fitted step counted once; then every change of the whole-series segmentation
-(`segment`) those rules left out or placed on part of the series. Input: a series'
+(`segment`) those rules left out or placed on part of the series; last, each step's size
+told from the levels its neighbours leave it (`ended_at_neighbours`). Input: a series'
 medians in commit order (None or NaN for a failed commit), its `Noise`
 (`fwdasv.analysis.rules.noise`) and optionally each commit's samples; output: `Step`s,
 oldest first. Drift is marked afterwards (`fwdasv.analysis.rules.drift`). Where asv's
