@@ -274,7 +274,7 @@ def _said_init(done: Initialized, canary: bool) -> None:
         config.parent,
         "this box (its GPUs, or its CPU) for asv",
         ("", "every commit of the branch (add --steps 20 on a long history)"),
-        [("fwdasv publish", "the site, in html/")],
+        [("publish", "the site, in html/")],
     )
 
 
@@ -283,7 +283,8 @@ def _next_steps(
 ) -> None:
     """Print the commands to run next, after a `cd` into `project_dir` unless already there:
     name the machine (`machine_why`), `asv run` every commit (`run`: its extra arguments and
-    why), `more`, and the regressions. The machine is the one recorded in the project."""
+    why), the fwdasv commands of `more` (a command and its arguments, with why), and the
+    regressions. The machine is the one recorded in the project."""
     recorded = recorded_machine(AsvProject.load(project_dir / "asv.conf.json").raw)
     machine = recorded.name if recorded is not None else "NAME"
     run_args, run_why = run
@@ -293,7 +294,7 @@ def _next_steps(
     steps = [
         (f"{fwdasv} hw machine --name {machine}", machine_why),
         (f"{asv} run --record-samples --machine {machine} {run_args}ALL", run_why),
-        *((command.replace("fwdasv ", f"{fwdasv} ", 1), why) for command, why in more),
+        *((f"{fwdasv} {command}", why) for command, why in more),
         (f"{fwdasv} regressions", "steps beyond each series' own noise; exit 1 on a regression"),
     ]
     if project_dir != here:

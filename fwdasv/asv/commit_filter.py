@@ -107,7 +107,10 @@ def _rev_list(range_spec: str, repo: str | os.PathLike[str] | None) -> list[str]
     listed = [line.strip().lower() for line in done.stdout.splitlines() if line.strip()]
     old, dots, new = range_spec.partition("..")
     if not listed and dots and old and new and not new.startswith("."):
-        turned = git_run(repo, "rev-list", "--max-count=1", f"{new}..{old}", "--")
+        try:  # turned round, does it hold commits? (git failing here leaves the range empty)
+            turned = git_run(repo, "rev-list", "--max-count=1", f"{new}..{old}", "--")
+        except GitError:
+            return listed
         if turned.returncode == 0 and turned.stdout.strip():
             raise HistoryError(
                 f"the commit range {range_spec!r} holds no commit: {new} is older than "
