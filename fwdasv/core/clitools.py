@@ -258,8 +258,8 @@ def command_here(name: str, relative: bool = True) -> str:
 
 
 class PathOption(click.Path):
-    """click's Path without the empty string: `--config ""` was read as the current
-    directory and refused as "/cwd is not a file", naming no option."""
+    """click's Path that refuses an empty or blank value by the option's name (click would
+    take it as the current directory)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
@@ -268,9 +268,8 @@ class PathOption(click.Path):
 
 
 class FiniteRange(click.FloatRange):
-    """click's FloatRange without nan and inf: a threshold of nan compares false with
-    everything (`--min-effect nan` reported as if none was given), one of inf hides every
-    step."""
+    """click's FloatRange that refuses nan and +-inf: a threshold of nan compares false
+    with everything, one of inf hides every step."""
 
     name = "finite float range"
 

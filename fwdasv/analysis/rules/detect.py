@@ -125,14 +125,14 @@ def ended_at_neighbours(
     noise: Noise,
     unlisted: Sequence[Step] = (),
 ) -> list[Step]:
-    """Each step's levels ended at a step inside them at least its own size (of `steps`,
-    or `unlisted`: the speed-ups without `improvements`), its size (levels, percent, z,
-    commits a side) told from the commits left: the fit holds no level of 2-3 commits, so
-    a step beside one (found by `short` or `edges`) had its level run through it (2 | 2 |
-    4 commits on an H100: a +55.7% step after a -30.4% one was told +8.5%, from the level
-    before both). A smaller step inside moves the level by less than the step and is
-    left in it: a noise-sized one would only take commits away. Sizes only: each step's
-    status is its rule's, and one whose direction the shorter levels would turn is left."""
+    """`steps` with each one's levels ended at a step inside them at least its own size (of
+    `steps`, or `unlisted`: the speed-ups not listed without `improvements`), and its size
+    (levels, percent, z, commits a side) told from the commits left. The fit holds no
+    level of 2-3 commits, so a step found beside one by `short` or `edges` otherwise has
+    its level run through it to the level beyond. A smaller step inside is left in the
+    level (a noise-sized one would only take commits away). Sizes only: each status is
+    its rule's, and a step the shorter levels would turn round is left as it was.
+    docs/verdicts.md, "Short levels"."""
     index, logs = valid_logs(medians)
     at = {int(i): k for k, i in enumerate(index)}
     others = [*steps, *unlisted]
