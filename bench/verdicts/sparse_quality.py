@@ -121,6 +121,7 @@ class Truth:
     index: int
     up: bool
     large: bool  # >= LARGE times the noise
+    log_size: float = 0.0  # log of the step's factor
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,10 @@ class Outcome:
     asv_any: tuple[bool, ...]
     asv_5: tuple[bool, ...]
     asv_false: bool  # a change of asv's levels of 5%+ at no step's commit
+    # Per truth found at its commit with its sign: |reported log size - true| / |true|
+    # (fwdasv's finding; asv's change of levels there); None where not found.
+    size_error: tuple[float | None, ...] = ()
+    asv_size_error: tuple[float | None, ...] = ()
 
 
 def asv_changes(history: sim.SimHistory) -> list[tuple[int, float]]:
@@ -178,7 +183,7 @@ def draw(task: tuple[str, int, int]) -> tuple[sim.SimHistory, tuple[Truth, ...]]
     shifts = [sim.Shift(i, 100 * (f - 1)) for i, f in zip(at, factors, strict=True)]
     history = sim.simulate(series, rng, commits, shifts)
     truths = tuple(
-        Truth(i, f > 1, abs(math.log(f)) >= LARGE * series.true_noise_pct / 100)
+        Truth(i, f > 1, abs(math.log(f)) >= LARGE * series.true_noise_pct / 100, math.log(f))
         for i, f in zip(at, factors, strict=True)
     )
     return history, truths
@@ -300,6 +305,13 @@ def run(task: tuple[str, int, int]) -> Outcome:
     ]
     changes = asv_changes(history)
     good = {(t.index, t.up) for t in truths}
+
+    def error(t: Truth, percents: Sequence[float]) -> float | None:
+        """How far the first reported size at `t` is from its true size, as a share of it."""
+        if not percents:
+            return None
+        return abs(math.log1p(percents[0] / 100) - t.log_size) / abs(t.log_size)
+
     asv_good = [(i, r) for i, r in changes if (i, r > 0) in good]
     return Outcome(
         family=name,
@@ -327,6 +339,11 @@ def run(task: tuple[str, int, int]) -> Outcome:
             for t in truths
         ),
         asv_false=any(abs(r) >= ASV_THRESHOLD for i, r in changes if (i, r) not in asv_good),
+        size_error=tuple(error(t, [f.percent for f in at_truth(t)]) for t in truths),
+        asv_size_error=tuple(
+            error(t, [100 * r for i, r in changes if i == t.index and (r > 0) == t.up])
+            for t in truths
+        ),
     )
 
 
@@ -335,6 +352,15 @@ def _share(flags: Iterable[bool]) -> str:
     if not values:
         return "-"
     return f"{100 * sum(values) / len(values):.1f}% ({sum(values)}/{len(values)})"
+
+
+def _errors(values: Iterable[float | None]) -> str:
+    """Median and 90th percentile of the size errors told, in percent of the true size."""
+    told = [v for v in values if v is not None]
+    if not told:
+        return "-"
+    mid, high = np.percentile(told, [50, 90])
+    return f"{100 * mid:.1f}% / {100 * high:.1f}% ({len(told)})"
 
 
 HEADERS = (
@@ -354,6 +380,8 @@ HEADERS = (
     "asv: >= 10x noise",
     "asv: found at 5%",
     "asv: false change >= 5%",
+    "size error of those found, median / p90 (n)",
+    "asv: size error of those found, median / p90 (n)",
 )
 
 
@@ -384,6 +412,8 @@ def rows(outcomes: list[Outcome]) -> list[list[str]]:
                 _share(o.asv_any[k] for o, k in large),
                 _share(o.asv_5[k] for o, k in pairs),
                 _share(o.asv_false for o in mine),
+                _errors(o.size_error[k] for o, k in pairs),
+                _errors(o.asv_size_error[k] for o, k in pairs),
             ]
         )
     return out

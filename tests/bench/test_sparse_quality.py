@@ -1,6 +1,6 @@
 """bench/verdicts/sparse_quality.py and sparse_false.py at small scale: the doubled forward
-is a `regression`, confirm's re-measure only ever removes false findings, and a step-free
-history's false findings are put down to odd processes or noise, never to a step."""
+is a `regression` of its size, confirm's re-measure only ever removes false findings, and a
+step-free history's false findings are put down to odd processes or noise, never to a step."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def test_the_doubled_forward_is_a_regression_and_confirm_only_removes_false_find
     outcomes = quality.evaluate(seed=1, histories=20, workers=1, only=families)
     doubled = [o for o in outcomes if o.family == "2+3 x2 at 0.2%"]
     assert len(doubled) == 20 and all(o.regression == (True,) for o in doubled)
+    # The size told is the doubling's (ln 2) within a few percent of it, asv's too.
+    errors = [o.size_error[0] for o in doubled] + [o.asv_size_error[0] for o in doubled]
+    assert all(e is not None and e < 0.05 for e in errors), errors
     assert all(o.false_any or not o.false_after_confirm for o in outcomes)
 
 

@@ -41,6 +41,9 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
 EDGE_HOLD_Z = 2.0  # sigma a fitted level's commits must stand up to be more than a head spike
 EDGE_SPIKE_RATIO = 3.0  # and the head must be this many times the fitted step to be its spike
+# A smaller step inside a step's level ends it too at this z (over twice the fit's threshold):
+# noise-sized ones would leave a short level picked at an extreme (docs/verdicts.md).
+END_LEVEL_Z = 8.0
 
 
 def detect(
@@ -125,13 +128,14 @@ def ended_at_neighbours(
     noise: Noise,
     unlisted: Sequence[Step] = (),
 ) -> list[Step]:
-    """`steps` with each one's levels ended at a step inside them at least its own size (of
-    `steps`, or `unlisted`: the speed-ups not listed without `improvements`), and its size
-    (levels, percent, z, commits a side) told from the commits left. The fit holds no
-    level of 2-3 commits, so a step found beside one by `short` or `edges` otherwise has
-    its level run through it to the level beyond. A smaller step inside is left in the
-    level (a noise-sized one would only take commits away). Sizes only: each status is
-    its rule's, and a step the shorter levels would turn round is left as it was.
+    """`steps` with each one's levels ended at a step inside them (of `steps`, or
+    `unlisted`: the speed-ups not listed without `improvements`) at least its own size or
+    of z >= END_LEVEL_Z, and its size (levels, percent, z, commits a side) told from the
+    commits left. The fit holds no level of 2-3 commits, so a step found beside one by
+    `short` or `edges` otherwise has its level run through it to the level beyond. A
+    smaller step of lower z is left in the level: where it is noise, the short level it
+    leaves sits at an extreme the noise picked. Sizes only: each status is its rule's,
+    and a step the shorter levels would turn round is left as it was.
     docs/verdicts.md, "Short levels"."""
     index, logs = valid_logs(medians)
     at = {int(i): k for k, i in enumerate(index)}
@@ -146,7 +150,9 @@ def ended_at_neighbours(
         start, stop = b + 1 - step.commits_before, a + step.commits_after
         for other in others:
             o = at.get(other.after_index)
-            if o is None or o == a or abs(math.log1p(other.percent / 100)) < size:
+            if o is None or o == a:
+                continue
+            if abs(math.log1p(other.percent / 100)) < size and other.z < END_LEVEL_Z:
                 continue
             if start < o <= b:
                 start = o

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from helpers import simulated_history, with_commit_scaled
 
 from fwdasv.analysis import simulate as sim
-from fwdasv.analysis.rules.detect import detect
+from fwdasv.analysis.rules.detect import END_LEVEL_Z, detect, ended_at_neighbours
 from fwdasv.analysis.rules.drift import mark_drift
 from fwdasv.analysis.rules.levels import segments
 from fwdasv.analysis.rules.noise import estimate_noise
@@ -414,6 +416,125 @@ H100_DECODE = (
 )
 
 
+# The demo's prefill series on the same H100 an hour later (2026-12-06, docs/h100-2026-12-06e/):
+# the GQA speed-up is -4.3% here, far smaller than the slowdown after it, 2 | 2 | 4 commits;
+# 12 of each commit's samples (us).
+H100_PREFILL = (
+    [
+        484.00,
+        483.84,
+        483.78,
+        483.68,
+        483.81,
+        483.74,
+        483.78,
+        483.87,
+        483.74,
+        483.68,
+        483.49,
+        483.49,
+    ],
+    [
+        484.13,
+        484.19,
+        484.00,
+        483.90,
+        483.97,
+        484.10,
+        483.97,
+        483.97,
+        483.94,
+        483.97,
+        483.78,
+        483.55,
+    ],
+    [
+        462.91,
+        462.94,
+        462.75,
+        462.88,
+        462.88,
+        463.01,
+        463.14,
+        462.98,
+        462.85,
+        462.75,
+        478.14,
+        462.82,
+    ],
+    [
+        465.38,
+        463.14,
+        463.04,
+        463.07,
+        464.93,
+        472.80,
+        463.10,
+        463.17,
+        462.98,
+        462.98,
+        463.07,
+        462.98,
+    ],
+    [
+        680.16,
+        682.40,
+        681.66,
+        680.42,
+        680.96,
+        681.50,
+        680.93,
+        681.15,
+        680.58,
+        680.19,
+        680.64,
+        678.66,
+    ],
+    [
+        681.44,
+        680.67,
+        680.77,
+        680.16,
+        679.55,
+        680.10,
+        680.74,
+        681.22,
+        680.13,
+        679.62,
+        680.99,
+        680.77,
+    ],
+    [
+        679.90,
+        679.97,
+        680.77,
+        680.22,
+        681.15,
+        680.03,
+        681.06,
+        680.90,
+        680.13,
+        680.10,
+        681.25,
+        680.42,
+    ],
+    [
+        681.47,
+        682.11,
+        680.74,
+        680.74,
+        680.70,
+        681.60,
+        680.42,
+        681.66,
+        679.87,
+        678.85,
+        680.38,
+        680.16,
+    ],
+)
+
+
 def test_a_step_beside_a_short_level_is_sized_from_that_level_not_the_one_before() -> None:
     """The fit holds no level of 2 commits: the slowdown's old level ran through the
     speed-up's 2 commits back to the level before both, and the listing said +8.53%
@@ -433,3 +554,39 @@ def test_a_step_beside_a_short_level_is_sized_from_that_level_not_the_one_before
         assert [(s.after_index, round(s.percent, 1)) for s in faster] == (
             [(2, -30.4)] if improvements else []
         )
+
+
+def test_a_smaller_step_beyond_doubt_inside_a_level_ends_it() -> None:
+    """The speed-up before the slowdown is a tenth of its size but z 121: left in the
+    slowdown's old level, it made the listing say +40.77% (484 -> 681 us) where the level
+    before is 463 us and confirm measured +47.1%."""
+    samples = [[s * 1e-6 for s in commit] for commit in H100_PREFILL]
+    medians = [float(np.median(commit)) for commit in samples]
+    noise = estimate_noise(samples)
+    for improvements in (True, False):
+        steps = detect(medians, noise, improvements=improvements)
+        (step,) = [s for s in steps if s.status != IMPROVEMENT]
+        assert (step.before_index, step.after_index, step.status) == (3, 4, REGRESSION)
+        assert step.percent == pytest.approx(47.0, abs=0.2), step
+        assert step.before == pytest.approx(463.0e-6, rel=1e-3), step
+        assert (step.commits_before, step.commits_after) == (2, 4), step
+
+
+def test_a_smaller_step_ends_a_level_only_beyond_doubt() -> None:
+    """A smaller speed-up 2 commits into a slowdown's new level ends that level only at z >=
+    END_LEVEL_Z: below, where it may be noise, the 2 commits it would leave are ones the
+    noise picked (a simulated environment shift read +2.5% for +1.4% so)."""
+    rng = np.random.default_rng(3)
+    medians = [float(v) for v in 1e-3 * (1 + 0.002 * rng.standard_normal(40))]
+    medians[20:] = [m * 1.05 for m in medians[20:]]
+    medians[20:22] = [m * 1.01 for m in medians[20:22]]  # the 2 commits after: 1% higher
+    noise = estimate_noise([[m] for m in medians])
+    (step,) = detect(medians, noise)
+    assert (step.after_index, step.commits_after) == (20, 20), step
+    for z, ended in ((END_LEVEL_Z - 0.1, False), (END_LEVEL_Z, True)):
+        inside = dataclasses.replace(
+            step, before_index=21, after_index=22, percent=-1.0, z=z, status=IMPROVEMENT
+        )
+        (sized,) = ended_at_neighbours([step], medians, noise, [inside])
+        assert sized.commits_after == (2 if ended else 20), (z, sized)
+        assert (sized.percent > step.percent + 0.5) == ended, (z, sized, step)
