@@ -91,16 +91,7 @@ def check_output_dir(
     with `check_output_path`.
     """
     path = Path(path)
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except NotADirectoryError:
-        raise OutputPathError(
-            f"{what} {path}: a parent of it is a file, not a directory; give a path in a directory"
-        ) from None
-    except OSError as error:
-        raise OutputPathError(f"{what} {path}: cannot be checked ({error.strerror})") from None
+    mode = _mode_at(path, what)
     if mode is not None:
         if not stat.S_ISDIR(mode):
             raise OutputPathError(
@@ -114,6 +105,21 @@ def check_output_dir(
     except OSError as error:
         raise OutputPathError(f"{what} {path}: cannot create it ({error.strerror})") from None
     return path
+
+
+def _mode_at(path: Path, what: str) -> int | None:
+    """The mode of what stands at `path` itself (a link not followed), None when nothing
+    does; one clear error when a parent is a file or the path cannot be checked."""
+    try:
+        return path.lstat().st_mode
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise OutputPathError(
+            f"{what} {path}: a parent of it is a file, not a directory; give a path in a directory"
+        ) from None
+    except OSError as error:
+        raise OutputPathError(f"{what} {path}: cannot be checked ({error.strerror})") from None
 
 
 def check_project_dir(path: str | os.PathLike[str], *, what: str = "--dir") -> Path:
@@ -154,16 +160,7 @@ def check_output_path(
     Checked before any work starts, so a bad path costs nothing measured.
     """
     path = Path(path)
-    try:
-        mode = path.lstat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except NotADirectoryError:
-        raise OutputPathError(
-            f"{what} {path}: a parent of it is a file, not a directory; give a path in a directory"
-        ) from None
-    except OSError as error:
-        raise OutputPathError(f"{what} {path}: cannot be checked ({error.strerror})") from None
+    mode = _mode_at(path, what)
     if mode is not None and not stat.S_ISREG(mode):
         raise OutputPathError(
             f"{what} {path} is {_kind(mode)}; fwdasv writes only regular files (and replaces "
