@@ -2,7 +2,9 @@
 
 `recheck`: below a huge step (ODD_PROCESS_PCT), the final pair's probes are measured
 again on ROBUST_PROCESSES fresh processes each, in one bench run, and judged on those
-alone; a series whose fresh processes lean against a verdict is `undecided`. `finish`:
+alone; after a loaded process (`rules.loaded`) GOOD and BAD are measured beside them
+and the fresh probe judged against those too; a series whose fresh processes lean
+against a verdict either way is `undecided`. `finish`:
 per series a `BisectResult`: the first bad commit when the final pair is adjacent and
 holds no skipped commit, else `undecided` with the reason. How: docs/verdicts.md.
 """
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 from fwdasv.analysis.bisect.outcome import Answer, BisectResult, level
 from fwdasv.analysis.bisect.rules import (
+    LOADED_PCT,
     ODD_PROCESS_PCT,
     ROBUST_PROCESSES,
     contradicts,
+    loaded,
 )
 from fwdasv.analysis.bisect.session import Session, Track
 from fwdasv.analysis.findings.series import metric_name
@@ -27,7 +31,11 @@ def recheck(session: Session) -> None:
     one bench run, and judged on those alone: a series whose fresh processes lean against
     a verdict is `undecided`. Three processes of one commit all odd, reading at the other
     end's level, once placed a bad commit good (a step within what odd processes reach);
-    a huge step's probes need no re-check (`robust`)."""
+    a huge step's probes need no re-check (`robust`). Where a process of this bisection
+    read LOADED_PCT off its commit's others, GOOD and BAD are measured in the same run,
+    interleaved (G M B ...), and each fresh probe is also judged against their fresh
+    processes: a load that lasts over the re-check slows both sides alike, where against
+    the ends' earlier processes it can keep a good probe bad."""
     owners: dict[str, list[tuple[Track, BisectStatus]]] = {}
     last = len(session.line) - 1
     for track in session.tracks:
@@ -41,24 +49,47 @@ def recheck(session: Session) -> None:
                 owners.setdefault(session.line[index], []).append((track, verdict))
     if not owners:
         return
-    session.say("the final pair once more, on fresh processes: " + ", ".join(c[:8] for c in owners))
+    groups = (session.values(c, t) for t in session.tracks for c in session.pool.processes)
+    ends = (session.good, session.bad) if loaded(groups) else ()
+    beside = (
+        f", beside GOOD and BAD (a process of this run read {LOADED_PCT:g}% or more off its "
+        "commit's others: a load that lasts slows both sides alike)"
+        if ends
+        else ""
+    )
+    session.say(
+        "the final pair once more, on fresh processes: " + ", ".join(c[:8] for c in owners) + beside
+    )
+    plan = [c for c in (session.good, *owners, session.bad) if c in owners or c in ends]
     try:
-        session.pool.run([c for _ in range(ROBUST_PROCESSES) for c in owners])
+        session.pool.run([c for _ in range(ROBUST_PROCESSES) for c in plan])
     except RemeasureError as error:
         for pairs in owners.values():
             for track, _ in pairs:
                 track.answer = Answer.UNDECIDED
                 track.reason = f"the final pair could not be measured again ({error})"
         return
+    fresh = slice(-ROBUST_PROCESSES, None)
+    earlier = slice(None, -ROBUST_PROCESSES if ends else None)  # the ends before this run
     for commit, pairs in owners.items():
         for track, verdict in pairs:
-            again = session.judge(session.values(commit, track)[-ROBUST_PROCESSES:], track)
-            session.say(f"  {commit[:8]} {track.followed.ref.name}: {again.text()} (was {verdict})")
-            if contradicts(again, verdict):
+            probe = session.values(commit, track)[fresh]
+            name = f"{commit[:8]} {track.followed.ref.name}"
+            good, bad = (session.values(end, track) for end in (session.good, session.bad))
+            again = session.judge(probe, track, good=good[earlier], bad=bad[earlier])
+            session.say(f"  {name}: {again.text()} (was {verdict})")
+            judged = [("", again)]
+            if ends:
+                side = session.judge(probe, track, good=good[fresh], bad=bad[fresh])
+                session.say(f"  {name} beside GOOD and BAD: {side.text()}")
+                judged.append((" beside GOOD and BAD", side))
+            against = [(how, j) for how, j in judged if contradicts(j, verdict)]
+            if against:
+                how, judgment = against[0]
                 track.answer = Answer.UNDECIDED
                 track.reason = (
-                    f"{commit[:8]} measured again leans against its verdict ({verdict}): "
-                    f"{again.text()}"
+                    f"{commit[:8]} measured again{how} leans against its verdict ({verdict}): "
+                    f"{judgment.text()}"
                 )
 
 

@@ -19,7 +19,7 @@ docs/verdicts.md ("bisect").
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from fwdasv.analysis.rules.confirm import (
@@ -44,6 +44,24 @@ ODD_PROCESS_PCT = 60.0
 # From three processes a side, judge_ab's winsorizing (CLIP_SD about the side's median)
 # takes one odd process out of the decision.
 ROBUST_PROCESSES = 3
+# A process this far from its commit's others says a neighbour's load reached the run (a
+# quiet GPU's slow clock state reads +1-3%; a burst 20-60%): the final pair's re-check then
+# measures GOOD and BAD beside its probes (`loaded`).
+LOADED_PCT = 10.0
+
+
+def loaded(groups: Iterable[Sequence[float]]) -> bool:
+    """Whether one commit's process medians (each of `groups`: 2 or more) hold one
+    LOADED_PCT or more from their median."""
+    limit = math.log1p(LOADED_PCT / 100)
+    for values in groups:
+        positive = [v for v in values if v > 0]
+        if len(positive) < 2:
+            continue
+        mid = stats.median(positive)
+        if max(abs(math.log(v / mid)) for v in positive) >= limit:
+            return True
+    return False
 
 
 def probe_floor_pct(change_pct: float, min_effect_pct: float = MIN_EFFECT_PCT) -> float:

@@ -91,14 +91,22 @@ class Session:
     def shown(self, value: float, track: Track) -> str:
         return human_value(value, track.followed.unit)
 
-    def judge(self, probe: Sequence[float], track: Track) -> ProbeJudgment:
-        """A probe's process medians `probe` between GOOD's and BAD's, by confirm's rule."""
+    def judge(
+        self,
+        probe: Sequence[float],
+        track: Track,
+        *,
+        good: Sequence[float] | None = None,
+        bad: Sequence[float] | None = None,
+    ) -> ProbeJudgment:
+        """A probe's process medians `probe` between GOOD's and BAD's (all of each end's,
+        unless `good` or `bad` is given), by confirm's rule."""
         noise = self.noise(track)
         assert noise is not None, "the ends were judged with a floor"
         return judge_probe(
-            self.values(self.good, track),
+            self.values(self.good, track) if good is None else good,
             probe,
-            self.values(self.bad, track),
+            self.values(self.bad, track) if bad is None else bad,
             noise,
             track.direction,
             change_pct=track.change_pct,

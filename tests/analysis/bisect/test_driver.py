@@ -19,8 +19,10 @@ from pathlib import Path
 import pytest
 from helpers import measuring_priority
 
+from fwdasv.analysis.bisect import final_pair
 from fwdasv.analysis.bisect.driver import Bisector, Track, bisect
 from fwdasv.analysis.bisect.outcome import Answer
+from fwdasv.analysis.bisect.rules import LOADED_PCT
 from fwdasv.analysis.bisect.search import Search
 from fwdasv.analysis.bisect.series import Followed
 from fwdasv.analysis.confirm.processes import ProcessPool, SeriesRef
@@ -327,3 +329,53 @@ def test_a_search_whose_every_process_failed_records_nothing() -> None:
     with pytest.raises(BisectError, match="every bench process of this search failed"):
         bisector.run()
     assert pool.failed > 0 and pool.measured == 0 and pool.resumed > 0
+
+
+def _recheck(c1_level: float, good: list[float], burst: float) -> tuple[Track, list[str], str]:
+    """The final pair GOOD..c1 (c1 placed bad from 3 processes at 1.3, BAD's level) checked
+    once more; every process of the re-check reads its commit's level times `burst`. What
+    the track says after, the commits launched, and what was said."""
+    said: list[str] = []
+    bisector = _bisector(
+        {QUIET: [1.0, c1_level, 1.3]}, {QUIET: 0.002}, {QUIET: 30.0}, echo=said.append
+    )
+    line, pool, (track,) = bisector.line, bisector.pool, bisector.tracks
+    pool.processes = {
+        line[0]: [{QUIET: v} for v in good],
+        line[1]: [{QUIET: v} for v in (1.3, 1.301, 1.299)],
+        line[2]: [{QUIET: v} for v in (1.3, 1.302, 1.298)],
+    }
+    track.change_pct = 30.0
+    track.search = Search(line, decisions={1: BisectStatus.BAD})
+    launched: list[str] = []
+
+    def launch(commit: str) -> dict[SeriesRef, float]:
+        launched.append(commit)
+        return {QUIET: burst * pool.levels[QUIET][line.index(commit)]}
+
+    pool._launch = launch  # type: ignore[method-assign]
+    final_pair.recheck(bisector)
+    return track, launched, "\n".join(said)
+
+
+def test_after_a_loaded_process_the_final_pair_is_rechecked_beside_fresh_ends() -> None:
+    """A good commit placed bad by a burst, re-checked inside a burst that lasts: against
+    the ends' earlier processes its fresh ones still read bad; beside GOOD and BAD measured
+    in the same burst they do not, and the answer is undecided. Only where a process of the
+    run read LOADED_PCT off its commit's others: a quiet run re-checks the probe alone."""
+    quiet, loaded = [1.0, 1.001, 0.999, 1.0], [1.0, 1.001, 1.0 + 1.3 * LOADED_PCT / 100, 1.0]
+    g, c1, b = _bisector({QUIET: [1.0, 1.0, 1.3]}, {QUIET: 0.002}, {QUIET: 30.0}).line
+    track, launched, log = _recheck(1.0, loaded, burst=1.3)
+    assert launched == [g, c1, b] * 3, log
+    assert track.answer == Answer.UNDECIDED, log
+    assert f"{c1[:8]} measured again beside GOOD and BAD leans against" in track.reason, log
+    # Against the ends' earlier processes it read at BAD's level, as before: no objection.
+    (earlier,) = [line for line in log.splitlines() if line.endswith("(was bad)")]
+    assert "confirmed; M->BAD" in earlier and "not-reproduced" in earlier, log
+    # A bad commit, re-checked after the same load without a burst: its verdict stands.
+    track, launched, log = _recheck(1.3, loaded, burst=1.0)
+    assert launched == [g, c1, b] * 3 and track.answer is None, log
+    # A quiet run: the probe alone, its verdict standing.
+    track, launched, log = _recheck(1.3, quiet, burst=1.0)
+    assert launched == [c1] * 3 and track.answer is None, log
+    assert "beside" not in log, log

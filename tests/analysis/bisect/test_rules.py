@@ -8,10 +8,12 @@ import math
 import random
 
 from fwdasv.analysis.bisect.rules import (
+    LOADED_PCT,
     bounds,
     expected_probes,
     judge_probe,
     judge_step,
+    loaded,
     next_probe,
     probe_floor_pct,
     robust,
@@ -146,3 +148,16 @@ def test_bounds_and_probe_order() -> None:
     assert next_probe(0, 6, {3}) == 2
     assert next_probe(0, 3, {1, 2}) is None
     assert [expected_probes(n) for n in (1, 2, 6, 11, 16, 26)] == [0, 1, 3, 4, 4, 5]
+
+
+def test_a_process_loaded_pct_off_its_commits_others_marks_the_run_loaded() -> None:
+    """A quiet GPU's slow clock state (+3%) is no load; a burst's +20% is, slow or fast, in
+    any commit; a commit of one process says nothing."""
+    quiet = [_processes(1.0, 1, 6), [1.0, 1.0, 1.03], [5.0]]
+    assert not loaded(quiet)
+    below = 1.0 + 0.99 * LOADED_PCT / 100
+    assert not loaded([[1.0, 1.0, below]])
+    assert loaded([*quiet, [1.0, 1.0, 1.0 + LOADED_PCT / 100]])
+    assert loaded([[2.0, 2.0, 2.0 / 1.2]])  # a fast one too
+    assert loaded([[1.0, 1.25]])  # of two: each 11-12% off their median, 1.125
+    assert not loaded([[1.0, 1.15]])  # 7% off 1.075
