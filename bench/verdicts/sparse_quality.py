@@ -21,7 +21,9 @@ names that step's commit; with a false slower finding (`regression` or `suspecte
 slowdown listed where there is none; before and after confirm), with a false
 `regression`; asv's
 `step_detect` (weighted as `asv publish` does) on the same medians: a change of its levels
-at the step's commit with its sign, any size and 5%+. Seeds: (seed, family, index).
+at the step's commit with its sign, any size and 5%+. Last, the size error of the steps
+each found (|reported ln size - true| / |true|: median / 90th percentile). Seeds: (seed,
+family, index).
 """
 
 from __future__ import annotations
