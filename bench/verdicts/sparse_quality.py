@@ -123,7 +123,7 @@ class Truth:
     index: int
     up: bool
     large: bool  # >= LARGE times the noise
-    log_size: float = 0.0  # log of the step's factor
+    log_size: float  # ln of the step's factor
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,8 @@ class Outcome:
     asv_false: bool  # a change of asv's levels of 5%+ at no step's commit
     # Per truth found at its commit with its sign: |reported log size - true| / |true|
     # (fwdasv's finding; asv's change of levels there); None where not found.
-    size_error: tuple[float | None, ...] = ()
-    asv_size_error: tuple[float | None, ...] = ()
+    size_error: tuple[float | None, ...]
+    asv_size_error: tuple[float | None, ...]
 
 
 def asv_changes(history: sim.SimHistory) -> list[tuple[int, float]]:
