@@ -5,8 +5,10 @@ the step's direction), with the series' noise as its floor: the stored history's
 process, where there is one, else the spread between this bisection's own processes of
 one commit (`run_noise`). A probe's test floor is half the step (`probe_floor_pct`).
 A probe M is `bad` when GOOD->M is confirmed and M->BAD not reproduced, `good` the other
-way round, `part-way` when both are confirmed, `unknown` otherwise (measure more; both
-ruled out: `between`, the ends are not a step apart). A decision also needs nearly all
+way round, `part-way` when both are confirmed; where the noise leaves the other
+comparison undecided, by its side of the ends' midpoint beyond doubt (`nearer`);
+`unknown` otherwise (measure more; both ruled out: `between`, the ends are not a step
+apart). A decision also needs nearly all
 of M's processes on its side of the levels' midpoint (`sides_agree`); from fewer than
 ROBUST_PROCESSES processes, values no odd process could have made (`robust`: beyond
 ODD_PROCESS_PCT and 3 sds of the other level); and M not past the far end by half the
@@ -28,11 +30,14 @@ from fwdasv.analysis.rules.confirm import (
     STEP_PROCESSES,
     Confirmation,
     judge_ab,
+    logs,
     magnitude_pct,
+    pooled,
 )
 from fwdasv.analysis.rules.judgment import pooled_spread
 from fwdasv.analysis.rules.noise import Noise
 from fwdasv.analysis.rules.status import BisectStatus, ReMeasureStatus
+from fwdasv.analysis.rules.student_t import t_isf
 from fwdasv.core import stats
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
@@ -155,6 +160,7 @@ class ProbeJudgment:
     from_good: Confirmation  # GOOD -> M: is M beyond GOOD in the step's direction?
     to_bad: Confirmation  # M -> BAD: is BAD beyond M?
     overshoot: str = ""  # "BAD" or "GOOD" when M lies beyond that end (`judge_probe`)
+    midpoint: str = ""  # "BAD" or "GOOD": placed on that end's side of the midpoint (`nearer`)
 
     @property
     def between(self) -> bool:
@@ -164,9 +170,10 @@ class ProbeJudgment:
 
     def text(self) -> str:
         beyond = f"; M beyond {self.overshoot} by half the step or more" if self.overshoot else ""
+        nearer = f"; M nearer {self.midpoint} beyond doubt" if self.midpoint else ""
         return (
             f"GOOD->M {self.from_good.percent:+.2f}% {self.from_good.label}; "
-            f"M->BAD {self.to_bad.percent:+.2f}% {self.to_bad.label}{beyond}"
+            f"M->BAD {self.to_bad.percent:+.2f}% {self.to_bad.label}{beyond}{nearer}"
         )
 
 
@@ -217,9 +224,55 @@ def judge_probe(
         and robust(probe, bad, noise)
     ):
         verdict = BisectStatus.PART_WAY
+    elif (
+        side := nearer(good, probe, bad, noise, direction, up, down, floor, alpha)
+    ) is not None and (bad_side if side == BisectStatus.BAD else good_side):
+        # From six processes or more: `robust` holds.
+        return ProbeJudgment(side, up, down, midpoint=side.value.upper())
     else:
         verdict = BisectStatus.UNKNOWN
     return ProbeJudgment(verdict, up, down, overshoot)
+
+
+def nearer(
+    good: Sequence[float],
+    probe: Sequence[float],
+    bad: Sequence[float],
+    noise: Noise,
+    direction: int,
+    up: Confirmation,
+    down: Confirmation,
+    floor_pct: float,
+    alpha: float = ALPHA,
+) -> BisectStatus | None:
+    """Where a probe the noise left unplaced (one comparison confirmed, the other
+    undecided) lies by the midpoint between GOOD's and BAD's levels, from its second look
+    on (2 x ROBUST_PROCESSES processes, the later ones interleaved with the ends'): bad
+    when GOOD->M is confirmed and M's mean lies on BAD's side of the midpoint beyond doubt
+    (one-sided Student t at `alpha`, the variance pooled over the three commits' processes
+    and the noise prior, as `judge_ab` pools two: `confirm.pooled`) and M's median not
+    past BAD by more than half the floor (a quarter of the step: a commit of a one-step
+    range sits at one of two levels, a burst past them); good the other way round; else
+    None. One look's three processes, all inside a neighbour's burst, once put a good
+    commit on BAD's side beyond doubt (docs/verdicts.md, "bisect")."""
+    confirmed, undecided = ReMeasureStatus.CONFIRMED, ReMeasureStatus.UNDECIDED
+    if len(probe) < 2 * ROBUST_PROCESSES:
+        return None
+    if (up.status, down.status) == (confirmed, undecided):
+        side, near = BisectStatus.BAD, bad
+    elif (up.status, down.status) == (undecided, confirmed):
+        side, near = BisectStatus.GOOD, good
+    else:
+        return None
+    fit = pooled((logs(good), logs(probe), logs(bad)), noise)
+    g, m, b = fit.sides
+    se = fit.sd * math.sqrt(1 / m.size + 0.25 / g.size + 0.25 / b.size)
+    d = direction * (float(m.mean()) - (float(g.mean()) + float(b.mean())) / 2)
+    sign = 1 if side == BisectStatus.BAD else -1
+    if sign * d - t_isf(alpha, fit.dof) * se <= 0:
+        return None
+    past = sign * direction * (math.log(stats.median(probe)) - math.log(stats.median(near)))
+    return side if past <= math.log1p(floor_pct / 200) else None
 
 
 def _beyond(

@@ -219,12 +219,6 @@ def _flag(raw: Mapping[str, object], name: str, default: bool) -> bool:
     raise _wrong(name, value, "bool")
 
 
-def _logs(values: Sequence[float]) -> np.ndarray:
-    array = np.asarray(list(values), dtype=np.float64)
-    array = array[np.isfinite(array) & (array > 0)]
-    return np.log(array)
-
-
 def _clip(logs: np.ndarray, sd: float) -> np.ndarray:
     """Values beyond CLIP_SD sd of the side's median moved to that bound (Huber winsorizing)."""
     centre = float(np.median(logs))
@@ -237,6 +231,50 @@ def _robust_spread(*sides: np.ndarray) -> float:
     deviations = [abs(v - float(np.median(side))) for side in sides if side.size >= 2 for v in side]
     kept = [d for d in deviations if d > 0]
     return 1.4826 * float(np.median(kept)) if kept else 0.0
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Sides of ln(process median) winsorized (`_clip`), and the per-process sd pooled over
+    their own spread (`ss` over `run_dof`) and the noise prior (`floor`, PRIOR_DOF)."""
+
+    sides: tuple[np.ndarray, ...]
+    sd: float
+    dof: float
+    run_dof: int
+    ss: float
+    floor: float
+
+
+def pooled(sides: Sequence[np.ndarray], noise: Noise | float) -> Pooled:
+    """`judge_ab`'s variance over any number of sides (each of ln values, one or more): each
+    side winsorized at CLIP_SD of the prior's sd or the sides' robust spread where larger,
+    then the run's own variance (n - sides degrees of freedom) pooled with the prior's."""
+    if isinstance(noise, Noise):
+        floor, prior_dof = noise.sigma, min(PRIOR_DOF, noise.dof)
+    else:
+        floor, prior_dof = float(noise) / 100, PRIOR_DOF
+    if not floor > 0:
+        raise ValueError(f"noise {noise} must be positive")
+    # Winsorized at the prior's sd, or the run's own robust spread where larger: a run
+    # noisier than its history keeps its spread (the processes overrule the prior).
+    scale = max(floor, _robust_spread(*sides))
+    clipped = tuple(_clip(side, scale) for side in sides)
+    run_dof = sum(int(side.size) for side in clipped) - len(clipped)
+    ss = 0.0
+    if run_dof > 0:
+        ss = sum(float(np.sum((side - side.mean()) ** 2)) for side in clipped)
+    # The history's noise is a prior the run's own processes overrule as they add up.
+    dof = run_dof + prior_dof
+    sd = math.sqrt((ss + prior_dof * floor * floor) / dof)
+    return Pooled(clipped, sd, dof, run_dof, ss, floor)
+
+
+def logs(values: Sequence[float]) -> np.ndarray:
+    """ln of the finite positive values (a failed process's None or NaN left out)."""
+    array = np.asarray(list(values), dtype=np.float64)
+    array = array[np.isfinite(array) & (array > 0)]
+    return np.log(array)
 
 
 def ab_indices(
@@ -299,32 +337,16 @@ def judge_ab(
     finite value a side; the run's own variance counts from three values in all. A
     run whose upper bound lies below `claimed_pct` (the reported step) rules it out.
     """
-    la, lb = _logs(a), _logs(b)
+    la, lb = logs(a), logs(b)
     if la.size == 0 or lb.size == 0:
         raise ValueError(f"need process medians on both sides, got {la.size} and {lb.size}")
     if not 0 < alpha < 0.5:
         raise ValueError(f"alpha {alpha} must be in (0, 0.5)")
-    if isinstance(noise, Noise):
-        floor, prior_dof = noise.sigma, min(PRIOR_DOF, noise.dof)
-    else:
-        floor, prior_dof = float(noise) / 100, PRIOR_DOF
-    if not floor > 0:
-        raise ValueError(f"noise {noise} must be positive")
-    # Winsorized at the prior's sd, or the run's own robust spread where larger: a run
-    # noisier than its history keeps its spread (the processes overrule the prior).
-    scale = max(floor, _robust_spread(la, lb))
-    la, lb = _clip(la, scale), _clip(lb, scale)
+    fit = pooled((la, lb), noise)
+    (la, lb), sd, dof, floor = fit.sides, fit.sd, fit.dof, fit.floor
     na, nb = int(la.size), int(lb.size)
-    run_dof = na + nb - 2
-    observed = None
-    ss = 0.0
-    if run_dof > 0:
-        ss = float(np.sum((la - la.mean()) ** 2) + np.sum((lb - lb.mean()) ** 2))
-        observed = math.sqrt(ss / run_dof)
-    # The history's noise is a prior the run's own processes overrule as they add up.
-    dof = run_dof + prior_dof
-    sd = math.sqrt((ss + prior_dof * floor * floor) / dof)
-    variance = "pooled" if run_dof > 0 else "prior"
+    observed = math.sqrt(fit.ss / fit.run_dof) if fit.run_dof > 0 else None
+    variance = "pooled" if fit.run_dof > 0 else "prior"
     se = sd * math.sqrt(1 / na + 1 / nb)
     d = float(lb.mean() - la.mean())
     q = t_isf(alpha, dof)

@@ -14,6 +14,7 @@ from fwdasv.analysis.bisect.rules import (
     judge_probe,
     judge_step,
     loaded,
+    nearer,
     next_probe,
     probe_floor_pct,
     robust,
@@ -161,3 +162,53 @@ def test_a_process_loaded_pct_off_its_commits_others_marks_the_run_loaded() -> N
     assert loaded([[2.0, 2.0, 2.0 / 1.2]])  # a fast one too
     assert loaded([[1.0, 1.25]])  # of two: each 11-12% off their median, 1.125
     assert not loaded([[1.0, 1.15]])  # 7% off 1.075
+
+
+def test_a_noisy_probe_nearer_an_end_beyond_doubt_is_placed_by_the_midpoint() -> None:
+    """A 1% step at 0.45% a process (an H200 prefill), 12 processes a commit: a probe at
+    BAD's level is confirmed beyond GOOD, but M->BAD cannot rule out half the step at this
+    noise (undecided), so the comparisons alone never place it (57% of such searches
+    named their commit, docs/measurements.md section 45). Its mean is on BAD's side of the
+    midpoint beyond doubt: placed bad. The same processes 0.4% past BAD (over a quarter
+    of the step: no level of a one-step range) or 0.5% below it (at the midpoint) are
+    not placed; a speed-up's probe is placed the same way, mirrored."""
+    prefill = Noise(0.45, 0.45, None, 50, "history", 30.0)
+    good, bad = _processes(1.0, 42, 12, 0.0045), _processes(1.01, 142, 12, 0.0045)
+    at_bad = judge_probe(good, list(bad), bad, prefill, 1, change_pct=1.0)
+    assert at_bad.from_good.status == ReMeasureStatus.CONFIRMED, at_bad.text()
+    assert at_bad.to_bad.status == ReMeasureStatus.UNDECIDED, at_bad.text()
+    assert at_bad.verdict == BisectStatus.BAD and at_bad.midpoint == "BAD", at_bad.text()
+    assert at_bad.text().endswith("M nearer BAD beyond doubt") and not vetoed(at_bad)
+    for shift in (1.004, 0.995):
+        off = judge_probe(good, [v * shift for v in bad], bad, prefill, 1, change_pct=1.0)
+        assert off.verdict == BisectStatus.UNKNOWN and not off.midpoint, (shift, off.text())
+    past = [v * 1.004 for v in bad]
+    up = judge_step(good, past, prefill, 1, claimed_pct=None, min_effect_pct=0.5)
+    down = judge_step(past, bad, prefill, 1, claimed_pct=None, min_effect_pct=0.5)
+    assert (up.status, down.status) == (ReMeasureStatus.CONFIRMED, ReMeasureStatus.UNDECIDED)
+    assert nearer(good, past, bad, prefill, 1, up, down, 0.5) is None  # past BAD: no level
+    # A speed-up: GOOD is the slower end; a probe at its faster level is bad.
+    slow, fast = _processes(1.01, 31, 12, 0.0045), _processes(1.0, 30, 12, 0.0045)
+    faster = judge_probe(slow, _processes(1.0, 34, 12, 0.0045), fast, prefill, -1, change_pct=-1.0)
+    assert faster.to_bad.status == ReMeasureStatus.UNDECIDED, faster.text()
+    assert faster.verdict == BisectStatus.BAD and faster.midpoint == "BAD", faster.text()
+
+
+def test_one_look_inside_a_burst_is_not_placed_by_the_midpoint() -> None:
+    """A 15% step on a busy box (5.4% a process): a good commit's first three processes
+    all ran inside a neighbour's burst and read at BAD's level and past it. The midpoint
+    would place them bad beyond doubt (simulated: a wrong commit named, docs/measurements.md
+    section 45); it waits for the second look, whose processes, interleaved with the
+    ends', leave the commit unplaced here (measure more), where the same values taken
+    twice would be placed."""
+    busy = Noise(5.36, 5.36, None, 50, "history", 30.0)
+    good = [0.964, 1.03, 0.988, 0.968, 1.025, 0.999]
+    bad = [1.212, 1.059, 1.124, 1.255, 1.191, 1.337]
+    burst = [1.167, 1.491, 1.236]
+    first = judge_probe(good, burst, bad, busy, 1, change_pct=15.0)
+    assert first.to_bad.status == ReMeasureStatus.UNDECIDED, first.text()
+    assert first.verdict == BisectStatus.UNKNOWN and not first.midpoint, first.text()
+    twice = judge_probe(good, burst * 2, bad, busy, 1, change_pct=15.0)
+    assert twice.verdict == BisectStatus.BAD and twice.midpoint == "BAD", twice.text()
+    second = judge_probe(good, [*burst, 1.043, 0.992, 1.019], bad, busy, 1, change_pct=15.0)
+    assert second.verdict == BisectStatus.UNKNOWN, second.text()
