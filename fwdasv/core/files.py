@@ -6,7 +6,8 @@ write leaves the old file (or none), never half a file. Only a regular file is
 ever replaced: a symlink, FIFO or device node at the path is refused, not
 overwritten (run as root, a rename onto `/dev/full` would replace the device).
 `read_regular` is the reading side: a FIFO or device where a file is read is
-refused, never waited on.
+refused, never waited on. `check_outside` keeps a user-named output off the files a
+project reads itself (its configuration, asv's results).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -167,6 +169,54 @@ def check_output_path(
             "them atomically): give the path of a new or regular file"
         )
     _parent_ready(path, make_parents, what)
+    return path
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A file, or with `tree` a directory and everything under it, that a project reads or
+    rewrites itself: `name` says what it is ("the project's results directory"), `why` why
+    no output may land there ("asv and fwdasv read it")."""
+
+    path: Path
+    name: str
+    why: str
+    tree: bool = False
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def check_outside(
+    path: str | os.PathLike[str], owned: Iterable[Owned], *, what: str = "output"
+) -> Path:
+    """`path` as a Path, unless it is one of `owned`'s files or lies inside one of its
+    trees; then one clear error naming `what`, the path and the owner.
+
+    Compared after relative parts and symlinks resolve, and by device and inode too (a
+    bind mount, another spelling of the same directory). Checked before anything is
+    measured or written: an export over benchmarks.json or a JSON over the verdicts file
+    would exit 0 and break every later command.
+    """
+    path = Path(path)
+    resolved = Path(os.path.realpath(path))  # Path.resolve raises on a symlink loop
+    here = _identity(resolved)
+    above = {i for i in map(_identity, (resolved, *resolved.parents)) if i is not None}
+    for own in owned:
+        target = Path(os.path.realpath(own.path))
+        there = _identity(target)
+        same = resolved == target or (here is not None and here == there)
+        inside = own.tree and (resolved.is_relative_to(target) or there in above)
+        if same or inside:
+            where = "is" if same else "is inside"
+            raise OutputPathError(
+                f"{what} {path} {where} {own.name} ({own.path}): {own.why}; write elsewhere"
+            )
     return path
 
 

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from fwdasv.core.files import OutputPathError, check_output_dir, check_project_dir, write_atomic
+from fwdasv.core.files import (
+    OutputPathError,
+    Owned,
+    check_output_dir,
+    check_outside,
+    check_project_dir,
+    write_atomic,
+)
 
 
 def test_write_atomic_replaces_the_file_whole(tmp_path):
@@ -81,3 +88,50 @@ def test_an_existing_output_dir_that_takes_no_file_is_refused() -> None:
     # /proc is a directory root may "write" by its mode bits; no file can be made there.
     with pytest.raises(OutputPathError, match=r"^--profile-dir /proc: "):
         check_output_dir("/proc", what="--profile-dir")
+
+
+def _owned(root: Path) -> tuple[Owned, ...]:
+    return (
+        Owned(root / "asv.conf.json", "the configuration", "it is read"),
+        Owned(root / "results", "the results directory", "asv reads it", tree=True),
+    )
+
+
+def test_an_output_over_an_owned_file_or_inside_an_owned_tree_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "asv.conf.json").write_text("{}")
+    (tmp_path / "results" / "box").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "into-results").symlink_to(tmp_path / "results" / "box")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    refused = {
+        tmp_path / "asv.conf.json": "is the configuration",
+        Path("../asv.conf.json"): "is the configuration",  # relative
+        tmp_path / "results": "is the results directory",
+        Path("../results/benchmarks.json"): "is inside the results directory",  # not there yet
+        tmp_path / "into-results" / "machine.json": "is inside the results directory",  # a link
+        tmp_path / "elsewhere" / ".." / "results" / "box" / "new" / "deeper.json": "is inside",
+    }
+    for path, said in refused.items():
+        with pytest.raises(OutputPathError) as error:
+            check_outside(path, _owned(tmp_path), what="--output")
+        line = str(error.value)
+        assert line.startswith(f"--output {path} {said}"), line
+        assert line.endswith("; write elsewhere") and "\n" not in line
+    # Beside them, or a name that only starts alike, is fine.
+    for path in ("out.csv", "../results.csv", "../asv.conf.json.bak", tmp_path / "resultsx"):
+        assert check_outside(path, _owned(tmp_path), what="--output") == Path(path)
+
+
+def test_an_owned_tree_is_known_by_its_inode_under_another_name(tmp_path: Path) -> None:
+    """The configuration may name the results through a link; the output the real folder."""
+    (tmp_path / "real-results").mkdir()
+    (tmp_path / "results").symlink_to(tmp_path / "real-results")
+    with pytest.raises(OutputPathError, match=r"is inside the results directory \("):
+        check_outside(tmp_path / "real-results" / "x.csv", _owned(tmp_path), what="-o")
+    # A hard link to the configuration is the same file.
+    (tmp_path / "asv.conf.json").write_text("{}")
+    os.link(tmp_path / "asv.conf.json", tmp_path / "twin.json")
+    with pytest.raises(OutputPathError, match=r"twin\.json is the configuration"):
+        check_outside(tmp_path / "twin.json", _owned(tmp_path), what="-o")
