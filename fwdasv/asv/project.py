@@ -29,6 +29,7 @@ from fwdasv.asv.offline_site import make_self_contained
 from fwdasv.asv.settings import FwdasvSettings
 from fwdasv.asv.unmeasured import drop_unmeasured
 from fwdasv.core.errors import UserError
+from fwdasv.core.files import Owned, check_outside
 from fwdasv.core.verdicts import VerdictSettings
 from fwdasv.git import GitError, git, git_run
 from fwdasv.launch import LaunchError, LaunchSpec, run_process
@@ -151,6 +152,23 @@ class AsvProject:
     def subject(self, commit: str) -> str:
         return self.git("log", "-1", "--format=%s", commit)
 
+    def owned(self) -> tuple[Owned, ...]:
+        """What the project reads or rewrites itself: asv.conf.json, the results directory
+        (asv's results, machine.json and benchmarks.json, fwdasv's verdicts file) and the
+        html directory (`asv publish` rebuilds it)."""
+        return (
+            Owned(self.config_path, "the project's asv configuration", "every command reads it"),
+            results_owned(self.results_dir),
+            Owned(
+                self.html_dir, "the project's html directory", "asv publish rewrites it", tree=True
+            ),
+        )
+
+    def check_output(self, path: str | os.PathLike[str], *, what: str) -> Path:
+        """`path`, unless it is one of the project's own files (`owned`): one line naming
+        `what` (the option) and the fix, before anything is measured or written."""
+        return check_outside(path, self.owned(), what=what)
+
     def machines(self) -> list[str]:
         """The machines with stored results (a results/<machine>/machine.json each)."""
         if not self.results_dir.is_dir():
@@ -164,6 +182,13 @@ class AsvProject:
             found = ", ".join(machines) if machines else "none yet"
             raise AsvError(f"pick the asv machine with --machine (results have: {found})")
         return machines[0]
+
+
+def results_owned(results_dir: Path) -> Owned:
+    """A results directory as `Owned`: asv's results and fwdasv's verdicts live there."""
+    return Owned(
+        results_dir, "the project's results directory", "asv and fwdasv read it", tree=True
+    )
 
 
 # asv's own timeouts guard each benchmark; this one only ends a wedged asv.

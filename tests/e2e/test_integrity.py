@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import FAST, PROGRAMS, engine, one_error_line
+from helpers import FAST, PROGRAMS, copy_project, engine, invoke_cli, one_error_line
 
 from fwdasv.cli import main as fwdasv_main
 from fwdasv.core import results
@@ -207,6 +207,110 @@ def test_the_machine_file_writer_never_reads_a_fifo(tmp_path):
     with pytest.raises(Exception, match="is a FIFO"):
         write_machine_file({"machine": "box"}, paths["FIFO"])
     check_untouched(tmp_path, paths)
+
+
+# The project's own files: an export over benchmarks.json, a bisect's JSON over the verdicts
+# file, exited 0 and broke every later command.
+
+
+@pytest.fixture(scope="module")
+def flat_history(drawn_history):
+    """Two commits of real asv results and no step: nothing to bisect."""
+    return drawn_history("own-files", (1.0, 1.0))
+
+
+def own_project(history, tmp_path: Path):
+    """A copy of the history's project whose verdicts file holds what a person said."""
+    from fwdasv.analysis.findings import verdict_file as vf
+
+    project = copy_project(history, tmp_path)
+    good, bad = history.hashes
+    ident = vf.FindingIdent(history.machine, None, history.benchmark, "decode_bs8", bad)
+    said = vf.TriageRecord("acknowledged", note="known, tracked")
+    verdict = vf.FindingVerdict(ident, vf.now_utc(), good, (bad,), triage=said)
+    vf.append_verdict(project.results_dir / vf.VERDICTS_FILE, verdict)
+    return project
+
+
+def own_files(project) -> dict[str, Path]:
+    """What asv and fwdasv read: the files an output must never replace."""
+    results = project.results_dir
+    return {
+        "benchmarks.json": results / "benchmarks.json",
+        "result file": sorted((results / "testbox").glob("*-*.json"))[0],
+        "machine.json": results / "testbox" / "machine.json",
+        "verdicts file": results / "fwdasv-verdicts.jsonl",
+        "asv.conf.json": project.config_path,
+    }
+
+
+def refused_as_own(result, option: str, path: Path | str, project) -> None:
+    """Status 2 and one line naming the option, the path and whose file it is."""
+    assert result.exit_code == 2, result.output
+    resolved = Path(os.path.realpath(path))
+    if resolved == project.config_path:
+        owner = f"is the project's asv configuration ({project.config_path}): every command "
+        owner += "reads it"
+    elif resolved.is_relative_to(project.html_dir):
+        owner = f"is inside the project's html directory ({project.html_dir}): asv publish "
+        owner += "rewrites it"
+    else:
+        owner = f"is inside the project's results directory ({project.results_dir}): asv and "
+        owner += "fwdasv read it"
+    assert one_error_line(result.output) == f"Error: {option} {path} {owner}; write elsewhere"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name", ["benchmarks.json", "result file", "machine.json", "verdicts file", "asv.conf.json"]
+)
+def test_export_never_writes_over_the_projects_own_files(flat_history, tmp_path, name):
+    project = own_project(flat_history, tmp_path)
+    files = own_files(project)
+    before = {path: path.read_bytes() for path in files.values()}
+    result = invoke_cli(project, "-o", str(files[name]), command="export")
+    refused_as_own(result, "--output", files[name], project)
+    assert {path: path.read_bytes() for path in files.values()} == before
+    assert [p for p in project.results_dir.rglob("*.tmp")] == []
+
+
+@pytest.mark.slow
+def test_export_knows_the_results_by_any_name_and_still_writes_beside_them(
+    flat_history, tmp_path, monkeypatch
+):
+    project = own_project(flat_history, tmp_path)
+    files = own_files(project)
+    before = {path: path.read_bytes() for path in files.values()}
+    results = project.results_dir
+    (tmp_path / "linked").symlink_to(results)
+    monkeypatch.chdir(results / "testbox")
+    for path in ("../benchmarks.json", "machine.json", str(tmp_path / "linked" / "new.csv")):
+        refused_as_own(invoke_cli(project, "-o", path, command="export"), "--output", path, project)
+    # RESULTS_DIR given: that directory is what is read.
+    given = CliRunner().invoke(
+        fwdasv_main, ["export", str(results), "-o", str(files["benchmarks.json"])]
+    )
+    refused_as_own(given, "--output", files["benchmarks.json"], project)
+    assert {path: path.read_bytes() for path in files.values()} == before
+    # Beside asv.conf.json (outside results/ and html/) is where an export belongs.
+    beside = project.config_path.parent / "latency.csv"
+    written = invoke_cli(project, "-o", str(beside), command="export")
+    assert written.exit_code == 0, written.output
+    assert beside.read_text().startswith("commit_hash,")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("by_hand", [True, False], ids=["GOOD..BAD", "every finding"])
+def test_bisect_json_never_replaces_the_verdicts_file(flat_history, tmp_path, by_hand):
+    project = own_project(flat_history, tmp_path)
+    verdicts = own_files(project)["verdicts file"]
+    before = verdicts.read_bytes()
+    good, bad = flat_history.hashes
+    args = [f"{good}..{bad}", flat_history.benchmark, "--case", "decode_bs8"] if by_hand else []
+    result = invoke_cli(project, *args, "--json", str(verdicts), command="bisect")
+    refused_as_own(result, "--json", verdicts, project)
+    assert verdicts.read_bytes() == before
+    assert "GOOD" not in result.output  # refused before anything was measured
 
 
 @pytest.mark.parametrize("kind", ("symlink", "FIFO", "device"))

@@ -113,6 +113,8 @@ def bisect_command(
         # Before anything is measured: a path that cannot be written costs no measurement.
         check_output_path(json_path, what="--json")
     project = AsvProject.load(config)
+    if json_path is not None:
+        project.check_output(json_path, what="--json")  # not over the verdicts file
     machine = project_machine(project, machine)
     bench_echo = progress if show_bench else None
     if commit_range is not None and bench is not None:

@@ -11,10 +11,10 @@ from fwdasv.analysis.commands.common import analysis_command
 from fwdasv.analysis.export import FORMATS, PROGRESS_MIN_FILES, export
 from fwdasv.asv.commit_filter import parse_commit_filter
 from fwdasv.asv.history import History
-from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.asv.project import AsvError, AsvProject, results_owned
 from fwdasv.core.clitools import CliError, PathOption, bench_option, config_option, format_option
 from fwdasv.core.errors import EXIT_UNREADABLE
-from fwdasv.core.files import check_output_path
+from fwdasv.core.files import Owned, check_output_path, check_outside
 
 
 @analysis_command("export")
@@ -95,15 +95,21 @@ def export_command(
     Exits 0 when written, 2 on bad input (a selection of no record included:
     nothing is written then).
     """
+    owned: tuple[Owned, ...]
     if results_dir is None:
         try:
             project = AsvProject.load(config)
         except AsvError as error:
             raise AsvError(f"{error}, or give the results directory (RESULTS_DIR)") from None
         results_dir = project.results_dir
+        owned = project.owned()
         if repo is None and commits:
             repo = project.local_repo
+    else:
+        owned = (results_owned(results_dir),)
     if output != "-":
+        # Not over what is read: a CSV over benchmarks.json or a result file breaks asv.
+        check_outside(output, owned, what="--output")
         check_output_path(output, what="--output")
     commit_filter = parse_commit_filter(commits, repo) if commits else None
     history = History(
