@@ -218,8 +218,11 @@ def run_nightly(
         confirm = project.verdict_settings().confirm
     if existing_python and not commit:
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
-    # Before the clocks are touched or anything runs.
+    # Before the clocks are touched or anything runs; not over results/<machine>/machine.json.
+    project.check_output(hw_machine.machine_file_path(machine_file), what="--machine-file")
     check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
+    if state_file is not None:
+        project.check_output(state_file, what="--state-file")
     if not existing_python:
         asv_project.check_spec(project, spec)
     check_lock_values(lock_clocks, None)

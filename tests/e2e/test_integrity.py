@@ -313,6 +313,38 @@ def test_bisect_json_never_replaces_the_verdicts_file(flat_history, tmp_path, by
     assert "GOOD" not in result.output  # refused before anything was measured
 
 
+@pytest.mark.slow
+def test_check_explain_and_nightly_refuse_the_projects_own_files_before_measuring(
+    flat_history, tmp_path
+):
+    project = own_project(flat_history, tmp_path)
+    files = own_files(project)
+    before = {path: path.read_bytes() for path in files.values()}
+    good, bad = flat_history.hashes
+    html = project.html_dir / "profiles"
+    runs = [
+        ("check", [good, bad, "--output", str(files["verdicts file"])], "--output"),
+        ("check", [good, bad, "--output", str(files["asv.conf.json"])], "--output"),
+        (
+            "explain",
+            [good, bad, flat_history.benchmark, "--case", "decode_bs8", "--profile-dir", str(html)],
+            "--profile-dir",
+        ),
+        ("nightly", ["--machine-file", str(files["machine.json"])], "--machine-file"),
+        (
+            "nightly",
+            ["--lock-clocks", "base", "--state-file", str(files["benchmarks.json"])],
+            "--state-file",
+        ),
+    ]
+    for command, args, option in runs:
+        result = invoke_cli(project, *args, command=command)
+        path = args[args.index(option) + 1]
+        refused_as_own(result, option, path, project)
+    assert {path: path.read_bytes() for path in files.values()} == before
+    assert not project.html_dir.exists()
+
+
 @pytest.mark.parametrize("kind", ("symlink", "FIFO", "device"))
 def test_dump_output_must_be_a_directory(tmp_path, monkeypatch, kind):
     monkeypatch.chdir(tmp_path)

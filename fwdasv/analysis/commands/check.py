@@ -109,6 +109,8 @@ def check_command(
     if output is not None:
         check_output_path(output, what="--output")  # before anything is measured
     project = AsvProject.load(config)
+    if output is not None:
+        project.check_output(output, what="--output")
     machine = project_machine(project, machine)
     outcome = run_check(
         project,

@@ -106,6 +106,7 @@ def explain_command(
         project_machine(project, machine)  # this box must be the project's machine, or named
         refuse_bad_pair(project, good, bad, "GOOD and BAD", "explain")
         if profile_dir is not None:  # before anything is installed or profiled
+            project.check_output(profile_dir, what="--profile-dir")
             check_output_dir(profile_dir, what="--profile-dir")
         done = explain_commits(
             project,
