@@ -9,15 +9,19 @@ and `blocks` of mrkdwn sections) with the same facts for any other webhook under
 `fwdasv` (each finding: series, change, range, status, culprit, and its row on the site:
 `fwdasv/findings.html#finding-<id>` under `--site-url`; each suite gone dark). `post`
 sends it with urllib only: ATTEMPTS tries, RETRY_DELAYS_S apart, on a refused
-connection, a timeout or a 5xx/429; every failure is said through `echo` and `post`
-never raises: a message that cannot be sent never changes the night's gate.
+connection, a timeout, a response cut short or a 5xx/429; every failure is said through
+`echo` and `post` never raises, whatever urllib raises for one URL: a message that
+cannot be sent never changes the night's gate, nor stops the next URL's. `check_url`
+refuses, before the night, an address `post` could never send to (`url_problem`).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Sequence
 
@@ -26,6 +30,7 @@ from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.publish.pages import PAGES
 from fwdasv.analysis.publish.publish import finding_id
 from fwdasv.analysis.rules.status import Status
+from fwdasv.core.errors import UserError, describe_error
 
 NEWS_STATUSES = frozenset({Status.REGRESSION, Status.SUSPECTED, Status.CONFIRMED})
 ATTEMPTS = 3
@@ -146,6 +151,32 @@ def night_document(
     }
 
 
+def url_problem(url: str) -> str | None:
+    """Why `post` could never send to `url`, or None: it takes an http or https URL with a
+    host, and nothing http.client refuses in a request line (a space, a control
+    character)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # a port that is no number, or out of range, raises here
+    except ValueError as error:
+        return f"not a URL ({error})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "not an http or https URL"
+    if not parts.hostname:
+        return "no host"
+    if any(c <= " " or c == "\x7f" for c in url):
+        return "a space or control character in it"
+    return None
+
+
+def check_url(url: str, what: str, hint: str) -> None:
+    """A UserError naming `what` (the option) and `url` when `url_problem` finds one;
+    `hint` says what to give."""
+    why = url_problem(url)
+    if why:
+        raise UserError(f"{what} {url!r}: {why}; {hint}")
+
+
 def post(
     url: str,
     document: dict[str, object],
@@ -155,13 +186,18 @@ def post(
     delays_s: Sequence[float] = RETRY_DELAYS_S,
     timeout_s: float = TIMEOUT_S,
 ) -> bool:
-    """POST `document` as JSON to `url`; True once a 2xx came back. Never raises."""
+    """POST `document` as JSON to `url`; True once a 2xx came back. Never raises: any error
+    of this URL is said through `echo` and False returned (see the module)."""
+    why = url_problem(url)
+    if why:
+        echo(f"notify {url}: {why}; not sent")
+        return False
     body = json.dumps(document).encode()
     for attempt in range(1, attempts + 1):
-        request = urllib.request.Request(
-            url, data=body, method="POST", headers={"Content-Type": "application/json"}
-        )
         try:
+            request = urllib.request.Request(
+                url, data=body, method="POST", headers={"Content-Type": "application/json"}
+            )
             with urllib.request.urlopen(request, timeout=timeout_s) as response:
                 response.read()
             return True
@@ -169,8 +205,10 @@ def post(
             why, again = f"HTTP {error.code} {error.reason}", error.code in RETRIED_HTTP
         except (urllib.error.URLError, TimeoutError, OSError) as error:
             why, again = f"{getattr(error, 'reason', error)}", True
-        except ValueError as error:  # not a URL urllib can send to
-            why, again = str(error), False
+        except http.client.HTTPException as error:  # a response cut short or garbled
+            why, again = describe_error(error), True
+        except Exception as error:  # anything else: a failed message never ends the night
+            why, again = describe_error(error), False
         last = attempt == attempts or not again
         echo(
             f"notify {url}: attempt {attempt}/{attempts} failed ({why})"

@@ -11,6 +11,7 @@ import json
 import shutil
 import socket
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from click.testing import CliRunner
 from webhook import Hook
 
 from fwdasv.analysis.publish import notify
+from fwdasv.analysis.publish.notify import ATTEMPTS
 from fwdasv.cli import main
 
 
@@ -72,6 +74,63 @@ def test_a_client_error_is_not_retried() -> None:
     finally:
         refused.close()
     assert len(refused.bodies) == 1 and said[0].endswith("; not sent")
+
+
+def test_a_url_that_cannot_be_sent_to_is_logged_and_the_next_one_still_sent(hook: Hook) -> None:
+    """urllib refuses "not a url" when the request is built: that escaped `post` as a
+    traceback, the night's status 1, and the URLs after it were never sent."""
+    document = notify.night_document("p", "box", [], 0)
+    down = _down_url().replace("http://", "ftp://")
+    for bad, why in (
+        ("not a url", "not an http or https URL"),
+        ("", "not an http or https URL"),
+        ("http://", "no host"),
+        (down, "not an http or https URL"),
+    ):
+        said: list[str] = []
+        assert notify.post(bad, document, echo=said.append, delays_s=(0.0,)) is False
+        assert said == [f"notify {bad}: {why}; not sent"], said
+        assert notify.post(hook.url, document, echo=pytest.fail) is True
+    assert hook.bodies == [document] * 4
+
+
+def _read_request(connection: socket.socket) -> None:
+    """One HTTP request off `connection`: its headers, then Content-Length bytes of body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += connection.recv(65536)
+
+
+def test_a_response_cut_short_is_retried_and_logged_never_raised() -> None:
+    """A server that drops the connection mid-body: urllib raises http.client's
+    IncompleteRead, no OSError; it escaped `post` as a traceback."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+
+        def cut_short() -> None:
+            for _ in range(ATTEMPTS):
+                connection, _ = server.accept()
+                with connection:
+                    _read_request(connection)  # all of it: unread bytes would reset the socket
+                    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok")
+
+        serving = threading.Thread(target=cut_short, daemon=True)
+        serving.start()
+        said: list[str] = []
+        assert notify.post(url, {"text": "x"}, echo=said.append, delays_s=(0.0,)) is False
+        serving.join(timeout=10)
+    assert len(said) == ATTEMPTS and said[-1].endswith("; not sent"), said
+    assert "IncompleteRead" in said[0] and said[0].endswith("; retrying"), said
 
 
 @pytest.mark.slow
