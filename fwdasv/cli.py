@@ -109,14 +109,16 @@ def main() -> None:
     multiple=True,
     metavar="URL",
     help="POST one JSON document (Slack's `text` and `blocks`, and the findings under "
-    "`fwdasv`) to this webhook when the night brings a new finding; repeatable. A failed "
-    "POST is retried, logged and never changes the exit status.",
+    "`fwdasv`) to this webhook (an http or https URL, checked before the night) when the "
+    "night brings a new finding; repeatable. A failed POST is retried, logged and never "
+    "changes the exit status.",
 )
 @click.option(
     "--site-url",
     metavar="URL",
     default=None,
-    help="Where html/ is served, for the message's links to each finding's row.",
+    help="Where html/ is served (an http or https URL), for the message's links to each "
+    "finding's row.",
 )
 def nightly_command(
     config: str,

@@ -212,13 +212,23 @@ def run_nightly(
     those values (a step's first line before its work, whose own output is indented).
     The outcome's `status` is the exit status (see the module). With `notify` URLs, the
     findings the night brought are POSTed to each (`fwdasv.analysis.publish.notify`),
-    after the gate, which a failed POST never changes."""
+    after the gate, which a failed POST never changes. Refused in one line before anything
+    runs: a `notify` or `site_url` that is no http(s) URL with a host, `existing_python`
+    without `commit`, a `spec` git cannot read
+    (`asv_project.check_spec`)."""
     project = asv_project.AsvProject.load(config)
     if confirm is None:
         confirm = project.verdict_settings().confirm
     if existing_python and not commit:
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
-    # Before the clocks are touched or anything runs; not over results/<machine>/machine.json.
+    # Before the clocks are touched or anything runs.
+    for url in notify:
+        notify_module.check_url(url, "--notify", "give the webhook's address, http(s)://HOST/PATH")
+    if site_url is not None:
+        notify_module.check_url(
+            site_url, "--site-url", "give where html/ is served, http(s)://HOST/PATH"
+        )
+    # Not over results/<machine>/machine.json.
     project.check_output(hw_machine.machine_file_path(machine_file), what="--machine-file")
     check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
     if state_file is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -305,3 +306,52 @@ def test_a_suite_that_measures_nothing_at_the_newest_commit_fails_the_night(proj
     assert back[:8] in _stored(project) and "Not measured" not in lit.output, lit.output
     listed = findings.find(project, improvements=True)
     assert lit.exit_code == FINDINGS.exit_status(f.status for f in listed), lit.output
+
+
+def _quiet_night(history, tmp_path: Path, *args: str):
+    """`fwdasv nightly` over a drawn history (asv's existing environment), its machine file
+    under tmp_path: what a refusal before anything runs must leave untouched."""
+    argv = ["nightly", "--config", str(history.project.config_path), "--machine"]
+    argv += [history.machine, "--machine-file", str(tmp_path / "machines.json")]
+    return CliRunner().invoke(main, [*argv, *args])
+
+
+def _measured(history) -> set[str]:
+    return {
+        path.name.split("-")[0]
+        for path in (history.project.results_dir / history.machine).glob("*-*.json")
+        if path.name != "machine.json"
+    }
+
+
+def test_a_notify_or_site_url_that_is_no_web_address_is_refused_before_anything_runs(
+    drawn_history, tmp_path: Path
+) -> None:
+    """`--notify "not a url"` once let the night run, then crashed in notify's POST with a
+    traceback (exit 1) on the night a finding was new, the URLs after it never sent."""
+    history = drawn_history("notify-refused", (1.0, 1.0, 1.0))
+    newest = history.hashes[-1]
+    for path in (history.project.results_dir / history.machine).glob(f"{newest[:8]}-*.json"):
+        path.unlink()  # a night of the newest commit would store it again
+    before = _measured(history)
+    night = ("--existing", sys.executable, "--commit", newest)
+    hint = "give the webhook's address, http(s)://HOST/PATH"
+    for option, url, why in (
+        ("--notify", "not a url", "not an http or https URL"),
+        ("--notify", "", "not an http or https URL"),
+        ("--notify", "ftp://example.com/x", "not an http or https URL"),
+        ("--notify", "http://", "no host"),
+        ("--notify", "https://exa mple.com/hook", "a space or control character in it"),
+        ("--notify", "http://example.com:port/hook", "not a URL (Port could not be cast"),
+        ("--site-url", "perf.example.com/tinylm", "not an http or https URL"),
+    ):
+        good = ("--notify", "http://127.0.0.1:9/hook")  # refused with the bad one, never sent
+        result = _quiet_night(history, tmp_path, *night, *good, option, url)
+        assert result.exit_code == 2, result.output
+        (line,) = result.output.splitlines()
+        assert line.startswith(f"Error: {option} {url!r}: {why}"), line
+        if option == "--notify":
+            assert line.endswith(hint), line
+        assert _measured(history) == before, result.output
+        assert not (tmp_path / "machines.json").exists()
+
