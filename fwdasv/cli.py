@@ -68,7 +68,9 @@ def main() -> None:
     "existing_python",
     help="Measure this prepared environment's build (asv existing env).",
 )
-@click.option("--commit", help="The commit of the --existing build (asv --set-commit-hash).")
+@click.option(
+    "--commit", help="The commit of the --existing build (asv --set-commit-hash); only with it."
+)
 @click.option(
     "--machine-file",
     type=PathOption(dir_okay=False),

@@ -214,13 +214,18 @@ def run_nightly(
     findings the night brought are POSTed to each (`fwdasv.analysis.publish.notify`),
     after the gate, which a failed POST never changes. Refused in one line before anything
     runs: a `notify` or `site_url` that is no http(s) URL with a host, `existing_python`
-    without `commit`, a `spec` git cannot read
+    without `commit` or `commit` without it, a `spec` git cannot read
     (`asv_project.check_spec`)."""
     project = asv_project.AsvProject.load(config)
     if confirm is None:
         confirm = project.verdict_settings().confirm
     if existing_python and not commit:
         raise UserError("--existing needs --commit: asv must be told which commit the build is")
+    if commit and not existing_python:
+        raise UserError(
+            "--commit needs --existing: it names the commit of an --existing build; "
+            "without --existing asv run measures --spec (NEW by default), drop --commit"
+        )
     # Before the clocks are touched or anything runs.
     for url in notify:
         notify_module.check_url(url, "--notify", "give the webhook's address, http(s)://HOST/PATH")

@@ -355,3 +355,17 @@ def test_a_notify_or_site_url_that_is_no_web_address_is_refused_before_anything_
         assert _measured(history) == before, result.output
         assert not (tmp_path / "machines.json").exists()
 
+
+def test_commit_without_existing_is_refused(drawn_history, tmp_path: Path) -> None:
+    """--commit names the build of --existing; alone it was ignored and the whole range ran."""
+    history = drawn_history("commit-alone", (1.0, 1.0))
+    before = _measured(history)
+    result = _quiet_night(history, tmp_path, "--commit", history.hashes[-1])
+    assert result.exit_code == 2, result.output
+    assert result.output.splitlines() == [
+        "Error: --commit needs --existing: it names the commit of an --existing build; "
+        "without --existing asv run measures --spec (NEW by default), drop --commit"
+    ]
+    assert _measured(history) == before
+    assert not (tmp_path / "machines.json").exists()
+
