@@ -214,7 +214,7 @@ def run_nightly(
     findings the night brought are POSTed to each (`fwdasv.analysis.publish.notify`),
     after the gate, which a failed POST never changes. Refused in one line before anything
     runs: a `notify` or `site_url` that is no http(s) URL with a host, `existing_python`
-    without `commit` or `commit` without it, a `spec` git cannot read
+    without `commit` or `commit` without it, a `spec` git cannot read or a reversed A..B
     (`asv_project.check_spec`)."""
     project = asv_project.AsvProject.load(config)
     if confirm is None:

@@ -369,3 +369,25 @@ def test_commit_without_existing_is_refused(drawn_history, tmp_path: Path) -> No
     assert _measured(history) == before
     assert not (tmp_path / "machines.json").exists()
 
+
+def test_a_reversed_spec_range_is_refused_before_anything_runs(
+    drawn_history, tmp_path: Path
+) -> None:
+    """NEWER..OLDER selects no commit: the night said "no new commit to measure" and gated
+    on old findings. compare, explain, bisect, export and fleet-nightly refuse it."""
+    history = drawn_history("spec-reversed", (1.0, 1.0, 1.0))
+    old, new = history.hashes[0], history.hashes[-1]
+    before = _measured(history)
+    for spec, first, second in (
+        (f"{new[:8]}..{old[:8]}", new[:8], old[:8]),
+        ("main..main~2", "main", "main~2"),
+    ):
+        result = _quiet_night(history, tmp_path, "--spec", spec, "--no-confirm")
+        assert result.exit_code == 2, result.output
+        assert result.output.splitlines() == [
+            f"Error: --spec {spec!r} is reversed: {second!r} ({old[:8]}) is an ancestor of "
+            f"{first!r} ({new[:8]}); asv run measures the commits after A up to B, the earlier "
+            f"first: --spec {second}..{first}"
+        ]
+    assert _measured(history) == before
+    assert not (tmp_path / "machines.json").exists()

@@ -149,6 +149,18 @@ class AsvProject:
         listed = self.git("rev-list", "--first-parent", "--reverse", f"{good_hash}..{bad_hash}")
         return listed.splitlines()
 
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether commit `older` is an ancestor of `newer` (or is it): `git merge-base
+        --is-ancestor`. False where git cannot tell: no clone on disk, no git, a name it
+        cannot read."""
+        repo = self.local_repo
+        if repo is None or not repo.is_dir():
+            return False
+        try:
+            return git_run(repo, "merge-base", "--is-ancestor", older, newer).returncode == 0
+        except GitError:
+            return False
+
     def subject(self, commit: str) -> str:
         return self.git("log", "-1", "--format=%s", commit)
 
@@ -329,9 +341,10 @@ ASV_SPECS = ("NEW", "ALL", "EXISTING", "TAGS", "HEAD")
 def check_spec(project: AsvProject, spec: str, what: str = "--spec") -> None:
     """Refuse, in one line, an `asv run` range that asv would fail on after the work before
     it (a night's clock setup and machine file): a git range that git cannot read
-    (`git rev-list --first-parent SPEC --`, as asv runs it) or a HASHFILE that is no
-    file. Not checked: asv's own words (NEW, ALL, ...) and a repository asv has not
-    cloned yet."""
+    (`git rev-list --first-parent SPEC --`, as asv runs it), a HASHFILE that is no
+    file, or A..B reversed (B an ancestor of A: asv selects no commit, and a night would
+    judge only what it judged before; compare and explain refuse such a pair alike). Not
+    checked: asv's own words (NEW, ALL, ...) and a repository asv has not cloned yet."""
     if spec in ASV_SPECS:
         return
     hint = "give NEW, ALL, A..B, a branch, a commit or HASHFILE:FILE (asv run's range)"
@@ -358,6 +371,25 @@ def check_spec(project: AsvProject, spec: str, what: str = "--spec") -> None:
         raise UserError(
             f"{what} {spec!r}: git cannot read it in {repo} ({said[0] if said else 'no output'}); "
             f"{hint}"
+        )
+    _refuse_reversed(project, words, what)
+
+
+def _refuse_reversed(project: AsvProject, words: Sequence[str], what: str) -> None:
+    """A UserError when `words` is one range A..B whose B is an ancestor of A (not A...B,
+    nor a range with an end left out)."""
+    good, dots, bad = words[0].partition("..") if len(words) == 1 else ("", "", "")
+    if not dots or not good or not bad or bad.startswith("."):
+        return
+    try:
+        first, second = project.resolve(good), project.resolve(bad)
+    except AsvError:
+        return  # not two commits (git read it as something else): asv's to say
+    if first != second and project.is_ancestor(second, first):
+        raise UserError(
+            f"{what} {words[0]!r} is reversed: {bad!r} ({second[:8]}) is an ancestor of "
+            f"{good!r} ({first[:8]}); asv run measures the commits after A up to B, the "
+            f"earlier first: {what} {bad}..{good}"
         )
 
 

@@ -28,7 +28,6 @@ from fwdasv.core.clitools import (
     warn_unreadable,
 )
 from fwdasv.core.errors import EXIT_USAGE
-from fwdasv.git import GitError, git_run
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,14 +102,7 @@ def refuse_bad_pair(project: AsvProject, a: str, b: str, names: str, what: str) 
             "the earlier first (a finding's pair: `fwdasv regressions` lists them)",
             EXIT_USAGE,
         )
-    repo = project.local_repo
-    if repo is None or not repo.is_dir():
-        return
-    try:
-        ancestor = git_run(repo, "merge-base", "--is-ancestor", second, first).returncode == 0
-    except GitError:
-        return
-    if ancestor:
+    if project.is_ancestor(second, first):
         raise CliError(
             f"{names} are reversed: {b!r} ({second[:8]}) is an ancestor of {a!r} "
             f"({first[:8]}); {what} takes the earlier commit first: `fwdasv {what} {b} {a}`",
