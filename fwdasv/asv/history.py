@@ -250,6 +250,14 @@ class History:
         # (benchmark, params) -> per combination (case label, params dict, kept by --bench)
         self._combos: dict[tuple[str, object], list[tuple[str, dict[str, str], bool]]] = {}
 
+    def benchmark_names(self) -> Iterator[str]:
+        """What `--bench` searches, of every benchmark benchmarks.json knows: its name, and
+        'name(params)' for each combination of its parameters (as `_selected` matches)."""
+        for name, info in self.benchmarks.items():
+            yield name
+            for combo in itertools.product(*info.params) if info.params else ():
+                yield f"{name}({', '.join(combo)})"
+
     @property
     def fields(self) -> tuple[str, ...]:
         return (*FIELDS, SAMPLES_FIELD) if self.samples else FIELDS

@@ -241,6 +241,31 @@ def bench_regexes(
         raise error(f"--bench: bad regular expression: {failure}") from None
 
 
+def refuse_unmatched_bench(
+    patterns: Sequence[re.Pattern[str]],
+    names: Iterable[str],
+    where: str,
+    error: type[UserError] = UserError,
+) -> None:
+    """`error` (the caller's UserError), one line, when `--bench`'s regexes (any of them
+    keeps a benchmark, as `asv run -b`) match none of `names` (the benchmarks `where` says,
+    e.g. "judged in results/"), with some of those names: a typo in a CI job's filter would
+    otherwise select nothing and pass. No regex: nothing to refuse."""
+    if not patterns:
+        return
+    known = sorted(set(names))
+    if any(p.search(name) for p in patterns for name in known):
+        return
+    shown = sorted({name.split("(", 1)[0] for name in known})
+    listed = ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
+    given = ", ".join(repr(p.pattern) for p in patterns)
+    raise error(
+        f"--bench {given} {'matches' if len(patterns) == 1 else 'match'} no benchmark {where} "
+        f"({'the benchmarks there: ' + listed if listed else 'none there'}); fix the regex, "
+        "or drop it to take every benchmark"
+    )
+
+
 def command_here(name: str, relative: bool = True) -> str:
     """How to run console script `name` from the shell that ran this one: the path beside
     this Python when it is not what PATH finds (scripts/demo.sh's .venv-demo/bin is not on

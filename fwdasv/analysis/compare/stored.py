@@ -28,6 +28,7 @@ from fwdasv.analysis.rules.noise import Noise, estimate_noise
 from fwdasv.asv.commit_filter import CommitFilter
 from fwdasv.asv.history import History, Record
 from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.core.clitools import refuse_unmatched_bench
 from fwdasv.core.errors import UserError
 
 _HEX = re.compile(r"^[0-9a-fA-F]{4,40}$")
@@ -70,7 +71,8 @@ def load_records(
     machine: str | None = None,
     bench: Sequence[str] = (),
 ) -> dict[str, list[Record]]:
-    """History records (with samples) of each commit (full hash or prefix), by commit."""
+    """History records (with samples) of each commit (full hash or prefix), by commit; a
+    `bench` that keeps no benchmark of benchmarks.json is a CompareError."""
     history = History(
         project.results_dir,
         machines=[machine] if machine else (),
@@ -78,6 +80,9 @@ def load_records(
         commits=CommitFilter(frozenset(commits)),
         samples=True,
     )
+    # A regex of nothing would read as "no stored results" for commits that have them.
+    where = f"in {history.results_dir / 'benchmarks.json'}"
+    refuse_unmatched_bench(history.bench, history.benchmark_names(), where, CompareError)
     by_commit: dict[str, list[Record]] = {c: [] for c in commits}
     files = history.files()
     for record in history.records(files):

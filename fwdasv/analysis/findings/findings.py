@@ -61,7 +61,7 @@ from fwdasv.analysis.rules.drift import mark_drift, mark_environment_drift
 from fwdasv.analysis.rules.noise import Noise, commit_medians, estimate_noise
 from fwdasv.asv.history import Problem
 from fwdasv.asv.project import AsvError, AsvProject
-from fwdasv.core.clitools import bench_regexes
+from fwdasv.core.clitools import bench_regexes, refuse_unmatched_bench
 from fwdasv.core.verdicts import MIN_EFFECT_PCT
 
 if TYPE_CHECKING:
@@ -282,7 +282,8 @@ def scan(
     subjects: bool = True,
     improvements: bool = False,
 ) -> Found:
-    """`find`, with the result files that could not be read."""
+    """`find`, with the result files that could not be read. `bench` regexes that keep no
+    judged series are a FindingsError (`refuse_unmatched_bench`), never "no findings"."""
     patterns = bench_regexes(bench, FindingsError)
     if min_effect_pct is None:
         min_effect_pct = project.verdict_settings().min_effect_pct
@@ -292,6 +293,14 @@ def scan(
 
     def selected(key: SeriesKey) -> bool:
         return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
+
+    # A regex of nothing would list no finding and pass the gate: a typo in a CI filter.
+    refuse_unmatched_bench(
+        patterns,
+        (n for k in judged_series(all_series) for n in (k.benchmark, k.name)),
+        f"judged in {project.results_dir}" + (f" on machine {machine}" if machine else ""),
+        FindingsError,
+    )
 
     judged = judge_series(
         order,

@@ -156,10 +156,33 @@ def test_table_markdown_and_filters(stepped) -> None:
         assert "No regressions" in result.stdout
     result = invoke_cli(stepped.project, "--min-effect", "1")
     assert result.exit_code == 1
-    result = invoke_cli(stepped.project, "--bench", "no-such-benchmark")
-    assert result.exit_code == 0 and "No regressions" in result.stdout
     result = invoke_cli(stepped.project, "--machine", "no-such-machine")
     assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_bench_regex_that_matches_nothing_is_one_line_not_a_pass(stepped) -> None:
+    """A typo in a CI job's --bench once listed "No regressions" and exited 0: the gate
+    green over nothing. A filter must keep a judged benchmark, as export and check refuse
+    a filter of nothing."""
+    for args, said in (
+        (("--bench", "no-such-benchmark"), "--bench 'no-such-benchmark' matches"),
+        (("--bench", "NoSuch", "-b", "Drwan"), "--bench 'NoSuch', 'Drwan' match"),
+    ):
+        result = invoke_cli(stepped.project, *args)
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert f"{said} no benchmark judged in" in lines[0], lines
+        assert str(stepped.project.results_dir) in lines[0] and stepped.benchmark in lines[0]
+        assert "No regressions" not in result.stdout
+    # The same refusal where the findings are read before a re-measure or a triage.
+    for command, *rest in (("confirm",), ("triage", "acknowledged", stepped.hashes[STEP_INDEX])):
+        result = invoke_cli(stepped.project, *rest, "--bench", "NoSuch", command=command)
+        assert result.exit_code == 2, (command, result.output)
+        assert "--bench 'NoSuch' matches no benchmark" in result.stderr, result.output
+        assert "nothing to confirm" not in result.output
+    assert not (stepped.project.results_dir / "fwdasv-verdicts.jsonl").exists()
 
 
 @pytest.mark.slow
