@@ -5,7 +5,9 @@ The findings named (their first new commit, or bisect's culprit, starts with COM
 (`TriageRecord`), which every listing shows and nightly's gate reads
 (`fwdasv.analysis.rules.gate.counts_tonight`). `fixed-by` is recorded only after a
 re-measure of the finding's old level against the fix shows the level back
-(`fwdasv.analysis.confirm.fix`); otherwise nothing is recorded and the command exits 1.
+(`fwdasv.analysis.confirm.fix`); otherwise nothing is recorded and the command exits 1. A
+fix that is no commit, or not after the finding's first new commit, is refused (2) before
+anything is installed.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ from fwdasv.analysis.commands.common import (
     progress,
     show_bench_option,
 )
-from fwdasv.analysis.compare.stored import resolve_commit
-from fwdasv.analysis.confirm.fix import check_fix
+from fwdasv.analysis.confirm.fix import check_fix, fix_commit, refuse_fix_before_step
 from fwdasv.analysis.findings.finding import Finding
 from fwdasv.analysis.findings.format import format_findings
 from fwdasv.analysis.findings.verdict_file import TriageRecord
@@ -75,7 +76,8 @@ def named(found: tuple[Finding, ...], commit: str) -> list[Finding]:
 @click.option(
     "--fix",
     metavar="COMMIT",
-    help="fixed-by: the commit that fixes it; re-measured against the old level first.",
+    help="fixed-by: the commit that fixes it, one after the finding's first new commit; "
+    "re-measured against the old level first.",
 )
 @max_processes_option("For fixed-by's re-measure. ")
 @show_bench_option
@@ -103,9 +105,10 @@ def triage_command(
     acknowledged  known, being worked on (--note, --issue): listed, not gating
     accepted      an intended trade-off (this slowdown buys accuracy): the new level
                   is the level; listed, never gating
-    fixed-by      --fix COMMIT brought the old level back: recorded only after an
-                  interleaved A/B re-measure of the old level against COMMIT (confirm's
-                  rule) finds the step gone; exits 1 and records nothing otherwise
+    fixed-by      --fix COMMIT (a commit after the finding's first new commit)
+                  brought the old level back: recorded only after an interleaved A/B
+                  re-measure of the old level against COMMIT (confirm's rule) finds the
+                  step gone; exits 1 and records nothing otherwise
     invalid       not the code's regression (a broken benchmark, a setup change);
                   listed, never gating
     open          untriaged again: the earlier state withdrawn
@@ -121,6 +124,8 @@ def triage_command(
             "--fix COMMIT goes with fixed-by, and fixed-by needs it (the commit whose "
             "re-measure shows the old level back)"
         )
+    # Before anything is read or installed: a fix that is no commit fails no later.
+    fix_hash = fix_commit(project, fix) if fix is not None else None
     found = triage.read(project, machine=machine, bench=bench)
     asked = commit
     with contextlib.suppress(AsvError):  # a branch, tag or short hash as git takes it
@@ -133,8 +138,9 @@ def triage_command(
             "`fwdasv regressions` lists them (the second hash of a range)"
         )
     record = TriageRecord(state, note, issue)
-    if fix is not None:
-        fix_hash = resolve_commit(project, fix)
+    if fix_hash is not None:
+        for finding in chosen:  # every one before the first is measured
+            refuse_fix_before_step(project, finding, fix_hash)
         for finding in chosen:
             check = check_fix(
                 project,

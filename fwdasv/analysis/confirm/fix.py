@@ -6,7 +6,8 @@ else its own last old commit) and FIX interleaved, A FIX A FIX ..., by confirm's
 step `not-reproduced` between them is the old level back at FIX; `confirmed` is the slow
 level still there; `undecided` tells neither. The processes are kept beside confirm's
 (`CONFIRM_DIR`), as a confirmation's are. `fwdasv triage fixed-by` records the state only
-when the level is back.
+when the level is back. FIX must be a commit git knows (`fix_commit`) after the finding's
+first new commit (`refuse_fix_before_step`), said before anything is installed.
 """
 
 from __future__ import annotations
@@ -20,7 +21,53 @@ from fwdasv.analysis.findings.series import Series, SeriesKey
 from fwdasv.analysis.remeasure import one_process_noise, process_layout
 from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.status import ReMeasureStatus
-from fwdasv.asv.project import AsvProject
+from fwdasv.asv.project import AsvError, AsvProject
+from fwdasv.core.errors import UserError
+from fwdasv.git import GitError, git_run
+
+
+class FixError(UserError):
+    """The commit given as a fix cannot be one: no commit, or not after the finding's step."""
+
+
+def fix_commit(project: AsvProject, fix: str) -> str:
+    """FIX's full hash through git (a branch, tag or hash prefix, as bisect resolves its
+    ends); FixError, one line, when git knows no such commit: the re-measure would install
+    A first, then fail to install FIX."""
+    try:
+        return project.resolve(fix)
+    except AsvError as error:
+        raise FixError(
+            f"--fix {error}; give the commit that brought the old level back (a hash, branch "
+            "or tag of the benchmarked repository, after the finding's first new commit)"
+        ) from None
+
+
+def refuse_fix_before_step(project: AsvProject, finding: Finding, fix: str) -> None:
+    """FixError, one line, unless `fix` (a full hash) comes after the finding's first new
+    commit (a descendant of it, not it): a "fix" older than the step, or the step itself,
+    re-measures the old level against itself or the slow one, and a fixed-by recorded of it
+    would take a real regression out of the gate."""
+    first = finding.after_commit
+    label = f"{finding.key.name} {finding.range_label}"
+    if fix == first:
+        raise FixError(
+            f"--fix {fix[:8]} is the finding's first new commit itself ({label}); give a "
+            "later commit, the one that brought the old level back"
+        )
+    try:
+        placed = git_run(project.cloned_repo(), "merge-base", "--is-ancestor", first, fix)
+    except GitError as error:
+        raise FixError(
+            f"--fix {fix[:8]}: cannot ask git whether it follows {first[:8]}: {error}"
+        ) from None
+    if placed.returncode != 0:
+        why = "older, or on another branch" if placed.returncode == 1 else placed.stderr.strip()
+        raise FixError(
+            f"--fix {fix[:8]} is not after the finding's first new commit {first[:8]} "
+            f"({label}; {why}); a fix is a later commit, one that has the step's commit "
+            "in its history"
+        )
 
 
 @dataclass(frozen=True)
@@ -56,7 +103,9 @@ def check_fix(
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
 ) -> FixCheck:
-    """Re-measure the finding's old level against `fix` (a full hash), interleaved."""
+    """Re-measure the finding's old level against `fix` (a full hash), interleaved; a fix not
+    after the finding's step is refused first (`refuse_fix_before_step`)."""
+    refuse_fix_before_step(project, finding, fix)
     a = old_level_commit(finding)
     ref = SeriesRef.of(finding.key)
     pool = ProcessPool(

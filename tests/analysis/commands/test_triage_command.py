@@ -5,8 +5,10 @@ commit in both cases. One is confirmed (recorded as `fwdasv confirm` records it,
 nightly has nothing to re-measure): nightly exits 1; once it is `acknowledged` the next
 night exits 0 and lists it (1 with --fail-on-open); the table, the JSON and the site
 show the state; a second confirmed regression that night gates again. `fixed-by` with
-the slow commit itself as the fix is re-measured (old level against it, interleaved) and
-refused: nothing recorded, exit 1.
+the commit after the slow one as the fix is re-measured (old level against it,
+interleaved) and refused: nothing recorded, exit 1. A "fix" that is no commit, or not
+after the finding's first new commit, is refused before anything is measured (the drawn
+`stepped` history: no install needed to show it).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import measuring_priority
+from helpers import STEP_INDEX, copy_project, invoke_cli, measuring_priority
 
 from fwdasv.analysis.commands.triage import named
 from fwdasv.analysis.findings import findings
@@ -132,14 +134,15 @@ def test_fixed_by_is_refused_unless_a_re_measure_shows_the_level_back(
     missing = CliRunner().invoke(main, [*args, "--config", config])
     assert missing.exit_code == 2, missing.output
     assert "--fix COMMIT goes with fixed-by" in missing.output
-    # The slow commit itself as the "fix": the re-measure finds the slow level still there.
+    # The commit after the slow one as the "fix": the re-measure finds the slow level still
+    # there.
+    after = demo_history.hashes[demo_history.slow_index + 1]
     with measuring_priority():
         refused = CliRunner().invoke(
-            main,
-            [*args, "--fix", demo_history.slow_commit, "--max-processes", "3", "--config", config],
+            main, [*args, "--fix", after, "--max-processes", "3", "--config", config]
         )
     assert refused.exit_code == 1, refused.output
-    assert f"fixed-by {demo_history.slow_commit[:8]} refused" in refused.output
+    assert f"fixed-by {after[:8]} refused" in refused.output
     assert (project.results_dir / VERDICTS_FILE).read_text() == before
 
 
@@ -175,3 +178,28 @@ def test_a_commit_that_names_no_one_finding_records_nothing(demo_history, tmp_pa
     )
     assert said.exit_code == 0, said.output
     assert verdicts.read_text() != before
+
+
+def test_a_fix_that_is_no_commit_or_not_after_the_step_is_refused_before_measuring(
+    stepped, tmp_path: Path
+) -> None:
+    """A "fix" older than the regression (or the first new commit itself) was re-measured
+    and recorded fixed-by, which never gates: a real regression left the gate. One that is
+    no commit installed A first, then ended in a traceback from the install."""
+    project = copy_project(stepped, tmp_path)
+    verdicts = project.results_dir / VERDICTS_FILE
+    step = stepped.hashes[STEP_INDEX]
+    args = ("fixed-by", step, "--bench", "Drawn")
+    for fix, said in (
+        (stepped.hashes[2], "is not after the finding's first new commit"),
+        (step, "is the finding's first new commit itself"),
+        ("deadbeef", "--fix 'deadbeef' is not a commit of"),
+        ("no-such-branch", "--fix 'no-such-branch' is not a commit of"),
+    ):
+        result = invoke_cli(project, *args, "--fix", fix, command="triage")
+        assert result.exit_code == 2, (fix, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit), fix
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], (fix, lines)
+        assert "process" not in result.output and "install" not in result.output.lower()
+        assert not verdicts.exists(), fix  # nothing recorded
