@@ -53,7 +53,8 @@ from fwdasv.core.files import check_output_path, write_atomic
 )
 @click.option(
     "--max-processes",
-    type=click.IntRange(min=1),
+    # 3 a side at the first look, as the help and confirm's rule say: no fewer.
+    type=click.IntRange(min=confirm.MIN_PROCESSES),
     default=confirm.MAX_PROCESSES,
     show_default=True,
     help="Bench processes per side at most (3 at a time while a case is undecided). A "

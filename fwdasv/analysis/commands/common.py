@@ -120,10 +120,11 @@ def measuring_machine_option(f: F) -> F:
 
 
 def max_processes_option(what: str) -> Callable[[F], F]:
-    """`--max-processes` (confirm, triage fixed-by): bench processes a side at most."""
+    """`--max-processes` (confirm, triage fixed-by): bench processes a side at most, never
+    under confirm's first look (`MIN_PROCESSES`, 3 a side: what their help promises)."""
     return click.option(
         "--max-processes",
-        type=click.IntRange(min=1),
+        type=click.IntRange(min=confirm_rule.MIN_PROCESSES),
         default=confirm_rule.MAX_PROCESSES,
         show_default=True,
         help=f"{what}Bench processes per side at most (measured 3 at a time while undecided).",

@@ -137,13 +137,15 @@ def test_the_injected_pair_fails_with_the_slowdown_and_the_op(demo, measuring) -
     # H100 about 65 s a process; measurements, section 35).
     with measuring():
         fresh = CliRunner().invoke(
-            main, [*args, "--fresh", "--max-processes", "1", "--case", "prefill_512"]
+            main, [*args, "--fresh", "--max-processes", "3", "--case", "prefill_512"]
         )
-    assert fresh.exit_code == 0, fresh.output  # 1 a side cannot decide: undecided
+    # 3 a side (the least --max-processes takes: confirm's first look) show the step, with
+    # no room left to hold it.
+    assert fresh.exit_code == 1, fresh.output
     (aside,) = kept.parent.glob("processes-before-*.jsonl")
     assert f"set aside in {aside}" in fresh.stderr and aside.read_text().splitlines() == lines
     measured = [json.loads(line) for line in kept.read_text().splitlines()]
-    assert len(measured) == 2
+    assert len(measured) == 6
     assert all(
         [name.endswith("(prefill_512)") for name in line["values"]] == [True] for line in measured
     ), measured

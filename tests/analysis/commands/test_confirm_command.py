@@ -24,3 +24,22 @@ def test_confirm_with_nothing_to_re_measure_still_fails_on_an_unreadable_result(
     assert json.loads(result.stdout)["unreadable_count"] == 1
     skipped = invoke_cli(project, "--skip-unreadable", command="confirm")
     assert skipped.exit_code == 0, skipped.output
+
+
+@pytest.mark.parametrize("command", ["confirm", "triage", "check"])
+def test_max_processes_under_confirms_three_a_side_is_refused(command: str, tmp_path: Path) -> None:
+    """confirm's help says "at least 3 processes a side" (triage fixed-by and check measure
+    by its rule, 3 a side at the first look), yet --max-processes 1 confirmed from 1+1."""
+    from click.testing import CliRunner
+
+    from fwdasv.cli import main
+
+    args = {"confirm": [], "triage": ["fixed-by", "abcd1234", "--fix", "ef01"],
+            "check": ["BASE", "HEAD"]}[command]  # fmt: skip
+    for value in ("1", "2"):
+        config = str(tmp_path / "asv.conf.json")
+        result = CliRunner().invoke(
+            main, [command, *args, "--max-processes", value, "--config", config]
+        )
+        assert result.exit_code == 2, (command, result.output)
+        assert "--max-processes" in result.stderr and "x>=3" in result.stderr, result.stderr
