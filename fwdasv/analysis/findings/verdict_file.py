@@ -18,6 +18,7 @@ line's keys over an earlier one's (`FindingVerdict`); a line may carry no status
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -363,12 +364,38 @@ class StoredVerdicts:
         return best
 
 
+def check_verdicts_path(path: Path) -> None:
+    """VerdictFileError, one line, when something other than a regular file (or a link to
+    one) is at the verdicts file's path: read as no verdicts, it would drop every
+    confirmation from the listings and gate them again; appended to, it fails after a
+    re-measure, whose figures are then lost. Nothing there is fine (no verdict yet)."""
+    if path.is_file() or not os.path.lexists(path):
+        return
+    if path.is_dir():
+        what = "a directory"
+    elif path.is_symlink() and not path.exists():
+        what = "a dangling link"
+    else:
+        what = "not a regular file"
+    raise VerdictFileError(
+        f"{path} is {what}, not the verdicts file (a regular file) that fwdasv reads and "
+        "appends to; move it aside or remove it"
+    )
+
+
 def read_verdicts(path: Path) -> StoredVerdicts:
-    """Every finding's merged verdict; a line that is not a verdict line is an error naming it."""
+    """Every finding's merged verdict (none when there is no file yet); a line that is not a
+    verdict line, or a path that is no regular file (`check_verdicts_path`), is an error
+    naming it."""
     merged: dict[FindingIdent, FindingVerdict] = {}
-    if not path.is_file():
+    check_verdicts_path(path)
+    if not path.exists():
         return StoredVerdicts(merged)
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise VerdictFileError(f"{path}: cannot be read ({error}); fix or move it aside") from None
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -384,7 +411,9 @@ def read_verdicts(path: Path) -> StoredVerdicts:
 
 
 def append_verdict(path: Path, verdict: FindingVerdict) -> None:
-    """Append one line; a line already there is never lost (the file is never rewritten)."""
+    """Append one line; a line already there is never lost (the file is never rewritten).
+    Only to a regular file (`check_verdicts_path`)."""
+    check_verdicts_path(path)
     with open(path, "a", encoding="utf-8") as stream:
         stream.write(verdict.to_line() + "\n")
 

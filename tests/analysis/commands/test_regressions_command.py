@@ -186,6 +186,29 @@ def test_a_bench_regex_that_matches_nothing_is_one_line_not_a_pass(stepped) -> N
 
 
 @pytest.mark.slow
+def test_a_verdicts_path_that_is_a_directory_is_one_line_naming_it(stepped, tmp_path) -> None:
+    """A directory at <results_dir>/fwdasv-verdicts.jsonl was read as no verdicts (every
+    confirmation gone: findings back to `regression`), and triage and confirm (after its
+    measuring) crashed appending to it."""
+    project = copy_project(stepped, tmp_path)
+    verdicts = project.results_dir / "fwdasv-verdicts.jsonl"
+    verdicts.mkdir()
+    step = stepped.hashes[STEP_INDEX]
+    for command, *rest in (
+        ("regressions",),
+        ("confirm",),  # before measuring: a re-measure it could not record is lost
+        ("triage", "acknowledged", step, "--bench", "Drawn"),
+    ):
+        result = invoke_cli(project, *rest, command=command)
+        assert result.exit_code == 2, (command, result.output)
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, (command, lines)
+        assert f"{verdicts} is a directory, not the verdicts file" in lines[0], lines
+        assert "process" not in result.output, result.output  # nothing measured
+
+
+@pytest.mark.slow
 def test_a_step_free_history_exits_0_with_no_findings(step_free) -> None:
     result = invoke_cli(step_free.project, "--format", "json")
     assert result.exit_code == 0, result.output

@@ -144,3 +144,20 @@ def test_a_line_that_is_no_verdict_is_one_error_naming_it(tmp_path: Path, broken
         stream.write(text + "\n")
     with pytest.raises(VerdictFileError, match=rf"^{path}:2: not a fwdasv verdict line"):
         read_verdicts(path)
+
+
+def test_a_verdicts_path_that_is_no_regular_file_is_one_error_naming_it(tmp_path: Path) -> None:
+    """A directory (or a FIFO, a dangling link) at the verdicts file's path was read as no
+    verdicts (every confirmation gone from the listing) and crashed the append."""
+    path = tmp_path / "fwdasv-verdicts.jsonl"
+    path.mkdir()
+    said = rf"^{path} is a directory, not the verdicts file \(a regular file\)"
+    with pytest.raises(VerdictFileError, match=said):
+        read_verdicts(path)
+    with pytest.raises(VerdictFileError, match=said):
+        append_verdict(path, _verdict(status=Status.CONFIRMED))
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "gone")
+    with pytest.raises(VerdictFileError, match=rf"^{dangling} is a dangling link"):
+        read_verdicts(dangling)
+    assert read_verdicts(tmp_path / "absent.jsonl").by_finding == {}  # none yet: no verdicts
