@@ -262,12 +262,19 @@ class ForwardRun:
             check_dtype_name(dtype)
         check_device_name(device)
         # Before anything is measured: a bad path must cost nothing.
+        flag = "--create-dirs"  # names the option in a missing parent's error
         if output_json is not None:
-            check_output_path(output_json, make_parents=create_dirs, what="--output-json")
+            check_output_path(
+                output_json, make_parents=create_dirs, what="--output-json", parents_flag=flag
+            )
         if dump_output is not None:
-            check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
+            check_output_dir(
+                dump_output, make_parents=create_dirs, what="--dump-output", parents_flag=flag
+            )
         if profile_dir is not None:
-            check_output_dir(profile_dir, make_parents=create_dirs, what="--profile-dir")
+            check_output_dir(
+                profile_dir, make_parents=create_dirs, what="--profile-dir", parents_flag=flag
+            )
         options = parse_options(tuple(target_options))
         spec = TargetSpec.parse(target, options)
         spec.resolve()

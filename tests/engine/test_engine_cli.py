@@ -86,6 +86,8 @@ def test_fwdasv_forward_via_cli_runner(tmp_path, monkeypatch):
     args += ["--iters", "2", "--samples", "3", "--warmup-s", "0.01", "--output-json", str(out)]
     result = CliRunner().invoke(fwdasv_main, args)
     assert result.exit_code == 2 and "nested does not exist" in result.output
+    # The error names the option that creates it.
+    assert result.output.rstrip().endswith("create it first, or pass --create-dirs")
     result = CliRunner().invoke(fwdasv_main, [*args, "--create-dirs"])
     assert result.exit_code == 0, result.output
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
