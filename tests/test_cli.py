@@ -90,6 +90,9 @@ def test_every_path_option_refuses_an_empty_path() -> None:
     result = CliRunner().invoke(main, ["export", "-o", ""])
     assert result.exit_code == 2, result.output
     assert "'--output' / '-o': the path is empty" in result.output
+    # It says what the option takes: --config a file (a directory is refused).
+    result = CliRunner().invoke(main, ["regressions", "--config", ""])
+    assert result.exit_code == 2 and "the path is empty; give a file name." in result.output
 
 
 def test_an_option_naming_a_file_is_shown_as_file_wherever_it_appears() -> None:

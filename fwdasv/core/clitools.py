@@ -288,7 +288,14 @@ class PathOption(click.Path):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
-            self.fail("the path is empty; give a file or directory name.", param, ctx)
+            kind = (
+                "a file"
+                if not self.dir_okay
+                else "a directory"
+                if not self.file_okay
+                else "a file or directory"
+            )
+            self.fail(f"the path is empty; give {kind} name.", param, ctx)
         return super().convert(value, param, ctx)
 
 
