@@ -16,6 +16,7 @@ from fwdasv.core.clitools import (
     CONTEXT,
     AnalysisCommand,
     Group,
+    MachineName,
     PathOption,
     config_option,
     skip_unreadable_option,
@@ -46,6 +47,7 @@ def main() -> None:
 @click.option(
     "--machine",
     "-m",
+    type=MachineName(),
     help="asv machine name [default: the project's machine, which `fwdasv init` records: "
     "another box is refused unless named here; with none recorded, the name `fwdasv hw "
     "machine` gives this box].",

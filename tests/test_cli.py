@@ -205,3 +205,20 @@ def test_a_project_dir_that_cannot_be_made_is_one_line_before_any_work(tmp_path:
             assert line.startswith(f"Error: --dir {directory}") and said in line, line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "repo"]
     assert (tmp_path / "a-file").read_text() == "kept\n" and not any(repo.iterdir())
+
+
+def test_a_machine_name_asv_could_not_file_its_results_under_is_refused(tmp_path) -> None:
+    """asv keeps a machine's results in results/<name>/: `hw machine --name a/b` wrote an
+    entry asv would file two levels down, and `--name ""` fell back to the default name.
+    Each command that records under a name refuses one, before anything is written."""
+    machine_file = tmp_path / "machine.json"
+    for bad, why in (("a/b", "holds a path separator"), ("", "is empty"), (".hidden", "dot")):
+        for argv in (
+            ["hw", "machine", "--name", bad, "--machine-file", str(machine_file)],
+            ["nightly", "--config", str(tmp_path / "asv.conf.json"), "--machine", bad],
+            ["demo", str(tmp_path / "demo"), "--machine", bad],
+        ):
+            result = CliRunner().invoke(main, argv)
+            assert result.exit_code == 2, (argv, result.output)
+            assert why in result.output and "results/<name>/" in result.output, result.output
+    assert not machine_file.exists() and not (tmp_path / "demo").exists()

@@ -299,6 +299,37 @@ class PathOption(click.Path):
         return super().convert(value, param, ctx)
 
 
+class MachineName(click.ParamType):
+    """An asv machine name that a command records under: asv makes it a directory of
+    results_dir (results/<name>/), so an empty name, a path separator, a leading dot or a
+    control character is refused by the option's name (`hw machine --name a/b` wrote an
+    entry asv would file two levels down; `--name ""` fell back to the default)."""
+
+    name = "machine name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        why = (
+            "is empty"
+            if not text.strip()
+            else "holds a path separator"
+            if "/" in text or "\\" in text
+            else "starts with a dot"
+            if text.startswith(".")
+            else "holds a control character or space at an end"
+            if text != text.strip() or any(ord(c) < 32 or ord(c) == 127 for c in text)
+            else None
+        )
+        if why is not None:
+            self.fail(
+                f"{text!r} {why}: asv keeps each machine's results in results/<name>/; give a "
+                "name of letters, digits, '-', '_' or '.' (not first)",
+                param,
+                ctx,
+            )
+        return text
+
+
 class FiniteRange(click.FloatRange):
     """click's FloatRange that refuses nan and +-inf: a threshold of nan compares false
     with everything, one of inf hides every step."""

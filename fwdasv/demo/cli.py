@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwdasv.core.clitools import Command, PathOption
+from fwdasv.core.clitools import Command, MachineName, PathOption
 from fwdasv.core.errors import EXIT_FINDING
 from fwdasv.core.files import check_project_dir
 from fwdasv.demo.run import MACHINE, run_demo
@@ -27,6 +27,7 @@ from fwdasv.demo.run import MACHINE, run_demo
 @click.option(
     "--machine",
     default=None,
+    type=MachineName(),
     help=f"asv machine name for the results; a name the project holds no results of starts "
     f"its series afresh [default: the one a re-run's project records, else {MACHINE}; "
     "another box is refused unless named here].",

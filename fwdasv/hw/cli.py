@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from fwdasv.core.clitools import CliError, F, Group, PathOption, format_option
+from fwdasv.core.clitools import CliError, F, Group, MachineName, PathOption, format_option
 from fwdasv.core.errors import EXIT_CHECKS_FAILED
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks, statefile
@@ -214,6 +214,7 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
 @click.option(
     "--name",
     default=None,
+    type=MachineName(),
     help="asv machine name. [default: <host>-<count>x<model>-<digest of the GPU UUIDs>; "
     "without GPUs <host>-cpu-<digest of this Python environment and its torch>]",
 )
