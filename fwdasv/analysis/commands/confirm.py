@@ -68,9 +68,13 @@ def confirm_command(
 
     project = AsvProject.load(config)
     machine = project_machine(project, machine)
+    read = triage.read(project, machine=machine, bench=bench, improvements=improvements)
+    if read.unreadable and not skip_unreadable:
+        # Before anything is measured: the gate says 2 for them whatever confirm finds.
+        gate_findings(read, fmt, skip_unreadable)
     found = triage.confirm(
         project,
-        triage.read(project, machine=machine, bench=bench, improvements=improvements),
+        read,
         max_processes=max_processes,
         run_explain=explain,
         improvements=improvements,

@@ -26,6 +26,24 @@ def test_confirm_with_nothing_to_re_measure_still_fails_on_an_unreadable_result(
     assert skipped.exit_code == 0, skipped.output
 
 
+@pytest.mark.slow
+def test_an_unreadable_result_fails_confirm_before_anything_is_measured(
+    stepped, tmp_path: Path
+) -> None:
+    """A newcomer's confirm re-measured for 20 s, then failed on a truncated result file
+    (exit 2 whatever it found): it now names the file and stops before measuring, and
+    nothing is recorded (before, the re-measure began: "pair A..B ..., one interleaved
+    A/B", then failed on this drawn project's suite)."""
+    project = copy_project(stepped, tmp_path)
+    path = result_file(project, stepped.hashes[1])
+    truncate_half(path)
+    result = invoke_cli(project, "--format", "json", command="confirm")
+    assert result.exit_code == 2, result.output
+    assert str(path) in result.stderr and "interleaved A/B" not in result.output, result.output
+    assert json.loads(result.stdout)["unreadable_count"] == 1
+    assert not (project.results_dir / "fwdasv-verdicts.jsonl").exists()
+
+
 @pytest.mark.parametrize("command", ["confirm", "triage", "check"])
 def test_max_processes_under_confirms_three_a_side_is_refused(command: str, tmp_path: Path) -> None:
     """confirm's help says "at least 3 processes a side" (triage fixed-by and check measure
