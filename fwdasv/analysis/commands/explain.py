@@ -35,7 +35,11 @@ from fwdasv.core.files import check_output_dir
 @measuring_machine_option
 @format_option(FORMATS, "table: for a terminal; json: for scripts; markdown: for a PR comment.")
 @click.option(
-    "--top", type=click.IntRange(min=1), default=20, show_default=True, help="Rows to show."
+    "--top",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Rows to show in table and markdown (json, the contract, lists every row).",
 )
 @click.option(
     "--profile-dir",
