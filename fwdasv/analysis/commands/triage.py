@@ -71,8 +71,12 @@ def named(found: tuple[Finding, ...], commit: str) -> list[Finding]:
 @config_option()
 @machine_option("Only this machine's findings [default: every machine with results].")
 @bench_option
-@click.option("--note", help="What is known (acknowledged, accepted, invalid).")
-@click.option("--issue", metavar="URL", help="The issue or bug that tracks it.")
+@click.option("--note", help="What is known (acknowledged, accepted, invalid, fixed-by).")
+@click.option(
+    "--issue",
+    metavar="URL|ID",
+    help="The issue or bug that tracks it: its URL, or an id your tracker knows (#123).",
+)
 @click.option(
     "--fix",
     metavar="COMMIT",
@@ -124,6 +128,14 @@ def triage_command(
             "--fix COMMIT goes with fixed-by, and fixed-by needs it (the commit whose "
             "re-measure shows the old level back)"
         )
+    for option, value in (("--note", note), ("--issue", issue)):
+        if value is not None and not value.strip():
+            raise UserError(f"{option} is empty; give the text to record, or leave {option} out")
+        if value is not None and state == TriageState.OPEN:
+            raise UserError(
+                f"{option} goes with a state it describes; open withdraws the earlier state "
+                "and records none: leave it out"
+            )
     # Before anything is read or installed: a fix that is no commit fails no later.
     fix_hash = fix_commit(project, fix) if fix is not None else None
     found = triage.read(project, machine=machine, bench=bench)

@@ -203,3 +203,29 @@ def test_a_fix_that_is_no_commit_or_not_after_the_step_is_refused_before_measuri
         assert len(lines) == 1 and said in lines[0], (fix, lines)
         assert "process" not in result.output and "install" not in result.output.lower()
         assert not verdicts.exists(), fix  # nothing recorded
+
+
+def test_an_empty_note_or_issue_and_one_given_to_open_are_refused(stepped, tmp_path: Path) -> None:
+    """`--issue ""` was recorded, and `open --note x --issue URL` accepted, where open
+    withdraws the earlier state and records none: each is one line now, nothing recorded.
+    A note and an issue id on acknowledged are recorded as given."""
+    project = copy_project(stepped, tmp_path)
+    verdicts = project.results_dir / VERDICTS_FILE
+    step = stepped.hashes[STEP_INDEX]
+    for args, said in (
+        (("acknowledged", step, "--issue", ""), "--issue is empty"),
+        (("acknowledged", step, "--note", " "), "--note is empty"),
+        (("open", step, "--note", "x"), "--note goes with a state it describes"),
+        (("open", step, "--issue", "http://x"), "--issue goes with a state it describes"),
+    ):
+        result = invoke_cli(project, *args, "--bench", "Drawn", command="triage")
+        assert result.exit_code == 2, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], (args, lines)
+        assert not verdicts.exists(), args
+    result = invoke_cli(
+        project, "acknowledged", step, "--bench", "Drawn", "--note", "n", "--issue", "#123",
+        command="triage",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert '"issue": "#123"' in verdicts.read_text()
