@@ -32,7 +32,7 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT, VerdictSettings
 
 @analysis_command("compare")
 @click.argument("a")
-@click.argument("b")
+@click.argument("b", required=False)
 @config_option()
 @machine_option()
 @factor_option(
@@ -58,7 +58,7 @@ from fwdasv.core.verdicts import MIN_EFFECT_PCT, VerdictSettings
 )
 def compare_command(
     a: str,
-    b: str,
+    b: str | None,
     config: Path,
     machine: str | None,
     factor: float | None,
@@ -70,7 +70,8 @@ def compare_command(
 ) -> None:
     """Compare the stored results of commits A (before) and B (after).
 
-    A and B are hashes (or prefixes), branches or tags of the asv repository.
+    A and B are hashes (or prefixes), branches or tags of the asv repository;
+    `A..B` as one argument is the same pair.
     A change is significant when it exceeds what the series' own run-to-run
     noise (estimated from its stored history) explains, at --alpha, and counts
     beyond --factor, a floor. --method mann-whitney is asv's rule instead.
@@ -85,6 +86,10 @@ def compare_command(
     it ("decided by: finding"). Exits 1 when a latency got worse (asv compare always
     exits 0, asv#884).
     """
+    if b is None:
+        a, dots, b = a.partition("..")
+        if not dots or not a or not b or b.startswith("."):
+            raise click.UsageError("give two commits: A B (before, after), or A..B")
     project = AsvProject.load(config)
     refuse_bad_pair(project, a, b, "A and B", "compare")
     warn_environments(project, machine)

@@ -23,3 +23,18 @@ def test_a_bench_regex_that_matches_nothing_says_so_not_run_asv(stepped) -> None
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "--bench 'NoSuch' matches no benchmark" in lines[0], lines
     assert "asv run" not in lines[0]
+
+
+@pytest.mark.slow
+def test_a_range_a_dot_dot_b_is_the_pair_a_b(stepped) -> None:
+    """`compare A..B` said "Missing argument 'B'": it is the pair A B now, the same
+    comparison; one commit alone, or a range with an end left out, is one usage line."""
+    a, b = stepped.hashes[STEP_INDEX - 1], stepped.hashes[STEP_INDEX]
+    pair = invoke_cli(stepped.project, a[:8], b[:8], "--format", "json", command="compare")
+    ranged = invoke_cli(stepped.project, f"{a[:8]}..{b[:8]}", "--format", "json", command="compare")
+    assert pair.exit_code == ranged.exit_code == 1, ranged.output
+    assert ranged.stdout == pair.stdout
+    for alone in (a[:8], f"{a[:8]}..", f"..{b[:8]}", f"{a[:8]}...{b[:8]}"):
+        result = invoke_cli(stepped.project, alone, command="compare")
+        assert result.exit_code == 2, (alone, result.output)
+        assert "give two commits: A B (before, after), or A..B" in result.stderr, alone
