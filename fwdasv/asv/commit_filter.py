@@ -62,6 +62,11 @@ def parse_commit_filter(specs: Iterable[str], repo: str | os.PathLike[str] | Non
     """
     prefixes: set[str] = set()
     for spec in specs:
+        if not spec.replace(",", "").strip():
+            raise HistoryError(
+                f"--commits {spec!r} names no commit; give hash prefixes (comma-separated) or "
+                "a range A..B, or leave --commits out to take every commit"
+            )
         for part in (p.strip() for p in spec.split(",")):
             if not part:
                 continue

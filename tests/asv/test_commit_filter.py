@@ -51,3 +51,11 @@ def test_filters(results_tree: dict[str, Any]) -> None:
     listed = parse_commit_filter([f"{c1[:10]},{c3}"], None)
     records = list(History(results_tree["results"], machines=["testbox"], commits=listed).records())
     assert {r.commit_hash for r in records} == {c1, c3}
+
+
+@pytest.mark.parametrize("spec", ["", " ", ",", " , "])
+def test_a_commits_value_that_names_no_commit_is_refused(spec: str) -> None:
+    """`export -c ""` said "no record matches --commits ;": the value itself is refused,
+    by name, before any result is read."""
+    with pytest.raises(HistoryError, match="names no commit; give hash prefixes"):
+        parse_commit_filter([spec], None)
