@@ -10,10 +10,12 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -96,8 +98,33 @@ def shard_over_ray(
         )
 
 
+class RayAddress(click.ParamType):
+    """A Ray cluster's address as `ray.init` takes it: `auto` (the cluster `ray start` runs
+    on this host), `local`, HOST:PORT or ray://HOST:PORT. Anything else is refused by the
+    option's name before any finding is read: `--ray ""` passed while there was nothing
+    to send, and would have failed only on a night with a finding."""
+
+    name = "Ray address"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        text = str(value)
+        if text in ("auto", "local") or re.fullmatch(r"(ray://)?[\w.\-\[\]:]+:\d{1,5}", text):
+            return text
+        self.fail(
+            f"{text!r} is no Ray address; give auto (the cluster `ray start` runs here), "
+            "HOST:PORT or ray://HOST:PORT",
+            param,
+            ctx,
+        )
+
+
 _ray_option = click.option(
-    "--ray", "address", required=True, metavar="ADDRESS", help="The Ray cluster."
+    "--ray",
+    "address",
+    required=True,
+    type=RayAddress(),
+    metavar="ADDRESS",
+    help="The Ray cluster: auto, HOST:PORT or ray://HOST:PORT.",
 )
 _fleet_dir_option = click.option(
     "--fleet-dir",

@@ -16,7 +16,7 @@ from fwdasv.asv.shard_run import (
 )
 from fwdasv.core.clitools import CONTEXT, CliError, Command, config_option
 from fwdasv.core.errors import EXIT_USAGE
-from fwdasv.fleet.cli import shard_over_ray
+from fwdasv.fleet.cli import RayAddress, shard_over_ray
 from fwdasv.hw.nvml import parse_gpu_selection, read_inventory
 from fwdasv.hw.shard import gpu_machines, plan_shards
 
@@ -39,6 +39,7 @@ from fwdasv.hw.shard import gpu_machines, plan_shards
 @click.option(
     "--ray",
     "ray_address",
+    type=RayAddress(),
     metavar="ADDRESS",
     help="Spread the range over a Ray cluster's GPUs instead (`auto`: the cluster `ray start` "
     "runs on this host); see README, A fleet.",

@@ -11,6 +11,7 @@ from toy_model import build_repo
 from fwdasv.asv.scaffold import write_torch_project
 from fwdasv.cli import main
 from fwdasv.core.errors import EXIT_USAGE
+from fwdasv.fleet.cli import RayAddress
 
 
 def test_one_host_options_with_ray_are_one_line(tmp_path):
@@ -71,3 +72,16 @@ def test_shard_over_ray_without_ray_installed_is_one_line(tmp_path, monkeypatch)
         "Error: the fleet's commands need Ray, not installed in this environment: pip install "
         "'fwdasv[fleet]' (or the ray version of pyproject.toml's fleet extra)"
     ]
+
+
+def test_a_ray_address_ray_could_not_join_is_refused_before_anything_is_read(tmp_path):
+    """`fleet-confirm --ray ""` (or "not an address") exited 0 "nothing to confirm": the
+    address was never checked, and would have failed only on a night with a finding."""
+    config = str(tmp_path / "asv.conf.json")  # none there: the option is refused first
+    for command in ("fleet-confirm", "fleet-triage", "fleet-nightly", "shard"):
+        for bad in ("", "not an address", "host", "http://host:6379"):
+            done = CliRunner().invoke(main, [command, "--ray", bad, "--config", config])
+            assert done.exit_code == EXIT_USAGE, (command, bad, done.output)
+            assert "is no Ray address; give auto" in done.output, done.output
+    for good in ("auto", "127.0.0.1:6379", "ray://head.example:10001", "[::1]:6379"):
+        assert RayAddress().convert(good, None, None) == good
