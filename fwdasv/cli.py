@@ -63,7 +63,9 @@ def main() -> None:
     help="Where setup saves the GPU state that reset restores.",
 )
 @click.option(
-    "--spec", default="NEW", help="asv run range: NEW (commits since the last run), A..B, a branch."
+    "--spec",
+    default="NEW",
+    help="asv run range: NEW (commits since the last run), A..B, a branch; not with --existing.",
 )
 @click.option(
     "--existing",
@@ -155,6 +157,12 @@ def nightly_command(
     value in any case at its newest commit (named in the listing: skipped or failed
     there, a step would not show), 4 a pre-flight check failed.
     """
+    given = click.get_current_context().get_parameter_source("spec")
+    if existing_python and given not in (None, click.core.ParameterSource.DEFAULT):
+        raise click.UsageError(
+            "--spec goes without --existing: an --existing build is measured as the one "
+            "commit --commit names; drop --spec"
+        )
     outcome = run_nightly(
         config,
         machine=machine,

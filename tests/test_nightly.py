@@ -370,6 +370,23 @@ def test_commit_without_existing_is_refused(drawn_history, tmp_path: Path) -> No
     assert not (tmp_path / "machines.json").exists()
 
 
+def test_spec_with_existing_is_refused(drawn_history, tmp_path: Path) -> None:
+    """An --existing build is measured as the one commit --commit names: a --spec beside it
+    was ignored in silence. Given (even as NEW), it is one usage line; left at its
+    default, the build is measured as before (not run here: that is the night's test)."""
+    history = drawn_history("spec-existing", (1.0, 1.0))
+    before = _measured(history)
+    for spec in ("NEW", f"{history.hashes[0][:8]}..{history.hashes[1][:8]}"):
+        result = _quiet_night(
+            history, tmp_path, "--existing", sys.executable, "--commit", history.hashes[-1],
+            "--spec", spec,
+        )  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert "--spec goes without --existing" in result.output, result.output
+    assert _measured(history) == before
+    assert not (tmp_path / "machines.json").exists()
+
+
 def test_a_reversed_spec_range_is_refused_before_anything_runs(
     drawn_history, tmp_path: Path
 ) -> None:
