@@ -299,13 +299,13 @@ class PathOption(click.Path):
         return super().convert(value, param, ctx)
 
 
-class MachineName(click.ParamType):
+class MachineName(click.types.StringParamType):
     """An asv machine name that a command records under: asv makes it a directory of
     results_dir (results/<name>/), so an empty name, a path separator, a leading dot or a
     control character is refused by the option's name (`hw machine --name a/b` wrote an
     entry asv would file two levels down; `--name ""` fell back to the default)."""
 
-    name = "machine name"
+    name = "name"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         text = str(value)

@@ -98,7 +98,7 @@ def shard_over_ray(
         )
 
 
-class RayAddress(click.ParamType):
+class RayAddress(click.types.StringParamType):
     """A Ray cluster's address as `ray.init` takes it: `auto` (the cluster `ray start` runs
     on this host), `local`, HOST:PORT or ray://HOST:PORT. Anything else is refused by the
     option's name before any finding is read: `--ray ""` passed while there was nothing
