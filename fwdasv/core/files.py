@@ -28,6 +28,11 @@ class OutputPathError(UserError, ValueError):
     """A path fwdasv will not write to (not a regular file, or no such directory)."""
 
 
+class MissingParentError(OutputPathError):
+    """An output whose parent directory does not exist: a command with an option that
+    creates it (`forward --create-dirs`) adds that option to the message."""
+
+
 class NotRegularFileError(OSError):
     """A path read as a file holds something else (a FIFO, a directory, a dangling link)."""
 
@@ -48,14 +53,15 @@ def _kind(mode: int) -> str:
     )
 
 
-def _parent_ready(path: Path, make_parents: bool, what: str, flag: str | None = None) -> None:
+def _parent_ready(path: Path, make_parents: bool, what: str) -> None:
     parent = path.parent
     if not parent.is_dir():
         if parent.exists():
             raise OutputPathError(f"{what} {path}: {parent} is not a directory")
         if not make_parents:
-            fix = "create it first" + (f", or pass {flag}" if flag else "")
-            raise OutputPathError(f"{what} {path}: the directory {parent} does not exist; {fix}")
+            raise MissingParentError(
+                f"{what} {path}: the directory {parent} does not exist; create it first"
+            )
         try:
             parent.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -82,17 +88,12 @@ def _takes_files(directory: Path, said: str) -> None:
 
 
 def check_output_dir(
-    path: str | os.PathLike[str],
-    *,
-    make_parents: bool = False,
-    what: str = "output directory",
-    parents_flag: str | None = None,
+    path: str | os.PathLike[str], *, make_parents: bool = False, what: str = "output directory"
 ) -> Path:
     """`path` as a Path, when fwdasv may write files into it; else one clear error.
 
     An existing real directory must be writable; a missing one is created (its
-    parent must exist unless `make_parents`; the error names `parents_flag`, the option
-    that creates it, where the command has one). A symlink, a file, a FIFO or a
+    parent must exist unless `make_parents`: `MissingParentError`). A symlink, a file, a FIFO or a
     device at the path is refused. The files written inside are each checked
     with `check_output_path`.
     """
@@ -105,7 +106,7 @@ def check_output_dir(
             )
         _takes_files(path, f"{what} {path}")
         return path
-    _parent_ready(path, make_parents, what, parents_flag)
+    _parent_ready(path, make_parents, what)
     try:
         path.mkdir()
     except OSError as error:
@@ -157,17 +158,13 @@ def check_project_dir(path: str | os.PathLike[str], *, what: str = "--dir") -> P
 
 
 def check_output_path(
-    path: str | os.PathLike[str],
-    *,
-    make_parents: bool = False,
-    what: str = "output",
-    parents_flag: str | None = None,
+    path: str | os.PathLike[str], *, make_parents: bool = False, what: str = "output"
 ) -> Path:
     """`path` as a Path, when fwdasv may write a regular file there; else one clear error.
 
     Refuses a symlink, a directory, a FIFO, a socket or a device at the path,
-    and a missing parent directory unless `make_parents` (then it is created; the
-    error names `parents_flag`, the option that would, where the command has one).
+    and a missing parent directory unless `make_parents` (then it is created;
+    else `MissingParentError`).
     Checked before any work starts, so a bad path costs nothing measured.
     """
     path = Path(path)
@@ -177,7 +174,7 @@ def check_output_path(
             f"{what} {path} is {_kind(mode)}; fwdasv writes only regular files (and replaces "
             "them atomically): give the path of a new or regular file"
         )
-    _parent_ready(path, make_parents, what, parents_flag)
+    _parent_ready(path, make_parents, what)
     return path
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from fwdasv.core.cases import BenchCase, load_cases, parse_case, suite_cases, unique_cases
 from fwdasv.core.errors import UserError
-from fwdasv.core.files import check_output_dir, check_output_path
+from fwdasv.core.files import MissingParentError, check_output_dir, check_output_path
 from fwdasv.core.results import EngineInfo
 from fwdasv.engine.protocol import AUTO, PROTOCOLS, STEADY, resolve_protocol
 from fwdasv.targets.base import TargetSpec, parse_options
@@ -262,19 +262,15 @@ class ForwardRun:
             check_dtype_name(dtype)
         check_device_name(device)
         # Before anything is measured: a bad path must cost nothing.
-        flag = "--create-dirs"  # names the option in a missing parent's error
-        if output_json is not None:
-            check_output_path(
-                output_json, make_parents=create_dirs, what="--output-json", parents_flag=flag
-            )
-        if dump_output is not None:
-            check_output_dir(
-                dump_output, make_parents=create_dirs, what="--dump-output", parents_flag=flag
-            )
-        if profile_dir is not None:
-            check_output_dir(
-                profile_dir, make_parents=create_dirs, what="--profile-dir", parents_flag=flag
-            )
+        try:
+            if output_json is not None:
+                check_output_path(output_json, make_parents=create_dirs, what="--output-json")
+            if dump_output is not None:
+                check_output_dir(dump_output, make_parents=create_dirs, what="--dump-output")
+            if profile_dir is not None:
+                check_output_dir(profile_dir, make_parents=create_dirs, what="--profile-dir")
+        except MissingParentError as error:
+            raise MissingParentError(f"{error}, or pass --create-dirs") from None
         options = parse_options(tuple(target_options))
         spec = TargetSpec.parse(target, options)
         spec.resolve()
