@@ -5,7 +5,7 @@
 # pytest. Extra arguments go to pytest (e.g. scripts/test.sh -k cases). The end-to-end
 # must-shows marked `long` (minutes of real asv each: a busy box, a script repository,
 # every command) are left out, to keep CI inside 20 minutes (a new clone's .ci/run took
-# 934-1067 s on a 2-core box); `scripts/test.sh --long` runs them too (`pytest -m long` alone:
+# 934-1141 s on a 2-core box); `scripts/test.sh --long` runs them too (`pytest -m long` alone:
 # 18 minutes there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
