@@ -103,9 +103,9 @@ def check_fix(
     echo: Callable[[str], None] | None = print,
     bench_echo: Callable[[str], None] | None = None,
 ) -> FixCheck:
-    """Re-measure the finding's old level against `fix` (a full hash), interleaved; a fix not
-    after the finding's step is refused first (`refuse_fix_before_step`)."""
-    refuse_fix_before_step(project, finding, fix)
+    """Re-measure the finding's old level against `fix` (a full hash), interleaved. `fix`
+    must come after the finding's step: the caller refuses one that does not
+    (`refuse_fix_before_step`), for every finding before any is measured."""
     a = old_level_commit(finding)
     ref = SeriesRef.of(finding.key)
     pool = ProcessPool(
