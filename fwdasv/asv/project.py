@@ -17,6 +17,7 @@ import functools
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ from fwdasv.asv.unmeasured import drop_unmeasured
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import Owned, check_outside
 from fwdasv.core.verdicts import VerdictSettings
-from fwdasv.git import GitError, git, git_run
+from fwdasv.git import GitError, git_run
 from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 
@@ -116,18 +117,30 @@ class AsvProject:
             )
         return repo
 
-    def git(self, *args: str) -> str:
+    def git_run(self, *args: str) -> subprocess.CompletedProcess[Any]:
+        """`git ARGS` in the clone, whatever its exit status; AsvError, one line, when git
+        cannot run there (no clone yet, a repository moved or deleted since asv.conf.json
+        was written, no git) or does not finish in time."""
         repo = self.cloned_repo()
         try:
-            return git(repo, *args)
+            return git_run(repo, *args)
         except GitError as error:
             if isinstance(error.cause, OSError):
-                # A repository moved or deleted since asv.conf.json was written, or no git.
                 why = error.cause.strerror
                 raise AsvError(f"git {' '.join(args)} cannot run in {repo}: {why}") from None
             if error.timed_out:
                 raise AsvError(f"git {' '.join(args)} in {repo} did not finish in time") from None
             raise AsvError(str(error)) from None
+
+    def git(self, *args: str) -> str:
+        """The stripped stdout of `git ARGS` in the clone; AsvError when it does not exit 0."""
+        done = self.git_run(*args)
+        if done.returncode != 0:
+            error = GitError(
+                args, self.cloned_repo(), returncode=done.returncode, stderr=done.stderr
+            )
+            raise AsvError(str(error))
+        return str(done.stdout).strip()
 
     def resolve(self, rev: str) -> str:
         """A full commit hash for `rev` (a branch, tag or hash prefix)."""
@@ -141,24 +154,29 @@ class AsvProject:
         good_hash, bad_hash = self.resolve(good), self.resolve(bad)
         if good_hash == bad_hash:
             raise AsvError(f"{good} and {bad} are the same commit")
-        is_ancestor = git_run(
-            self.cloned_repo(), "merge-base", "--is-ancestor", good_hash, bad_hash
-        ).returncode
-        if is_ancestor != 0:
+        if not self.ancestry(good_hash, bad_hash):
             raise AsvError(f"{good} is not an ancestor of {bad}; write GOOD..BAD oldest first")
         listed = self.git("rev-list", "--first-parent", "--reverse", f"{good_hash}..{bad_hash}")
         return listed.splitlines()
 
-    def is_ancestor(self, older: str, newer: str) -> bool:
+    def ancestry(self, older: str, newer: str) -> bool:
         """Whether commit `older` is an ancestor of `newer` (or is it): `git merge-base
-        --is-ancestor`. False where git cannot tell: no clone on disk, no git, a name it
-        cannot read."""
-        repo = self.local_repo
-        if repo is None or not repo.is_dir():
-            return False
+        --is-ancestor`. AsvError, with git's own reason, where git cannot tell: no clone on
+        disk, no git, a name it cannot read."""
+        done = self.git_run("merge-base", "--is-ancestor", older, newer)
+        if done.returncode not in (0, 1):
+            raise AsvError(
+                f"git merge-base --is-ancestor {older[:8]} {newer[:8]}: "
+                f"{str(done.stderr).strip() or f'exit {done.returncode}'}"
+            )
+        return done.returncode == 0
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """`ancestry`, False where git cannot tell (the callers that only refuse a pair git
+        can place)."""
         try:
-            return git_run(repo, "merge-base", "--is-ancestor", older, newer).returncode == 0
-        except GitError:
+            return self.ancestry(older, newer)
+        except AsvError:
             return False
 
     def subject(self, commit: str) -> str:

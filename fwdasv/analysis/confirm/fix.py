@@ -23,7 +23,6 @@ from fwdasv.analysis.rules import confirm
 from fwdasv.analysis.rules.status import ReMeasureStatus
 from fwdasv.asv.project import AsvError, AsvProject
 from fwdasv.core.errors import UserError
-from fwdasv.git import GitError, git_run
 
 
 class FixError(UserError):
@@ -56,17 +55,16 @@ def refuse_fix_before_step(project: AsvProject, finding: Finding, fix: str) -> N
             "later commit, the one that brought the old level back"
         )
     try:
-        placed = git_run(project.cloned_repo(), "merge-base", "--is-ancestor", first, fix)
-    except GitError as error:
+        placed = project.ancestry(first, fix)
+    except AsvError as error:
         raise FixError(
             f"--fix {fix[:8]}: cannot ask git whether it follows {first[:8]}: {error}"
         ) from None
-    if placed.returncode != 0:
-        why = "older, or on another branch" if placed.returncode == 1 else placed.stderr.strip()
+    if not placed:
         raise FixError(
             f"--fix {fix[:8]} is not after the finding's first new commit {first[:8]} "
-            f"({label}; {why}); a fix is a later commit, one that has the step's commit "
-            "in its history"
+            f"({label}; older, or on another branch); a fix is a later commit, one that has "
+            "the step's commit in its history"
         )
 
 
