@@ -246,16 +246,23 @@ def refuse_unmatched_bench(
     names: Iterable[str],
     where: str,
     error: type[UserError] = UserError,
-) -> None:
+) -> list[str]:
     """`error` (the caller's UserError), one line, when `--bench`'s regexes (any of them
     keeps a benchmark, as `asv run -b`) match none of `names` (the benchmarks `where` says,
     e.g. "judged in results/"), with some of those names: a typo in a CI job's filter would
-    otherwise select nothing and pass. No regex: nothing to refuse."""
+    otherwise select nothing and pass. Where some match, a warning line for each regex that
+    matches nothing (`-b Good -b Typo`: Typo's benchmark would go unjudged unnoticed), for
+    the caller to show. No regex: nothing to refuse."""
     if not patterns:
-        return
+        return []
     known = sorted(set(names))
-    if any(p.search(name) for p in patterns for name in known):
-        return
+    idle = [p for p in patterns if not any(p.search(name) for name in known)]
+    if len(idle) < len(patterns):
+        return [
+            f"--bench {p.pattern!r} matches no benchmark {where}: it selects nothing (the "
+            "other --bench regexes do); fix it or drop it"
+            for p in idle
+        ]
     shown = sorted({name.split("(", 1)[0] for name in known})
     listed = ", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else "")
     given = ", ".join(repr(p.pattern) for p in patterns)

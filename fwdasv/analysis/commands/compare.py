@@ -96,8 +96,9 @@ def compare_command(
     if factor is None:
         factor = default_factor(project)
     found = compare_commits(
-        project, a, b, machine, factor=factor, alpha=alpha, bench=bench, method=method
-    )
+        project, a, b, machine, factor=factor, alpha=alpha, bench=bench, method=method,
+        warn=lambda line: click.echo(f"Warning: {line}", err=True),
+    )  # fmt: skip
     label_a, label_b = resolve_commit(project, a), resolve_commit(project, b)
     click.echo(
         format_comparisons(

@@ -15,7 +15,7 @@ bisect or confirm kept of it (`fwdasv.analysis.compare.kept`), marked as a re-me
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from fwdasv.analysis.compare.compare import METHODS, NOISE, Comparison, PairFinding, SeriesId, pair
@@ -70,9 +70,11 @@ def load_records(
     commits: Sequence[str],
     machine: str | None = None,
     bench: Sequence[str] = (),
+    warn: Callable[[str], None] | None = None,
 ) -> dict[str, list[Record]]:
     """History records (with samples) of each commit (full hash or prefix), by commit; a
-    `bench` that keeps no benchmark of benchmarks.json is a CompareError."""
+    `bench` that keeps no benchmark of benchmarks.json is a CompareError, a regex of it that
+    keeps none while another does a line to `warn`."""
     history = History(
         project.results_dir,
         machines=[machine] if machine else (),
@@ -82,7 +84,10 @@ def load_records(
     )
     # A regex of nothing would read as "no stored results" for commits that have them.
     where = f"in {history.results_dir / 'benchmarks.json'}"
-    refuse_unmatched_bench(history.bench, history.benchmark_names(), where, CompareError)
+    idle = refuse_unmatched_bench(history.bench, history.benchmark_names(), where, CompareError)
+    for line in idle:
+        if warn is not None:
+            warn(line)
     by_commit: dict[str, list[Record]] = {c: [] for c in commits}
     files = history.files()
     for record in history.records(files):
@@ -112,6 +117,7 @@ def compare_commits(
     alpha: float = DEFAULT_ALPHA,
     bench: Sequence[str] = (),
     method: str = NOISE,
+    warn: Callable[[str], None] | None = None,
 ) -> list[Comparison]:
     """Compare commit `a` (before) with `b` (after) on `project`'s stored results.
 
@@ -125,7 +131,7 @@ def compare_commits(
     if method not in METHODS:
         raise CompareError(f"--method {method!r}: one of {', '.join(METHODS)}")
     hash_a, hash_b = resolve_commit(project, a), resolve_commit(project, b)
-    records = load_records(project, [hash_a, hash_b], machine, bench)
+    records = load_records(project, [hash_a, hash_b], machine, bench, warn)
     remeasured = _fill_from_kept(project, records, machine, bench)
     machines = sorted({r.machine for rs in records.values() for r in rs})
     if machine is None and len(machines) > 1:

@@ -295,7 +295,7 @@ def scan(
         return not patterns or any(p.search(key.benchmark) or p.search(key.name) for p in patterns)
 
     # A regex of nothing would list no finding and pass the gate: a typo in a CI filter.
-    refuse_unmatched_bench(
+    warnings = refuse_unmatched_bench(
         patterns,
         (n for k in judged_series(all_series) for n in (k.benchmark, k.name)),
         f"judged in {project.results_dir}" + (f" on machine {machine}" if machine else ""),
@@ -320,7 +320,6 @@ def scan(
         if where not in graphs:
             graphs[where] = graph_params(project, *where)
         out.append(replace(finding, graph_params=graphs[where]))
-    warnings: list[str] = []
     if subjects:
         out = attach_commits(out, project, warnings.append)
     dark = dark_suites(order, all_series, filter(selected, judged_series(all_series)))

@@ -26,6 +26,20 @@ def test_a_bench_regex_that_matches_nothing_says_so_not_run_asv(stepped) -> None
 
 
 @pytest.mark.slow
+def test_one_bench_regex_of_nothing_beside_one_that_matches_is_named(stepped) -> None:
+    """`-b Drawn -b Typo` compared Drawn and said nothing of Typo: the same comparison and
+    exit now, and a warning line naming the regex that selects nothing."""
+    a, b = stepped.hashes[STEP_INDEX - 1], stepped.hashes[STEP_INDEX]
+    args = (a, b, "--format", "json", "--bench", "Drawn")
+    alone = invoke_cli(stepped.project, *args, command="compare")
+    both = invoke_cli(stepped.project, *args, "-b", "Typo", command="compare")
+    assert alone.exit_code == both.exit_code == 1, both.output
+    assert both.stdout == alone.stdout and "Typo" not in alone.stderr
+    (line,) = [x for x in both.stderr.splitlines() if "Typo" in x]
+    assert line.startswith("Warning: --bench 'Typo' matches no benchmark in"), line
+
+
+@pytest.mark.slow
 def test_a_range_a_dot_dot_b_is_the_pair_a_b(stepped) -> None:
     """`compare A..B` said "Missing argument 'B'": it is the pair A B now, the same
     comparison; one commit alone, or a range with an end left out, is one usage line."""

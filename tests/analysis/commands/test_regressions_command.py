@@ -186,6 +186,22 @@ def test_a_bench_regex_that_matches_nothing_is_one_line_not_a_pass(stepped) -> N
 
 
 @pytest.mark.slow
+def test_one_bench_regex_of_nothing_beside_one_that_matches_is_named(stepped) -> None:
+    """`-b Drawn -b Typo` listed Drawn's findings and said nothing of Typo: the benchmark
+    the typo meant went unjudged unnoticed. The same findings and exit, and a warning line
+    naming the regex; the regexes that all match say nothing."""
+    alone = invoke_cli(stepped.project, "--bench", "Drawn")
+    both = invoke_cli(stepped.project, "--bench", "Drawn", "-b", "Typo")
+    assert alone.exit_code == both.exit_code == 1, both.output
+    assert both.stdout == alone.stdout and "Typo" not in alone.stderr
+    (line,) = [x for x in both.stderr.splitlines() if "Typo" in x]
+    assert line.startswith("Warning: --bench 'Typo' matches no benchmark judged in"), line
+    assert "the other --bench regexes do" in line
+    matched = invoke_cli(stepped.project, "--bench", "Drawn", "-b", stepped.benchmark)
+    assert "Warning" not in matched.stderr, matched.stderr
+
+
+@pytest.mark.slow
 def test_a_verdicts_path_that_is_a_directory_is_one_line_naming_it(stepped, tmp_path) -> None:
     """A directory at <results_dir>/fwdasv-verdicts.jsonl was read as no verdicts (every
     confirmation gone: findings back to `regression`), and triage and confirm (after its
