@@ -184,11 +184,19 @@ class AsvProject:
 
     def owned(self) -> tuple[Owned, ...]:
         """What the project reads or rewrites itself: asv.conf.json, the results directory
-        (asv's results, machine.json and benchmarks.json, fwdasv's verdicts file) and the
-        html directory (`asv publish` rebuilds it)."""
+        (asv's results, machine.json and benchmarks.json, fwdasv's verdicts file), the
+        benchmark directory's Python modules (its other files are no suite's) and the html
+        directory (`asv publish` rebuilds it)."""
         return (
             Owned(self.config_path, "the project's asv configuration", "every command reads it"),
             results_owned(self.results_dir),
+            Owned(
+                self.benchmark_dir,
+                "a Python module of the project's benchmark directory",
+                "asv imports every one as a suite",
+                tree=True,
+                suffix=".py",
+            ),
             Owned(
                 self.html_dir, "the project's html directory", "asv publish rewrites it", tree=True
             ),

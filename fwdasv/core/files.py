@@ -180,7 +180,8 @@ def check_output_path(
 
 @dataclass(frozen=True)
 class Owned:
-    """A file, or with `tree` a directory and everything under it, that a project reads or
+    """A file, or with `tree` a directory and everything under it (with `suffix`, only the
+    files so named: a benchmark directory's Python modules), that a project reads or
     rewrites itself: `name` says what it is ("the project's results directory"), `why` why
     no output may land there ("asv and fwdasv read it")."""
 
@@ -188,6 +189,7 @@ class Owned:
     name: str
     why: str
     tree: bool = False
+    suffix: str | None = None
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -218,8 +220,8 @@ def check_outside(
         there = _identity(target)
         same = resolved == target or (here is not None and here == there)
         inside = own.tree and (resolved.is_relative_to(target) or there in above)
-        if same or inside:
-            where = "is" if same else "is inside"
+        if (same or inside) and (own.suffix is None or resolved.suffix == own.suffix):
+            where = "is" if same or own.suffix else "is inside"  # a module, not a folder
             raise OutputPathError(
                 f"{what} {path} {where} {own.name} ({own.path}): {own.why}; write elsewhere"
             )

@@ -124,6 +124,20 @@ def test_an_output_over_an_owned_file_or_inside_an_owned_tree_is_refused(
         assert check_outside(path, _owned(tmp_path), what="--output") == Path(path)
 
 
+def test_an_owned_tree_of_one_suffix_refuses_only_those_files(tmp_path: Path) -> None:
+    """`export -o benchmarks/bench.py` replaced a suite with a CSV: a benchmark directory's
+    Python modules are the project's own; another file there (or the folder's name given
+    to a writer of folders) is not, as a benchmark directory of `.` would refuse every
+    path."""
+    modules = Owned(tmp_path / "benchmarks", "a suite", "asv imports it", tree=True, suffix=".py")
+    for path in ("benchmarks/bench.py", "benchmarks/new/deeper.py"):
+        with pytest.raises(OutputPathError) as error:
+            check_outside(tmp_path / path, (modules,), what="-o")
+        assert str(error.value).startswith(f"-o {tmp_path / path} is a suite ("), error.value
+    for path in ("benchmarks/out.csv", "benchmarks", "bench.py", "benchmarks.py"):
+        assert check_outside(tmp_path / path, (modules,), what="-o") == tmp_path / path
+
+
 def test_an_owned_tree_is_known_by_its_inode_under_another_name(tmp_path: Path) -> None:
     """The configuration may name the results through a link; the output the real folder."""
     (tmp_path / "real-results").mkdir()

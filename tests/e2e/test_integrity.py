@@ -241,6 +241,7 @@ def own_files(project) -> dict[str, Path]:
         "machine.json": results / "testbox" / "machine.json",
         "verdicts file": results / "fwdasv-verdicts.jsonl",
         "asv.conf.json": project.config_path,
+        "benchmark module": sorted(project.benchmark_dir.glob("*.py"))[0],
     }
 
 
@@ -251,6 +252,9 @@ def refused_as_own(result, option: str, path: Path | str, project) -> None:
     if resolved == project.config_path:
         owner = f"is the project's asv configuration ({project.config_path}): every command "
         owner += "reads it"
+    elif resolved.suffix == ".py" and resolved.is_relative_to(project.benchmark_dir):
+        owner = "is a Python module of the project's benchmark directory "
+        owner += f"({project.benchmark_dir}): asv imports every one as a suite"
     elif resolved.is_relative_to(project.html_dir):
         owner = f"is inside the project's html directory ({project.html_dir}): asv publish "
         owner += "rewrites it"
@@ -262,7 +266,15 @@ def refused_as_own(result, option: str, path: Path | str, project) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "name", ["benchmarks.json", "result file", "machine.json", "verdicts file", "asv.conf.json"]
+    "name",
+    [
+        "benchmarks.json",
+        "result file",
+        "machine.json",
+        "verdicts file",
+        "asv.conf.json",
+        "benchmark module",
+    ],
 )
 def test_export_never_writes_over_the_projects_own_files(flat_history, tmp_path, name):
     project = own_project(flat_history, tmp_path)
