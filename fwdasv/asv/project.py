@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -441,13 +442,34 @@ def publish_site(
     project: AsvProject, python: str = sys.executable, echo: Callable[[str], None] | None = print
 ) -> Path:
     """`asv publish`, then the site made to work offline (fwdasv.asv.offline_site), without
-    the series no timer measured (fwdasv.asv.unmeasured)."""
-    run_asv(project, "publish", python=python, echo=echo)
+    the series no timer measured (fwdasv.asv.unmeasured). asv's sub-item lines are shown
+    once: it reads the results at three of its stages and names an unreadable file at
+    each."""
+    run_asv(project, "publish", python=python, echo=None if echo is None else _once(echo))
     make_self_contained(project.html_dir)
     dropped = drop_unmeasured(project.html_dir)
     if dropped and echo is not None:
         echo(f"not published (measured by no timer here): {', '.join(dropped)}")
     return project.html_dir
+
+
+_PROGRESS = re.compile(r"^\[\s*[\d.]+%\]\s*")  # asv's "[33.33%] " before each line
+
+
+def _once(echo: Callable[[str], None]) -> Callable[[str], None]:
+    """`echo`, passing over an asv sub-item line ("[88.89%] ·· Error parsing JSON in file
+    ...") whose text after the progress figure it has already passed on."""
+    seen: set[str] = set()
+
+    def say(line: str) -> None:
+        text = _PROGRESS.sub("", line)
+        if text.startswith("··"):
+            if text in seen:
+                return
+            seen.add(text)
+        echo(line)
+
+    return say
 
 
 def site_hint(project: AsvProject) -> list[str]:
