@@ -22,9 +22,13 @@
 # culprit is the slow commit; 1: it ran and something is not as expected (summary.json says
 # what); 2: staging. STOP_AFTER=confirm ends after confirm (its cost with several findings).
 # CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows the Qwen3
-# suite (FWDASV_CASES); each vLLM bench process costs about 30-50 s. Never changes GPU
-# settings. COLD=1 adds the 1% step bisected by hand from no stored samples (a fresh
-# project; about 12 more processes, one more call; bisect_cold.json). Under $OUT/sparse:
+# suite (FWDASV_CASES); each vLLM bench process costs about 30-50 s. At prefill noise
+# (CASES=prefill_2k, docs/measurements.md section 48) confirm took 6+6 processes (370 s)
+# and each probe 6: set CONFIRM_S=400, or a confirm started with less is cut and measured
+# again from its start on the next call (bisect still takes the cut one's processes).
+# Never changes GPU settings. COLD=1 adds the 1% step bisected by hand from no stored
+# samples (a fresh project; about 12 more processes, one more call; bisect_cold.json).
+# Under $OUT/sparse:
 # summary.json (every step's seconds and exit, the figures), each step's output, the
 # verdicts file, results.
 set -u
