@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 from toy_model import SLOW_SUBJECT, paced_project
 
+from fwdasv.analysis.confirm.processes import CONFIRM_DIR, JUDGED, PROCESSES_FILE
 from fwdasv.asv.project import run_commits
 from fwdasv.cli import main
 
@@ -125,6 +126,10 @@ def test_nightly_confirms_then_bisects_the_sparse_range_from_confirms_processes(
     assert "[nightly] 6/7 bisect 1 range(s) of several commits" in night.output, night.output
     assert "taken from an earlier run of this range or confirm's of its ends" in night.output
     assert f"first bad commit: {hashes[SLOW_INDEX][:8]} {SLOW_SUBJECT}" in night.output
+    # Confirm's verdicts recorded, its processes are marked judged: a later confirm of the
+    # pair measures anew (one cut short before the mark would go on from them).
+    (kept,) = (project.config_path.parent / CONFIRM_DIR).glob(f"*/{PROCESSES_FILE}")
+    assert JUDGED in json.loads(kept.read_text().splitlines()[-1]), kept.read_text()
 
     after = json.loads(_run("regressions", *config, "--format", "json").stdout)
     (listed,) = [f for f in after["regressions"] if f["after_commit"] == hashes[11]]

@@ -113,7 +113,8 @@ def check_fix(
         echo=echo,
         bench_echo=bench_echo,
         machine=finding.key.machine,
-        keep=True,
+        resume=True,  # a check cut short goes on from its processes
+        since_judged=True,
     )
     series = all_series.get(finding.key)
     history = series.history if series else []
@@ -125,4 +126,5 @@ def check_fix(
         start=min(confirm.MIN_PROCESSES, max_processes),
         max_processes=max_processes,
     )
+    pool.mark_judged()
     return FixCheck(a, fix, verdict)

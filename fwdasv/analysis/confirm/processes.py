@@ -8,10 +8,13 @@ from a series, `SeriesRef`, to that process's median). `measure(commits, rounds)
 `rounds` more processes of each commit, interleaved (A B A B ...); `values` gives a
 series' process medians at a commit, oldest first; `Cursor` hands them to
 `confirm.run_confirmation`, measuring only what no earlier finding of the pair asked for.
-With `resume` (bisect) each process is appended to PROCESSES_FILE in the workdir and a
-later pool over it takes those first: a run cut short goes on where it stopped. With
-`keep` (confirm) they are appended and never taken: bisect's ends over the same pair
-start from them (`kept_dir`), so a night's bisect does not re-measure what confirm did.
+With `resume` (bisect, check) each process is appended to PROCESSES_FILE in the workdir
+and a later pool over it takes those first: a run cut short goes on where it stopped.
+With `since_judged` too (confirm, triage's fix check), a pool takes only the processes
+after the last JUDGED line, which it appends once its verdicts are recorded
+(`mark_judged`): a confirm cut short (a CI job's time limit) goes on from its processes,
+while a pair confirmed before is measured anew. Bisect's ends over the same pair start
+from all of them (`kept_dir`), so a night's bisect does not re-measure what confirm did.
 A kept line of another machine is never taken. `set_aside` moves a workdir's kept
 processes out of the way (check's `--fresh`), keeping them.
 """
@@ -30,6 +33,9 @@ from fwdasv.asv.project import AsvProject
 from fwdasv.hw.devices import machine_devices
 
 PROCESSES_FILE = "processes.jsonl"  # in the workdir: one measured process a line
+# A line of PROCESSES_FILE that is no process: the processes above it were judged
+# (`ProcessPool.mark_judged`); a `since_judged` pool takes none of them.
+JUDGED = "judged"
 CONFIRM_DIR = ".fwdasv-confirm"  # beside asv.conf.json: each confirmed pair's processes
 BISECT_DIR = ".fwdasv-bisect"  # beside asv.conf.json: each bisected range's processes
 
@@ -94,7 +100,7 @@ class ProcessPool:
     # The series' machine: its processes run on that machine's GPUs (`fwdasv.hw.devices`).
     machine: str | None = None
     resume: bool = False  # keep each process in PROCESSES_FILE, and take those kept first
-    keep: bool = False  # keep each process in PROCESSES_FILE (for a later bisect), take none
+    since_judged: bool = False  # with `resume`: only those after the last JUDGED line
     resumed: int = 0  # processes taken from the file instead of launched
     measured: int = 0  # processes launched that measured
     failed: int = 0  # processes launched that failed (a `RemeasureError`)
@@ -182,6 +188,9 @@ class ProcessPool:
         for line in path.read_text().splitlines():
             try:
                 raw = json.loads(line)
+                if self.since_judged and JUDGED in raw:
+                    kept = {}  # judged: a verdict was recorded from them
+                    continue
                 commit, values = raw["commit"], raw["values"]
                 process = {names[n]: float(values[n]) for n in names}
                 machine = raw.get("machine")
@@ -203,14 +212,27 @@ class ProcessPool:
             self.last_failure = str(error)
             raise
         self.measured += 1
-        if self.resume or self.keep:
-            self.workdir.mkdir(parents=True, exist_ok=True)
-            line = {"commit": commit, "values": {ref.name: v for ref, v in values.items()}}
+        if self.resume:
+            line: dict[str, object] = {
+                "commit": commit,
+                "values": {ref.name: v for ref, v in values.items()},
+            }
             if self.machine is not None:
                 line["machine"] = self.machine  # compare reads them as the commit's results
-            with open(self.workdir / PROCESSES_FILE, "a", encoding="utf-8") as stream:
-                stream.write(json.dumps(line, sort_keys=True) + "\n")
+            self._append(line)
         return values
+
+    def mark_judged(self) -> None:
+        """A JUDGED line after the processes kept so far: the verdicts judged from them are
+        recorded, so a later `since_judged` pool over this workdir measures anew. Nothing
+        when nothing is kept."""
+        if self.resume and (self.workdir / PROCESSES_FILE).is_file():
+            self._append({JUDGED: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+    def _append(self, line: dict[str, object]) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with open(self.workdir / PROCESSES_FILE, "a", encoding="utf-8") as stream:
+            stream.write(json.dumps(line, sort_keys=True) + "\n")
 
     def _launch(self, commit: str) -> dict[SeriesRef, float]:
         number = self.count(commit) + 1

@@ -21,7 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fwdasv.analysis.confirm.processes import CONFIRM_DIR, Cursor, ProcessPool, SeriesRef, kept_dir
+from fwdasv.analysis.confirm.processes import (
+    CONFIRM_DIR,
+    PROCESSES_FILE,
+    Cursor,
+    ProcessPool,
+    SeriesRef,
+    kept_dir,
+)
 from fwdasv.analysis.explain import explain
 from fwdasv.analysis.findings.finding import Finding, to_re_measure
 from fwdasv.analysis.findings.series import Series, SeriesKey
@@ -119,8 +126,16 @@ def confirm_findings(
             echo=echo,
             bench_echo=bench_echo,
             machine=group.machine,
-            keep=True,  # a later bisect of A..B starts its ends from them
+            # Kept: a later bisect of A..B starts its ends from them, and a confirm cut
+            # short goes on from those no verdict was recorded from.
+            resume=True,
+            since_judged=True,
         )
+        if pool.kept:
+            say(
+                f"  {pool.kept} process(es) of a confirm of this pair cut short, kept in "
+                f"{pool.workdir / PROCESSES_FILE}: taken first"
+            )
         layout = process_layout(project, group.suite)
         confirmed: list[tuple[Finding, str]] = []
         for finding, reason in zip(group.findings, group.reasons, strict=True):
@@ -160,9 +175,11 @@ def confirm_findings(
             )
             if verdict.status == ReMeasureStatus.CONFIRMED and finding.status in TO_CONFIRM:
                 confirmed.append((finding, group.a))
+        pool.mark_judged()
+        taken = f" and {pool.resumed} kept from a run cut short" if pool.resumed else ""
         say(
             f"pair {group.a[:8]}..{group.b[:8]}: {len(group.findings)} finding(s) judged from "
-            f"{pool.bench_processes} bench processes ({pool.installs} install(s) in "
+            f"{pool.bench_processes} bench processes{taken} ({pool.installs} install(s) in "
             f"{pool.install_s:.1f} s)"
         )
         if run_explain:

@@ -222,8 +222,9 @@ def test_a_probe_a_burst_left_unplaced_inside_the_final_pair_is_measured_again()
 def test_a_bisect_of_a_confirmed_pair_starts_its_ends_from_confirms_processes(
     tmp_path: Path,
 ) -> None:
-    """confirm keeps its processes (never taking them back); a bisect of the same pair takes
-    them for its ends and launches none for them; --again (fresh) ignores them."""
+    """confirm keeps its processes (taking none back once its verdicts are recorded); a
+    bisect of the same pair takes them for its ends and launches none for them; --again
+    (fresh) ignores them."""
     from types import SimpleNamespace
 
     from fwdasv.analysis.bisect.driver import start_from_confirm
@@ -238,16 +239,19 @@ def test_a_bisect_of_a_confirmed_pair_starts_its_ends_from_confirms_processes(
         made.levels, made.sds, made.line, made.rng = levels, sds, line, random.Random(3)
         return made
 
-    confirmed = pool(kept_dir(project, CONFIRM_DIR, *line), keep=True)  # type: ignore[arg-type]
+    as_confirm = {"resume": True, "since_judged": True}
+    confirmed = pool(kept_dir(project, CONFIRM_DIR, *line), **as_confirm)  # type: ignore[arg-type]
     confirmed.measure(line, 3)
-    again = pool(kept_dir(project, CONFIRM_DIR, *line), keep=True)  # type: ignore[arg-type]
+    confirmed.mark_judged()
+    again = pool(kept_dir(project, CONFIRM_DIR, *line), **as_confirm)  # type: ignore[arg-type]
     again.measure(line, 1)
-    assert again.resumed == 0 and again.bench_processes == 2, "confirm takes no kept process"
+    assert again.resumed == 0 and again.bench_processes == 2, "judged: none taken"
+    again.mark_judged()
     workdir = kept_dir(project, BISECT_DIR, *line)  # type: ignore[arg-type]
     start_from_confirm(project, *line, workdir)  # type: ignore[arg-type]
     ends = pool(workdir, resume=True)
     ends.measure(line, 4)
-    assert (ends.resumed, ends.bench_processes) == (8, 0)
+    assert (ends.resumed, ends.bench_processes) == (8, 0)  # the JUDGED lines are no process
     assert ends.values(line[0], QUIET)[:3] == confirmed.values(line[0], QUIET)
 
 

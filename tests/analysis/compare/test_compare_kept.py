@@ -46,6 +46,7 @@ def test_compare_reads_the_processes_bisect_kept_of_commits_without_results(
     pool.levels = {parent: 1e-3, culprit: 1.05e-3}  # beyond the series noise (0.45%)
     pool.rng = random.Random(5)
     pool.measure([parent, culprit], 4)
+    pool.mark_judged()  # a line that is no process (a confirm's): compare passes over it
 
     compared = invoke_cli(project, parent, culprit, "--format", "json", command="compare")
     assert compared.exit_code == 1, compared.output  # the step, from the kept processes

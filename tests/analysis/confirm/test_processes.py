@@ -85,6 +85,31 @@ def test_a_resumed_pool_takes_the_kept_processes_first(tmp_path) -> None:
     assert other.resumed == 0 and other.launched == ["a"]
 
 
+def test_a_confirm_cut_short_goes_on_from_its_processes_a_judged_one_does_not(tmp_path) -> None:
+    """A confirm stopped by a time limit after 5 of its pairs (an H200 run, measurements
+    section 48) measured all of them again on the next call. A pool `since_judged` takes
+    the processes after the last JUDGED line: a cut run's, never those a recorded verdict
+    was judged from."""
+    series = (DECODE, PREFILL)
+    cut = DrawnPool(None, series, tmp_path, resume=True, since_judged=True)  # type: ignore[arg-type]
+    cut.measure(["a", "b"], rounds=2)  # then stopped: no verdict, no JUDGED line
+    on = DrawnPool(None, series, tmp_path, resume=True, since_judged=True)  # type: ignore[arg-type]
+    assert on.kept == 4
+    verdict = confirm.run_confirmation(Cursor(on, "a", "b", DECODE).measure, 0.05, claimed_pct=2.0)
+    assert verdict.status == Status.CONFIRMED and verdict.processes_a == 3
+    assert on.resumed == 4 and on.launched == ["a", "b"]  # only the third pair ran
+    assert on.values("a", DECODE)[:2] == cut.values("a", DECODE)
+    on.mark_judged()
+    anew = DrawnPool(None, series, tmp_path, resume=True, since_judged=True)  # type: ignore[arg-type]
+    assert anew.kept == 0, "a pair confirmed before is measured anew"
+    anew.measure(["a", "b"])
+    assert anew.launched == ["a", "b"]
+    # A bisect's pool (every line) still takes all six pairs; JUDGED lines are no process.
+    assert DrawnPool(None, series, tmp_path, resume=True).kept == 8  # type: ignore[arg-type]
+    lines = (tmp_path / PROCESSES_FILE).read_text().splitlines()
+    assert sum('"judged"' in line for line in lines) == 1 and len(lines) == 9
+
+
 def test_a_cursor_says_each_pair_as_soon_as_it_is_measured() -> None:
     """A vLLM process takes most of a minute: a look of 3 pairs is not said at its end."""
     pool = DrawnPool(None, (DECODE,), None)  # type: ignore[arg-type]
