@@ -106,8 +106,15 @@ class ProcessTree:
                 os.kill(pid, sig)
 
 
+# After SIGKILL, how long to wait for the descendants to be gone: a process ends only when
+# the kernel next runs it, which on a loaded box (a nice-19 test lane) can take a moment.
+KILLED_WAIT_S = 5.0
+
+
 def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float) -> None:
-    """SIGTERM the child's group and every descendant, wait `grace_s`, SIGKILL what is left."""
+    """SIGTERM the child's group and every descendant, wait `grace_s`, SIGKILL what is left,
+    and return once they are gone (up to KILLED_WAIT_S): what follows (hw setup's undo
+    guard resetting the GPUs) comes after the bench, not beside it."""
     unreaped = child.returncode is None
     tree.refresh(from_root=unreaped)
     tree.signal(signal.SIGTERM, root_group=unreaped)
@@ -120,7 +127,10 @@ def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float)
     tree.refresh(from_root=child.returncode is None)
     tree.signal(signal.SIGKILL, root_group=unreaped and child.returncode is None)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        child.wait(timeout=5.0)
+        child.wait(timeout=KILLED_WAIT_S)
+    deadline = time.monotonic() + KILLED_WAIT_S
+    while tree.alive() and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 # Signals whose default action ends the process without running any cleanup.

@@ -172,6 +172,35 @@ def test_hanging_rank_is_killed_at_the_timeout_with_the_whole_group(
         assert gone(pid), f"pid {pid} survived the timeout"
 
 
+def test_a_killed_tree_is_waited_for_until_it_is_gone() -> None:
+    """SIGKILL ends a process only when the kernel next runs it: in CI's nice-19 lane a
+    bench's sleeper still ran when its caller had gone on (hw setup's reset beside it; a
+    test saw it outlive the run). kill_tree returns once every descendant is gone. The
+    kernel's lateness is drawn at the /proc boundary: a descendant that reads as running
+    for a few polls after SIGKILL."""
+    from fwdasv.process_tree import ProcessTree, kill_tree
+
+    class LateTree(ProcessTree):
+        polls_after_kill = 0
+        killed = False
+
+        def signal(self, sig: signal.Signals, root_group: bool) -> None:
+            self.killed = self.killed or sig == signal.SIGKILL
+
+        def alive(self) -> list[int]:
+            if not self.killed:
+                return [4242]  # ignores SIGTERM: the grace runs out
+            self.polls_after_kill += 1
+            return [4242] if self.polls_after_kill <= 3 else []
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    tree = LateTree(child.pid)
+    tree.refresh = lambda from_root=True: None  # type: ignore[method-assign]
+    kill_tree(child, tree, grace_s=0.1)
+    assert tree.killed and tree.polls_after_kill == 4  # polled until it read as gone
+
+
 def test_timeout_reaches_a_descendant_in_another_session(tmp_path: Path, clean_env) -> None:
     pids = tmp_path / "pids"
     pids.mkdir()
