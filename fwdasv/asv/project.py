@@ -33,12 +33,21 @@ from fwdasv.asv.unmeasured import drop_unmeasured
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import Owned, check_outside
 from fwdasv.core.verdicts import VerdictSettings
-from fwdasv.git import GitError, git_run
+from fwdasv.git import GitError, git, git_run
 from fwdasv.launch import LaunchError, LaunchSpec, run_process
 
 
 class AsvError(UserError):
     """asv could not be run, or failed, or its configuration is unusable."""
+
+
+def _asv_error(error: GitError, args: Sequence[str], repo: Path) -> AsvError:
+    """A GitError of `git ARGS` in the project's clone as one AsvError line."""
+    if isinstance(error.cause, OSError):
+        return AsvError(f"git {' '.join(args)} cannot run in {repo}: {error.cause.strerror}")
+    if error.timed_out:
+        return AsvError(f"git {' '.join(args)} in {repo} did not finish in time")
+    return AsvError(str(error))
 
 
 @dataclass(frozen=True)
@@ -126,22 +135,16 @@ class AsvProject:
         try:
             return git_run(repo, *args)
         except GitError as error:
-            if isinstance(error.cause, OSError):
-                why = error.cause.strerror
-                raise AsvError(f"git {' '.join(args)} cannot run in {repo}: {why}") from None
-            if error.timed_out:
-                raise AsvError(f"git {' '.join(args)} in {repo} did not finish in time") from None
-            raise AsvError(str(error)) from None
+            raise _asv_error(error, args, repo) from None
 
     def git(self, *args: str) -> str:
-        """The stripped stdout of `git ARGS` in the clone; AsvError when it does not exit 0."""
-        done = self.git_run(*args)
-        if done.returncode != 0:
-            error = GitError(
-                args, self.cloned_repo(), returncode=done.returncode, stderr=done.stderr
-            )
-            raise AsvError(str(error))
-        return str(done.stdout).strip()
+        """The stripped stdout of `git ARGS` in the clone; AsvError when it does not exit 0
+        (or cannot run: `git_run`)."""
+        repo = self.cloned_repo()
+        try:
+            return git(repo, *args)
+        except GitError as error:
+            raise _asv_error(error, args, repo) from None
 
     def resolve(self, rev: str) -> str:
         """A full commit hash for `rev` (a branch, tag or hash prefix)."""
