@@ -6,6 +6,8 @@ packages (hardware setup, asv runs, the analyses) rather than belonging to one.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from fwdasv import __version__
@@ -17,7 +19,6 @@ from fwdasv.core.clitools import (
     AnalysisCommand,
     Group,
     MachineName,
-    PathOption,
     config_option,
     skip_unreadable_option,
     warn_unreadable,
@@ -31,7 +32,7 @@ from fwdasv.fleet.cli import (
     fleet_triage_command,
 )
 from fwdasv.fleet.shard_cli import shard_command
-from fwdasv.hw.cli import STATE_DEFAULT, hw, lock_clocks_option
+from fwdasv.hw.cli import hw, lock_clocks_option, machine_file_option, state_file_option
 from fwdasv.hw.nvml import parse_gpu_selection
 from fwdasv.nightly import run_nightly
 
@@ -56,12 +57,7 @@ def main() -> None:
     "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated [default: all]."
 )
 @lock_clocks_option("Lock SM clocks for the run (root); reset afterwards. [default: not locked]")
-@click.option(
-    "--state-file",
-    type=PathOption(dir_okay=False),
-    show_default=STATE_DEFAULT,
-    help="Where setup saves the GPU state that reset restores.",
-)
+@state_file_option
 @click.option(
     "--spec",
     default="NEW",
@@ -75,11 +71,7 @@ def main() -> None:
 @click.option(
     "--commit", help="The commit of the --existing build (asv --set-commit-hash); only with it."
 )
-@click.option(
-    "--machine-file",
-    type=PathOption(dir_okay=False),
-    help="asv machine file to write. [default: ~/.asv-machine.json]",
-)
+@machine_file_option
 @click.option(
     "--confirm/--no-confirm",
     default=None,
@@ -131,11 +123,11 @@ def nightly_command(
     machine: str | None,
     gpus: str | None,
     lock_clocks: str | None,
-    state_file: str | None,
+    state_file: Path | None,
     spec: str,
     existing_python: str | None,
     commit: str | None,
-    machine_file: str | None,
+    machine_file: Path | None,
     confirm: bool | None,
     fail_on_suspected: bool,
     fail_on_open: bool,

@@ -18,6 +18,7 @@ result file, or a suite of this machine with no value at its newest commit
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +53,7 @@ def _run_new(
     spec: str,
     machine: str,
     echo: Callable[[str], None],
-    machine_file: str | None = None,
+    machine_file: str | os.PathLike[str] | None = None,
 ) -> int:
     """`asv run SPEC`; a night without new commits is not a failure (asv exits 1 then)."""
     lines: list[str] = []
@@ -192,11 +193,11 @@ def run_nightly(
     machine: str | None = None,
     gpus: tuple[str, ...] | None = None,
     lock_clocks: str | None = None,
-    state_file: str | None = None,
+    state_file: str | os.PathLike[str] | None = None,
     spec: str = "NEW",
     existing_python: str | None = None,
     commit: str | None = None,
-    machine_file: str | None = None,
+    machine_file: str | os.PathLike[str] | None = None,
     confirm: bool | None = None,
     fail_on_suspected: bool = False,
     explain: bool = True,
@@ -352,7 +353,10 @@ def _notify(
 
 
 def _machine_step(
-    machine: str | None, gpus: tuple[str, ...] | None, locked: bool, machine_file: str | None
+    machine: str | None,
+    gpus: tuple[str, ...] | None,
+    locked: bool,
+    machine_file: str | os.PathLike[str] | None,
 ) -> MachineStep:
     entry = hw_machine.this_machine(machine, gpus, "locked" if locked else "auto")
     hw_machine.write_machine_file(entry, machine_file)
@@ -360,7 +364,10 @@ def _machine_step(
 
 
 def _preflight(
-    this: MachineStep, gpus: tuple[str, ...] | None, state_file: str | None, locked: bool
+    this: MachineStep,
+    gpus: tuple[str, ...] | None,
+    state_file: str | os.PathLike[str] | None,
+    locked: bool,
 ) -> PreflightStep:
     if this.gpu_count == "0":
         return PreflightStep()
@@ -375,7 +382,7 @@ def _measure(
     existing_python: str | None,
     commit: str | None,
     echo: Callable[[str], None],
-    machine_file: str | None = None,
+    machine_file: str | os.PathLike[str] | None = None,
 ) -> int:
     """Step 4: `asv run` of the new commits, or of the existing environment's one build
     (asv reading `machine_file` for the machine, when given)."""

@@ -108,6 +108,21 @@ def test_an_option_naming_a_file_is_shown_as_file_wherever_it_appears() -> None:
         assert shown == {"DIRECTORY"}, (name, sorted(metavars[name]))
 
 
+def test_a_shared_file_option_reads_the_same_in_every_command() -> None:
+    """nightly's --state-file and --machine-file were its own: other help than hw setup's
+    and hw machine's, and a str where those hand a Path. One definition serves all."""
+    helps: dict[str, set[str]] = defaultdict(set)
+    users: dict[str, set[str]] = defaultdict(set)
+    for path, _, option in _options():
+        if option.opts[0] in ("--state-file", "--machine-file"):
+            helps[option.opts[0]].add(option.help or "")
+            users[option.opts[0]].add(path)
+            assert isinstance(option.type, click.Path) and option.type.type is Path, path
+    assert {"fwdasv nightly", "fwdasv hw setup", "fwdasv hw reset"} <= users["--state-file"]
+    assert {"fwdasv nightly", "fwdasv hw machine"} <= users["--machine-file"]
+    assert all(len(texts) == 1 for texts in helps.values()), helps
+
+
 def test_bisect_given_two_commits_for_its_range_says_so(tmp_path: Path) -> None:
     """`compare` and `explain` take A B; `bisect A B BENCH` was "Got unexpected extra
     argument (BENCH)", naming the benchmark rather than the range."""

@@ -15,7 +15,7 @@ from fwdasv.asv.scaffold import (
     init_vllm_project,
 )
 from fwdasv.asv.suitespec import DEFAULT_CASES, InitError, SuiteSpec, paced_by_default
-from fwdasv.core.clitools import CONTEXT, Command, PathOption, command_here
+from fwdasv.core.clitools import CONTEXT, Command, command_here, path_option
 from fwdasv.core.errors import UserError
 from fwdasv.core.files import check_project_dir
 from fwdasv.hw.machine import this_machine
@@ -31,10 +31,10 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
 
 
 @click.command("init", cls=Command, context_settings=CONTEXT)
-@click.option(
+@path_option(
     "--repo",
     required=True,
-    type=PathOption(file_okay=False, path_type=Path),
+    kind="dir",
     help="The git clone of the model to track (asv installs it at each commit: pip for a "
     "package, its checkout on the import path for a repository without setup.py or "
     "pyproject.toml).",
@@ -46,10 +46,9 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
     help="The factory fwdasv's engine times, in that repository or in --target-path (see "
     "fwdasv/targets/base.py); not with --vllm.",
 )
-@click.option(
+@path_option(
     "--target-path",
-    type=PathOption(file_okay=False, path_type=Path),
-    default=None,
+    kind="dir",
     metavar="DIR",
     help="A directory outside the repository that holds the target's module (a bench file "
     "old commits lack): on the import path of every bench, at every commit.",
@@ -69,10 +68,10 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
     help="--repo is a vLLM clone: measure its commits with fwdasv's vLLM suites, each commit's "
     "Python over the compiled --base (no build, no index).",
 )
-@click.option(
+@path_option(
     "--base",
-    default=None,
-    type=PathOption(exists=True, path_type=Path),
+    kind="any",
+    exists=True,
     help="With --vllm: a vLLM wheel, or a directory holding an installed vllm/ with its compiled "
     "extensions (a site-packages, the offline bundle's tree).",
 )
@@ -91,10 +90,10 @@ def _this_machine(name: str | None) -> ProjectMachine | None:
     help=f"A batch to time, repeatable (grammar: `fwdasv forward --help`). "
     f"[default: {' '.join(DEFAULT_CASES)}]",
 )
-@click.option(
+@path_option(
     "--dir",
     "directory",
-    type=PathOption(file_okay=False, path_type=Path),
+    kind="dir",
     default=".",
     help="Where the asv project goes: asv.conf.json, benchmarks/, and later results/, env/ "
     "and html/.",

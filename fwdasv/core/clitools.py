@@ -200,17 +200,29 @@ def warn_unreadable(problems: Sequence[Unreadable], skip: bool) -> int:
 # --- options shared by several commands ---------------------------------------------
 
 
+def path_option(
+    *decls: str, kind: str = "file", exists: bool = False, help: str, **attrs: Any
+) -> Callable[[F], F]:
+    """An option naming a file (`kind` "file"), a directory ("dir") or either ("any"),
+    handed to the command as a `Path` (None when not given and no `default`); an empty value
+    is refused by the option's name (`PathOption`), and with `exists` one that is missing.
+    `attrs` go to click.option (default, show_default, metavar, required)."""
+    if kind not in ("file", "dir", "any"):
+        raise ValueError(f"path_option's kind is file, dir or any, not {kind!r}")
+    return click.option(
+        *decls,
+        type=PathOption(
+            exists=exists, file_okay=kind != "dir", dir_okay=kind != "file", path_type=Path
+        ),
+        help=help,
+        **attrs,
+    )
+
+
 def config_option(
     help: str = "The asv configuration (its results_dir, html_dir and repo).",
 ) -> Callable[[F], F]:
-    return click.option(
-        "--config",
-        "config",
-        default="asv.conf.json",
-        show_default=True,
-        type=PathOption(dir_okay=False, path_type=Path),
-        help=help,
-    )
+    return path_option("--config", "config", default="asv.conf.json", show_default=True, help=help)
 
 
 def machine_option(

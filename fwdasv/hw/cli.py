@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from fwdasv.core.clitools import CliError, F, Group, MachineName, PathOption, format_option
+from fwdasv.core.clitools import CliError, F, Group, MachineName, format_option, path_option
 from fwdasv.core.errors import EXIT_CHECKS_FAILED
 from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks, statefile
@@ -37,13 +37,22 @@ def _gpus_option(command: F) -> F:
     )(command)
 
 
-def _state_file_option(command: F) -> F:
-    return click.option(
+def state_file_option(command: F) -> F:
+    """`--state-file` (hw setup, reset, check, machine; nightly): where setup saves the GPUs'
+    state that reset restores."""
+    return path_option(
         "--state-file",
-        type=PathOption(dir_okay=False, path_type=Path),
-        default=None,
         show_default=STATE_DEFAULT,
         help="Where setup saves the GPUs' previous state and reset reads it.",
+    )(command)
+
+
+def machine_file_option(command: F) -> F:
+    """`--machine-file` (hw machine, nightly): asv's machine file the entry is merged into."""
+    return path_option(
+        "--machine-file",
+        show_default=hw_machine.DEFAULT_MACHINE_FILE,
+        help="asv's machine file to merge the entry into (other machines are kept).",
     )(command)
 
 
@@ -92,7 +101,7 @@ def hw() -> None:
     help="A compute process allowed on the GPUs (e.g. the benchmark itself); repeatable. "
     "[default: none]",
 )
-@_state_file_option
+@state_file_option
 def check(
     gpus: str, clock_policy: str, fmt: str, allow_pid: tuple[int, ...], state_file: Path | None
 ) -> None:
@@ -172,7 +181,7 @@ def _v(value: object) -> str:
     help="Turn persistence mode on (reset turns it back off if it was off); "
     "--no-persistence leaves it as it is.",
 )
-@_state_file_option
+@state_file_option
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -199,7 +208,7 @@ def setup(
 
 
 @hw.command()
-@_state_file_option
+@state_file_option
 @click.option(
     "--dry-run",
     is_flag=True,
@@ -224,13 +233,7 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
     help="Rewrite an entry of this name even when it was written for another environment "
     "(another host or torch); refused otherwise.",
 )
-@click.option(
-    "--machine-file",
-    type=PathOption(dir_okay=False, path_type=Path),
-    default=None,
-    show_default=hw_machine.DEFAULT_MACHINE_FILE,
-    help="asv's machine file to merge the entry into (other machines are kept).",
-)
+@machine_file_option
 @_clock_policy_option(
     ("auto", *checks.CLOCK_POLICIES),
     "auto",
@@ -238,7 +241,7 @@ def reset(state_file: Path | None, dry_run: bool) -> None:
     "locked every selected GPU in this boot, else 'default'.",
 )
 @_gpus_option
-@_state_file_option
+@state_file_option
 def machine(
     name: str | None,
     replace: bool,

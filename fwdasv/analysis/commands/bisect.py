@@ -19,7 +19,7 @@ from fwdasv.analysis.commands.common import (
 from fwdasv.analysis.rules.confirm import MAX_PROCESSES
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
-from fwdasv.core.clitools import CliError, PathOption, config_option, finding, machine_option
+from fwdasv.core.clitools import CliError, config_option, finding, machine_option, path_option
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.core.files import check_output_path, write_atomic
 
@@ -49,11 +49,9 @@ from fwdasv.core.files import check_output_path, write_atomic
     "(.fwdasv-bisect/); without GOOD..BAD, also bisect ranges that have a culprit recorded.",
 )
 @show_bench_option
-@click.option(
+@path_option(
     "--json",
     "json_path",
-    type=PathOption(dir_okay=False, path_type=Path),
-    default=None,
     help="Also write the results (every probe) as JSON to this file.",
 )
 def bisect_command(

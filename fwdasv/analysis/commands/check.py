@@ -19,7 +19,7 @@ from fwdasv.analysis.commands.common import (
 from fwdasv.analysis.rules import confirm
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
-from fwdasv.core.clitools import PathOption, bench_filter, config_option, format_option
+from fwdasv.core.clitools import bench_filter, config_option, format_option, path_option
 from fwdasv.core.files import check_output_path, write_atomic
 
 
@@ -45,10 +45,8 @@ from fwdasv.core.files import check_output_path, write_atomic
     ("table", "markdown", "json"),
     "table: for a terminal; markdown: for a pull-request comment; json: for scripts.",
 )
-@click.option(
+@path_option(
     "--output",
-    type=PathOption(dir_okay=False, path_type=Path),
-    default=None,
     help="Also write the outcome, in --format, to this file (the comment a CI job posts).",
 )
 @click.option(

@@ -21,7 +21,7 @@ from fwdasv.analysis.explain.kernel_diff_format import FORMATS, format_diff
 from fwdasv.analysis.rules.gate import COMPARISON
 from fwdasv.asv.project import AsvProject
 from fwdasv.asv.project_machine import project_machine
-from fwdasv.core.clitools import CliError, PathOption, config_option, finding, format_option
+from fwdasv.core.clitools import CliError, config_option, finding, format_option, path_option
 from fwdasv.core.errors import EXIT_USAGE
 from fwdasv.core.files import check_output_dir
 
@@ -41,10 +41,9 @@ from fwdasv.core.files import check_output_dir
     show_default=True,
     help="Rows to show in table and markdown (json, the contract, lists every row).",
 )
-@click.option(
+@path_option(
     "--profile-dir",
-    type=PathOption(file_okay=False, path_type=Path),
-    default=None,
+    kind="dir",
     help="Where the profiles go: a directory, made when missing (its parent must exist) "
     "[default: .fwdasv-explain/<GOOD>-<BAD>-<suite>-<case> beside the results directory].",
 )

@@ -12,7 +12,14 @@ from fwdasv.analysis.export import FORMATS, PROGRESS_MIN_FILES, export
 from fwdasv.asv.commit_filter import parse_commit_filter
 from fwdasv.asv.history import History
 from fwdasv.asv.project import AsvError, AsvProject, results_owned
-from fwdasv.core.clitools import CliError, PathOption, bench_option, config_option, format_option
+from fwdasv.core.clitools import (
+    CliError,
+    PathOption,
+    bench_option,
+    config_option,
+    format_option,
+    path_option,
+)
 from fwdasv.core.errors import EXIT_UNREADABLE
 from fwdasv.core.files import Owned, check_output_path, check_outside
 
@@ -48,9 +55,9 @@ from fwdasv.core.files import Owned, check_output_path, check_outside
     help="Hash prefixes (comma-separated) or a git range A..B (resolved with "
     "`git rev-list` in --repo); repeat to add more.",
 )
-@click.option(
+@path_option(
     "--repo",
-    type=PathOption(file_okay=False, path_type=Path),
+    kind="dir",
     help="The benchmarked project's git clone, to resolve --commits A..B. "
     "[default: --config's repository]",
 )
