@@ -36,6 +36,10 @@ PROCESSES_FILE = "processes.jsonl"  # in the workdir: one measured process a lin
 # A line of PROCESSES_FILE that is no process: the processes above it were judged
 # (`ProcessPool.mark_judged`); a `since_judged` pool takes none of them.
 JUDGED = "judged"
+# The first line of a PROCESSES_FILE written since JUDGED lines exist. A file without it
+# was kept by a confirm that took nothing back: every process in it was judged, so a
+# `since_judged` pool takes none of them (and marks them so, to go on from its own).
+FORMAT_LINE = {"format": "processes-with-judged-lines"}
 CONFIRM_DIR = ".fwdasv-confirm"  # beside asv.conf.json: each confirmed pair's processes
 BISECT_DIR = ".fwdasv-bisect"  # beside asv.conf.json: each bisected range's processes
 
@@ -110,7 +114,9 @@ class ProcessPool:
     def __post_init__(self) -> None:
         assert self.series, "a process pool needs at least one series"
         if self.resume:
-            self._kept = self._read_kept()
+            self._kept, before_judged_lines = self._read_kept()
+            if before_judged_lines:
+                self._append({JUDGED: "kept before judged lines"})
         self._set_up()
 
     def _set_up(self) -> None:
@@ -178,19 +184,25 @@ class ProcessPool:
             if after is not None:
                 after()
 
-    def _read_kept(self) -> dict[str, list[dict[SeriesRef, float]]]:
-        """The processes a pool over this workdir kept, per commit (lines naming every series)."""
+    def _read_kept(self) -> tuple[dict[str, list[dict[SeriesRef, float]]], bool]:
+        """The processes a pool over this workdir kept, per commit (lines naming every
+        series); and, `since_judged`, whether the file predates JUDGED lines (no FORMAT_LINE,
+        no JUDGED line) and holds processes: all of them judged, none taken."""
         path = self.workdir / PROCESSES_FILE
         kept: dict[str, list[dict[SeriesRef, float]]] = {}
         if not path.is_file():
-            return kept
+            return kept, False
         names = {ref.name: ref for ref in self.series}
-        for line in path.read_text().splitlines():
+        lines = path.read_text().splitlines()
+        dated = bool(lines) and _json_or_none(lines[0]) == FORMAT_LINE
+        judged = processes = False
+        for line in lines:
             try:
                 raw = json.loads(line)
                 if self.since_judged and JUDGED in raw:
-                    kept = {}  # judged: a verdict was recorded from them
+                    kept, judged = {}, True  # judged: a verdict was recorded from them
                     continue
+                processes = processes or "commit" in raw
                 commit, values = raw["commit"], raw["values"]
                 process = {names[n]: float(values[n]) for n in names}
                 machine = raw.get("machine")
@@ -199,7 +211,9 @@ class ProcessPool:
             if machine != self.machine:
                 continue  # another machine's GPUs: not this series' processes
             kept.setdefault(str(commit), []).append(process)
-        return kept
+        if self.since_judged and not dated and not judged and processes:
+            return {}, True
+        return kept, False
 
     def _one(self, commit: str) -> dict[SeriesRef, float]:
         if self._kept.get(commit):
@@ -231,8 +245,11 @@ class ProcessPool:
 
     def _append(self, line: dict[str, object]) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        with open(self.workdir / PROCESSES_FILE, "a", encoding="utf-8") as stream:
-            stream.write(json.dumps(line, sort_keys=True) + "\n")
+        path = self.workdir / PROCESSES_FILE
+        first = [] if path.exists() else [FORMAT_LINE]
+        with open(path, "a", encoding="utf-8") as stream:
+            for each in (*first, line):
+                stream.write(json.dumps(each, sort_keys=True) + "\n")
 
     def _launch(self, commit: str) -> dict[SeriesRef, float]:
         number = self.count(commit) + 1
@@ -285,3 +302,10 @@ class Cursor:
         b = self.pool.values(self.b, self.ref)[self.taken : need]
         self.taken = need
         return a, b
+
+
+def _json_or_none(line: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None

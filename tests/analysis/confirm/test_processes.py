@@ -8,10 +8,12 @@ the sum (a decode decided at 3 a side, a prefill that needs 6).
 
 from __future__ import annotations
 
+import json
 import math
 import random
 
 from fwdasv.analysis.confirm.processes import (
+    FORMAT_LINE,
     PROCESSES_FILE,
     Cursor,
     ProcessPool,
@@ -107,7 +109,29 @@ def test_a_confirm_cut_short_goes_on_from_its_processes_a_judged_one_does_not(tm
     # A bisect's pool (every line) still takes all six pairs; JUDGED lines are no process.
     assert DrawnPool(None, series, tmp_path, resume=True).kept == 8  # type: ignore[arg-type]
     lines = (tmp_path / PROCESSES_FILE).read_text().splitlines()
-    assert sum('"judged"' in line for line in lines) == 1 and len(lines) == 9
+    assert json.loads(lines[0]) == FORMAT_LINE
+    assert sum('"judged"' in line for line in lines) == 1 and len(lines) == 10
+
+
+def test_processes_kept_before_judged_lines_are_judged_ones(tmp_path) -> None:
+    """Before judged lines, confirm kept its processes and took none back: a file of then
+    holds only processes a verdict was judged from. A `since_judged` pool took them as a
+    cut run's; it takes none, marks them judged, and goes on from its own if cut."""
+    series = (DECODE, PREFILL)
+    old = DrawnPool(None, series, tmp_path, resume=True)  # type: ignore[arg-type]
+    old.measure(["a", "b"], rounds=3)
+    path = tmp_path / PROCESSES_FILE
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[1:]))  # as written then
+    first = DrawnPool(None, series, tmp_path, resume=True, since_judged=True)  # type: ignore[arg-type]
+    assert first.kept == 0, "a verdict was judged from them"
+    first.measure(["a", "b"])  # then cut: no verdict
+    assert first.launched == ["a", "b"]
+    on = DrawnPool(None, series, tmp_path, resume=True, since_judged=True)  # type: ignore[arg-type]
+    assert on.kept == 2 and on.values("a", DECODE) == []
+    on.measure(["a", "b"])
+    assert on.resumed == 2 and on.values("a", DECODE) == first.values("a", DECODE)
+    # Nothing kept is lost: bisect's pool (every line) still takes all eight pairs' worth.
+    assert DrawnPool(None, series, tmp_path, resume=True).kept == 8  # type: ignore[arg-type]
 
 
 def test_a_cursor_says_each_pair_as_soon_as_it_is_measured() -> None:
