@@ -51,6 +51,22 @@ def nvml_identity() -> GpuMachine:
     return gpu
 
 
+CONFIRM, BISECT, EXPLAIN = "confirm", "bisect", "explain"
+
+
+@dataclass(frozen=True)
+class TriageOrder:
+    """What the head sends a node to triage (`triage_here`): the machine's result files by
+    path under results/, the findings by ident, the verdicts file's lines, the steps
+    (CONFIRM, EXPLAIN, BISECT) and confirm's most processes a side."""
+
+    stored: Mapping[str, str]
+    idents: Sequence[Mapping[str, object]]
+    max_processes: int
+    steps: Sequence[str] = (CONFIRM,)
+    verdict_lines: Sequence[str] = ()
+
+
 class NodeTriage(TypedDict):
     """What `triage_here` sends back: the verdict lines it appended, its log, and explain's
     profile files (paths relative to the project)."""
@@ -68,28 +84,19 @@ class WorkerTriage(NodeTriage):
     root: str
 
 
-CONFIRM, BISECT, EXPLAIN = "confirm", "bisect", "explain"
 PROFILES_DIR = ".fwdasv-explain"  # explain's profiles, beside results/ (explain.explain_commits)
 
 
-def triage_here(
-    project: AsvProject,
-    machine: str,
-    stored: Mapping[str, str],
-    idents: Sequence[Mapping[str, object]],
-    max_processes: int,
-    *,
-    steps: Sequence[str] = (CONFIRM,),
-    verdict_lines: Sequence[str] = (),
-) -> NodeTriage:
+def triage_here(project: AsvProject, machine: str, order: TriageOrder) -> NodeTriage:
     """On the node: the head's results and verdicts in place, then triage's steps on the
     named findings here (CONFIRM: the A/B; EXPLAIN: the confirmed ones explained, those
     confirmed now and those confirmed before without a diff; BISECT: their ranges of
     several commits); only the lines appended go back."""
+    steps, verdict_lines = order.steps, order.verdict_lines
     mine = project.results_dir / machine
     for old in mine.glob("*.json"):
         old.unlink()
-    for name, text in stored.items():
+    for name, text in order.stored.items():
         write_atomic(project.results_dir / name, text, what="result file")
     verdicts = verdicts_path(project)
     verdicts.unlink(missing_ok=True)
@@ -101,7 +108,7 @@ def triage_here(
         return {p: p.stat().st_mtime_ns for p in profiles.rglob("*") if p.is_file()}
 
     before = written()
-    wanted = [dict(i) for i in idents]
+    wanted = [dict(i) for i in order.idents]
 
     def named(read: Found) -> Found:
         return replace(
@@ -118,7 +125,7 @@ def triage_here(
             triage.confirm(
                 project,
                 read,
-                max_processes=max_processes,
+                max_processes=order.max_processes,
                 run_explain=EXPLAIN in steps,
                 echo=lines.append,
             )
@@ -163,25 +170,10 @@ class GpuWorker:
     def measure(self, commit: str, bench: Sequence[str] = ()) -> CommitRun:
         return self.workspace.measure(self._prepared(), commit, bench)
 
-    def triage(
-        self,
-        stored: Mapping[str, str],
-        idents: Sequence[Mapping[str, object]],
-        max_processes: int,
-        steps: Sequence[str] = (CONFIRM,),
-        verdict_lines: Sequence[str] = (),
-    ) -> WorkerTriage:
+    def triage(self, order: TriageOrder) -> WorkerTriage:
         os.environ["CUDA_VISIBLE_DEVICES"] = self.gpu.uuid
         project = self._prepared()
-        done = triage_here(
-            project,
-            self.gpu.machine,
-            stored,
-            idents,
-            max_processes,
-            steps=steps,
-            verdict_lines=verdict_lines,
-        )
+        done = triage_here(project, self.gpu.machine, order)
         return {
             **done,
             "node_id": self.node_id,

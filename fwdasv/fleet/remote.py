@@ -31,7 +31,7 @@ from fwdasv.analysis.findings.verdicts import verdicts_path
 from fwdasv.asv.project import AsvProject
 from fwdasv.core.files import atomic_output
 from fwdasv.fleet import _ray
-from fwdasv.fleet.actor import Hooks
+from fwdasv.fleet.actor import Hooks, TriageOrder
 from fwdasv.fleet.ledger import Worker
 from fwdasv.fleet.run import FleetError, start_workers, stop_workers
 from fwdasv.fleet.workspace import Payload, bundle_repository, default_root
@@ -120,11 +120,10 @@ def triage_on_fleet(
             idents = [f.ident.to_json() for f in mine]
             verdicts = verdicts_path(project)
             known = verdicts.read_text().splitlines() if verdicts.is_file() else []
-            done = ray.get(
-                chosen.handle.triage.remote(
-                    stored_results(project, machine), idents, max_processes, tuple(steps), known
-                )
+            order = TriageOrder(
+                stored_results(project, machine), idents, max_processes, tuple(steps), known
             )
+            done = ray.get(chosen.handle.triage.remote(order))
             head_root = project.results_dir.parent
             for name, data in done["profiles"].items():
                 with atomic_output(head_root / name, binary=True, what="profile") as stream:
