@@ -32,8 +32,13 @@ from fwdasv.fleet.cli import (
     fleet_triage_command,
 )
 from fwdasv.fleet.shard_cli import shard_command
-from fwdasv.hw.cli import hw, lock_clocks_option, machine_file_option, state_file_option
-from fwdasv.hw.nvml import parse_gpu_selection
+from fwdasv.hw.cli import (
+    GpuSelection,
+    hw,
+    lock_clocks_option,
+    machine_file_option,
+    state_file_option,
+)
 from fwdasv.nightly import run_nightly
 
 
@@ -54,7 +59,9 @@ def main() -> None:
     "machine` gives this box].",
 )
 @click.option(
-    "--gpus", help="GPUs to use and check: indices or UUIDs, comma separated [default: all]."
+    "--gpus",
+    type=GpuSelection(),
+    help="GPUs to use and check: indices or UUIDs, comma separated [default: all].",
 )
 @lock_clocks_option("Lock SM clocks for the run (root); reset afterwards. [default: not locked]")
 @state_file_option
@@ -121,7 +128,7 @@ def main() -> None:
 def nightly_command(
     config: str,
     machine: str | None,
-    gpus: str | None,
+    gpus: tuple[str, ...] | None,
     lock_clocks: str | None,
     state_file: Path | None,
     spec: str,
@@ -158,7 +165,7 @@ def nightly_command(
     outcome = run_nightly(
         config,
         machine=machine,
-        gpus=parse_gpu_selection(gpus),
+        gpus=gpus,
         lock_clocks=lock_clocks,
         state_file=state_file,
         spec=spec,

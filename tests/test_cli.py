@@ -123,6 +123,26 @@ def test_a_shared_file_option_reads_the_same_in_every_command() -> None:
     assert all(len(texts) == 1 for texts in helps.values()), helps
 
 
+def test_a_bad_gpu_selection_is_refused_as_the_option_is_read(tmp_path: Path) -> None:
+    """Every command taking --gpus reads it with one type: a bad item is exit 2 in
+    parse_gpu_selection's words before the command runs (nothing written), a good one
+    reaches the command (on a box without NVML, exit 4 from the command itself)."""
+    machine_file = tmp_path / "machines.json"
+    commands = (
+        ["hw", "setup", "--dry-run"],
+        ["hw", "check"],
+        ["hw", "machine", "--machine-file", str(machine_file)],
+        ["nightly", "--config", str(tmp_path / "none.json")],
+    )
+    for args in commands:
+        result = CliRunner().invoke(main, [*args, "--gpus", "0,cuda:1"])
+        assert result.exit_code == 2, (args, result.output)
+        assert "--gpus '0,cuda:1': 'cuda:1' is neither an NVML index" in result.output, args
+    assert not machine_file.exists()
+    result = CliRunner().invoke(main, ["hw", "check", "--gpus", "0"])
+    assert result.exit_code != 2, result.output
+
+
 def test_bisect_given_two_commits_for_its_range_says_so(tmp_path: Path) -> None:
     """`compare` and `explain` take A B; `bisect A B BENCH` was "Got unexpected extra
     argument (BENCH)", naming the benchmark rather than the range."""

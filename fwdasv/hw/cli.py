@@ -22,14 +22,34 @@ from fwdasv.core.files import check_output_path
 from fwdasv.hw import checks, statefile
 from fwdasv.hw import machine as hw_machine
 from fwdasv.hw import setup as hw_setup
+from fwdasv.hw.errors import HardwareError
 from fwdasv.hw.nvml import parse_gpu_selection
 
 STATE_DEFAULT = f"${statefile.STATE_FILE_ENV} or {statefile.DEFAULT_STATE_FILE}"
 
 
+class GpuSelection(click.ParamType):
+    """`--gpus`: NVML indices or UUIDs, comma-separated, or 'all'; the command gets the
+    items (`parse_gpu_selection`), None for every GPU. A bad item is refused as the option
+    is read, in parse_gpu_selection's words."""
+
+    name = "gpus"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[str, ...] | None:
+        if value is None or isinstance(value, tuple):
+            return value
+        try:
+            return parse_gpu_selection(str(value))
+        except HardwareError as error:
+            raise click.UsageError(str(error), ctx) from None
+
+
 def _gpus_option(command: F) -> F:
     return click.option(
         "--gpus",
+        type=GpuSelection(),
         default="all",
         show_default=True,
         help="GPUs to use: NVML indices as nvidia-smi numbers them, or UUIDs, comma-separated "
@@ -103,12 +123,14 @@ def hw() -> None:
 )
 @state_file_option
 def check(
-    gpus: str, clock_policy: str, fmt: str, allow_pid: tuple[int, ...], state_file: Path | None
+    gpus: tuple[str, ...] | None,
+    clock_policy: str,
+    fmt: str,
+    allow_pid: tuple[int, ...],
+    state_file: Path | None,
 ) -> None:
     """Read-only pre-flight checks; exit 4 when a required one fails."""
-    report = checks.preflight_snapshot(
-        parse_gpu_selection(gpus), clock_policy, allow_pid, state_file
-    )
+    report = checks.preflight_snapshot(gpus, clock_policy, allow_pid, state_file)
     if fmt == "json":
         click.echo(json.dumps(report, indent=2))
     else:
@@ -188,7 +210,7 @@ def _v(value: object) -> str:
     help="Print every change and make none: no NVML setter is called, no file is written.",
 )
 def setup(
-    gpus: str,
+    gpus: tuple[str, ...] | None,
     lock_clocks: str | None,
     lock_memory_clocks: str | None,
     persistence: bool,
@@ -197,7 +219,7 @@ def setup(
 ) -> None:
     """Save the GPUs' state, then lock clocks / enable persistence (root; undo with reset)."""
     hw_setup.setup(
-        gpus=parse_gpu_selection(gpus),
+        gpus=gpus,
         lock_clocks=lock_clocks,
         lock_memory_clocks=lock_memory_clocks,
         persistence=persistence,
@@ -247,7 +269,7 @@ def machine(
     replace: bool,
     machine_file: Path | None,
     clock_policy: str,
-    gpus: str,
+    gpus: tuple[str, ...] | None,
     state_file: Path | None,
 ) -> None:
     """Write this machine into asv's machine file: GPU model, UUIDs, driver, CUDA, clock policy;
@@ -255,7 +277,7 @@ def machine(
     # Before NVML is asked anything: a path that cannot be written is one line, at once.
     check_output_path(hw_machine.machine_file_path(machine_file), what="--machine-file")
     recorded = hw_machine.record_machine(
-        gpus=parse_gpu_selection(gpus),
+        gpus=gpus,
         name=name,
         machine_file=machine_file,
         clock_policy=clock_policy,
