@@ -36,8 +36,9 @@ PROCESSES_FILE = "processes.jsonl"  # in the workdir: one measured process a lin
 # A line of PROCESSES_FILE that is no process: the processes above it were judged
 # (`ProcessPool.mark_judged`); a `since_judged` pool takes none of them.
 JUDGED = "judged"
-# The first line of a PROCESSES_FILE written since JUDGED lines exist. A file without it
-# was kept by a confirm that took nothing back: every process in it was judged, so a
+# The first line of a PROCESSES_FILE a `since_judged` pool (confirm, the fix check) starts
+# since JUDGED lines exist. A confirm's file without it, and without a JUDGED line, was
+# kept by a confirm that took nothing back: every process in it was judged, so a
 # `since_judged` pool takes none of them (and marks them so, to go on from its own).
 FORMAT_LINE = {"format": "processes-with-judged-lines"}
 CONFIRM_DIR = ".fwdasv-confirm"  # beside asv.conf.json: each confirmed pair's processes
@@ -246,7 +247,7 @@ class ProcessPool:
     def _append(self, line: dict[str, object]) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         path = self.workdir / PROCESSES_FILE
-        first = [] if path.exists() else [FORMAT_LINE]
+        first = [FORMAT_LINE] if self.since_judged and not path.exists() else []
         with open(path, "a", encoding="utf-8") as stream:
             for each in (*first, line):
                 stream.write(json.dumps(each, sort_keys=True) + "\n")

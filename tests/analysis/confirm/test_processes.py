@@ -118,10 +118,9 @@ def test_processes_kept_before_judged_lines_are_judged_ones(tmp_path) -> None:
     holds only processes a verdict was judged from. A `since_judged` pool took them as a
     cut run's; it takes none, marks them judged, and goes on from its own if cut."""
     series = (DECODE, PREFILL)
-    old = DrawnPool(None, series, tmp_path, resume=True)  # type: ignore[arg-type]
-    old.measure(["a", "b"], rounds=3)
-    path = tmp_path / PROCESSES_FILE
-    path.write_text("".join(path.read_text().splitlines(keepends=True)[1:]))  # as written then
+    # As written then: process lines only (a pool that keeps and takes nothing back).
+    DrawnPool(None, series, tmp_path, resume=True).measure(["a", "b"], rounds=3)  # type: ignore[arg-type]
+    assert '"commit"' in (tmp_path / PROCESSES_FILE).read_text().splitlines()[0]
     first = DrawnPool(None, series, tmp_path, resume=True, since_judged=True)  # type: ignore[arg-type]
     assert first.kept == 0, "a verdict was judged from them"
     first.measure(["a", "b"])  # then cut: no verdict
@@ -132,6 +131,10 @@ def test_processes_kept_before_judged_lines_are_judged_ones(tmp_path) -> None:
     assert on.resumed == 2 and on.values("a", DECODE) == first.values("a", DECODE)
     # Nothing kept is lost: bisect's pool (every line) still takes all eight pairs' worth.
     assert DrawnPool(None, series, tmp_path, resume=True).kept == 8  # type: ignore[arg-type]
+    # Only a confirm's file starts with the format line; bisect's and check's are as before.
+    bisect_dir = tmp_path / "bisect"
+    DrawnPool(None, series, bisect_dir, resume=True).measure(["a"])  # type: ignore[arg-type]
+    assert '"commit"' in (bisect_dir / PROCESSES_FILE).read_text().splitlines()[0]
 
 
 def test_a_cursor_says_each_pair_as_soon_as_it_is_measured() -> None:
