@@ -24,8 +24,8 @@
 # CASES (default decode_bs1_1k,decode_bs8_1k: two findings on one pair) narrows the Qwen3
 # suite (FWDASV_CASES); each vLLM bench process costs about 30-50 s. At prefill noise
 # (CASES=prefill_2k, docs/measurements.md section 48) confirm took 6+6 processes (370 s)
-# and each probe 6: set CONFIRM_S=400, or a confirm started with less is cut and measured
-# again from its start on the next call (bisect still takes the cut one's processes).
+# and each probe 6: set CONFIRM_S=400, or a confirm started with less is cut and goes on
+# from its kept processes on the next call (section 50: a cut confirm resumed on an H100).
 # Never changes GPU settings. COLD=1 adds the 1% step bisected by hand from no stored
 # samples (a fresh project; about 12 more processes, one more call; bisect_cold.json).
 # Under $OUT/sparse:
