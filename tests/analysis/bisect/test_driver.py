@@ -383,3 +383,47 @@ def test_after_a_loaded_process_the_final_pair_is_rechecked_beside_fresh_ends() 
     track, launched, log = _recheck(1.3, quiet, burst=1.0)
     assert launched == [c1] * 3 and track.answer is None, log
     assert "beside" not in log, log
+
+
+class _Cut(Exception):
+    """A time limit, at the boundary: the bench process that would have run next."""
+
+
+def test_a_bisect_cut_during_its_final_check_goes_on_from_that_checks_processes(
+    tmp_path: Path,
+) -> None:
+    """Twice on an H100 (measurements section 50) a bisect was stopped by the device budget
+    during the final pair's check on fresh processes. Its pool keeps every process: the
+    next run takes back the ends', the probes' and the check's own, and launches only the
+    check's rest, to the same answer."""
+    levels, sds = {QUIET: _step(9, 5, 1.02)}, {QUIET: 0.002}
+
+    def bisector(workdir: Path) -> Bisector:
+        made = _bisector(levels, sds, {QUIET: 2.0}, seed=5)
+        pool = DrawnPool(None, (QUIET,), workdir, resume=True)  # type: ignore[arg-type]
+        pool.levels, pool.sds, pool.line, pool.rng = levels, sds, made.line, random.Random(5)
+        return dataclasses.replace(made, pool=pool)
+
+    whole = bisector(tmp_path / "whole")
+    said: list[str] = []
+    whole.echo = said.append
+    (done,) = whole.run()
+    assert done.first_bad == whole.line[5], said
+    total = whole.pool.bench_processes
+    assert any("the final pair once more" in line for line in said), said
+    cut_at = total - 2  # two of the check's processes left to run
+    cut = bisector(tmp_path / "cut")
+    launch = cut.pool._launch
+
+    def limited(commit: str) -> dict[SeriesRef, float]:
+        if cut.pool.bench_processes >= cut_at:
+            raise _Cut(commit)
+        return launch(commit)
+
+    cut.pool._launch = limited  # type: ignore[method-assign]
+    with pytest.raises(_Cut):
+        cut.run()
+    on = bisector(tmp_path / "cut")
+    (again,) = on.run()
+    assert again.first_bad == done.first_bad
+    assert (on.pool.resumed, on.pool.bench_processes) == (cut_at, 2)
