@@ -118,19 +118,24 @@ def kill_tree(child: subprocess.Popen[bytes], tree: ProcessTree, grace_s: float)
     unreaped = child.returncode is None
     tree.refresh(from_root=unreaped)
     tree.signal(signal.SIGTERM, root_group=unreaped)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        exited = not unreaped or child.poll() is not None
-        if exited and not tree.alive():
-            break
-        time.sleep(0.05)
+    _wait_gone(child, tree, grace_s, child_too=unreaped)
     tree.refresh(from_root=child.returncode is None)
     tree.signal(signal.SIGKILL, root_group=unreaped and child.returncode is None)
     with contextlib.suppress(subprocess.TimeoutExpired):
         child.wait(timeout=KILLED_WAIT_S)
-    deadline = time.monotonic() + KILLED_WAIT_S
-    while tree.alive() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    _wait_gone(child, tree, KILLED_WAIT_S, child_too=False)
+
+
+def _wait_gone(
+    child: subprocess.Popen[bytes], tree: ProcessTree, seconds: float, *, child_too: bool
+) -> None:
+    """Poll until every known descendant is gone (and, `child_too`, the child has exited and
+    is reaped), for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if (not child_too or child.poll() is not None) and not tree.alive():
+            return
+        time.sleep(0.05)
 
 
 # Signals whose default action ends the process without running any cleanup.
