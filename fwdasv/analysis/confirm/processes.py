@@ -194,12 +194,13 @@ class ProcessPool:
         if not path.is_file():
             return kept, False
         names = {ref.name: ref for ref in self.series}
-        lines = path.read_text().splitlines()
-        dated = bool(lines) and _json_or_none(lines[0]) == FORMAT_LINE
-        judged = processes = False
-        for line in lines:
+        dated = judged = processes = False
+        for line in path.read_text().splitlines():
             try:
                 raw = json.loads(line)
+                if raw == FORMAT_LINE:
+                    dated = True
+                    continue
                 if self.since_judged and JUDGED in raw:
                     kept, judged = {}, True  # judged: a verdict was recorded from them
                     continue
@@ -303,10 +304,3 @@ class Cursor:
         b = self.pool.values(self.b, self.ref)[self.taken : need]
         self.taken = need
         return a, b
-
-
-def _json_or_none(line: str) -> object:
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
