@@ -88,11 +88,7 @@ class Confirmation:
         status = _text(raw, "status")  # read first, judged last: as the fields are listed
         # Keywords are evaluated in order: the fields as listed, then the status's word.
         return cls(
-            percent=_number(raw, "percent"),
-            lower_pct=_number(raw, "lower_pct"),
-            upper_pct=_number(raw, "upper_pct"),
-            t=_number(raw, "t"),
-            t_threshold=_number(raw, "t_threshold"),
+            **_numbers(raw, "percent", "lower_pct", "upper_pct", "t", "t_threshold"),
             processes_a=_count(raw, "processes_a"),
             processes_b=_count(raw, "processes_b"),
             sd_pct=_number(raw, "sd_pct"),
@@ -182,6 +178,12 @@ def _number(raw: Mapping[str, object], name: str, default: float | None = None) 
     if isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     raise _wrong(name, value, "float")
+
+
+def _numbers(raw: Mapping[str, object], *names: str) -> dict[str, float]:
+    """Several fields read by `_number`, in order: `cls(**_numbers(...))` keeps mypy's check
+    of each field's type, as long as one call passes one such group."""
+    return {name: _number(raw, name) for name in names}
 
 
 def _number_or_none(raw: Mapping[str, object], name: str) -> float | None:
