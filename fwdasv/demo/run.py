@@ -521,7 +521,7 @@ class _Steps:
 def recorded_culprit(finding: Finding) -> tuple[str, str] | None:
     """(last good, first bad) where an earlier bisect of the finding's range named its
     first bad commit (`fwdasv.analysis.bisect.from_findings.settled`); None otherwise."""
-    culprit = finding.verdict.culprit if finding.verdict is not None else None
+    culprit = finding.culprit_record
     if culprit is None or culprit.commit is None or not settled(finding):
         return None
     chain = [finding.before_commit, *(c.hash for c in finding.commits)]

@@ -44,8 +44,7 @@ class RangeGroup:
 
 def finding_range(finding: Finding) -> tuple[str, str]:
     """Where the step is: a confirmed finding's re-measured pair, else its own pair."""
-    verdict = finding.verdict
-    record = verdict.confirmation if verdict is not None else None
+    record = finding.confirmation_record
     if finding.status == Status.CONFIRMED and record is not None:
         return record.a_commit, record.b_commit
     return finding.before_commit, finding.after_commit
@@ -55,7 +54,7 @@ def settled(finding: Finding) -> bool:
     """Whether bisect already answered for the finding's range: a culprit recorded over it
     (the confirmation's pair, or the finding's own: the demo and `bisect G..B` search
     that one), or one naming a commit inside it."""
-    culprit = finding.verdict.culprit if finding.verdict is not None else None
+    culprit = finding.culprit_record
     if culprit is None:
         return False
     if (culprit.good, culprit.bad) in (finding_range(finding), finding.commit_range()):

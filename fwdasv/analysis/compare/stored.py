@@ -214,7 +214,7 @@ def attach_findings(
         before, after = where.get(f.before_commit), where.get(f.after_commit)
         if before is None or after is None or not (low <= before and after <= high):
             continue
-        stored = f.verdict.confirmation if f.verdict is not None else None
+        stored = f.confirmation_record
         k = f.key
         by_series.setdefault((k.machine, k.env_name, k.benchmark, k.case), []).append(
             PairFinding(

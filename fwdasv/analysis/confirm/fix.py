@@ -87,7 +87,7 @@ class FixCheck:
 
 def old_level_commit(finding: Finding) -> str:
     """The commit at the finding's old level its confirmation measured, else its own."""
-    record = finding.verdict.confirmation if finding.verdict is not None else None
+    record = finding.confirmation_record
     return record.a_commit if record is not None else finding.before_commit
 
 

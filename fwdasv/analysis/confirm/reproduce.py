@@ -195,9 +195,8 @@ def unexplained(found: Sequence[Finding]) -> list[Finding]:
         f
         for f in found
         if f.status == Status.CONFIRMED
-        and f.verdict is not None
-        and f.verdict.confirmation is not None
-        and f.verdict.explain is None
+        and f.confirmation_record is not None
+        and f.explain_record is None
     ]
 
 
@@ -211,8 +210,8 @@ def explain_confirmed(
     """Explain each of `unexplained(found)` at the A and B its confirmation measured, as
     confirm would have; each diff appended to the verdicts file."""
     for finding in unexplained(found):
-        assert finding.verdict is not None and finding.verdict.confirmation is not None
-        record = finding.verdict.confirmation
+        record = finding.confirmation_record
+        assert record is not None
         if echo is not None:
             echo(
                 f"explain {finding.key.name} on {finding.key.machine}: confirmed at "

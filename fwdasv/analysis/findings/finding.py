@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 
 from fwdasv.analysis.findings.graph_paths import graph_file_path
 from fwdasv.analysis.findings.series import SeriesKey
-from fwdasv.analysis.findings.verdict_file import FindingIdent, FindingVerdict
+from fwdasv.analysis.findings.verdict_file import (
+    ConfirmationRecord,
+    CulpritRecord,
+    ExplainRecord,
+    FindingIdent,
+    FindingVerdict,
+    TriageRecord,
+)
 from fwdasv.analysis.rules.gate import FINDINGS
 from fwdasv.analysis.rules.noise import Noise
 from fwdasv.analysis.rules.status import RE_MEASURED, TO_CONFIRM, Status
@@ -66,6 +73,11 @@ class Finding:
         return FINDINGS.fails(self.status)
 
     @property
+    def confirmation_record(self) -> ConfirmationRecord | None:
+        """The stored verdict's re-measure of the finding's pair; None before one."""
+        return None if self.verdict is None else self.verdict.confirmation
+
+    @property
     def ident(self) -> FindingIdent:
         """What identifies a finding in the verdicts file."""
         k = self.key
@@ -77,6 +89,11 @@ class Finding:
 
     def commit_range(self) -> tuple[str, str]:
         return self.before_commit, self.after_commit
+
+    @property
+    def explain_record(self) -> ExplainRecord | None:
+        """The stored kernel diff of the confirmed pair; None before one."""
+        return None if self.verdict is None else self.verdict.explain
 
     @property
     def best(self) -> float:
@@ -119,22 +136,30 @@ class Finding:
             "verdict": None if self.verdict is None else self.verdict.to_json(),
             "re_measured": self.re_measured(),
             "culprit": self.culprit(),
-            "triage": None
-            if self.verdict is None or self.verdict.triage is None
-            else self.verdict.triage.to_json(),
+            "triage": None if self.triage_record is None else self.triage_record.to_json(),
         }
+
+    @property
+    def triage_record(self) -> TriageRecord | None:
+        """What a person recorded of the finding; None when nobody did."""
+        return None if self.verdict is None else self.verdict.triage
 
     @property
     def triage(self) -> str | None:
         """What a person said of it (`TriageState`: acknowledged, accepted, fixed-by,
         invalid, open); None when nobody triaged it."""
-        record = self.verdict.triage if self.verdict is not None else None
+        record = self.triage_record
         return None if record is None else record.state
+
+    @property
+    def culprit_record(self) -> CulpritRecord | None:
+        """What the stored bisect of the range said; None before one."""
+        return None if self.verdict is None else self.verdict.culprit
 
     def culprit(self) -> dict[str, str | None] | None:
         """What bisect said of the range: the first bad commit (full hash; None when it named
         none, `answer` says why), its subject and the evidence; None before a bisect."""
-        record = self.verdict.culprit if self.verdict is not None else None
+        record = self.culprit_record
         if record is None:
             return None
         return {
@@ -148,7 +173,7 @@ class Finding:
     def re_measured(self) -> dict[str, str] | None:
         """The pair the confirmation measured (A, B), why those, and its outcome; None
         before a confirmation. A and B may be wider than the finding's own pair."""
-        record = self.verdict.confirmation if self.verdict is not None else None
+        record = self.confirmation_record
         if record is None:
             return None
         return {

@@ -82,7 +82,7 @@ TRIAGE_HEADER = "triage"
 
 def triage_label(finding: Finding) -> str:
     """What a person said (`acknowledged: note <issue>`, `fixed-by abcd1234`), or ""."""
-    record = finding.verdict.triage if finding.verdict is not None else None
+    record = finding.triage_record
     if record is None:
         return ""
     cell = record.state + (f" {record.fixed_by[:8]}" if record.fixed_by else "")

@@ -124,9 +124,9 @@ def _finding_row(item: SiteFinding, short: Mapping[str, str], length: int) -> st
         told = _commit_cell(named, culprit["subject"], short, length) if named else ""
         commits += f"<br>bisect: {told or html.escape(str(culprit['answer']))}"
     explain = ""
-    if finding.verdict is not None and finding.verdict.explain is not None:
+    if finding.explain_record is not None:
         explain = f'<a href="explain/{item.ident}.html">kernel diff</a>'
-    confirmation = finding.verdict.confirmation if finding.verdict is not None else None
+    confirmation = finding.confirmation_record
     summary = confirmation.summary if confirmation is not None else ""
     return (
         f"<tr id='finding-{item.ident}'>"

@@ -281,7 +281,7 @@ def _write_pages(
     for finding in ordered(found):
         item = SiteFinding(finding, finding_id(finding), graph_link(finding, index, branch))
         shown.append(item)
-        explain = finding.verdict.explain if finding.verdict is not None else None
+        explain = finding.explain_record
         if explain is not None:
             write_explain_page(pages / "explain" / f"{item.ident}.html", finding, explain, root)
     # Every published commit, and those in a finding's range that were not measured.
