@@ -206,3 +206,21 @@ def test_the_pair_reason_says_when_a_and_b_are_wider_than_the_finding() -> None:
     assert (a, b) == (step.before_index - 1, step.after_index + 1)
     assert "A 1 commit before its last old one and B 1 commit after its first new one" in reason
     assert pair_reason(step, step.before_index, step.after_index).startswith("the finding's own")
+
+
+def test_a_stored_confirmation_with_bad_fields_names_the_first_of_them() -> None:
+    """`Confirmation.from_json` reads the fields in the order they are listed: with several
+    wrong, the error names the first one, whichever reader reads it."""
+    stored = judge_ab([1.0, 1.06, 0.95], [0.85, 0.80, 0.90], 1.0).to_json()
+    with pytest.raises(ValueError, match=r"confirmation: missing 'upper_pct'"):
+        Confirmation.from_json({k: v for k, v in stored.items() if k != "upper_pct"})
+    broken = {**stored, "t": "high", "processes_a": 2.5, "variance": None}
+    with pytest.raises(ValueError, match=r"'t' is 'high', expected float"):
+        Confirmation.from_json(broken)
+    with pytest.raises(ValueError, match=r"'processes_a' is 2.5, expected int"):
+        Confirmation.from_json({**broken, "t": 1.0})
+    with pytest.raises(ValueError, match=r"'variance' is None, expected str"):
+        Confirmation.from_json({**broken, "t": 1.0, "processes_a": 3})
+    # A bool is not a number, though Python counts it an int.
+    with pytest.raises(ValueError, match=r"'percent' is True, expected float"):
+        Confirmation.from_json({**stored, "percent": True})
