@@ -28,6 +28,8 @@
 # from its kept processes on the next call (section 50: a cut confirm resumed on an H100).
 # Never changes GPU settings. COLD=1 adds the 1% step bisected by hand from no stored
 # samples (a fresh project; about 12 more processes, one more call; bisect_cold.json).
+# ONLY=cold runs that step alone (no asv run, confirm or bisect of the main project: about
+# 15 processes, 7 to 12 minutes with CASES=decode_bs1_1k), and the summary checks only it.
 # Under $OUT/sparse:
 # summary.json (every step's seconds and exit, the figures), each step's output, the
 # verdicts file, results.
@@ -82,6 +84,12 @@ mapfile -t commits < <(cut -d' ' -f1 "$W/vllm-repo.commits")
 slow=${commits[8]} csrc=${commits[9]}
 echo "slow commit ${slow:0:8} (8), csrc commit ${csrc:0:8} (9), cases $FWDASV_CASES"
 cd "$proj" || exit 2
+cold_only=()
+if [ "${ONLY:-}" = cold ]; then
+  echo "ONLY=cold: the by-hand bisect of a fresh project alone"
+  COLD=1 cold_only=(--cold-only)
+  touch "$W/done.asv" "$W/done.regressions" "$W/done.confirm" "$W/done.bisect"
+fi
 
 if [ ! -f "$W/done.asv" ]; then
   step "asv run --steps 4 ALL (commits 3 7 11 15; the slow one must not be one)"
@@ -93,7 +101,7 @@ if [ ! -f "$W/done.asv" ]; then
   [ $rc = 124 ] && again
   touch "$W/done.asv"
 fi
-ls results/$machine/ | grep -v machine.json | cut -c1-8 | sort > "$S/measured.txt"
+ls results/$machine/ 2>/dev/null | grep -v machine.json | cut -c1-8 | sort > "$S/measured.txt"
 echo "measured: $(tr '\n' ' ' < "$S/measured.txt")"
 
 if [ ! -f "$W/done.regressions" ]; then
@@ -158,7 +166,7 @@ cp results/fwdasv-verdicts.jsonl "$S/" 2>/dev/null
 tar czf "$S/results.tgz" results .fwdasv-confirm .fwdasv-bisect 2>/dev/null
 cd "$here" || exit 2
 $py bench/h200/sparse_summary.py "$S" --slow "$slow" --csrc "$csrc" \
-  --started "$started" > "$S/summary.json"
+  --started "$started" "${cold_only[@]}" > "$S/summary.json"
 rc=$?
 cat "$S/summary.json"
 exit $rc

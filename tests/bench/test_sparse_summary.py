@@ -73,3 +73,21 @@ def test_a_wrong_culprit_or_missing_outputs_fail_their_checks(tmp_path: Path) ->
     }
     empty = summary.summarize(tmp_path / "none", SLOW, CSRC, None)
     assert not empty["ok"] and not any(empty["checks"].values())
+
+
+def test_a_cold_only_run_is_judged_by_its_bisect_alone(tmp_path: Path) -> None:
+    """ONLY=cold: no asv run, confirm or bisect of the main project; the by-hand bisect's
+    culprit is the one check, and a missing or wrong one fails it."""
+    summary = _summary()
+    cold = "by hand from no stored samples (COLD=1): the slow commit"
+    assert summary.summarize(tmp_path, SLOW, CSRC, None, cold_only=True)["checks"] == {cold: False}
+    (tmp_path / "bisect_cold.json").write_text(json.dumps({"first_bad": HASHES[10]}))
+    assert not summary.summarize(tmp_path, SLOW, CSRC, None, cold_only=True)["ok"]
+    (tmp_path / "bisect_cold.json").write_text(
+        json.dumps({"answer": "found", "first_bad": SLOW, "bench_processes": 15})
+    )
+    got = summary.summarize(tmp_path, SLOW, CSRC, None, cold_only=True)
+    assert got["ok"] and got["checks"] == {cold: True}, got["checks"]
+    assert got["cold"]["bench_processes"] == 15
+    # Without --cold-only the main project's checks stand beside it, and fail here.
+    assert not summary.summarize(tmp_path, SLOW, CSRC, None)["ok"]
