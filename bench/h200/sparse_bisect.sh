@@ -30,6 +30,7 @@
 # samples (a fresh project; about 12 more processes, one more call; bisect_cold.json).
 # ONLY=cold runs that step alone (no asv run, confirm or bisect of the main project: about
 # 15 processes, 7 to 12 minutes with CASES=decode_bs1_1k), and the summary checks only it.
+# COLD_RANGE="7 10" (default "7 11"): the by-hand range's ends, as commit numbers.
 # Under $OUT/sparse:
 # summary.json (every step's seconds and exit, the figures), each step's output, the
 # verdicts file, results.
@@ -145,13 +146,14 @@ if [ "${COLD:-0}" = 1 ] && [ ! -f "$W/done.cold" ]; then
   # The issue's other H200 must-show: the same 1% step bisected by hand from no stored
   # samples (a fresh project: the run's own spread decides, the step's size from the ends).
   [ "$(left)" -ge 120 ] || again
-  step "COLD=1: fwdasv bisect 7..11 by hand in a fresh project, no stored samples"
+  read -r cold_good cold_bad <<< "${COLD_RANGE:-7 11}"
+  step "COLD=1: fwdasv bisect $cold_good..$cold_bad by hand in a fresh project, no stored samples"
   cold=$W/proj-cold
   [ -f "$cold/asv.conf.json" ] || $py -m fwdasv init --vllm --repo "$repo" --base $site \
     --dir "$cold" > /dev/null || exit 2
   (cd "$cold" && $py -m fwdasv hw machine --name $machine > /dev/null) || exit 2
   t=$(limit 20) || again; t0=$(now)
-  (cd "$cold" && timeout "$t" $py -m fwdasv bisect "${commits[7]}..${commits[11]}" \
+  (cd "$cold" && timeout "$t" $py -m fwdasv bisect "${commits[$cold_good]}..${commits[$cold_bad]}" \
     forward.Qwen3_0_6B.track_latency --case "${FWDASV_CASES%%,*}" --machine $machine \
     --json "$S/bisect_cold.json" >> "$S/bisect_cold.txt" 2>&1)
   rc=$?; record "bisect, cold" "$t0" $rc; cat "$S/bisect_cold.txt"
