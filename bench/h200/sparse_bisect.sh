@@ -89,10 +89,12 @@ cold_only=()
 if [ "${ONLY:-}" = cold ]; then
   echo "ONLY=cold: the by-hand bisect of a fresh project alone"
   COLD=1 cold_only=(--cold-only)
-  touch "$W/done.asv" "$W/done.regressions" "$W/done.confirm" "$W/done.bisect"
 fi
+# todo STEP: whether the main project's STEP is still to run (never with ONLY=cold, which
+# marks nothing done: the same WORK without it later runs every step)
+todo() { [ ${#cold_only[@]} = 0 ] && [ ! -f "$W/done.$1" ]; }
 
-if [ ! -f "$W/done.asv" ]; then
+if todo asv; then
   step "asv run --steps 4 ALL (commits 3 7 11 15; the slow one must not be one)"
   t=$(limit 10) || again; t0=$(now)
   timeout "$t" $py -m asv run ALL --steps 4 --record-samples \
@@ -105,7 +107,7 @@ fi
 ls results/$machine/ 2>/dev/null | grep -v machine.json | cut -c1-8 | sort > "$S/measured.txt"
 echo "measured: $(tr '\n' ' ' < "$S/measured.txt")"
 
-if [ ! -f "$W/done.regressions" ]; then
+if todo regressions; then
   step "fwdasv regressions"
   t0=$(now)
   timeout 120 $py -m fwdasv regressions --machine $machine > "$S/regressions.txt" 2>&1
@@ -115,7 +117,7 @@ if [ ! -f "$W/done.regressions" ]; then
   touch "$W/done.regressions"
 fi
 
-if [ ! -f "$W/done.confirm" ]; then
+if todo confirm; then
   [ "$(left)" -ge "$CONFIRM_S" ] || again
   step "fwdasv confirm: every finding of the pair, one interleaved A/B"
   t=$(limit 5) || again; t0=$(now)
@@ -131,7 +133,7 @@ if [ "${STOP_AFTER:-}" = confirm ]; then
   exit 0
 fi
 
-if [ ! -f "$W/done.bisect" ]; then
+if todo bisect; then
   [ "$(left)" -ge 60 ] || again
   step "fwdasv bisect (no arguments: every finding's range of several commits)"
   t=$(limit 20) || again; t0=$(now)

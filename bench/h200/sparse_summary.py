@@ -102,23 +102,27 @@ def summarize(
         }
         for r in bisected
     ]
-    checks = {
-        "slow commit not measured by asv run --steps": bool(measured) and slow[:8] not in measured,
-        "a finding's range spans the slow commit": bool(spanning),
-        "every finding of the range confirmed": bool(named)
-        and all(f.get("status") == "confirmed" for f in named),
-        "bisect skipped the csrc commit unmeasured": bool(csrc_probes)
-        and all(
-            p.get("decided_by") == "untestable" and not p.get("processes") for p in csrc_probes
-        ),
-        "bisect named the slow commit": bool(results)
-        and all(r["first_bad"] == slow for r in results),
-        "culprit.commit is the slow commit on every finding of the range": bool(culprits)
-        and all(c.get("commit") == slow for c in culprits),
-    }
+    # ONLY=cold: the main project's steps did not run, so only the cold bisect is checked.
+    checks = (
+        {}
+        if cold_only
+        else {
+            "slow commit not measured by asv run --steps": bool(measured)
+            and slow[:8] not in measured,
+            "a finding's range spans the slow commit": bool(spanning),
+            "every finding of the range confirmed": bool(named)
+            and all(f.get("status") == "confirmed" for f in named),
+            "bisect skipped the csrc commit unmeasured": bool(csrc_probes)
+            and all(
+                p.get("decided_by") == "untestable" and not p.get("processes") for p in csrc_probes
+            ),
+            "bisect named the slow commit": bool(results)
+            and all(r["first_bad"] == slow for r in results),
+            "culprit.commit is the slow commit on every finding of the range": bool(culprits)
+            and all(c.get("commit") == slow for c in culprits),
+        }
+    )
     cold = _json(out / "bisect_cold.json")
-    if cold_only:  # ONLY=cold: the main project's steps did not run
-        checks = {}
     if isinstance(cold, dict) or cold_only:
         checks["by hand from no stored samples (COLD=1): the slow commit"] = (
             isinstance(cold, dict) and cold.get("first_bad") == slow
