@@ -90,6 +90,14 @@ if [ "${ONLY:-}" = cold ]; then
   echo "ONLY=cold: the by-hand bisect of a fresh project alone"
   COLD=1 cold_only=(--cold-only)
 fi
+# The by-hand bisect's ends, checked before any step runs.
+read -r cold_good cold_bad <<< "${COLD_RANGE:-7 11}"
+if ! [[ "$cold_good" =~ ^[0-9]+$ && "$cold_bad" =~ ^[0-9]+$ ]] \
+  || [ "$cold_good" -ge "$cold_bad" ] || [ "$cold_bad" -ge "${#commits[@]}" ]; then
+  echo "COLD_RANGE=\"${COLD_RANGE:-}\" is not two commit numbers GOOD BAD with" \
+    "0 <= GOOD < BAD < ${#commits[@]}; give e.g. COLD_RANGE=\"7 10\"" >&2
+  exit 2
+fi
 # todo STEP: whether the main project's STEP is still to run (never with ONLY=cold, which
 # marks nothing done: the same WORK without it later runs every step)
 todo() { [ ${#cold_only[@]} = 0 ] && [ ! -f "$W/done.$1" ]; }
@@ -148,7 +156,6 @@ if [ "${COLD:-0}" = 1 ] && [ ! -f "$W/done.cold" ]; then
   # The issue's other H200 must-show: the same 1% step bisected by hand from no stored
   # samples (a fresh project: the run's own spread decides, the step's size from the ends).
   [ "$(left)" -ge 120 ] || again
-  read -r cold_good cold_bad <<< "${COLD_RANGE:-7 11}"
   step "COLD=1: fwdasv bisect $cold_good..$cold_bad by hand in a fresh project, no stored samples"
   cold=$W/proj-cold
   [ -f "$cold/asv.conf.json" ] || $py -m fwdasv init --vllm --repo "$repo" --base $site \
