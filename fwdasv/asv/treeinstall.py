@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from fwdasv.asv.envlink import env_site_packages
 from fwdasv.core import installed
+from fwdasv.core.errors import helper_main
 
 TREE_DIR = installed.TREE_DIR
 TREE_PTH = installed.TREE_PTH  # before zz-fwdasv-parent.pth: the commit's modules win
@@ -91,13 +92,13 @@ def main(argv: list[str] | None = None) -> int:
         help="a directory of the checkout for the import path, repeatable (default: .)",
     )
     args = parser.parse_args(argv)
-    try:
+
+    def install() -> str:
         pth = install_tree(Path(args.checkout), Path(args.env), args.paths or DEFAULT_PATHS)
-    except (TreeInstallError, ValueError, OSError) as error:
-        print(f"fwdasv: {error}", file=sys.stderr, flush=True)
-        return 1
-    print(f"fwdasv: installed the checkout on the import path ({pth})", flush=True)
-    return 0
+        return f"fwdasv: installed the checkout on the import path ({pth})"
+
+    refused = (TreeInstallError, ValueError, OSError)  # each says what to fix
+    return helper_main(install, refused, named=refused)
 
 
 if __name__ == "__main__":

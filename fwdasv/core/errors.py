@@ -8,6 +8,11 @@ of the interface (CI gates on them); EXIT_RULE is the table the README and
 `fwdasv --help` show, and each command's help says what its 1 means.
 """
 
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
 EXIT_OK = 0  # nothing to report
 EXIT_FINDING = 1  # a finding the command gates on (a regression, a slower commit)
 EXIT_USAGE = 2  # bad input: a wrong option, a missing or unwritable path
@@ -56,3 +61,26 @@ def describe_error(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     first = text[0] if text else ""
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def helper_main(
+    work: Callable[[], str],
+    errors: tuple[type[Exception], ...],
+    *,
+    named: tuple[type[Exception], ...] = (),
+) -> int:
+    """A helper process's end (`python -m fwdasv.targets.check`, `fwdasv.asv.treeinstall`):
+    what `work` returns on stdout and status 0, or, for one of `errors`, one `fwdasv: ...`
+    line on stderr and status 1 (its caller shows the last line of the output). A message
+    that spans lines is folded into one; one of an exception type not in `named` is
+    prefixed with that type's name (a bug, not a mistake in the input)."""
+    try:
+        said = work()
+    except errors as error:
+        text = " ".join(str(error).split()) or type(error).__name__
+        if not isinstance(error, named):
+            text = f"{type(error).__name__}: {text}"
+        print(f"fwdasv: {text}", file=sys.stderr, flush=True)
+        return 1
+    print(said, flush=True)
+    return 0

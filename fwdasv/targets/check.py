@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from fwdasv.core.cases import parse_case, unique_cases
-from fwdasv.core.errors import describe_error
+from fwdasv.core.errors import describe_error, helper_main
 from fwdasv.targets.base import PreparedForward, TargetSpec
 from fwdasv.targets.device import resolve_device, resolve_dtype
 
@@ -53,17 +53,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     args = parser.parse_args(argv)
-    try:
-        summary = check(args.target, args.cases, args.device, args.dtype)
-    except Exception as error:
-        # One line: the caller (fwdasv init) shows the last line of the output.
-        text = " ".join(str(error).split()) or type(error).__name__
-        if not isinstance(error, ValueError):
-            text = f"{type(error).__name__}: {text}"
-        print(f"fwdasv: {text}", file=sys.stderr, flush=True)
-        return 1
-    print(f"ok: {summary}", flush=True)
-    return 0
+    # Any exception is one line: a ValueError is the input's (check words it), any other
+    # is named by its type.
+    return helper_main(
+        lambda: f"ok: {check(args.target, args.cases, args.device, args.dtype)}",
+        (Exception,),
+        named=(ValueError,),
+    )
 
 
 if __name__ == "__main__":

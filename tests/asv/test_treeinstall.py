@@ -88,3 +88,25 @@ def test_the_install_command_names_the_paths() -> None:
         "in-dir={env_dir} python -m fwdasv.asv.treeinstall --checkout {build_dir} "
         "--env {env_dir} --path src --path ."
     )
+
+
+def test_the_install_process_ends_in_one_line_and_its_status(
+    tmp_path: Path, venv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # What asv's build log shows of the install: its last line (fwdasv.core.errors.helper_main).
+    tree = tmp_path / "tree"
+    (tree / "src").mkdir(parents=True)
+    base = ["--checkout", str(tree), "--env", str(venv)]
+    assert treeinstall.main([*base, "--path", "src"]) == 0
+    said = capsys.readouterr()
+    assert said.out.startswith("fwdasv: installed the checkout on the import path (")
+    assert said.err == ""
+
+    assert treeinstall.main([*base, "--path", "src", "--path", "lib"]) == 1
+    said = capsys.readouterr()
+    assert said.out == ""
+    assert said.err.startswith("fwdasv: lib: not a directory of the checkout")
+    assert said.err.count("\n") == 1  # one line, the error's own words (no type named)
+
+    assert treeinstall.main([*base, "--path", "../up"]) == 1
+    assert capsys.readouterr().err.startswith("fwdasv: import path '../up' must be a directory")

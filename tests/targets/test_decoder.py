@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -289,3 +290,31 @@ def test_decoder_sizes_and_options():
     with pytest.raises(TargetError, match="Unknown decoder size 'huge'"):
         decoder("huge")
     assert tiny(dtype="bfloat16").layers[0].qkv.dtype == torch.bfloat16
+
+
+def test_the_check_process_says_ok_or_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `fwdasv init` shows the last line of `python -m fwdasv.targets.check`.
+    from fwdasv.targets import check
+
+    target = "fwdasv.targets.decoder:tiny"
+    assert check.main(["--target", target, "--case", "d=1*1@64", "--device", "cpu"]) == 0
+    said = capsys.readouterr()
+    assert said.out.startswith(f"ok: {target} imports, builds on cpu")
+    # A case the target cannot prepare is the input's mistake (a ValueError): its own words.
+    assert check.main(["--target", target, "--case", "long=1*1@99999", "--device", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"fwdasv: {target} cannot prepare case long"), err
+    assert err.count("\n") == 1, err
+    # A factory that fails: the target, the error's type and first line, where it was raised.
+    (tmp_path / "broken_factory.py").write_text(
+        "def build(device, dtype):\n    raise RuntimeError('no kernel\\nfor this device')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert check.main(["--target", "broken_factory:build", "--case", "d=1*1@64"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "fwdasv: Target 'broken_factory:build' failed to build: RuntimeError: no kernel (at "
+    ), err
+    assert err.endswith("broken_factory.py:2)\n") and err.count("\n") == 1, err
