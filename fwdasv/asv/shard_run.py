@@ -88,7 +88,7 @@ class ShardRun:
         return self.status in RUN_OK
 
     def line(self) -> str:
-        what = f"GPU {self.shard.index} (machine {self.shard.machine})"
+        what = f"GPU {self.shard.gpu.index} (machine {self.shard.machine})"
         if self.status is None:
             return f"{what}: could not run to its end ({self.error}); log {self.log}"
         said = {0: "measured", 2: "measured; some benchmark failed (asv's status 2)"}
@@ -101,7 +101,7 @@ class ShardRun:
     def to_json(self) -> dict[str, Any]:
         return {
             "machine": self.shard.machine,
-            "gpu_uuid": self.shard.uuid,
+            "gpu_uuid": self.shard.gpu.uuid,
             "status": self.status,
             "seconds": round(self.seconds, 3),
             "log": str(self.log),
@@ -187,7 +187,7 @@ def run_shards(
         launch_spec = LaunchSpec(
             args=["-m", LOCKED_ASV, "run", "--config", str(config), *args, *extra],
             python=python,
-            env={VISIBLE_DEVICES: shard.uuid},
+            env={VISIBLE_DEVICES: shard.gpu.uuid},
             timeout_s=timeout_s,
             cwd=str(project.config_path.parent),
         )
@@ -195,7 +195,7 @@ def run_shards(
 
         def marked(line: str) -> None:
             if echo is not None:
-                echo(f"[GPU {shard.index}] {line}")
+                echo(f"[GPU {shard.gpu.index}] {line}")
 
         started = time.perf_counter()
         try:

@@ -23,7 +23,7 @@ from fwdasv.hw.errors import HardwareError
 from fwdasv.hw.machine import machine_entry
 from fwdasv.hw.nvml import Inventory
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: each shard's machine entry
 # Machine keys whose values split asv's graphs and tell fwdasv's drift: GPUs that differ in
 # one of them measure series that cannot be compared.
 SERIES_KEYS = {
@@ -88,17 +88,20 @@ def mismatch(gpus: Sequence[GpuMachine]) -> str | None:
 class Shard:
     """The commits one GPU measures, oldest first, in one asv run."""
 
-    index: int
-    uuid: str
-    machine: str
+    gpu: GpuMachine
     commits: tuple[str, ...]
+
+    @property
+    def machine(self) -> str:
+        return self.gpu.machine
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "gpu_index": self.index,
-            "gpu_uuid": self.uuid,
+            "gpu_index": self.gpu.index,
+            "gpu_uuid": self.gpu.uuid,
             "machine": self.machine,
             "commits": list(self.commits),
+            "machine_entry": dict(self.gpu.entry),  # what the GPU is: model, driver, clocks
         }
 
 
@@ -125,7 +128,7 @@ class ShardPlan:
         for shard in self.shards:
             shown = " ".join(c[:8] for c in shard.commits) or "(none)"
             out.append(
-                f"  GPU {shard.index} {shard.uuid} (machine {shard.machine}): "
+                f"  GPU {shard.gpu.index} {shard.gpu.uuid} (machine {shard.machine}): "
                 f"{len(shard.commits)} commit(s): {shown}"
             )
         return out
@@ -138,7 +141,7 @@ class ShardPlan:
             "shards": [s.to_json() for s in self.shards],
             # Which GPU measured which commit, in the range's order.
             "measured_by": [
-                {"commit": c, "machine": by[c].machine, "gpu_uuid": by[c].uuid}
+                {"commit": c, "machine": by[c].machine, "gpu_uuid": by[c].gpu.uuid}
                 for c in self.commits
             ],
         }
@@ -148,7 +151,10 @@ class ShardPlan:
         if data.get("version") != PLAN_VERSION:
             raise ValueError(f"shard plan version {data.get('version')!r}, not {PLAN_VERSION}")
         shards = tuple(
-            Shard(int(s["gpu_index"]), str(s["gpu_uuid"]), str(s["machine"]), tuple(s["commits"]))
+            Shard(
+                GpuMachine(int(s["gpu_index"]), str(s["gpu_uuid"]), s["machine_entry"]),
+                tuple(s["commits"]),
+            )
             for s in data["shards"]
         )
         return cls(tuple(data["commits"]), shards)
@@ -170,7 +176,5 @@ def plan_shards(gpus: Sequence[GpuMachine], commits: Sequence[str]) -> ShardPlan
     if why is not None:
         raise ShardRefused(why)
     n = len(gpus)
-    shards = tuple(
-        Shard(g.index, g.uuid, g.machine, tuple(commits[k::n])) for k, g in enumerate(gpus)
-    )
+    shards = tuple(Shard(gpu, tuple(commits[k::n])) for k, gpu in enumerate(gpus))
     return ShardPlan(tuple(commits), shards)

@@ -92,7 +92,7 @@ def test_each_gpus_run_starts_at_once_on_its_gpu_with_its_commits(fake_asv, monk
     assert first["start"] < second["end"] and second["start"] < first["end"], "at once"
     assert outcome.seconds < 1.9, "two 1 s runs side by side, not one after the other"
     for said, shard in zip((first, second), plan.shards, strict=True):
-        assert said["visible"] == shard.uuid
+        assert said["visible"] == shard.gpu.uuid
         assert said["commits"] == list(shard.commits)
         assert said["env_dir"] == f"{SHARD_ENVS}/{shard.machine}"
         assert said["argv"][:3] == ["-m", LOCKED_ASV, "run"]
@@ -113,7 +113,7 @@ def test_the_first_run_to_fail_is_named_and_the_others_run_to_their_end(fake_asv
     monkeypatch.setenv("FAKE_ASV_FAIL", H200_UUIDS[1])
     outcome = run_shards(project, plan_shards([_gpu(0), _gpu(1)], COMMITS), "a..b", python=python)
     failed = outcome.first_failure()
-    assert failed is not None and failed.shard.index == 1 and failed.status == 1
+    assert failed is not None and failed.shard.gpu.index == 1 and failed.status == 1
     assert "asv exited with status 1" in failed.line() and str(failed.log) in failed.line()
     assert outcome.runs[0].status == 0, "GPU 0's run was not cut short"
     assert failed.log.is_file() and outcome.runs[0].log.is_file(), "every log kept"

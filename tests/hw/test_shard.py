@@ -31,8 +31,9 @@ def test_two_h200s_measure_every_other_commit_each_as_a_machine_of_its_own(fake:
 
     first, second = plan.shards
     assert first.commits == COMMITS[0::2] and second.commits == COMMITS[1::2]
-    assert (first.uuid, second.uuid) == H200_UUIDS
-    assert (first.index, second.index) == (0, 1)
+    assert (first.gpu, second.gpu) == tuple(gpus)
+    assert (first.gpu.uuid, second.gpu.uuid) == H200_UUIDS
+    assert (first.gpu.index, second.gpu.index) == (0, 1)
     # Each GPU is the machine `fwdasv hw machine --gpus K` names: its UUID's digest.
     assert first.machine != second.machine
     assert all(s.machine.startswith("box-1xh200-") for s in plan.shards)
@@ -68,6 +69,14 @@ def test_the_plan_is_json_both_ways_with_which_gpu_measured_which_commit(fake: F
     assert [row["gpu_uuid"] for row in data["measured_by"]] == [
         H200_UUIDS[i % 2] for i in range(len(COMMITS))
     ]
+    # Each shard names what its GPU is, as the machine file has it.
+    for shard, gpu in zip(data["shards"], plan.shards, strict=True):
+        assert shard["machine_entry"] == dict(gpu.gpu.entry)
+        assert shard["machine_entry"]["gpu_uuids"] == shard["gpu_uuid"]
+        assert "H200" in shard["machine_entry"]["gpu"]
+    # A plan of the first format (no machine entries) is refused by its version.
+    with pytest.raises(ValueError, match="shard plan version 1, not 2"):
+        ShardPlan.from_json({**data, "version": 1})
     assert data["shards"][1]["commits"] == list(COMMITS[1::2])
     with pytest.raises(ValueError, match="version"):
         ShardPlan.from_json({**data, "version": 99})
