@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--dtype", default="auto")
     args = parser.parse_args(argv)
-    # Any exception is one line: a ValueError is the input's (check words it), any other
+    # Every exception ends as one line: a ValueError is the input's (check words it), any other
     # is named by its type.
     return helper_main(
         lambda: f"ok: {check(args.target, args.cases, args.device, args.dtype)}",
