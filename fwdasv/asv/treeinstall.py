@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         pth = install_tree(Path(args.checkout), Path(args.env), args.paths or DEFAULT_PATHS)
         return f"fwdasv: installed the checkout on the import path ({pth})"
 
-    refused = (TreeInstallError, ValueError, OSError)  # each says what to fix
+    refused = (TreeInstallError, ValueError, OSError)  # each in its own words, no type named
     return helper_main(install, refused, named=refused)
 
 
